@@ -1,15 +1,16 @@
-"""Table 5 on this machine: all-MiniLM-L6-v2 compressed by ASVD and by MLP-width pruning,
-aligned by GAC against this CPU's measured GEMM profile, timed in bfloat16 prefill.
+"""Table 5 on this machine: a model compressed by ASVD and by MLP-width pruning, aligned by
+GAC against this CPU's measured GEMM profile, timed in bfloat16 (prefill; decode for llama).
 
-    python benchmarks/proof.py [--quick] [--compressor asvd|prune|both] [--ratio R]
+    python benchmarks/proof.py [--model minilm|llama] [--quick] [--compressor asvd|prune|both] [--ratio R]
+    python benchmarks/proof.py --retime benchmarks/out/proof-llama.json [--rounds N]
 
-Same as `gac proof`; prints the tables (progress goes to stderr).
+Same as `gac proof`; prints the tables (progress goes to stderr) and saves the run
+(default benchmarks/out/proof-MODEL.json) for --retime.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -18,32 +19,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from proof.pipeline import ProofConfig, run_proof  # noqa: E402
-from proof.report import render, to_json  # noqa: E402
+from proof.cli import config_kwargs, run  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=("minilm", "llama"), default="minilm")
     ap.add_argument("--compressor", choices=("asvd", "prune", "both"), default="both")
     ap.add_argument("--ratio", type=float, default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seq", type=int, action="append", default=None)
+    ap.add_argument("--decode-context", type=int, default=None, help="llama: decode at this context (0: off; default 256)")
     ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--passes", type=int, default=None)
     ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--rel-tol", type=float, default=None)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--json", type=Path, default=None, help="Also write everything behind the tables here")
+    ap.add_argument("--save", "--json", dest="save", type=Path, default=None, help="Write the run here (default benchmarks/out/proof-MODEL.json)")
+    ap.add_argument("--retime", type=Path, default=None, help="Re-time a saved run from its dims; no profiling")
     a = ap.parse_args(argv)
-    methods = ("asvd", "prune") if a.compressor == "both" else (a.compressor,)
-    kw: dict = {"compressors": methods, "ratio": a.ratio, "window": a.window, "threads": a.threads}
-    if a.seq:
-        kw["seqs"] = tuple(a.seq)
-    if a.rounds is not None:
-        kw["rounds"] = a.rounds
-    cfg = ProofConfig.quick_config(**kw) if a.quick else ProofConfig(**kw)
-    res = run_proof(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
-    print(render(res))
-    if a.json is not None:
-        a.json.write_text(json.dumps(to_json(res), indent=1))
+    try:
+        kw = config_kwargs(a.model, a.compressor, a.ratio, a.seq, a.decode_context, a.rounds, a.passes, a.window, a.rel_tol, a.threads)
+    except ValueError as exc:
+        ap.error(str(exc))
+    print(run(kw, a.quick, a.save, a.retime, log=lambda m: print(m, file=sys.stderr, flush=True)))
 
 
 if __name__ == "__main__":

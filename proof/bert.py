@@ -53,12 +53,12 @@ class BertConfig:
 
 
 class LowRankLinear(nn.Module):
-    """W (out x in) as B @ A: x -> down (in -> rank, no bias) -> up (rank -> out, with W's bias)."""
+    """W (out x in) as B @ A: x -> down (in -> rank, no bias) -> up (rank -> out, with W's bias if it has one)."""
 
-    def __init__(self, in_features: int, out_features: int, rank: int) -> None:
+    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool = True) -> None:
         super().__init__()
         self.down = nn.Linear(in_features, rank, bias=False)
-        self.up = nn.Linear(rank, out_features, bias=True)
+        self.up = nn.Linear(rank, out_features, bias=bias)
 
     @property
     def rank(self) -> int:
@@ -101,6 +101,8 @@ class Layer(nn.Module):
 
 
 class BertEncoder(nn.Module):
+    mlp_gated = False  # a plain GELU MLP: one up projection
+
     def __init__(self, cfg: BertConfig, mlp_widths: Sequence[int] | None = None) -> None:
         super().__init__()
         self.cfg = cfg
@@ -158,6 +160,24 @@ class BertEncoder(nn.Module):
             layer.mlp_in = module
         else:
             layer.mlp_out = module
+
+    def mlp_down(self, i: int) -> str:
+        """The linear whose input is layer i's intermediate activations."""
+        return f"layer{i}.mlp.out"
+
+    def mlp_linears(self, i: int) -> list[nn.Module]:
+        return [self.layers[i].mlp_in, self.layers[i].mlp_out]
+
+    def with_mlp_neurons(self, keep: Sequence[torch.Tensor]) -> "BertEncoder":
+        """A copy keeping, per layer, the intermediate neurons `keep[i]` (indices, ascending)."""
+        model = BertEncoder(self.cfg, [len(k) for k in keep])
+        state = self.state_dict()
+        for i, k in enumerate(keep):
+            state[f"layers.{i}.mlp_in.weight"] = state[f"layers.{i}.mlp_in.weight"][k]
+            state[f"layers.{i}.mlp_in.bias"] = state[f"layers.{i}.mlp_in.bias"][k]
+            state[f"layers.{i}.mlp_out.weight"] = state[f"layers.{i}.mlp_out.weight"][:, k]
+        model.load_state_dict(state, strict=True)
+        return model.eval()
 
     def param_count(self) -> int:
         return sum(p.numel() for p in self.parameters())

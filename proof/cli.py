@@ -1,12 +1,45 @@
-"""`gac proof`: compress a real encoder, align it against this CPU's measured profile, print Table 5."""
+"""`gac proof`: compress a real model, align it against this CPU's measured profile, print Table 5."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+
+
+def config_kwargs(
+    model: str, compressor: str, ratio: float | None, seq: list[int] | None, decode_context: int | None,
+    rounds: int | None, passes: int | None, window: int, rel_tol: float | None, threads: int,
+) -> dict[str, Any]:
+    """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py."""
+    if model not in ("minilm", "llama"):
+        raise ValueError("--model: use minilm or llama")
+    methods = ("asvd", "prune") if compressor == "both" else (compressor,)
+    if any(m not in ("asvd", "prune") for m in methods):
+        raise ValueError("--compressor: use asvd, prune or both")
+    kw: dict[str, Any] = {"model": model, "compressors": methods, "ratio": ratio, "window": window, "threads": threads,
+                          "seqs": tuple(seq) if seq else None, "decode_context": decode_context,
+                          "rounds": rounds, "passes": passes, "rel_tol": rel_tol}
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def run(kw: dict[str, Any], quick: bool, save: Path | None, retime_file: Path | None, log: Any) -> str:
+    """Run (or re-time) the proof; save the run; return the report."""
+    from proof.pipeline import ProofConfig, run_proof
+    from proof.report import render
+    from proof.retime import default_save_path, retime, save_run
+
+    if retime_file is not None:
+        keep = ("rounds", "passes", "threads", "seqs", "decode_context")
+        res = retime(retime_file, log=log, **{k: v for k, v in kw.items() if k in keep})
+        if save is not None:
+            log(f"saved to {save_run(res, save)}")
+        return render(res)
+    cfg = ProofConfig.quick_config(**kw) if quick else ProofConfig(**kw)
+    res = run_proof(cfg, log=log)
+    log(f"saved to {save_run(res, save or default_save_path(cfg))} (re-time with --retime FILE)")
+    return render(res)
 
 
 def register(app: typer.Typer) -> None:
@@ -14,30 +47,24 @@ def register(app: typer.Typer) -> None:
 
     @app.command("proof")
     def proof(
+        model: Annotated[str, typer.Option("--model", help="minilm (trained encoder) | llama (random-weight decoder)")] = "minilm",
         compressor: Annotated[str, typer.Option("--compressor", help="asvd | prune | both")] = "both",
         ratio: Annotated[Optional[float], typer.Option("--ratio", min=0.01, max=0.9, help="Budget ratio rho (default: asvd 0.15, prune 0.25)")] = None,
-        quick: Annotated[bool, typer.Option("--quick", help="Fewer sequence lengths and rounds (a few minutes)")] = False,
-        seq: Annotated[Optional[list[int]], typer.Option("--seq", min=8, max=512, help="Prefill sequence lengths (repeatable)")] = None,
-        rounds: Annotated[Optional[int], typer.Option("--rounds", min=1, max=50, help="Interleaved timing rounds")] = None,
+        quick: Annotated[bool, typer.Option("--quick", help="One prefill length, fewer rounds (a few minutes)")] = False,
+        seq: Annotated[Optional[list[int]], typer.Option("--seq", min=8, max=1024, help="Prefill sequence lengths (repeatable)")] = None,
+        decode_context: Annotated[Optional[int], typer.Option("--decode-context", min=0, max=1000, help="llama: decode at this context (0: off; default 256)")] = None,
+        rounds: Annotated[Optional[int], typer.Option("--rounds", min=1, max=200, help="Interleaved timing rounds (default 25)")] = None,
+        passes: Annotated[Optional[int], typer.Option("--passes", min=1, max=100, help="Passes per round, median taken (default 5)")] = None,
         window: Annotated[int, typer.Option("--window", min=4, max=256, help="Candidate window +/- dims (what gets profiled)")] = 16,
+        rel_tol: Annotated[Optional[float], typer.Option("--rel-tol", min=0.0, max=0.5, help="A larger dim within this latency counts as as fast (default 0.02)")] = None,
         threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads for profiling and timing alike")] = 1,
-        json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write everything behind the tables here")] = None,
+        save: Annotated[Optional[Path], typer.Option("--save", "--json", help="Write the run (dims, alignments, profile, timings) here; default benchmarks/out/proof-MODEL.json")] = None,
+        retime_file: Annotated[Optional[Path], typer.Option("--retime", exists=True, dir_okay=False, help="Re-time a saved run: rebuild its variants from the saved dims, no profiling")] = None,
     ) -> None:
-        """Compress all-MiniLM-L6-v2 (ASVD and/or MLP pruning), align with GAC on this CPU's measured
-        profile, and print aligned share, params, quality and prefill latency per variant."""
-        from proof.pipeline import ProofConfig, run_proof
-        from proof.report import render, to_json
-
-        methods = ("asvd", "prune") if compressor == "both" else (compressor,)
-        if any(m not in ("asvd", "prune") for m in methods):
-            raise typer.BadParameter("use asvd, prune or both", param_hint="--compressor")
-        kw: dict = {"compressors": methods, "ratio": ratio, "window": window, "threads": threads}
-        if seq:
-            kw["seqs"] = tuple(seq)
-        if rounds is not None:
-            kw["rounds"] = rounds
-        cfg = ProofConfig.quick_config(**kw) if quick else ProofConfig(**kw)
-        res = run_proof(cfg, log=lambda msg: typer.echo(msg, err=True))
-        typer.echo(render(res))
-        if json_out is not None:
-            json_out.write_text(json.dumps(to_json(res), indent=1))
+        """Compress a model (ASVD and/or MLP pruning), align with GAC on this CPU's measured profile,
+        and print aligned share, params, quality and latency per variant."""
+        try:
+            kw = config_kwargs(model, compressor, ratio, seq, decode_context, rounds, passes, window, rel_tol, threads)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        typer.echo(run(kw, quick, save, retime_file, log=lambda msg: typer.echo(msg, err=True)))

@@ -1,4 +1,4 @@
-"""Two real dimension-reducing compressors for the BERT encoder, each emitting a GAC manifest.
+"""Two real dimension-reducing compressors, each emitting a GAC manifest.
 
 - ASVD-style low-rank factorisation: every linear W is scaled by its calibration
   input magnitudes, factorised by SVD and unscaled; per-weight ranks come from a
@@ -9,7 +9,10 @@
   the layer-normalised scores under the budget sets irregular per-layer widths.
 
 Both keep what they computed (SVD factors, neuron scores), so the same compressor
-rebuilds the model at any dims: its own, round-to-8, or GAC's.
+rebuilds the model at any dims: its own, round-to-8, or GAC's. They work on any
+model with the structure interface of BertEncoder and LlamaDecoder (named_linears,
+get/set_linear, mlp_down, mlp_linears, with_mlp_neurons, mlp_gated) and take their
+data through a Calibration.
 """
 
 from __future__ import annotations
@@ -18,14 +21,27 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from gac.contracts.manifest import Manifest
-from proof.bert import BertEncoder, LowRankLinear, Tokenizer, embed_sentences
+from proof.bert import LowRankLinear
 
 ASVD_ALPHA = 0.5  # the ASVD paper's activation-scaling exponent
+
+
+class Calibration(Protocol):
+    """The data a compressor sees: calibration inputs, and a small probe to measure output change."""
+
+    def run(self, model: nn.Module) -> None:
+        """Feed every calibration input through `model` (forward hooks collect statistics)."""
+        ...
+
+    def distance(self, model: nn.Module) -> float:
+        """How far `model`'s outputs on the probe are from the original's (0 = identical)."""
+        ...
 
 
 @dataclass
@@ -38,14 +54,14 @@ class Compression:
     manifest: Manifest
     compressor: "Compressor"
 
-    def build(self, dims: dict[str, int] | None = None) -> BertEncoder:
+    def build(self, dims: dict[str, int] | None = None) -> Any:
         return self.compressor.build(dims or self.dims)
 
 
 class Compressor:
     method: str = ""
 
-    def build(self, dims: dict[str, int]) -> BertEncoder:  # pragma: no cover - interface
+    def build(self, dims: dict[str, int]) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
 
@@ -53,11 +69,8 @@ class Compressor:
 
 
 @torch.inference_mode()
-def input_magnitudes(model: BertEncoder, tok: Tokenizer, sentences: Sequence[str]) -> dict[str, torch.Tensor]:
-    """Mean |x| per input channel of every projection, over the real tokens of the calibration sentences.
-
-    Sentences run one at a time so no padding token enters the statistics.
-    """
+def input_magnitudes(model: Any, calibration: Calibration) -> dict[str, torch.Tensor]:
+    """Mean |x| per input channel of every projection, over every calibration token."""
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
     hooks = []
@@ -68,17 +81,11 @@ def input_magnitudes(model: BertEncoder, tok: Tokenizer, sentences: Sequence[str
             counts[name] = counts.get(name, 0) + x.shape[0]
         hooks.append(mod.register_forward_hook(hook))
     try:
-        for s in sentences:
-            ids, mask = tok([s])
-            model(ids, mask)
+        calibration.run(model)
     finally:
         for h in hooks:
             h.remove()
     return {n: sums[n] / counts[n] for n in sums}
-
-
-def mean_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a * b).sum(-1).mean())
 
 
 # ----------------------------------------------------------------- ASVD
@@ -99,9 +106,9 @@ class AsvdCompressor(Compressor):
 
     method = "asvd"
 
-    def __init__(self, model: BertEncoder, tok: Tokenizer, calibration: Sequence[str], probe: int = 16) -> None:
+    def __init__(self, model: Any, calibration: Calibration) -> None:
         self.base = model
-        mags = input_magnitudes(model, tok, calibration)
+        mags = input_magnitudes(model, calibration)
         self.factors: dict[str, _Factors] = {}
         for name, lin in model.named_linears():
             assert isinstance(lin, nn.Linear)
@@ -116,29 +123,28 @@ class AsvdCompressor(Compressor):
                 in_features=lin.in_features,
                 out_features=lin.out_features,
             )
-        self.sensitivity = self._sensitivity(tok, calibration[:probe])
+        self.sensitivity = self._sensitivity(calibration)
 
-    def _sensitivity(self, tok: Tokenizer, probe: Sequence[str]) -> dict[str, float]:
-        """How much the embeddings move when one weight alone keeps half its rank (ASVD's sensitivity, cheaply)."""
-        ref = embed_sentences(self.base, tok, probe)
+    def _sensitivity(self, calibration: Calibration) -> dict[str, float]:
+        """How much the outputs move when one weight alone keeps half its rank (ASVD's sensitivity, cheaply)."""
         out: dict[str, float] = {}
         for name, f in self.factors.items():
-            half = min(f.in_features, f.out_features) // 2
-            m = copy.deepcopy(self.base)
-            m.set_linear(name, self._lowrank(name, half))
-            out[name] = max(1e-6, 1.0 - mean_cosine(embed_sentences(m, tok, probe), ref))
+            dense = self.base.get_linear(name)
+            self.base.set_linear(name, self._lowrank(name, min(f.in_features, f.out_features) // 2))
+            try:
+                out[name] = max(1e-6, calibration.distance(self.base))
+            finally:
+                self.base.set_linear(name, dense)
         return out
 
     def _lowrank(self, name: str, rank: int) -> LowRankLinear:
         f = self.factors[name]
-        mod = LowRankLinear(f.in_features, f.out_features, rank)
+        mod = LowRankLinear(f.in_features, f.out_features, rank, bias=f.bias is not None)
         with torch.no_grad():
             mod.down.weight.copy_(f.vt_unscaled[:rank])
             mod.up.weight.copy_(f.u_sigma[:, :rank])
             if f.bias is not None:
                 mod.up.bias.copy_(f.bias)
-            else:
-                mod.up.bias.zero_()
         return mod
 
     def unit(self, name: str) -> int:
@@ -186,7 +192,7 @@ class AsvdCompressor(Compressor):
         lo, hi = max(0, rank - window), min(len(f.energy), rank + window)
         return self.sensitivity[name] * float(f.energy[lo:hi].mean()) / self.unit(name)
 
-    def build(self, dims: dict[str, int]) -> BertEncoder:
+    def build(self, dims: dict[str, int]) -> Any:
         model = copy.deepcopy(self.base)
         for name, r in dims.items():
             model.set_linear(name, self._lowrank(name, int(r)))
@@ -194,9 +200,10 @@ class AsvdCompressor(Compressor):
 
 
 def compress_asvd(
-    model: BertEncoder, tok: Tokenizer, calibration: Sequence[str], ratio: float, tokens: Sequence[int], dtype: str = "bfloat16"
+    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str = "bfloat16",
+    model_name: str = "model", token_weights: Sequence[float] | None = None,
 ) -> Compression:
-    comp = AsvdCompressor(model, tok, calibration)
+    comp = AsvdCompressor(model, calibration)
     budget = math.floor((1.0 - ratio) * comp.original_params())
     ranks = comp.allocate(budget)
     importance = {n: comp.marginal_importance(n, r) for n, r in ranks.items()}
@@ -207,18 +214,11 @@ def compress_asvd(
         }
         for n, f in comp.factors.items()
     ]
-    manifest = _manifest("asvd", ratio, tokens, dtype, weights)
+    manifest = _manifest(model_name, "asvd", ratio, tokens, token_weights, dtype, weights)
     return Compression("asvd", ranks, importance, manifest, comp)
 
 
 # ----------------------------------------------------------------- MLP-width pruning
-
-
-@torch.inference_mode()
-def _mlp_activation_magnitudes(model: BertEncoder, tok: Tokenizer, sentences: Sequence[str]) -> list[torch.Tensor]:
-    """Mean |GELU(x W_in^T + b)| per intermediate neuron, per layer (the mlp_out inputs)."""
-    mags = input_magnitudes(model, tok, sentences)
-    return [mags[f"layer{i}.mlp.out"] for i in range(len(model.layers))]
 
 
 class PruneCompressor(Compressor):
@@ -226,23 +226,25 @@ class PruneCompressor(Compressor):
 
     method = "prune"
 
-    def __init__(self, model: BertEncoder, tok: Tokenizer, calibration: Sequence[str]) -> None:
+    def __init__(self, model: Any, calibration: Calibration) -> None:
         self.base = model
-        acts = _mlp_activation_magnitudes(model, tok, calibration)
+        mags = input_magnitudes(model, calibration)  # of each down projection: the intermediate activations
         self.scores: list[torch.Tensor] = []
-        for layer, a in zip(model.layers, acts):
-            col_norm = layer.mlp_out.weight.detach().float().norm(dim=0)
-            s = a * col_norm
+        for i in range(len(model.layers)):
+            down = model.mlp_down(i)
+            s = mags[down] * model.get_linear(down).weight.detach().float().norm(dim=0)
             self.scores.append(s / s.sum())  # layer-normalised: a neuron's share of its layer's output
         self.order = [torch.argsort(s, descending=True) for s in self.scores]
         self.hidden = model.cfg.hidden
+        self.gated = bool(model.mlp_gated)
 
     def name(self, i: int) -> str:
         return f"layer{i}.mlp"
 
     @property
     def unit(self) -> int:
-        return 2 * self.hidden  # plain (non-gated) MLP: W_in row + W_out column per neuron
+        """Parameters per neuron: its row of each up projection (gate and up, or one) and its down column."""
+        return (3 if self.gated else 2) * self.hidden
 
     def original_params(self) -> int:
         return sum(self.unit * len(s) for s in self.scores)
@@ -264,47 +266,41 @@ class PruneCompressor(Compressor):
         lo, hi = max(0, width - window), min(len(s), width + window)
         return float(s[lo:hi].mean()) / self.unit
 
-    def build(self, dims: dict[str, int]) -> BertEncoder:
+    def build(self, dims: dict[str, int]) -> Any:
         widths = [int(dims.get(self.name(i), len(s))) for i, s in enumerate(self.scores)]
-        model = BertEncoder(self.base.cfg, widths)
-        state = self.base.state_dict()
-        for i, w in enumerate(widths):
-            keep = torch.sort(self.order[i][:w]).values  # original neuron order
-            state[f"layers.{i}.mlp_in.weight"] = state[f"layers.{i}.mlp_in.weight"][keep]
-            state[f"layers.{i}.mlp_in.bias"] = state[f"layers.{i}.mlp_in.bias"][keep]
-            state[f"layers.{i}.mlp_out.weight"] = state[f"layers.{i}.mlp_out.weight"][:, keep]
-        model.load_state_dict(state, strict=True)
-        return model.eval()
+        keep = [torch.sort(self.order[i][:w]).values for i, w in enumerate(widths)]  # original neuron order
+        return self.base.with_mlp_neurons(keep)
 
 
 def compress_prune(
-    model: BertEncoder, tok: Tokenizer, calibration: Sequence[str], ratio: float, tokens: Sequence[int], dtype: str = "bfloat16"
+    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str = "bfloat16",
+    model_name: str = "model", token_weights: Sequence[float] | None = None,
 ) -> Compression:
-    comp = PruneCompressor(model, tok, calibration)
+    comp = PruneCompressor(model, calibration)
     budget = math.floor((1.0 - ratio) * comp.original_params())
     widths = comp.allocate(budget)
     importance = {comp.name(i): comp.marginal_importance(i, widths[comp.name(i)]) for i in range(len(comp.scores))}
     weights = [
         {
-            "name": comp.name(i), "kind": "mlp_width", "hidden": comp.hidden, "full": len(s), "gated": False,
+            "name": comp.name(i), "kind": "mlp_width", "hidden": comp.hidden, "full": len(s), "gated": comp.gated,
             "dim": widths[comp.name(i)], "importance": importance[comp.name(i)],
         }
         for i, s in enumerate(comp.scores)
     ]
-    manifest = _manifest("prune", ratio, tokens, dtype, weights)
+    manifest = _manifest(model_name, "prune", ratio, tokens, token_weights, dtype, weights)
     return Compression("prune", widths, importance, manifest, comp)
 
 
-def _manifest(method: str, ratio: float, tokens: Sequence[int], dtype: str, weights: list[dict]) -> Manifest:
+def _manifest(
+    model: str, method: str, ratio: float, tokens: Sequence[int], token_weights: Sequence[float] | None, dtype: str, weights: list[dict]
+) -> Manifest:
+    """tokens: the GEMM row counts M the model is timed at (batch 1: each prefill S, and 1 for decode)."""
+    workload: dict = {"tokens": list(tokens), "dtype": dtype}
+    if token_weights is not None:
+        workload["token_weights"] = list(token_weights)
     return Manifest.model_validate(
-        {
-            "schema": "gac.manifest/v1",
-            "model": "sentence-transformers/all-MiniLM-L6-v2",
-            "compressor": method,
-            "budget": {"ratio": ratio},
-            "workload": {"tokens": list(tokens), "dtype": dtype},
-            "weights": weights,
-        }
+        {"schema": "gac.manifest/v1", "model": model, "compressor": method, "budget": {"ratio": ratio},
+         "workload": workload, "weights": weights}
     )
 
 
@@ -315,7 +311,7 @@ def manifest_params(manifest: Manifest, dims: dict[str, int]) -> int:
     return sum(unit_params(w) * int(dims[w.name]) for w in manifest.weights)
 
 
-def compressed_params(model: BertEncoder, manifest: Manifest) -> int:
+def compressed_params(model: Any, manifest: Manifest) -> int:
     """Weight parameters of the manifest's weights as built in the model (biases excluded, like the manifest)."""
     total = 0
     for w in manifest.weights:
@@ -324,8 +320,8 @@ def compressed_params(model: BertEncoder, manifest: Manifest) -> int:
             assert isinstance(lin, LowRankLinear)
             total += lin.down.weight.numel() + lin.up.weight.numel()
         elif w.kind == "mlp_width":
-            layer = model.layers[int(w.name.split(".")[0].removeprefix("layer"))]
-            total += layer.mlp_in.weight.numel() + layer.mlp_out.weight.numel()
+            i = int(w.name.split(".")[0].removeprefix("layer"))
+            total += sum(lin.weight.numel() for lin in model.mlp_linears(i))
         else:  # pragma: no cover - not produced here
             raise ValueError(f"unsupported kind {w.kind}")
     return total
@@ -333,6 +329,7 @@ def compressed_params(model: BertEncoder, manifest: Manifest) -> int:
 
 __all__ = [
     "AsvdCompressor",
+    "Calibration",
     "Compression",
     "PruneCompressor",
     "compress_asvd",

@@ -1,8 +1,12 @@
-"""Prefill latency of whole models, timed with the profiler agent's CPU timer.
+"""Latency of whole models in interleaved, paired rounds.
 
-Variants are interleaved in rounds (a fresh random order each round), so drift of a
-shared machine hits all of them alike; each round gives one median per variant,
-and speed-ups are ratios of medians taken in the same round.
+Each round times every (variant, setting) pair once, in a fresh random order, so
+drift of a shared machine hits all variants alike and a round's ratio of two
+variants compares them under the same machine state. One measurement is the
+median of a few passes after one warm-up call; a pass during which the timing
+thread was off the CPU for over 10 % of the wall time (preempted) is dropped when
+running single-threaded, unless that would leave fewer than half of the passes.
+Speed-ups are the median of per-round ratios with a bootstrap CI (proof.stats).
 """
 
 from __future__ import annotations
@@ -10,15 +14,45 @@ from __future__ import annotations
 import copy
 import random
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
-from gac.contracts.plans import Timing
-from proof.bert import BertEncoder
+from proof.stats import Speedup, paired_speedup
 
-MODEL_TIMING = Timing(min_samples=10, max_samples=200, target_spread=0.03, median_ci=0.01, time_cap_ms=1500.0, warmup_ms=100.0)
+DECODE_PASS_FACTOR = 4  # a decode step is ~1/10 of a prefill: take more of them per round
+MIN_ON_CPU = 0.9
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One timed workload at batch 1: a prefill of `tokens` tokens, or one decode step after `tokens` cached ones."""
+
+    kind: str  # "prefill" | "decode"
+    tokens: int
+
+    @property
+    def label(self) -> str:
+        return f"S={self.tokens}" if self.kind == "prefill" else f"decode@{self.tokens}"
+
+    @property
+    def gemm_m(self) -> int:
+        """The row count M of every projection GEMM in this setting (batch 1)."""
+        return self.tokens if self.kind == "prefill" else 1
+
+    @property
+    def unit(self) -> str:
+        return "ms" if self.kind == "prefill" else "ms/tok"
+
+
+def settings_for(seqs: Sequence[int], decode_context: int | None) -> list[Setting]:
+    out = [Setting("prefill", s) for s in seqs]
+    if decode_context:
+        out.append(Setting("decode", decode_context))
+    return out
 
 
 @dataclass
@@ -40,59 +74,76 @@ class Stat:
 
 @dataclass
 class LatencyRun:
-    seqs: list[int]
+    settings: list[Setting]
     rounds: int
+    passes: int
     threads: int
-    # (variant, seq) -> the per-round medians, in µs
-    medians: dict[tuple[str, int], list[float]] = field(default_factory=dict)
-    # (variant, seq) -> the noise figure (p90 - p10) / median of each round's samples
-    sample_spread: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    seed: int = 0
+    # (variant, setting label) -> one median per round, in µs (index r = round r)
+    medians: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    # (variant, setting label) -> passes dropped as preempted, per round
+    preempted: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
-    def stat(self, variant: str, seq: int) -> Stat:
-        return Stat.of(self.medians[(variant, seq)])
+    @property
+    def labels(self) -> list[str]:
+        return [s.label for s in self.settings]
 
-    def speedup(self, variant: str, baseline: str, seq: int) -> Stat:
-        """baseline / variant, per round (same round, same machine state), over rounds."""
-        a, b = self.medians[(baseline, seq)], self.medians[(variant, seq)]
-        return Stat.of([x / y for x, y in zip(a, b)])
+    def stat(self, variant: str, label: str) -> Stat:
+        return Stat.of(self.medians[(variant, label)])
 
-
-def prefill_fn(model: BertEncoder, seq: int, seed: int = 0) -> Callable[[], torch.Tensor]:
-    """One batch-1 prefill of `seq` tokens (no padding, so no mask)."""
-    g = torch.Generator().manual_seed(seed + seq)
-    ids = torch.randint(1000, model.cfg.vocab_size, (1, seq), generator=g)
-
-    def run() -> torch.Tensor:
-        with torch.inference_mode():
-            return model(ids)
-
-    return run
+    def speedup(self, variant: str, baseline: str, label: str) -> Speedup:
+        """baseline / variant, paired by round: median ratio and its bootstrap 95 % CI."""
+        return paired_speedup(self.medians[(baseline, label)], self.medians[(variant, label)], seed=self.seed)
 
 
-def time_prefill(
-    models: Mapping[str, BertEncoder],
-    seqs: Sequence[int],
-    rounds: int = 5,
-    threads: int | None = 1,
+def median_of_passes(fn: Callable[[], object], passes: int, filter_preempted: bool) -> tuple[float, int]:
+    """(median µs over the passes after one warm-up call, passes dropped as preempted)."""
+    fn()  # warm-up: this variant's weights back into cache, oneDNN primitives looked up
+    walls: list[float] = []
+    kept: list[float] = []
+    for _ in range(passes):
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+        fn()
+        wall = time.perf_counter_ns() - t0
+        on_cpu = time.thread_time_ns() - c0
+        walls.append(wall / 1e3)
+        if not filter_preempted or on_cpu >= MIN_ON_CPU * wall:
+            kept.append(wall / 1e3)
+    use = kept if 2 * len(kept) >= passes else walls
+    return statistics.median(use), passes - len(kept)
+
+
+def time_rounds(
+    models: Mapping[str, nn.Module],
+    settings: Sequence[Setting],
+    make_fn: Callable[[nn.Module, Setting], Callable[[], object]],
+    rounds: int = 25,
+    passes: int = 5,
+    threads: int = 1,
     dtype: torch.dtype = torch.bfloat16,
-    timing: Timing = MODEL_TIMING,
     seed: int = 0,
     on_round: Callable[[int], None] | None = None,
 ) -> LatencyRun:
-    from profiler_agent.timing import CpuTimer
+    """Time every model at every setting, interleaved in `rounds` shuffled rounds.
 
-    timer = CpuTimer(threads=threads)
-    cast = {name: copy.deepcopy(m).to(dtype).eval() for name, m in models.items()}  # callers keep their float32 models
-    fns = {(name, s): prefill_fn(m, s, seed) for name, m in cast.items() for s in seqs}
-    out = LatencyRun(seqs=list(seqs), rounds=rounds, threads=timer.threads)
+    make_fn(model, setting) returns the zero-argument call to time (inputs and
+    caches prepared once). Models are copied and cast to `dtype`; callers keep theirs.
+    """
+    torch.set_num_threads(threads)
+    cast = {name: copy.deepcopy(m).to(dtype).eval() for name, m in models.items()}
+    by_label = {s.label: s for s in settings}
+    fns = {(name, s.label): make_fn(m, s) for name, m in cast.items() for s in settings}
+    out = LatencyRun(settings=list(settings), rounds=rounds, passes=passes, threads=torch.get_num_threads(), seed=seed)
     rng = random.Random(seed)
+    filter_preempted = out.threads == 1  # with more threads the caller may legitimately wait at a barrier
     for r in range(rounds):
         order = list(fns)
         rng.shuffle(order)
         for key in order:
-            res = timer.time(fns[key], timing)
-            out.medians.setdefault(key, []).append(res.median_us)
-            out.sample_spread.setdefault(key, []).append(res.spread)
+            n = passes * (DECODE_PASS_FACTOR if by_label[key[1]].kind == "decode" else 1)
+            med, dropped = median_of_passes(fns[key], n, filter_preempted)
+            out.medians.setdefault(key, []).append(med)
+            out.preempted.setdefault(key, []).append(dropped)
         if on_round is not None:
             on_round(r + 1)
     return out

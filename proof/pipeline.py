@@ -1,5 +1,5 @@
-"""The whole proof: compress a trained encoder, align it against this CPU's measured
-profile, build every variant, score quality and time prefill latency.
+"""The whole proof: compress a model, align it against this CPU's measured profile,
+build every variant, score quality and time prefill (and decode) latency.
 
 Variants per compressor: the original, the compressor's own (unaligned) dims,
 naive round-to-nearest-8, and GAC's choice from measured candidates.
@@ -7,20 +7,23 @@ naive round-to-nearest-8, and GAC's choice from measured candidates.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
-from proof.bert import BertEncoder, Tokenizer, load_minilm
 from proof.compress import Compression, compress_asvd, compress_prune, compressed_params, manifest_params
-from proof.latency import LatencyRun, time_prefill
-from proof.profile import MeasuredAlignment, dims_of, measured_alignment
-from proof.quality import Quality, QualityJudge, load_sentences, split_sentences
+from proof.latency import LatencyRun, Setting, settings_for, time_rounds
+from proof.llama import LlamaConfig
+from proof.profile import REL_TOL, dims_of, measured_alignment
+from proof.quality import Quality
+from proof.subjects import Subject, make_subject
 from solver.align import budget_params
 from solver.baselines import round_nearest
 from solver.kinds import original_params
@@ -29,27 +32,81 @@ DEFAULT_RATIO = {"asvd": 0.15, "prune": 0.25}
 COMPRESSORS: dict[str, Callable[..., Compression]] = {"asvd": compress_asvd, "prune": compress_prune}
 ORIGINAL, UNALIGNED, ROUND8, GAC = "original", "unaligned", "round-to-8", "GAC-aligned"
 VARIANTS = (ORIGINAL, UNALIGNED, ROUND8, GAC)
+MODELS = ("minilm", "llama")
+DEFAULT_SEQS = {"minilm": (128, 256, 512), "llama": (128, 256, 512)}
+DEFAULT_DECODE_CONTEXT = {"minilm": None, "llama": 256}
 
 
 @dataclass(frozen=True)
 class ProofConfig:
+    model: str = "minilm"
     compressors: tuple[str, ...] = ("asvd", "prune")
     ratio: float | None = None  # None: DEFAULT_RATIO per compressor
-    seqs: tuple[int, ...] = (128, 256, 512)
-    rounds: int = 5
+    seqs: tuple[int, ...] | None = None  # prefill lengths; None: DEFAULT_SEQS of the model
+    decode_context: int | None = None  # decode step after this many tokens; None: the model's default; 0: off
+    rounds: int = 25
+    passes: int = 5  # per round and (variant, setting): median of this many passes (decode: 4x)
     window: int = 16  # candidate window (+/- dims around each compressor dim) = what gets profiled
     window_rel: float = 0.0  # or this fraction of each dim, when larger
+    rel_tol: float = REL_TOL
+    balance_tokens: bool = True  # weight each timed M by 1 / its measured total (proof.profile)
     threads: int = 1
+    seed: int = 0
     quick: bool = False
+    llama: LlamaConfig | None = None  # None: proof.llama.PROOF_LLAMA (tests pass a tiny one)
+    llama_data: tuple[tuple[int, int], tuple[int, int]] = ((8, 128), (4, 128))  # (calibration, evaluation) random ids
 
     @classmethod
-    def quick_config(cls, **kw: object) -> "ProofConfig":
-        base = {"seqs": (128, 256), "rounds": 3, "window": 16, "quick": True}
-        base.update(kw)
-        return cls(**base)  # type: ignore[arg-type]
+    def quick_config(cls, **kw: Any) -> "ProofConfig":
+        base: dict[str, Any] = {"seqs": (128,), "rounds": 10, "passes": 3, "window": 16, "quick": True}
+        if kw.get("model") == "llama":
+            base["decode_context"] = 128
+        base.update({k: v for k, v in kw.items() if v is not None})
+        return cls(**base)
 
     def ratio_for(self, method: str) -> float:
         return self.ratio if self.ratio is not None else DEFAULT_RATIO[method]
+
+    @property
+    def prefill_seqs(self) -> tuple[int, ...]:
+        return self.seqs if self.seqs is not None else DEFAULT_SEQS[self.model]
+
+    @property
+    def context(self) -> int | None:
+        c = self.decode_context if self.decode_context is not None else DEFAULT_DECODE_CONTEXT[self.model]
+        return c or None
+
+    @property
+    def settings(self) -> list[Setting]:
+        return settings_for(self.prefill_seqs, self.context)
+
+    def gemm_tokens(self) -> list[int]:
+        """The M of every timed setting, for the manifest's workload (deduplicated, in order)."""
+        return list(dict.fromkeys(s.gemm_m for s in self.settings))
+
+    def subject_spec(self) -> dict:
+        if self.model == "minilm":
+            return {"model": "minilm"}
+        spec: dict[str, Any] = {"model": "llama", "seed": self.seed, "calib": list(self.llama_data[0]),
+                                "evaluation": list(self.llama_data[1])}
+        if self.llama is not None:
+            spec["config"] = self.llama.to_dict()
+        return spec
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ProofConfig":
+        kw = dict(d)
+        for k in ("compressors", "seqs"):
+            if kw.get(k) is not None:
+                kw[k] = tuple(kw[k])
+        if kw.get("llama") is not None:
+            kw["llama"] = LlamaConfig(**kw["llama"])
+        if "llama_data" in kw:
+            kw["llama_data"] = tuple(tuple(x) for x in kw["llama_data"])
+        return cls(**kw)
 
 
 @dataclass
@@ -65,18 +122,30 @@ class VariantResult:
 
 
 @dataclass
+class ProfileSummary:
+    points: int
+    measured: int
+    failures: int
+    seconds: float
+    platform: str
+
+
+@dataclass
 class CompressorResult:
     method: str
     ratio: float
-    manifest: Manifest
+    manifest: Manifest  # as aligned (token weights set)
     budget: int
     original_weight_params: int
-    alignment: MeasuredAlignment
+    alignment: AlignmentResult
+    profile: ProfileSummary | None  # None: alignment not profiled in this run (re-timed, or rules only)
     variants: dict[str, VariantResult]
     latency: LatencyRun
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
+    notes: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    measurements: list = field(default_factory=list)  # the raw profile, for the saved run
 
 
 @dataclass
@@ -84,8 +153,17 @@ class ProofResult:
     config: ProofConfig
     platform: str
     torch_version: str
+    subject_title: str
+    quality_note: str
+    footnote: str
+    spec: dict
     results: list[CompressorResult]
-    eval_sentences: int = 0
+    timed_on: str = ""  # this machine, where the variants were timed
+    retimed_from: str | None = None
+
+
+# An aligner: manifest -> (manifest as aligned, alignment, profile summary, notes, raw measurements).
+Aligner = Callable[[Manifest], tuple[Manifest, AlignmentResult, ProfileSummary | None, list[str], list]]
 
 
 def share(dims: Sequence[int], align: int) -> float:
@@ -101,86 +179,141 @@ def round8_dims(manifest: Manifest) -> dict[str, int]:
     return {w.name: round_nearest(w.dim, 8, w.max_dim) for w in manifest.weights}
 
 
-def build_variants(comp: Compression, alignment: AlignmentResult, original: BertEncoder) -> dict[str, tuple[dict[str, int], BertEncoder]]:
-    """name -> (dims, float32 model) for every variant."""
-    m = comp.manifest
-    gac_dims = dims_of(alignment)
+def variant_dims(comp: Compression, manifest: Manifest, alignment: AlignmentResult) -> dict[str, dict[str, int]]:
+    """name -> dims for every variant."""
     return {
-        ORIGINAL: (original_dims(m), original),
-        UNALIGNED: (dict(comp.dims), comp.build(comp.dims)),
-        ROUND8: (round8_dims(m), comp.build(round8_dims(m))),
-        GAC: (gac_dims, comp.build(gac_dims)),
+        ORIGINAL: original_dims(manifest),
+        UNALIGNED: dict(comp.dims),
+        ROUND8: round8_dims(manifest),
+        GAC: dims_of(alignment),
     }
 
 
+def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) -> Aligner:
+    """Profile the missing curves on this CPU with the agent, then align (proof.profile)."""
+
+    def run(manifest: Manifest) -> tuple[Manifest, AlignmentResult, ProfileSummary | None, list[str], list]:
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            if time.perf_counter() - last[0] > 15 or done == total:
+                last[0] = time.perf_counter()
+                log(f"[{method}] profiling: {done}/{total} points")
+
+        ma = measured_alignment(
+            manifest, window=cfg.window, window_rel=cfg.window_rel, rel_tol=cfg.rel_tol, threads=cfg.threads,
+            on_point=progress, balance=cfg.balance_tokens,
+        )
+        name = f"{ma.platform.device_name} ({ma.platform.fingerprint()[:12]})"
+        summary = ProfileSummary(ma.plan.n_points(), len(ma.measurements), ma.failures, ma.seconds, name)
+        return ma.manifest, ma.measured, summary, ma.notes, ma.measurements
+
+    return run
+
+
+def compress(method: str, cfg: ProofConfig, subject: Subject) -> Compression:
+    return COMPRESSORS[method](
+        subject.model, subject.calibration, cfg.ratio_for(method), cfg.gemm_tokens(), "bfloat16", model_name=subject.manifest_model
+    )
+
+
 def run_compressor(
-    method: str,
-    cfg: ProofConfig,
-    model: BertEncoder,
-    tok: Tokenizer,
-    calibration: Sequence[str],
-    judge: QualityJudge,
-    log: Callable[[str], None] = print,
+    method: str, cfg: ProofConfig, subject: Subject, log: Callable[[str], None] = print, aligner: Aligner | None = None
 ) -> CompressorResult:
-    ratio = cfg.ratio_for(method)
-    t = {}
+    t: dict[str, float] = {}
     t0 = time.perf_counter()
-    comp = COMPRESSORS[method](model, tok, calibration, ratio, list(cfg.seqs), "bfloat16")
+    comp = compress(method, cfg, subject)
     t["compress"] = time.perf_counter() - t0
     log(f"[{method}] compressed: dims {sorted(comp.dims.values())}")
-
     t0 = time.perf_counter()
-    last = [0.0]
-
-    def progress(done: int, total: int) -> None:
-        if time.perf_counter() - last[0] > 15 or done == total:
-            last[0] = time.perf_counter()
-            log(f"[{method}] profiling: {done}/{total} points")
-
-    ma = measured_alignment(comp.manifest, window=cfg.window, window_rel=cfg.window_rel, threads=cfg.threads, on_point=progress)
+    manifest, alignment, profile, notes, raw = (aligner or profiled_aligner(cfg, log, method))(comp.manifest)
     t["profile+align"] = time.perf_counter() - t0
-    log(f"[{method}] profiled {len(ma.measurements)} points in {ma.seconds:.0f} s; aligned dims {sorted(dims_of(ma.measured).values())}")
+    log(f"[{method}] aligned dims {sorted(dims_of(alignment).values())}")
+    res = evaluate(method, cfg, subject, comp, manifest, alignment, variant_dims(comp, manifest, alignment), log)
+    res.profile, res.notes, res.measurements = profile, notes + res.notes, raw
+    res.seconds = t | res.seconds
+    return res
 
-    budget = budget_params(comp.manifest)
-    built = build_variants(comp, ma.measured, model)
+
+def evaluate(
+    method: str,
+    cfg: ProofConfig,
+    subject: Subject,
+    comp: Compression,
+    manifest: Manifest,
+    alignment: AlignmentResult,
+    dims_by_variant: dict[str, dict[str, int]],
+    log: Callable[[str], None] = print,
+) -> CompressorResult:
+    """Build each variant at its dims, check its parameter count, score quality and time it."""
+    t: dict[str, float] = {}
+    budget = budget_params(manifest)
+    models = {name: subject.model if name == ORIGINAL else comp.build(dims) for name, dims in dims_by_variant.items()}
     variants: dict[str, VariantResult] = {}
     t0 = time.perf_counter()
-    for name, (dims, m) in built.items():
-        ds = list(dims.values())
-        wp = manifest_params(comp.manifest, dims)
+    for name, dims in dims_by_variant.items():
+        m, ds = models[name], list(dims.values())
+        # The original holds dense weights (a low-rank pair at full rank would hold more).
+        wp = sum(original_params(w) for w in manifest.weights) if name == ORIGINAL else manifest_params(manifest, dims)
         if name != ORIGINAL:
-            built_wp = compressed_params(m, comp.manifest)
+            built_wp = compressed_params(m, manifest)
             if built_wp != wp:  # the builder must realise exactly the dims asked for
                 raise AssertionError(f"{method}/{name}: built model holds {built_wp} weight params, manifest says {wp}")
         variants[name] = VariantResult(
             name=name, dims=dims, aligned8=share(ds, 8), aligned16=share(ds, 16), weight_params=wp,
-            model_params=m.param_count(), quality=judge(m), within_budget=name == ORIGINAL or wp <= budget,
+            model_params=m.param_count(), quality=subject.judge(m), within_budget=name == ORIGINAL or wp <= budget,
         )
     t["quality"] = time.perf_counter() - t0
 
+    settings = cfg.settings
     load_before = os.getloadavg()
-    log(f"[{method}] timing prefill {list(cfg.seqs)} x {len(built)} variants x {cfg.rounds} rounds (load {load_before[0]:.2f})")
+    log(f"[{method}] timing {[s.label for s in settings]} x {len(models)} variants x {cfg.rounds} rounds (load {load_before[0]:.2f})")
     t0 = time.perf_counter()
-    lat = time_prefill(
-        {name: m for name, (_, m) in built.items()}, cfg.seqs, rounds=cfg.rounds, threads=cfg.threads,
+
+    def make_fn(model: torch.nn.Module, s: Setting) -> Callable[[], object]:
+        timed = subject.prefill if s.kind == "prefill" else subject.decode
+        if timed is None:
+            raise ValueError(f"{subject.key} has no {s.kind}")
+        return timed(model, s.tokens, cfg.seed)
+
+    lat = time_rounds(
+        models, settings, make_fn, rounds=cfg.rounds, passes=cfg.passes, threads=cfg.threads, seed=cfg.seed,
         on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
     )
     t["latency"] = time.perf_counter() - t0
     return CompressorResult(
-        method=method, ratio=ratio, manifest=comp.manifest, budget=budget,
-        original_weight_params=sum(original_params(w) for w in comp.manifest.weights),
-        alignment=ma, variants=variants, latency=lat, load_before=load_before, load_after=os.getloadavg(), seconds=t,
+        method=method, ratio=cfg.ratio_for(method), manifest=manifest, budget=budget,
+        original_weight_params=sum(original_params(w) for w in manifest.weights), alignment=alignment, profile=None,
+        variants=variants, latency=lat, load_before=load_before, load_after=os.getloadavg(), seconds=t,
     )
 
 
-def run_proof(cfg: ProofConfig, log: Callable[[str], None] = print) -> ProofResult:
-    torch.manual_seed(0)
+def prepare(cfg: ProofConfig) -> Subject:
+    torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
-    model = load_minilm()
-    tok = Tokenizer()
-    calibration, evaluation = split_sentences(load_sentences())
-    judge = QualityJudge(model, tok, evaluation)
-    results = [run_compressor(m, cfg, model, tok, calibration, judge, log) for m in cfg.compressors]
-    platform = results[0].alignment.platform if results else None
-    name = f"{platform.device_name} ({platform.fingerprint()[:12]})" if platform is not None else "cpu"
-    return ProofResult(config=cfg, platform=name, torch_version=torch.__version__, results=results, eval_sentences=len(evaluation))
+    if cfg.model not in MODELS:
+        raise ValueError(f"unknown model {cfg.model!r}: use one of {MODELS}")
+    subject = make_subject(cfg.subject_spec())
+    limit = subject.model.cfg.max_positions  # fail before compressing and profiling, not in the timing
+    if max(cfg.prefill_seqs) > limit or (cfg.context or 0) + 1 > limit:
+        raise ValueError(f"{cfg.model} takes at most {limit} positions: prefill {cfg.prefill_seqs}, decode context {cfg.context}")
+    return subject
+
+
+def proof_result(cfg: ProofConfig, subject: Subject, results: list[CompressorResult], retimed_from: str | None = None) -> ProofResult:
+    from profiler_agent.platform import detect_platform
+
+    p = detect_platform("cpu")
+    here = f"{p.device_name} ({p.fingerprint()[:12]})"
+    profiled = next((r.profile.platform for r in results if r.profile is not None), here)
+    return ProofResult(
+        config=cfg, platform=profiled, torch_version=torch.__version__, subject_title=subject.title,
+        quality_note=subject.quality_note, footnote=subject.footnote, spec=subject.spec, results=results,
+        timed_on=here, retimed_from=retimed_from,
+    )
+
+
+def run_proof(cfg: ProofConfig, log: Callable[[str], None] = print, aligner: Aligner | None = None) -> ProofResult:
+    subject = prepare(cfg)
+    results = [run_compressor(m, cfg, subject, log, aligner) for m in cfg.compressors]
+    return proof_result(cfg, subject, results)

@@ -3,6 +3,16 @@
 align once with rules only to learn which curves are missing, turn them into a
 sweep plan, time it with the profiler agent's runner and timer on this CPU, index
 the measurements in a FileLookup and align again with measured candidates.
+
+Which M: the manifest's workload.tokens are the GEMM row counts the model is timed
+at (batch 1: each prefill S, and 1 for a decode step), so every curve is profiled
+at exactly those M. The manifest allows one dim per weight but several token
+counts, and the solver's latency of a dim is the token-weighted sum over them. With
+equal weights that sum is in absolute µs, so the largest S dominates it (S = 512
+carries 4x the weight of S = 128, and decode at M = 1 next to nothing). After
+profiling we therefore weight each token count by 1 / (its measured total latency
+of all compressed weights at the compressor's dims): each timed setting then
+counts by its relative change, as the per-setting speed-ups report it.
 """
 
 from __future__ import annotations
@@ -14,9 +24,10 @@ from gac.contracts.alignment import AlignmentResult, MissingCurve
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Measurement, PlatformDescriptor
 from gac.contracts.plans import SweepPlan, Timing, plan_for_points
-from solver.align import AlignOptions, BudgetBelowFeasible, align
+from solver.align import AlignOptions, align
 from solver.candidates import CandidateOptions
-from solver.lookup import FileLookup
+from solver.kinds import kernels
+from solver.lookup import FileLookup, LatencyLookup
 
 # Short per-point timing: these are µs-scale GEMMs on a quiet core; the noise rule still applies.
 PROFILE_TIMING = Timing(min_samples=10, max_samples=400, target_spread=0.05, median_ci=0.01, time_cap_ms=250.0, warmup_ms=10.0)
@@ -26,6 +37,7 @@ PROFILE_TIMING = Timing(min_samples=10, max_samples=400, target_spread=0.05, med
 class MeasuredAlignment:
     rules: AlignmentResult  # the first pass: rule candidates only
     measured: AlignmentResult  # the second pass: candidates from this machine's curves
+    manifest: Manifest  # what the second pass aligned: the input with balanced token weights
     plan: SweepPlan
     measurements: list[Measurement]
     failures: int
@@ -59,6 +71,35 @@ def plan_for_missing(name: str, missing: list[MissingCurve], lookahead: int, tim
     return plan_for_points(name, points, timing)
 
 
+def token_totals(manifest: Manifest, lookup: LatencyLookup) -> dict[int, float] | None:
+    """Per token count M: the measured latency (µs) of every weight's kernels at the manifest's dims; None if a point is missing."""
+    totals: dict[int, float] = {}
+    for m in manifest.workload.tokens:
+        total = 0.0
+        for w in manifest.weights:
+            for k in kernels(w, m):
+                point = lookup.curve(k.op, manifest.workload.dtype, k.fixed_shape, k.axis).get(k.scale * round(w.dim))
+                if point is None:
+                    return None
+                total += k.count * point.latency_us
+        totals[m] = total
+    return totals
+
+
+def balance_token_weights(manifest: Manifest, lookup: LatencyLookup) -> tuple[Manifest, str]:
+    """The manifest with token_weights = 1 / (total latency at each M), largest 1; unchanged if a point is missing."""
+    tokens = manifest.workload.tokens
+    totals = token_totals(manifest, lookup) if len(tokens) > 1 else None
+    if not totals or min(totals.values()) <= 0:
+        return manifest, "token weights: as given (one token count, or the profile lacks the compressor's own dims)"
+    low = min(totals.values())
+    weights = [low / totals[m] for m in tokens]
+    data = manifest.model_dump(mode="json", by_alias=True)
+    data["workload"]["token_weights"] = weights
+    desc = ", ".join(f"M={m}: {w:.3g} ({totals[m] / 1e3:.2f} ms)" for m, w in zip(tokens, weights))
+    return Manifest.model_validate(data), f"token weights 1/(measured GEMM total at the compressor's dims): {desc}"
+
+
 def measured_alignment(
     manifest: Manifest,
     window: int = 16,
@@ -67,6 +108,7 @@ def measured_alignment(
     window_rel: float = 0.0,
     timing: Timing = PROFILE_TIMING,
     on_point: Callable[[int, int], None] | None = None,
+    balance: bool = True,
 ) -> MeasuredAlignment:
     """Profile exactly what the manifest's candidates need on this CPU, then align with it."""
     import time
@@ -85,16 +127,16 @@ def measured_alignment(
     run = run_plan(plan, timer, "cpu", on_progress=progress, adaptive=False)
     lookup = FileLookup.from_measurements(run.measurements, platform.fingerprint())
     notes: list[str] = []
-    try:
-        measured = align(manifest, lookup, opts)
-    except BudgetBelowFeasible:
-        # Flat curves: every window's only "cliff-free" dim is its top, and all tops
-        # together exceed the budget. Without the tolerance every measured dip counts.
-        measured = align(manifest, lookup, align_options(window, 0.0, window_rel))
-        notes.append(f"rel_tol {rel_tol} left no feasible choice; aligned with rel_tol 0")
+    if balance:
+        manifest, note = balance_token_weights(manifest, lookup)
+        notes.append(note)
+    # When the cliff-free dims of the windows cannot meet the budget, align() lets every
+    # measured dim compete and says so in the result's warnings.
+    measured = align(manifest, lookup, opts)
     return MeasuredAlignment(
         rules=rules,
         measured=measured,
+        manifest=manifest,
         plan=plan,
         measurements=run.measurements,
         failures=len(run.failures),

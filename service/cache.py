@@ -33,3 +33,79 @@ class VersionedCache(Generic[V]):
             while len(self._data) > self._size:
                 self._data.popitem(last=False)
         return value
+
+
+class ResponseCache:
+    """Rendered bodies of per-curve reads (a curve, its cliffs), each with the curve version it
+    was built from and when that version was last confirmed against the database.
+
+    A body confirmed within `freshness` seconds is served with no database round trip, and a
+    poller confirms every cached curve in one query each third of `freshness` (`stamp`/`confirm_all`),
+    so under load reads cost only the HTTP layer; a read past `freshness` checks the version
+    itself. Writes made through this process call `expire_all` and are seen at once; writes
+    through other workers or replicas within `freshness` seconds. Bounded by the total size of
+    the bodies, least recently used out first.
+
+    Keys are (kind, curve id).
+    """
+
+    def __init__(self, freshness: float, max_bytes: int) -> None:
+        self._data: OrderedDict[Hashable, tuple[int, bytes, float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._freshness = freshness
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._generation = 0  # bumped by expire_all: every entry must be confirmed again
+
+    def fresh(self, key: Hashable, now: float) -> tuple[int, bytes] | None:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is None or hit[3] != self._generation or now - hit[2] > self._freshness:
+                return None
+            self._data.move_to_end(key)
+            return hit[0], hit[1]
+
+    def confirm(self, key: Hashable, version: int, now: float) -> bytes | None:
+        """The body if it was built from this version (now confirmed current), else None."""
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is None or hit[0] != version:
+                return None
+            self._data[key] = (version, hit[1], now, self._generation)
+            self._data.move_to_end(key)
+            return hit[1]
+
+    def put(self, key: Hashable, version: int, body: bytes, now: float) -> bytes:
+        with self._lock:
+            old = self._data.pop(key, None)
+            self._bytes -= len(old[1]) if old else 0
+            if len(body) <= self._max_bytes:
+                self._data[key] = (version, body, now, self._generation)
+                self._bytes += len(body)
+            while self._bytes > self._max_bytes:
+                _, evicted = self._data.popitem(last=False)
+                self._bytes -= len(evicted[1])
+        return body
+
+    def stamp(self) -> tuple[set[int], int]:
+        """The cached curve ids and the generation, taken before their versions are read."""
+        with self._lock:
+            return {key[1] for key in self._data}, self._generation
+
+    def confirm_all(self, ids: set[int], versions: dict[int, int], generation: int, now: float) -> None:
+        """Versions read (at `now` or later) for the curve `ids` of `stamp`: matching entries are
+        confirmed, moved or vanished curves dropped. A write since the stamp keeps them expired."""
+        with self._lock:
+            for key, (version, body, checked, _) in list(self._data.items()):
+                if key[1] not in ids:
+                    continue
+                current = versions.get(key[1])
+                if current is None or current != version:
+                    del self._data[key]
+                    self._bytes -= len(body)
+                elif checked < now:
+                    self._data[key] = (version, body, now, generation)
+
+    def expire_all(self) -> None:
+        with self._lock:
+            self._generation += 1

@@ -30,7 +30,10 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     try:
         yield session
     finally:
-        await run_in_threadpool(session.close)
+        if session.in_transaction():  # only then does closing talk to the database
+            await run_in_threadpool(session.close)
+        else:
+            session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

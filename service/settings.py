@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_page_size: int = Field(default=5_000, ge=1)
 
+    # Per-curve reads (a curve, its cliffs) are served from memory for this long after their
+    # version was last checked; other workers' writes show within it (0 checks every read).
+    read_cache_seconds: float = Field(default=1.0, ge=0, le=60)
+    read_cache_mb: int = Field(default=256, ge=1)
+
     job_lease_seconds: int = Field(default=600, ge=5)
     job_max_attempts: int = Field(default=3, ge=1)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gac.contracts.alignment import (
     AlignedWeight,
@@ -85,7 +85,18 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
     try:
         sol = solve_mckp(costs, values, budget, method=opts.method)
     except InfeasibleBudget as exc:
-        raise BudgetBelowFeasible(budget, exc.smallest_feasible) from None
+        if lookup is None or not copts.cliff_free_only:
+            raise BudgetBelowFeasible(budget, exc.smallest_feasible) from None
+        # Measured cliffs (or plateaus) can leave every frontier dim of a window above the
+        # compressor's choice; the budget is hard, so a weight may keep the compressor's dim.
+        # (Letting every measured dim compete ignores latency: the value is linear in params.)
+        relaxed = replace(opts, candidates=replace(copts, cliff_free_only=False))
+        result = align(manifest, lookup, relaxed)
+        result.warnings.insert(0, (
+            f"the cliff-free dims of the windows need at least {exc.smallest_feasible:,} params, over the budget: "
+            "each weight could also keep the compressor's own dim, which may sit on a cliff"
+        ))
+        return result
     seconds = time.perf_counter() - t0
     chosen = [ic.candidates[j].dim for ic, j in zip(cands, sol.choice)]
 

@@ -30,6 +30,10 @@ class CandidateOptions:
     # Also compare against measured dims this far above the window: otherwise the
     # window's top always looks cliff-free, even when it sits right on a cliff.
     lookahead: int | None = None  # default: the window's half width
+    # Only dims on the cliff-free frontier; when those cannot meet the budget, align() retries
+    # with the compressor's own dim (rounded) kept as a candidate too: a weight then either
+    # moves to a cliff-free dim or stays where the compressor put it.
+    cliff_free_only: bool = True
 
     def half_width(self, d_star: float) -> int:
         return min(self.max_window // 2, max(self.window, math.ceil(self.window_rel * d_star)))
@@ -138,6 +142,9 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions) ->
     if model.lookup is not None and not missing and dims and min(dims) <= hi:
         lat = {d: sum(wt * model.curve(k)[k.scale * d].latency_us for k, wt in terms) for d in sorted(dims)}
         keep = [d for d in cliff_free_frontier(lat, opts.rel_tol) if d <= hi]
+        own = round(item.d_star)
+        if not opts.cliff_free_only and own in lat and own not in keep:
+            keep = sorted([*keep, own])
         if keep:
             return ItemCandidates(item, [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep], True)
     if model.lookup is not None and not missing:

@@ -12,9 +12,9 @@ from fastapi.responses import Response
 from gac.contracts.measurements import Dtype, Op
 from service.cliffs import service
 from service.cliffs.schemas import ComparableCurve, Comparison, CurveCliffs, Rule
-from service.curves.service import curve_row, fixed_key_for, get_curve_by_id
+from service.curves.service import fixed_key_for, get_curve_by_id
 from service.deps import Reader, SessionDep
-from service.http import versioned_json
+from service.http import per_curve_json
 from service.schemas import RowId
 
 router = APIRouter(prefix="/v1", tags=["cliffs"])
@@ -22,10 +22,9 @@ Ref = Annotated[str, Query(max_length=64, description="platform id, fingerprint 
 
 
 @router.get("/curves/{curve_id}/cliffs", response_model=CurveCliffs)
-def curve_cliffs(curve_id: RowId, session: SessionDep, _: Reader, request: Request) -> Response:
+async def curve_cliffs(curve_id: RowId, _: Reader, request: Request) -> Response:
     """Steps (position, size, confidence), cliff-free frontier and explaining modulus of one curve."""
-    row = curve_row(session, curve_id)
-    return versioned_json(request, f"cliffs-{row.id}-{row.version}", lambda: service.curve_cliffs_json(session, row))
+    return await per_curve_json(request, "cliffs", curve_id, service.curve_cliffs_json)
 
 
 @router.get("/platforms/{ref}/cliffs")

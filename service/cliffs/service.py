@@ -21,7 +21,6 @@ from solver.cliffs import CurveAnalysis, Point, analyze
 
 # Analyses and rendered responses, per curve version: recomputed when the curve gains data.
 _ANALYSES: VersionedCache[CurveAnalysis] = VersionedCache()
-_JSON: VersionedCache[bytes] = VersionedCache()
 
 
 def _analysis(points: list[CurvePoint]) -> CurveAnalysis:
@@ -55,8 +54,8 @@ def curve_cliffs(session: Session, curve_id: int) -> CurveCliffs:
 
 
 def curve_cliffs_json(session: Session, row: CurveRow) -> bytes:
-    key = (str(session.get_bind().url), row.id)
-    return _JSON.get(key, row.version) or _JSON.put(key, row.version, curve_cliffs(session, row.id).model_dump_json().encode())
+    """The curve's cliffs as JSON (cached per version by the endpoints)."""
+    return curve_cliffs(session, row.id).model_dump_json().encode()
 
 
 def platform_cliffs(session: Session, platform: str, op: str | None, dtype: str | None, axis: str | None) -> list[CurveCliffs]:

@@ -11,7 +11,7 @@ from gac.contracts.measurements import Dtype, Op
 from service.curves import service
 from service.curves.schemas import Curve, CurveSummary
 from service.deps import Reader, SessionDep
-from service.http import versioned_json
+from service.http import per_curve_json, versioned_json
 from service.schemas import RowId
 
 router = APIRouter(prefix="/v1", tags=["curves"])
@@ -35,11 +35,10 @@ def get_curve(
 ) -> Response:
     """One curve by its natural key: latency against the swept dimension."""
     row = service.find_curve(session, ref, op, dtype.value, axis, fixed)
-    return versioned_json(request, f"curve-{row.id}-{row.version}", lambda: service.curve_json(session, row))
+    return versioned_json(request, "curve", session, row, service.curve_json)
 
 
 @router.get("/curves/{curve_id}", response_model=Curve)
-def get_curve_by_id(curve_id: RowId, session: SessionDep, _: Reader, request: Request) -> Response:
+async def get_curve_by_id(curve_id: RowId, _: Reader, request: Request) -> Response:
     """One curve by id: latency against the swept dimension, repeated measurements combined."""
-    row = service.curve_row(session, curve_id)
-    return versioned_json(request, f"curve-{row.id}-{row.version}", lambda: service.curve_json(session, row))
+    return await per_curve_json(request, "curve", curve_id, service.curve_json)

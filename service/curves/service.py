@@ -11,7 +11,6 @@ from sqlalchemy.orm import Session
 from gac.contracts.measurements import SHAPE_FIELDS, Op, parse_shape_key, shape_key
 from service.curves import repository as repo
 from service.curves.schemas import Curve, CurvePoint, CurveSummary
-from service.cache import VersionedCache
 from service.errors import NotFound, Unprocessable
 from service.models import Curve as CurveRow
 from service.platforms.service import get_platform
@@ -80,13 +79,9 @@ def get_curve_by_id(session: Session, curve_id: int) -> Curve:
     return _curve(session, curve_row(session, curve_id))
 
 
-_JSON: VersionedCache[bytes] = VersionedCache()
-
-
 def curve_json(session: Session, row: CurveRow) -> bytes:
-    """The curve as JSON, rebuilt only when the curve's version moved."""
-    key = (str(session.get_bind().url), row.id)
-    return _JSON.get(key, row.version) or _JSON.put(key, row.version, _curve(session, row).model_dump_json().encode())
+    """The curve as JSON (cached per version by the endpoints)."""
+    return _curve(session, row).model_dump_json().encode()
 
 
 def fixed_key_for(op: Op, axis: str, fixed: str) -> str:

@@ -44,6 +44,8 @@ async def post_batch(
     """Upload one batch of measurements: stored whole or not at all; re-sending it is safe."""
     batch = parse_batch(await request.body())
     receipt = await run_in_threadpool(ingest_batch, session, batch, token_id=token.id, max_rows=settings.max_batch_rows)
+    if receipt.inserted:
+        request.app.state.responses.expire_all()  # this process sees its own writes at once
     if receipt.replay:
         response.status_code = status.HTTP_200_OK
     return receipt

@@ -158,27 +158,41 @@ _STAGE_TYPES = [
 ]
 
 
+def _copy_rows(cur, table: str, measurements: list[WireMeasurement], curve_ids: list[int], run_id: uuid.UUID, batch_id: uuid.UUID) -> None:  # type: ignore[no-untyped-def]
+    with cur.copy(f"COPY {table} ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(_STAGE_TYPES)
+        for m, cid in zip(measurements, curve_ids):
+            copy.write_row((
+                m.id, cid, run_id, batch_id, m.shape[m.sweep_axis], m.median_us, m.p10_us, m.p90_us, m.mean_us,
+                m.n, m.timer, m.backend, m.kernel, m.measured_at, m.stop, m.samples_discarded, m.sm_clock_mhz,
+                m.throttle_reasons,
+            ))
+
+
 def _copy_then_insert(
     session: Session, measurements: list[WireMeasurement], curve_ids: list[int], run_id: uuid.UUID, batch_id: uuid.UUID
 ) -> int:
-    """Postgres hot path: binary COPY into a per-connection staging table, then one INSERT ... SELECT.
+    """Postgres hot path: binary COPY straight into measurements; if some row ids are already
+    stored (a spool re-batched after a lost answer), COPY into a per-connection staging table
+    and INSERT ... SELECT ... ON CONFLICT DO NOTHING instead.
 
-    A multi-row VALUES statement of 1,000 rows spends most of its time in the
-    driver building SQL text; binary COPY with declared types streams the rows
-    through psycopg's C adapters instead (see benchmarks/ingest.py).
+    Binary COPY with declared types streams the rows through psycopg's C adapters (a VALUES
+    statement of 1,000 rows spends most of its time building SQL text), and going straight
+    to the table saves writing every new row twice (see benchmarks/ingest.py).
     """
+    import psycopg  # only on Postgres: the embedded default needs no driver
+
     raw = session.connection().connection.driver_connection
-    cols = ", ".join(_COLUMNS)
     with raw.cursor() as cur:
+        try:
+            with raw.transaction():  # a savepoint: a duplicate row id undoes only this COPY
+                _copy_rows(cur, "measurements", measurements, curve_ids, run_id, batch_id)
+            return len(measurements)
+        except psycopg.errors.UniqueViolation:
+            pass
+        cols = ", ".join(_COLUMNS)
         cur.execute(_STAGE_DDL)
-        with cur.copy(f"COPY {_STAGE} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_STAGE_TYPES)
-            for m, cid in zip(measurements, curve_ids):
-                copy.write_row((
-                    m.id, cid, run_id, batch_id, m.shape[m.sweep_axis], m.median_us, m.p10_us, m.p90_us, m.mean_us,
-                    m.n, m.timer, m.backend, m.kernel, m.measured_at, m.stop, m.samples_discarded, m.sm_clock_mhz,
-                    m.throttle_reasons,
-                ))
+        _copy_rows(cur, _STAGE, measurements, curve_ids, run_id, batch_id)
         cur.execute(f"INSERT INTO measurements ({cols}) SELECT {cols} FROM {_STAGE} ORDER BY uuid ON CONFLICT (uuid) DO NOTHING")
         inserted = cur.rowcount
         cur.execute(f"TRUNCATE {_STAGE}")

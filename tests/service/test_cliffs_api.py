@@ -101,3 +101,77 @@ def test_etags_spare_unchanged_curves(client, ingest_token):
         fresh = client.get(path, headers={"If-None-Match": etags[path]})
         assert fresh.status_code == 200 and fresh.headers["etag"] != etags[path]
         assert len(fresh.json()["points" if "cliffs" not in path else "frontier"]) > 0
+
+
+def test_other_workers_writes_show_within_the_cache_freshness(client, settings, ingest_token):
+    """Two service processes over one database: a reader caches a curve's body; a write through
+    the other one shows once the reader's confirmation of that version is older than
+    GAC_READ_CACHE_SECONDS, and at once with 0."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+
+    plat = f.platform(device_name="TwoWorkers")
+    post(client, ingest_token, staircase_batch(plat, 16, range(1, 33)))
+    curve_id = client.get(f"/v1/platforms/{plat.fingerprint()}/curves").json()[0]["id"]
+    path = f"/v1/curves/{curve_id}"
+    readers = {s: create_app(settings.model_copy(update={"read_cache_seconds": s})) for s in (0.0, 0.5)}
+    try:
+        with TestClient(readers[0.0]) as checks_always, TestClient(readers[0.5]) as lags:
+            before = {s: c.get(path).json()["curve"]["version"] for s, c in ((0.0, checks_always), (0.5, lags))}
+            post(client, ingest_token, staircase_batch(plat, 16, range(33, 49)))  # through the other "worker"
+            assert checks_always.get(path).json()["curve"]["points"] == 48
+            maybe_stale = lags.get(path).json()["curve"]  # allowed to lag, by at most 0.5 s
+            assert (maybe_stale["version"], maybe_stale["points"]) == (before[0.5], 32) or maybe_stale["points"] == 48
+            time.sleep(0.6)
+            assert lags.get(path).json()["curve"]["points"] == 48
+    finally:
+        for app in readers.values():
+            app.state.engine.dispose()
+
+
+def test_response_cache_is_bounded_by_bytes_and_expires_on_demand():
+    from service.cache import ResponseCache
+
+    cache = ResponseCache(freshness=10.0, max_bytes=100)
+    cache.put("a", 1, b"x" * 60, now=0.0)
+    cache.put("b", 1, b"y" * 30, now=0.0)
+    assert cache.fresh("a", now=5.0) == (1, b"x" * 60)  # "a" is now the most recently used
+    cache.put("c", 1, b"z" * 30, now=0.0)  # 120 bytes: the least recently used ("b") goes
+    assert cache.fresh("b", now=5.0) is None and cache.fresh("a", now=5.0) is not None
+    assert cache.fresh("a", now=11.0) is None  # older than the freshness: must be confirmed
+    assert cache.confirm("a", 2, now=11.0) is None  # another version: rebuild
+    assert cache.confirm("a", 1, now=11.0) == b"x" * 60 and cache.fresh("a", now=12.0) is not None
+    cache.expire_all()
+    assert cache.fresh("a", now=12.0) is None and cache.confirm("a", 1, now=12.0) == b"x" * 60
+    cache.put("huge", 1, b"h" * 101, now=0.0)  # larger than the whole cache: served, not kept
+    assert cache.fresh("huge", now=0.0) is None
+
+
+def test_cached_curves_are_confirmed_in_the_background(client, settings, ingest_token):
+    """The poller keeps hot curves confirmed with no read waiting on the database, and drops a
+    curve whose version another process moved before anyone reads it."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+
+    plat = f.platform(device_name="Poller")
+    post(client, ingest_token, staircase_batch(plat, 16, range(1, 33)))
+    curve_id = client.get(f"/v1/platforms/{plat.fingerprint()}/curves").json()[0]["id"]
+    reader = create_app(settings.model_copy(update={"read_cache_seconds": 0.3}))
+    try:
+        with TestClient(reader) as c:
+            c.get(f"/v1/curves/{curve_id}")
+            cache = reader.state.responses
+            time.sleep(1.0)  # three freshness periods: only the poller can have confirmed it
+            assert cache.fresh(("curve", curve_id), time.monotonic()) is not None
+            post(client, ingest_token, staircase_batch(plat, 16, range(33, 49)))  # another "worker"
+            time.sleep(0.5)
+            assert cache.stamp()[0] == set()  # dropped: the next read rebuilds it
+            assert c.get(f"/v1/curves/{curve_id}").json()["curve"]["points"] == 48
+    finally:
+        reader.state.engine.dispose()

@@ -130,6 +130,39 @@ def test_predicted_latency_when_complete(tmp_path):
     assert res.solver.cross_check.method == "none" and res.solver.cross_check.agrees is None
 
 
+def test_budget_below_the_frontier_lets_weights_keep_the_compressors_dim(tmp_path):
+    """Latency flat up to 64 (a plateau, as a padded tile gives): in the windows 30..64 of
+    d* = 50 and 34..64 of d* = 54 the only cliff-free dim is 64. A budget that fits the
+    compressor's dims but not two 64s lets each weight either move to 64 or stay put."""
+    plat = PlatformDescriptor(device_kind="cpu", device_name="plateau-cpu", cores=2)
+    rows = []
+    for d in range(1, 129):
+        lat = 10.0 + max(0, d - 64) / 8
+        for shape, axis in (({"m": 32, "n": d, "k": 64}, "n"), ({"m": 32, "n": 128, "k": d}, "k")):
+            rows.append(Measurement(id=uuid.uuid4(), op=Op.gemm, dtype=Dtype.float16, shape=shape, sweep_axis=axis,
+                                    median_us=lat, p10_us=lat, p90_us=lat, mean_us=lat, n=5, timer="t"))  # fmt: skip
+    path = tmp_path / "plateau.jsonl"
+    path.write_text(Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows).model_dump_json(by_alias=True))
+    lookup = FileLookup.from_jsonl(path)
+    ws = [
+        {"name": "a", "kind": "lowrank", "out_features": 128, "in_features": 64, "dim": 50.3, "importance": 1},
+        {"name": "b", "kind": "lowrank", "out_features": 128, "in_features": 64, "dim": 54.2, "importance": 2},
+    ]
+    opts = AlignOptions(candidates=CandidateOptions(window=20), cross_check="cp-sat")
+
+    def manifest(params: int) -> Manifest:
+        return Manifest.model_validate({"model": "t", "budget": {"params": params}, "workload": {"tokens": [32]}, "weights": ws})
+
+    res = align(manifest((50 + 64) * 192), lookup, opts)  # one of the two can move up to 64
+    assert [w.dim for w in res.weights] == [50, 64]  # b, the more important, moves; a stays put
+    assert [[c.dim for c in w.candidates] for w in res.weights] == [[50, 64], [54, 64]]
+    assert "compressor's own dim" in res.warnings[0] and res.solver.cross_check.agrees is True
+    res = align(manifest(128 * 192), lookup, opts)  # both 64s fit: only cliff-free dims, no warning
+    assert [w.dim for w in res.weights] == [64, 64] and not any("compressor" in w for w in res.warnings)
+    with pytest.raises(BudgetBelowFeasible):  # not even the compressor's dims fit
+        align(manifest(103 * 192), lookup, opts)
+
+
 def test_llama3_8b_example_end_to_end():
     m = Manifest.model_validate_json((EXAMPLES / "llama3-8b-asvd-r15.json").read_text())
     res = align(m, None, AlignOptions(cross_check="cp-sat"))

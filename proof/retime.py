@@ -1,0 +1,84 @@
+"""Save a proof run, and re-time it later without profiling again.
+
+A full run spends most of its time profiling. The saved run (report.to_json)
+holds the subject, the config, and per compressor the aligned manifest, the
+alignment and every variant's dims. `retime` rebuilds the same subject and
+compressor (both are deterministic: shipped sentences or seeded random ids and
+weights), builds each variant at the saved dims, re-scores quality and times
+again, so the timing can be repeated on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gac.contracts.alignment import AlignmentResult
+from gac.contracts.manifest import Manifest
+from proof.pipeline import (
+    ProfileSummary,
+    ProofConfig,
+    ProofResult,
+    compress,
+    evaluate,
+    prepare,
+    proof_result,
+)
+from proof.report import to_json
+
+SCHEMA = "gac.proof-run/v1"
+
+
+def default_save_path(cfg: ProofConfig) -> Path:
+    """benchmarks/out/proof-MODEL[-quick].json in this checkout (else under the working directory)."""
+    repo = Path(__file__).resolve().parents[1]
+    root = repo if (repo / "benchmarks").is_dir() else Path.cwd()
+    return root / "benchmarks" / "out" / f"proof-{cfg.model}{'-quick' if cfg.quick else ''}.json"
+
+
+def save_run(res: ProofResult, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(to_json(res), indent=1))
+    return p
+
+
+def load_run(path: str | Path) -> dict:
+    data = json.loads(Path(path).read_text())
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not a saved proof run ({SCHEMA}); write one with `gac proof --save FILE`")
+    return data
+
+
+def retime(path: str | Path, log: Callable[[str], None] = print, **overrides: Any) -> ProofResult:
+    """Rebuild the saved run's variants at their saved dims; re-score quality and re-time.
+
+    overrides: ProofConfig fields for the timing (rounds, passes, threads, seqs,
+    decode_context, seed). Prefill lengths other than the saved ones are timed
+    too, but the alignment was profiled for the saved ones (the report says at which M)."""
+    saved = load_run(path)
+    cfg = ProofConfig.from_json(saved["config"])
+    cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    subject = prepare(cfg)
+    results = []
+    for r in saved["results"]:
+        method = r["method"]
+        manifest = Manifest.model_validate(r["manifest"])
+        alignment = AlignmentResult.model_validate(r["alignment"])
+        dims = {name: {k: int(d) for k, d in v["dims"].items()} for name, v in r["variants"].items()}
+        cfg_m = dataclasses.replace(cfg, ratio=r["ratio"])
+        comp = compress(method, cfg_m, subject)
+        notes = [f"dims and alignment from {path}"]
+        if comp.dims != dims["unaligned"]:
+            changed = sum(comp.dims[k] != d for k, d in dims["unaligned"].items())
+            notes.append(f"the compressor recomputed here differs from the saved dims in {changed} weights: built at the saved dims")
+        log(f"[{method}] rebuilt from {path}")
+        res = evaluate(method, cfg_m, subject, comp, manifest, alignment, dims, log)
+        ps = r.get("profile_summary")
+        res.profile = ProfileSummary(**ps) if ps else None
+        res.notes = notes + list(r.get("notes", [])) + res.notes
+        results.append(res)
+    return proof_result(cfg, subject, results, retimed_from=str(path))
