@@ -94,7 +94,8 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
         result = align(manifest, lookup, relaxed)
         result.warnings.insert(0, (
             f"the cliff-free dims of the windows need at least {exc.smallest_feasible:,} params, over the budget: "
-            "each weight could also keep the compressor's own dim, which may sit on a cliff"
+            "candidates widened to every dim no larger one beats (no tolerance) and the compressor's own dim, "
+            "which may sit on a cliff"
         ))
         return result
     seconds = time.perf_counter() - t0

@@ -31,8 +31,8 @@ class CandidateOptions:
     # window's top always looks cliff-free, even when it sits right on a cliff.
     lookahead: int | None = None  # default: the window's half width
     # Only dims on the cliff-free frontier; when those cannot meet the budget, align() retries
-    # with the compressor's own dim (rounded) kept as a candidate too: a weight then either
-    # moves to a cliff-free dim or stays where the compressor put it.
+    # with the frontier at no tolerance plus the compressor's own dim (rounded): a weight then
+    # moves to a dim that no larger one beats, or stays where the compressor put it.
     cliff_free_only: bool = True
 
     def half_width(self, d_star: float) -> int:
@@ -141,10 +141,13 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions) ->
         dims = have if dims is None else dims & have
     if model.lookup is not None and not missing and dims and min(dims) <= hi:
         lat = {d: sum(wt * model.curve(k)[k.scale * d].latency_us for k, wt in terms) for d in sorted(dims)}
-        keep = [d for d in cliff_free_frontier(lat, opts.rel_tol) if d <= hi]
-        own = round(item.d_star)
-        if not opts.cliff_free_only and own in lat and own not in keep:
-            keep = sorted([*keep, own])
+        if opts.cliff_free_only:
+            keep = [d for d in cliff_free_frontier(lat, opts.rel_tol) if d <= hi]
+        else:  # the budget fallback: every dim no larger dim beats at all, and the compressor's own
+            keep = [d for d in cliff_free_frontier(lat, 0.0) if d <= hi]
+            own = round(item.d_star)
+            if own in lat and own not in keep:
+                keep = sorted([*keep, own])
         if keep:
             return ItemCandidates(item, [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep], True)
     if model.lookup is not None and not missing:

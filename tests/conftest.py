@@ -83,8 +83,10 @@ def _truncate(url: str) -> None:
     from sqlalchemy import text
 
     from service.db import make_engine
+    from service.ingest.known import KNOWN
     from service.models import Base
 
+    KNOWN.clear()  # the ids it remembers are about to vanish
     engine = make_engine(url)
     tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
     with engine.begin() as conn:

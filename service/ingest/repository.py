@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import Measurement as WireMeasurement
 from gac.contracts.measurements import PlatformDescriptor, RunInfo, shape_key
+from service.ingest.known import STAMP_EVERY
 from service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
 from service.upsert import insert_ignoring_conflicts
 
-# "Last seen" stamps are refreshed at most this often, so that concurrent
-# batches from one platform do not queue on one row lock.
-_STAMP_EVERY = timedelta(seconds=30)
-
-
 def _stale(now: datetime):  # type: ignore[no-untyped-def]
-    return now - _STAMP_EVERY
+    return now - STAMP_EVERY
 
 
 def upsert_platform(session: Session, desc: PlatformDescriptor, now: datetime) -> int:

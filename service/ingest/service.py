@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
@@ -10,6 +11,7 @@ from gac.contracts.measurements import Batch, BatchReceipt
 from service.db import begin_write
 from service.errors import Conflict, Unprocessable
 from service.ingest import repository as repo
+from service.ingest.known import KNOWN, agent_key, platform_key, run_key
 from service.metrics import INGEST_BATCHES, INGEST_ROWS
 from service.models import UploadBatch, utcnow
 
@@ -36,11 +38,24 @@ def ingest_batch(session: Session, batch: Batch, *, token_id: int | None, max_ro
         )
     digest = content_hash(batch)
     now = utcnow()
+    db = str(session.get_bind().url)
+    fingerprint = batch.platform.fingerprint()
+    learned: list[tuple[tuple, int]] = []  # ids to remember once this transaction commits
+
+    def known_or(key: tuple, store: Callable[[], int]) -> int:
+        value = KNOWN.get(key, now)
+        if value is None:
+            value = store()
+            learned.append((key, value))
+        return value
+
     begin_write(session)
-    platform_id = repo.upsert_platform(session, batch.platform, now)
-    agent_id = repo.upsert_agent(session, batch.run, token_id, now)
-    run = repo.ensure_run(session, batch.run, agent_id, platform_id, now)
-    if run.platform_id != platform_id:
+    platform_id = known_or(platform_key(db, fingerprint), lambda: repo.upsert_platform(session, batch.platform, now))
+    agent_id = known_or(agent_key(db, batch.run.agent), lambda: repo.upsert_agent(session, batch.run, token_id, now))
+    run_platform = known_or(
+        run_key(db, batch.run.id), lambda: repo.ensure_run(session, batch.run, agent_id, platform_id, now).platform_id
+    )
+    if run_platform != platform_id:
         session.rollback()
         raise Conflict(f"run {batch.run.id} was recorded on another platform; a run covers one platform")
 
@@ -62,6 +77,8 @@ def ingest_batch(session: Session, batch: Batch, *, token_id: int | None, max_ro
     inserted = repo.insert_measurements(session, list(batch.measurements), [ids[k] for k in keys], batch.run.id, batch.id)
     repo.record_counts(session, batch.id, inserted, rows - inserted)
     session.commit()
+    for key, value in learned:
+        KNOWN.put(key, value, now)
     INGEST_BATCHES.labels("stored").inc()
     INGEST_ROWS.labels("inserted").inc(inserted)
     INGEST_ROWS.labels("duplicate").inc(rows - inserted)

@@ -103,3 +103,21 @@ def test_text_fields_survive_storage_byte_for_byte(client, ingest_token):
     item = client.get("/v1/measurements").json()["items"][0]
     assert (item["timer"], item["backend"], item["kernel"]) == (odd, "flash\\2", None)
     assert item["measured_at"].replace("Z", "+00:00")[:19] == b.measurements[0].measured_at.isoformat()[:19]
+
+
+def test_ids_of_a_rolled_back_batch_are_not_remembered(client, session, ingest_token):
+    """The ingest path remembers platform, agent and run ids to skip their upserts; ids written
+    by a transaction that then rolled back (here: a batch id reused for other rows) must not be
+    remembered, or the next batch would point at rows that do not exist."""
+    first = f.batch(rows=2)
+    client.post("/v1/batches", json=f.body(first), headers=f.auth(ingest_token))
+    newcomer = f.platform(device_name="Rolled Back CPU")
+    clash = f.batch(rows=2, start=30, plat=newcomer).model_copy(update={"id": first.id})
+    assert client.post("/v1/batches", json=f.body(clash), headers=f.auth(ingest_token)).status_code == 409
+    again = f.batch(rows=3, start=40, plat=newcomer, run_id=clash.run.id)
+    r = client.post("/v1/batches", json=f.body(again), headers=f.auth(ingest_token))
+    assert r.status_code == 201 and r.json()["inserted"] == 3
+    listed = client.get("/v1/platforms").json()
+    items = listed["items"] if isinstance(listed, dict) else listed
+    assert {p["id"] for p in items if p["descriptor"]["device_name"] == "Rolled Back CPU"} == {r.json()["platform_id"]}
+    assert count(session) == 5
