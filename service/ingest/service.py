@@ -68,7 +68,7 @@ def ingest_batch(session: Session, batch: Batch, *, token_id: int | None, max_ro
         INGEST_BATCHES.labels("replay").inc()
         INGEST_ROWS.labels("duplicate").inc(rows)
         return BatchReceipt(
-            batch_id=batch.id, platform_id=platform_id, fingerprint=batch.platform.fingerprint(),
+            batch_id=batch.id, platform_id=platform_id, fingerprint=fingerprint,
             inserted=0, duplicates=rows, replay=True,
         )
 
@@ -83,7 +83,7 @@ def ingest_batch(session: Session, batch: Batch, *, token_id: int | None, max_ro
     INGEST_ROWS.labels("inserted").inc(inserted)
     INGEST_ROWS.labels("duplicate").inc(rows - inserted)
     return BatchReceipt(
-        batch_id=batch.id, platform_id=platform_id, fingerprint=batch.platform.fingerprint(),
+        batch_id=batch.id, platform_id=platform_id, fingerprint=fingerprint,
         inserted=inserted, duplicates=rows - inserted, replay=False,
     )
 
