@@ -2,8 +2,15 @@
 
 Both run in this process, on the same machine, over the same rows, alternating over several
 rounds (the machine's speed drifts); medians and ranges are printed:
-  python benchmarks/ingest.py [--rows 100000] [--batch 1000] [--clients 4] [--workers 2] [--rounds 3]
+  python benchmarks/ingest.py [--rows 100000] [--batch 1000] [--clients 4] [--workers 4] [--rounds 5]
 Target (issue 2): >= 20,000 rows/s through the API and >= 1/3 of raw COPY.
+
+The ratios are paired: each round's API rate over the same round's COPY rate, then the median
+over rounds, so a drift in the machine's speed (this VM's COPY rate moves by 2x over an hour)
+hits both sides of a ratio alike.
+
+Four workers on two cores: a worker waits on Postgres for much of each request (COPY, commit),
+and with two workers this machine sat 45 % idle under the same load (README, "Deploying").
 
 Two physical limits are printed: text COPY through psycopg's write_row (the straightforward
 client), and binary COPY with declared types (psycopg's C adapters, the fastest it goes).
@@ -12,6 +19,7 @@ client), and binary COPY with declared types (psycopg's C adapters, the fastest 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -24,7 +32,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gac.contracts.ids import new_id  # noqa: E402
 from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo  # noqa: E402
+from profiler_agent.delivery import batch_document  # noqa: E402
 from tests.conftest import LiveService, make_database, make_token  # noqa: E402
 
 COLS = "uuid, curve_id, run_id, batch_id, x, median_us, p10_us, p90_us, mean_us, n, timer, measured_at"
@@ -32,8 +42,9 @@ TYPES = ["uuid", "int4", "uuid", "uuid", "int4", "float8", "float8", "float8", "
 
 
 def make_batches(rows: int, per_batch: int) -> list[Batch]:
+    """Rows as our agent makes them (its time-ordered ids included)."""
     plat = PlatformDescriptor(device_kind="cuda", device_name="Benchmark GPU", compute_capability="8.0", torch_version="2.13.0")
-    run = RunInfo(id=uuid.uuid4(), agent="bench", plan="bench")
+    run = RunInfo(id=new_id(), agent="bench", plan="bench")
     batches = []
     for start in range(0, rows, per_batch):
         ms = []
@@ -42,12 +53,12 @@ def make_batches(rows: int, per_batch: int) -> list[Batch]:
             med = 10.0 + (i % 97)
             ms.append(
                 Measurement(
-                    id=uuid.uuid4(), op="gemm", dtype="float16", shape={"m": 2048, "n": 1 + i // 4096, "k": k},
+                    id=new_id(), op="gemm", dtype="float16", shape={"m": 2048, "n": 1 + i // 4096, "k": k},
                     sweep_axis="k", median_us=med, p10_us=med * 0.97, p90_us=med * 1.04, mean_us=med * 1.01, n=25,
                     timer="cuda-events+l2-flush",
                 )
             )
-        batches.append(Batch(id=uuid.uuid4(), platform=plat, run=run, measurements=ms))
+        batches.append(Batch(id=new_id(), platform=plat, run=run, measurements=ms))
     return batches
 
 
@@ -95,8 +106,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=4, help="uvicorn worker processes")
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
 
     from service.db import upgrade
@@ -115,7 +126,7 @@ def main() -> None:
         try:
             for _ in range(args.rounds):
                 batches = make_batches(args.rows, args.batch)  # fresh ids: every round inserts for real
-                bodies = [b.model_dump_json(by_alias=True).encode() for b in batches]
+                bodies = [json.dumps(batch_document(b)).encode() for b in batches]  # what the agent sends
                 results["api"].append(api_rows_per_second(service, bodies, args.rows, args.clients))
                 results["text"].append(copy_rows_per_second(dsn, batches, args.rows, binary=False))
                 results["binary"].append(copy_rows_per_second(dsn, batches, args.rows, binary=True))
@@ -130,13 +141,19 @@ def main() -> None:
         v = results[key]
         return f"{name:<34}{statistics.median(v):>10,.0f} rows/s   (range {min(v):,.0f} .. {max(v):,.0f})"
 
-    api = statistics.median(results["api"])
+    def paired(key: str) -> str:
+        ratios = [a / c for a, c in zip(results["api"], results[key])]
+        return f"{statistics.median(ratios):.2f}   (rounds {min(ratios):.2f} .. {max(ratios):.2f})"
+
     print(f"rows: {args.rows} x {args.rounds} rounds  batch: {args.batch}  clients: {args.clients}  uvicorn workers: {args.workers}")
     print(line("API  POST /v1/batches (Postgres)", "api"))
     print(line("raw  COPY, text (write_row)", "text"))
     print(line("raw  COPY, binary (typed, C adapters)", "binary"))
-    print(f"ratio API / text COPY   : {api / statistics.median(results['text']):.2f}")
-    print(f"ratio API / binary COPY : {api / statistics.median(results['binary']):.2f}")
+    print("per round (k rows/s)    : " + "   ".join(
+        f"{a / 1e3:.0f}/{t / 1e3:.0f}/{b / 1e3:.0f}" for a, t, b in zip(results["api"], results["text"], results["binary"])
+    ) + "   (API/text/binary)")
+    print(f"ratio API / text COPY   : {paired('text')}")
+    print(f"ratio API / binary COPY : {paired('binary')}")
     print("targets: API >= 20,000 rows/s; API >= 1/3 of raw COPY")
 
 

@@ -7,7 +7,6 @@ inside `gac profile`, so each machine needs only what it runs.
 from __future__ import annotations
 
 import socket
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,9 +184,10 @@ def _delivery_line(s: "DeliveryStats") -> str:
 
 
 def _run_info(plan_name: str) -> "RunInfo":
+    from gac.contracts.ids import new_id
     from gac.contracts.measurements import RunInfo
 
-    return RunInfo(id=uuid.uuid4(), agent=_agent_name(), plan=plan_name[:200], agent_version=_agent_version())
+    return RunInfo(id=new_id(), agent=_agent_name(), plan=plan_name[:200], agent_version=_agent_version())
 
 
 def register(app: typer.Typer) -> None:

@@ -7,12 +7,12 @@ neighbours whose latencies differ by more than the sweep's `jump`.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from gac.contracts.ids import new_id
 from gac.contracts.measurements import Dtype, Measurement
 from gac.contracts.plans import PlanPoint, Sweep, SweepPlan, Timing
 from profiler_agent.kernels import build_kernel
@@ -55,7 +55,7 @@ class RunResult:
 
 def to_measurement(point: PlanPoint, result: TimingResult, backend: str | None, kernel: str | None) -> Measurement:
     return Measurement(
-        id=uuid.uuid4(),  # made here, once: every re-send of this row carries the same id
+        id=new_id(),  # made here, once: every re-send of this row carries the same id
         op=point.op,
         dtype=point.dtype,
         shape=point.shape,

@@ -28,7 +28,7 @@ def _settings():  # type: ignore[no-untyped-def]
 def serve(
     host: Annotated[str | None, typer.Option(help="bind address (default GAC_HOST or 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default GAC_PORT or 8000)")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="worker processes (use about one per core on Postgres)")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="worker processes; on Postgres about two per core: each waits on the database for much of an upload")] = 1,
 ) -> None:
     """Run the service (uvicorn). The embedded SQLite default migrates itself; Postgres must be current."""
     import uvicorn

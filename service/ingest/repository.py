@@ -62,7 +62,10 @@ def insert_batch_row(
     """Claim the batch id; False when it was already stored (a re-send)."""
     stmt = (
         insert_ignoring_conflicts(session, UploadBatch.__table__, ["id"])
-        .values(id=batch_id, run_id=run_id, platform_id=platform_id, content_hash=digest, rows=rows, received_at=now)
+        .values(
+            id=batch_id, run_id=run_id, platform_id=platform_id, content_hash=digest, rows=rows,
+            inserted=rows, duplicates=0, received_at=now,  # corrected by record_counts if some rows were stored before
+        )
         .returning(UploadBatch.id)
     )
     return session.execute(stmt).first() is not None
@@ -85,8 +88,8 @@ def curve_keys(measurements: list[WireMeasurement]) -> list[CurveKey]:
     return out
 
 
-def upsert_curves(session: Session, platform_id: int, keys: set[CurveKey], now: datetime) -> dict[CurveKey, int]:
-    """Curve ids for the given keys, creating the missing curves."""
+def curve_ids(session: Session, platform_id: int, keys: set[CurveKey], now: datetime) -> dict[CurveKey, int]:
+    """Curve ids for the given keys, creating the missing curves (existing ones are not locked)."""
     ordered = sorted(keys)  # two batches creating the same curves lock them in the same order
     rows = [
         {"platform_id": platform_id, "op": op, "dtype": dt, "axis": axis, "fixed_key": fixed, "version": 0, "updated_at": now}
@@ -101,12 +104,17 @@ def upsert_curves(session: Session, platform_id: int, keys: set[CurveKey], now: 
             tuple_(Curve.op, Curve.dtype, Curve.axis, Curve.fixed_key).in_(ordered),
         )
     )
-    ids = {(r.op, r.dtype, r.axis, r.fixed_key): r.id for r in found}
-    # Every batch gives its curves a new version tag (rows locked in id order: no deadlocks).
-    session.execute(
-        update(Curve).where(Curve.id.in_(sorted(ids.values()))).values(version=secrets.randbits(62), updated_at=now)
-    )
-    return ids
+    return {(r.op, r.dtype, r.axis, r.fixed_key): r.id for r in found}
+
+
+def touch_curves(session: Session, ids: list[int], now: datetime) -> None:
+    """Give the curves a new version tag, so caches of their points and cliffs are rebuilt.
+
+    Run last, just before the commit: it locks the curve rows, and concurrent batches onto the
+    same curves (a fleet of identical machines) wait on those locks only for a commit, not for
+    a whole COPY. Rows are locked in id order: no deadlocks.
+    """
+    session.execute(update(Curve).where(Curve.id.in_(sorted(ids))).values(version=secrets.randbits(62), updated_at=now))
 
 
 _COLUMNS = (
@@ -120,7 +128,7 @@ def insert_measurements(
 ) -> int:
     """Insert the rows whose uuid is new (curve_ids[i] is row i's curve); returns how many were new."""
     # Sorted by uuid, so two transactions inserting overlapping rows lock them in the same order.
-    order = sorted(range(len(measurements)), key=lambda i: measurements[i].id)
+    order = sorted(range(len(measurements)), key=lambda i: measurements[i].id.int)
     if session.get_bind().dialect.name == "postgresql":
         return _copy_then_insert(session, [measurements[i] for i in order], [curve_ids[i] for i in order], run_id, batch_id)
     rows = [

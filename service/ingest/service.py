@@ -73,9 +73,11 @@ def ingest_batch(session: Session, batch: Batch, *, token_id: int | None, max_ro
         )
 
     keys = repo.curve_keys(list(batch.measurements))
-    ids = repo.upsert_curves(session, platform_id, set(keys), now)
+    ids = repo.curve_ids(session, platform_id, set(keys), now)
     inserted = repo.insert_measurements(session, list(batch.measurements), [ids[k] for k in keys], batch.run.id, batch.id)
-    repo.record_counts(session, batch.id, inserted, rows - inserted)
+    if inserted != rows:
+        repo.record_counts(session, batch.id, inserted, rows - inserted)
+    repo.touch_curves(session, list(ids.values()), now)
     session.commit()
     for key, value in learned:
         KNOWN.put(key, value, now)

@@ -161,3 +161,24 @@ def test_results_file_round_trip(tmp_path):
     assert [m.id for b in batches for m in b.measurements] == [m.id for m in rows]
     assert parsed[-1][1] is None and parsed[-1][2].startswith("line 3")
     assert [len(b.measurements) for b in make_batches(platform, run, rows, batch_size=2)] == [2, 2, 1]
+
+
+def test_batch_document_leaves_out_nulls_and_reads_back_equal(timer):
+    from profiler_agent.delivery import batch_document
+
+    platform = detect_platform()
+    run = RunInfo(id=uuid.uuid4(), agent="doc-test")
+    result = run_plan(loads_plan(TINY), timer)
+    batch = Batch(id=uuid.uuid4(), platform=platform, run=run, measurements=result.measurements)
+    doc = batch_document(batch)
+
+    def nulls(value) -> int:  # type: ignore[no-untyped-def]
+        if isinstance(value, dict):
+            return sum(v is None or nulls(v) for v in value.values())
+        if isinstance(value, list):
+            return sum(nulls(v) for v in value)
+        return 0
+
+    assert nulls(doc) == 0
+    assert any(m.backend is None for m in batch.measurements)  # there were nulls to leave out
+    assert Batch.model_validate_json(json.dumps(doc)) == batch
