@@ -1,5 +1,8 @@
 """Ingest throughput: rows/s through POST /v1/batches (uvicorn, Postgres) vs raw psycopg COPY.
 
+"API" is the batch as our agent sends it (laid out by column); the same rows laid out one
+object per row (application/json, what a hand-written client sends) are timed too.
+
 Both run in this process, on the same machine, over the same rows, alternating over several
 rounds (the machine's speed drifts); medians and ranges are printed:
   python benchmarks/ingest.py [--rows 100000] [--batch 1000] [--clients 4] [--workers 4] [--rounds 5]
@@ -32,6 +35,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gac.contracts.columns import COLUMNS_MEDIA_TYPE  # noqa: E402
 from gac.contracts.ids import new_id  # noqa: E402
 from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo  # noqa: E402
 from profiler_agent.delivery import batch_document  # noqa: E402
@@ -62,8 +66,8 @@ def make_batches(rows: int, per_batch: int) -> list[Batch]:
     return batches
 
 
-def api_rows_per_second(service: LiveService, bodies: list[bytes], rows: int, clients: int) -> float:
-    headers = {"Authorization": f"Bearer {service.ingest_token}", "content-type": "application/json"}
+def api_rows_per_second(service: LiveService, bodies: list[bytes], rows: int, clients: int, media_type: str) -> float:
+    headers = {"Authorization": f"Bearer {service.ingest_token}", "content-type": media_type}
 
     def send(chunk: list[bytes]) -> None:
         with httpx.Client(base_url=service.url, timeout=120) as c:
@@ -116,7 +120,7 @@ def main() -> None:
     tmp = Path("benchmarks/out")
     tmp.mkdir(parents=True, exist_ok=True)
     db = make_database("postgres", tmp)
-    results: dict[str, list[float]] = {"api": [], "text": [], "binary": []}
+    results: dict[str, list[float]] = {"api": [], "api_rows": [], "text": [], "binary": []}
     try:
         upgrade(db.url)
         dsn = db.url.replace("postgresql+psycopg://", "postgresql://")
@@ -127,11 +131,14 @@ def main() -> None:
             for _ in range(args.rounds):
                 batches = make_batches(args.rows, args.batch)  # fresh ids: every round inserts for real
                 bodies = [json.dumps(batch_document(b)).encode() for b in batches]  # what the agent sends
-                results["api"].append(api_rows_per_second(service, bodies, args.rows, args.clients))
+                results["api"].append(api_rows_per_second(service, bodies, args.rows, args.clients, COLUMNS_MEDIA_TYPE))
+                rows_layout = make_batches(args.rows, args.batch)
+                bodies = [b.model_dump_json(by_alias=True, exclude_none=True).encode() for b in rows_layout]
+                results["api_rows"].append(api_rows_per_second(service, bodies, args.rows, args.clients, "application/json"))
                 results["text"].append(copy_rows_per_second(dsn, batches, args.rows, binary=False))
                 results["binary"].append(copy_rows_per_second(dsn, batches, args.rows, binary=True))
             total = httpx.get(f"{service.url}/v1/measurements", params={"limit": 1}).json()["total"]
-            assert total == args.rows * args.rounds, f"stored {total} of {args.rows * args.rounds}"
+            assert total == 2 * args.rows * args.rounds, f"stored {total} of {2 * args.rows * args.rounds}"
         finally:
             service.stop()
     finally:
@@ -141,19 +148,21 @@ def main() -> None:
         v = results[key]
         return f"{name:<34}{statistics.median(v):>10,.0f} rows/s   (range {min(v):,.0f} .. {max(v):,.0f})"
 
-    def paired(key: str) -> str:
-        ratios = [a / c for a, c in zip(results["api"], results[key])]
+    def paired(key: str, api: str = "api") -> str:
+        ratios = [a / c for a, c in zip(results[api], results[key])]
         return f"{statistics.median(ratios):.2f}   (rounds {min(ratios):.2f} .. {max(ratios):.2f})"
 
     print(f"rows: {args.rows} x {args.rounds} rounds  batch: {args.batch}  clients: {args.clients}  uvicorn workers: {args.workers}")
-    print(line("API  POST /v1/batches (Postgres)", "api"))
+    print(line("API  POST /v1/batches, by column", "api"))
+    print(line("API  POST /v1/batches, by row", "api_rows"))
     print(line("raw  COPY, text (write_row)", "text"))
     print(line("raw  COPY, binary (typed, C adapters)", "binary"))
     print("per round (k rows/s)    : " + "   ".join(
         f"{a / 1e3:.0f}/{t / 1e3:.0f}/{b / 1e3:.0f}" for a, t, b in zip(results["api"], results["text"], results["binary"])
-    ) + "   (API/text/binary)")
+    ) + "   (API by column/text/binary)")
     print(f"ratio API / text COPY   : {paired('text')}")
     print(f"ratio API / binary COPY : {paired('binary')}")
+    print(f"by row: / text COPY {paired('text', 'api_rows')}; / binary COPY {paired('binary', 'api_rows')}")
     print("targets: API >= 20,000 rows/s; API >= 1/3 of raw COPY")
 
 

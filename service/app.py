@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from gac import __version__
+from gac.contracts.columns import ColumnBatch
 from gac.contracts.measurements import Batch
 from service.align.endpoints import router as align_router
 from service.cliffs.endpoints import router as cliffs_router
@@ -76,12 +77,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _openapi(app: FastAPI) -> dict:
-    """FastAPI's document, plus the schemas of bodies that routes parse themselves (Batch)."""
+    """FastAPI's document, plus the schemas of bodies that routes parse themselves (Batch, ColumnBatch)."""
     if app.openapi_schema is None:
         schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
-        batch = Batch.model_json_schema(ref_template="#/components/schemas/{model}")
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        components.update(batch.pop("$defs", {}))
-        components["Batch"] = batch
+        for model in (Batch, ColumnBatch):
+            body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(body.pop("$defs", {}))
+            components[model.__name__] = body
         app.openapi_schema = schema
     return app.openapi_schema

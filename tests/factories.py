@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from gac.contracts.columns import COLUMNS_MEDIA_TYPE, ColumnBatch
 from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
 
 
@@ -35,6 +36,14 @@ def batch(rows: int = 10, *, start: int = 1, plat: PlatformDescriptor | None = N
 
 def body(b: Batch) -> dict[str, Any]:
     return b.model_dump(mode="json", by_alias=True)
+
+
+COLUMNS = {"content-type": COLUMNS_MEDIA_TYPE}
+
+
+def columns_body(b: Batch) -> dict[str, Any]:
+    """The same batch laid out by column (what the agent sends, with COLUMNS as Content-Type)."""
+    return ColumnBatch.of(b).model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def auth(token: str) -> dict[str, str]:

@@ -85,13 +85,37 @@ def validate_shape(op: Op, shape: dict[str, int]) -> dict[str, int]:
     return {name: shape[name] for name in needed}
 
 
+def check_consistent(
+    op: Op, shape: dict[str, int], sweep_axis: str, p10_us: float, median_us: float, p90_us: float
+) -> dict[str, int]:
+    """The rules across one measurement's fields; returns its shape in canonical (sorted) order."""
+    keys = list(shape)
+    if set(keys) != _FIELD_SETS[op]:
+        validate_shape(op, shape)  # raises, naming the missing or unknown fields
+    if keys != sorted(keys):
+        # Canonical order, so a re-sent row hashes the same whatever order it came in.
+        shape = dict(sorted(shape.items()))
+    if sweep_axis not in shape:
+        raise ValueError(f"sweep_axis {sweep_axis!r} is not a shape field of op {op.value!r} ({list(SHAPE_FIELDS[op])})")
+    if not p10_us <= median_us <= p90_us:
+        raise ValueError(f"latency percentiles out of order: p10_us={p10_us} median_us={median_us} p90_us={p90_us}")
+    return shape
+
+
 Latency = Annotated[float, Field(gt=0, le=MAX_LATENCY_US, allow_inf_nan=False)]
 # Strict: 64.5, "64" and true are not dimensions. Checked in pydantic-core, row by row, cheaply.
 Dim = Annotated[int, Field(strict=True, ge=1, le=MAX_DIM)]
 # No NUL characters: databases cannot store them in text (Postgres refuses them outright).
 PRINTABLE = r"^[^\x00]*$"
 Text = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
-OptText = Annotated[str | None, Field(default=None, max_length=200, pattern=PRINTABLE)]
+OptText = Annotated[str | None, Field(max_length=200, pattern=PRINTABLE)]
+
+
+Count = Annotated[int, Field(ge=1, le=10_000_000)]  # samples behind a figure
+StopReason = Literal["spread", "median_ci", "time_cap", "max_samples"]  # why sampling stopped
+SampleCount = Annotated[int, Field(ge=0, le=10_000_000)]
+ClockMhz = Annotated[int, Field(ge=0, le=100_000)]
+ThrottleMask = Annotated[int, Field(ge=0, le=2**62)]  # NVML clocks-throttle bitmask
 
 
 class _Strict(BaseModel):
@@ -162,35 +186,23 @@ class Measurement(_Strict):
     p10_us: Latency
     p90_us: Latency
     mean_us: Latency
-    n: Annotated[int, Field(ge=1, le=10_000_000)]
+    n: Count
     timer: Text  # how it was timed, e.g. "cpu-perf-counter" or "cuda-events+l2-flush"
     backend: OptText = None  # the implementation that actually ran (e.g. SDPA "flash")
     kernel: OptText = None
     measured_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     # How the timer got its figure, when it says (see design.md "Timing method").
-    stop: Literal["spread", "median_ci", "time_cap", "max_samples"] | None = None  # why sampling stopped
-    samples_discarded: Annotated[int | None, Field(ge=0, le=10_000_000)] = None  # e.g. samples preempted off-CPU
-    sm_clock_mhz: Annotated[int | None, Field(ge=0, le=100_000)] = None  # NVML, during the point
-    throttle_reasons: Annotated[int | None, Field(ge=0, le=2**62)] = None  # NVML clocks-throttle bitmask
+    stop: StopReason | None = None
+    samples_discarded: SampleCount | None = None  # e.g. samples preempted off-CPU
+    sm_clock_mhz: ClockMhz | None = None  # NVML, during the point
+    throttle_reasons: ThrottleMask | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "Measurement":
         # One Python validator per row (this runs for every row of every batch).
-        keys = list(self.shape)
-        if set(keys) != _FIELD_SETS[self.op]:
-            validate_shape(self.op, self.shape)  # raises, naming the missing or unknown fields
-        if keys != sorted(keys):
-            # Canonical order, so a re-sent row hashes the same whatever order it came in.
-            object.__setattr__(self, "shape", dict(sorted(self.shape.items())))
-        if self.sweep_axis not in self.shape:
-            raise ValueError(
-                f"sweep_axis {self.sweep_axis!r} is not a shape field of op {self.op.value!r} "
-                f"({list(SHAPE_FIELDS[self.op])})"
-            )
-        if not self.p10_us <= self.median_us <= self.p90_us:
-            raise ValueError(
-                f"latency percentiles out of order: p10_us={self.p10_us} median_us={self.median_us} p90_us={self.p90_us}"
-            )
+        shape = check_consistent(self.op, self.shape, self.sweep_axis, self.p10_us, self.median_us, self.p90_us)
+        if shape is not self.shape:
+            object.__setattr__(self, "shape", shape)
         return self
 
     @property

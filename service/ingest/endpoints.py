@@ -7,28 +7,46 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from gac.contracts.measurements import Batch, BatchReceipt
+from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
+from gac.contracts.measurements import BATCH_SCHEMA, Batch, BatchReceipt
 from service.deps import IngestToken, SessionDep, SettingsDep
+from service.ingest.incoming import Incoming
 from service.ingest.service import ingest_batch
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 
 # The body is parsed by pydantic-core straight from the bytes (one pass in Rust) instead of
-# json.loads + validation: on the hot path that is a tenth of a worker's time per batch
-# (benchmarks/ingest.py). The schema below keeps the OpenAPI document exact.
+# json.loads + validation. Two layouts of the same batch: rows (application/json, easy to
+# write by hand) and columns (COLUMNS_MEDIA_TYPE, what the agent sends: about a quarter of
+# the parse time and half the bytes). The schemas below keep the OpenAPI document exact.
 BATCH_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Batch"}}},
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/Batch"}},
+            COLUMNS_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ColumnBatch"}},
+        },
     }
+}
+# A document sent under the other layout's Content-Type: say which one it needs.
+_LAYOUT_HINT = {
+    COLUMNS_SCHEMA: f"a {COLUMNS_SCHEMA} document is sent with Content-Type: {COLUMNS_MEDIA_TYPE}",
+    BATCH_SCHEMA: f"a {BATCH_SCHEMA} document is sent with Content-Type: application/json",
 }
 
 
-def parse_batch(body: bytes) -> Batch:
+def parse_batch(body: bytes, content_type: str) -> Incoming:
+    by_columns = content_type.split(";")[0].strip().lower() == COLUMNS_MEDIA_TYPE
     try:
-        return Batch.model_validate_json(body)
+        if by_columns:
+            return Incoming.from_columns(ColumnBatch.model_validate_json(body))
+        return Incoming.from_rows(Batch.model_validate_json(body))
     except ValidationError as exc:
-        errors = [dict(e, loc=("body", *e["loc"])) for e in exc.errors(include_url=False)]
+        errors = []
+        for e in exc.errors(include_url=False):
+            if e["loc"] == ("schema",) and e.get("input") in _LAYOUT_HINT:
+                e = dict(e, msg=f"{e['msg']}: {_LAYOUT_HINT[e['input']]}")
+            errors.append(dict(e, loc=("body", *e["loc"])))
         raise RequestValidationError(errors) from None
 
 
@@ -42,7 +60,7 @@ async def post_batch(
     request: Request, session: SessionDep, settings: SettingsDep, token: IngestToken, response: Response
 ) -> BatchReceipt:
     """Upload one batch of measurements: stored whole or not at all; re-sending it is safe."""
-    batch = parse_batch(await request.body())
+    batch = parse_batch(await request.body(), request.headers.get("content-type", ""))
     receipt = await run_in_threadpool(ingest_batch, session, batch, token_id=token.id, max_rows=settings.max_batch_rows)
     if receipt.inserted:
         request.app.state.responses.expire_all()  # this process sees its own writes at once

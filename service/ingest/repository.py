@@ -5,12 +5,13 @@ from __future__ import annotations
 import secrets
 import uuid
 from datetime import datetime
+from itertools import repeat
 
 from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
-from gac.contracts.measurements import Measurement as WireMeasurement
-from gac.contracts.measurements import PlatformDescriptor, RunInfo, shape_key
+from gac.contracts.measurements import PlatformDescriptor, RunInfo
+from service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
 from service.ingest.known import STAMP_EVERY
 from service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
 from service.upsert import insert_ignoring_conflicts
@@ -71,23 +72,6 @@ def insert_batch_row(
     return session.execute(stmt).first() is not None
 
 
-CurveKey = tuple[str, str, str, str]  # op, dtype, swept axis, fixed shape
-
-
-def curve_keys(measurements: list[WireMeasurement]) -> list[CurveKey]:
-    """Each row's curve key; rows of one curve share a key, so each distinct one is built once."""
-    made: dict[tuple, CurveKey] = {}
-    out = []
-    for m in measurements:
-        fixed = tuple((k, v) for k, v in m.shape.items() if k != m.sweep_axis)  # shape is in canonical order
-        raw = (m.op, m.dtype, m.sweep_axis, fixed)
-        key = made.get(raw)
-        if key is None:
-            key = made[raw] = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(dict(fixed)))
-        out.append(key)
-    return out
-
-
 def curve_ids(session: Session, platform_id: int, keys: set[CurveKey], now: datetime) -> dict[CurveKey, int]:
     """Curve ids for the given keys, creating the missing curves (existing ones are not locked)."""
     ordered = sorted(keys)  # two batches creating the same curves lock them in the same order
@@ -117,34 +101,19 @@ def touch_curves(session: Session, ids: list[int], now: datetime) -> None:
     session.execute(update(Curve).where(Curve.id.in_(sorted(ids))).values(version=secrets.randbits(62), updated_at=now))
 
 
-_COLUMNS = (
-    "uuid", "curve_id", "run_id", "batch_id", "x", "median_us", "p10_us", "p90_us", "mean_us", "n",
-    "timer", "backend", "kernel", "measured_at", "stop", "samples_discarded", "sm_clock_mhz", "throttle_reasons",
-)
+_COLUMNS = ("uuid", "curve_id", "run_id", "batch_id", "x", *VALUE_COLUMNS)
 
 
-def insert_measurements(
-    session: Session, measurements: list[WireMeasurement], curve_ids: list[int], run_id: uuid.UUID, batch_id: uuid.UUID
-) -> int:
+def insert_measurements(session: Session, batch: Incoming, curve_ids: list[int]) -> int:
     """Insert the rows whose uuid is new (curve_ids[i] is row i's curve); returns how many were new."""
+    rows = list(zip(batch.ids, curve_ids, repeat(batch.run.id), repeat(batch.id), batch.x, *batch.values))
     # Sorted by uuid, so two transactions inserting overlapping rows lock them in the same order.
-    order = sorted(range(len(measurements)), key=lambda i: measurements[i].id.int)
+    rows.sort(key=lambda row: row[0].int)
     if session.get_bind().dialect.name == "postgresql":
-        return _copy_then_insert(session, [measurements[i] for i in order], [curve_ids[i] for i in order], run_id, batch_id)
-    rows = [
-        {
-            "uuid": m.id, "curve_id": curve_ids[i], "run_id": run_id, "batch_id": batch_id, "x": m.shape[m.sweep_axis],
-            "median_us": m.median_us, "p10_us": m.p10_us, "p90_us": m.p90_us, "mean_us": m.mean_us,
-            "n": m.n, "timer": m.timer, "backend": m.backend, "kernel": m.kernel, "measured_at": m.measured_at,
-            "stop": m.stop, "samples_discarded": m.samples_discarded, "sm_clock_mhz": m.sm_clock_mhz,
-            "throttle_reasons": m.throttle_reasons,
-        }
-        for i in order
-        for m in (measurements[i],)
-    ]
+        return _copy_then_insert(session, rows)
     table = Measurement.__table__
     stmt = insert_ignoring_conflicts(session, table, ["uuid"]).returning(table.c.id)
-    return len(session.execute(stmt, rows).all())
+    return len(session.execute(stmt, [dict(zip(_COLUMNS, row)) for row in rows]).all())
 
 
 _STAGE = "measurements_stage"
@@ -162,20 +131,14 @@ _STAGE_TYPES = [
 ]
 
 
-def _copy_rows(cur, table: str, measurements: list[WireMeasurement], curve_ids: list[int], run_id: uuid.UUID, batch_id: uuid.UUID) -> None:  # type: ignore[no-untyped-def]
+def _copy_rows(cur, table: str, rows: list[tuple]) -> None:  # type: ignore[no-untyped-def]
     with cur.copy(f"COPY {table} ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(_STAGE_TYPES)
-        for m, cid in zip(measurements, curve_ids):
-            copy.write_row((
-                m.id, cid, run_id, batch_id, m.shape[m.sweep_axis], m.median_us, m.p10_us, m.p90_us, m.mean_us,
-                m.n, m.timer, m.backend, m.kernel, m.measured_at, m.stop, m.samples_discarded, m.sm_clock_mhz,
-                m.throttle_reasons,
-            ))
+        for row in rows:
+            copy.write_row(row)
 
 
-def _copy_then_insert(
-    session: Session, measurements: list[WireMeasurement], curve_ids: list[int], run_id: uuid.UUID, batch_id: uuid.UUID
-) -> int:
+def _copy_then_insert(session: Session, rows: list[tuple]) -> int:
     """Postgres hot path: binary COPY straight into measurements; if some row ids are already
     stored (a spool re-batched after a lost answer), COPY into a per-connection staging table
     and INSERT ... SELECT ... ON CONFLICT DO NOTHING instead.
@@ -190,13 +153,13 @@ def _copy_then_insert(
     with raw.cursor() as cur:
         try:
             with raw.transaction():  # a savepoint: a duplicate row id undoes only this COPY
-                _copy_rows(cur, "measurements", measurements, curve_ids, run_id, batch_id)
-            return len(measurements)
+                _copy_rows(cur, "measurements", rows)
+            return len(rows)
         except psycopg.errors.UniqueViolation:
             pass
         cols = ", ".join(_COLUMNS)
         cur.execute(_STAGE_DDL)
-        _copy_rows(cur, _STAGE, measurements, curve_ids, run_id, batch_id)
+        _copy_rows(cur, _STAGE, rows)
         cur.execute(f"INSERT INTO measurements ({cols}) SELECT {cols} FROM {_STAGE} ORDER BY uuid ON CONFLICT (uuid) DO NOTHING")
         inserted = cur.rowcount
         cur.execute(f"TRUNCATE {_STAGE}")

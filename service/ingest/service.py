@@ -8,6 +8,7 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import Batch, BatchReceipt
+from service.ingest.incoming import Incoming
 from service.db import begin_write
 from service.errors import Conflict, Unprocessable
 from service.ingest import repository as repo
@@ -16,7 +17,7 @@ from service.metrics import INGEST_BATCHES, INGEST_ROWS
 from service.models import UploadBatch, utcnow
 
 
-def content_hash(batch: Batch) -> str:
+def content_hash(batch: Incoming) -> str:
     """What makes a batch that batch: its platform, run and row ids.
 
     Rows are immutable once stored (the first write of a row id wins), so a
@@ -24,14 +25,14 @@ def content_hash(batch: Batch) -> str:
     client bug that must not be mistaken for a re-send (its rows would be lost).
     """
     h = hashlib.sha256(f"{batch.platform.fingerprint()}|{batch.run.id}|".encode())
-    for m in batch.measurements:
-        h.update(m.id.bytes)
+    for row_id in batch.ids:
+        h.update(row_id.bytes)
     return h.hexdigest()
 
 
-def ingest_batch(session: Session, batch: Batch, *, token_id: int | None, max_rows: int) -> BatchReceipt:
+def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max_rows: int) -> BatchReceipt:
     """Store a batch whole or not at all; a re-sent batch stores nothing and says so."""
-    rows = len(batch.measurements)
+    rows = len(batch.ids)
     if rows > max_rows:
         raise Unprocessable(
             [{"field": "body.measurements", "message": f"{rows} rows is over this service's limit of {max_rows} per batch"}]
@@ -72,9 +73,8 @@ def ingest_batch(session: Session, batch: Batch, *, token_id: int | None, max_ro
             inserted=0, duplicates=rows, replay=True,
         )
 
-    keys = repo.curve_keys(list(batch.measurements))
-    ids = repo.curve_ids(session, platform_id, set(keys), now)
-    inserted = repo.insert_measurements(session, list(batch.measurements), [ids[k] for k in keys], batch.run.id, batch.id)
+    ids = repo.curve_ids(session, platform_id, set(batch.curves), now)
+    inserted = repo.insert_measurements(session, batch, [ids[k] for k in batch.curves])
     if inserted != rows:
         repo.record_counts(session, batch.id, inserted, rows - inserted)
     repo.touch_curves(session, list(ids.values()), now)
@@ -101,6 +101,6 @@ def ingest_local(batch: Batch) -> BatchReceipt:
     try:
         ensure_schema(engine, settings)
         with make_sessionmaker(engine)() as session:
-            return ingest_batch(session, batch, token_id=None, max_rows=10_000)
+            return ingest_batch(session, Incoming.from_rows(batch), token_id=None, max_rows=10_000)
     finally:
         engine.dispose()

@@ -12,7 +12,15 @@ import torch
 
 from gac.contracts.measurements import Batch, RunInfo
 from gac.contracts.plans import loads_plan
-from profiler_agent.delivery import BatchFileWriter, Deliverer, Spool, make_batches, read_batch_file
+from profiler_agent.delivery import (
+    BatchFileWriter,
+    Deliverer,
+    Spool,
+    document_rows,
+    make_batches,
+    read_batch_file,
+    read_document,
+)
 from profiler_agent.platform import detect_platform
 from profiler_agent.runner import run_plan, values_to_refine
 from profiler_agent.timing import CpuTimer
@@ -107,11 +115,10 @@ def test_unreachable_server_spools_everything(tmp_path):
     d.close()
     assert d.stats.spooled_batches == 3 and d.stats.spooled_rows == 5 and d.stats.sent_batches == 0
     recs = spool.records()
-    assert [len(r["batch"]["measurements"]) for r in recs] == [2, 2, 1]
-    ids = [m["id"] for r in recs for m in r["batch"]["measurements"]]
-    assert ids == [str(m.id) for m in rows]  # every row, in order, with its own id kept
-    for r in recs:
-        Batch.model_validate(r["batch"])  # spooled lines are valid wire batches
+    assert [document_rows(r["batch"]) for r in recs] == [2, 2, 1]
+    spooled = [read_document(r["batch"]) for r in recs]  # spooled lines are valid wire batches
+    ids = [m.id for b in spooled for m in b.measurements]
+    assert ids == [m.id for m in rows]  # every row, in order, with its own id kept
 
 
 def test_retry_policy_and_permanent_rejection(tmp_path):
@@ -123,6 +130,7 @@ def test_retry_policy_and_permanent_rejection(tmp_path):
 
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
+        assert request.headers["content-type"] == "application/vnd.gac.batch-columns+json"
         calls.append((body["id"], request.headers["authorization"]))
         if len(calls) == 1:
             return httpx.Response(503, json={"error": "Unavailable", "detail": "db restarting"})
@@ -130,7 +138,7 @@ def test_retry_policy_and_permanent_rejection(tmp_path):
             return httpx.Response(429, headers={"retry-after": "0"}, json={"error": "TooMany"})
         if len(calls) == 3:
             return httpx.Response(201, json={"batch_id": body["id"], "platform_id": 1, "fingerprint": "f",
-                                              "inserted": len(body["measurements"]), "duplicates": 0, "replay": False})
+                                              "inserted": document_rows(body), "duplicates": 0, "replay": False})
         return httpx.Response(422, json={"error": "ValidationError", "detail": "measurements.0.shape: bad"})
 
     client = httpx.Client(transport=httpx.MockTransport(handler))
@@ -143,7 +151,7 @@ def test_retry_policy_and_permanent_rejection(tmp_path):
     assert d.stats.inserted == 1 and d.stats.rejected_batches == 1 and d.stats.spooled_batches == 0
     assert len(calls) == 4  # a 422 is not retried
     rejected = [json.loads(line) for line in spool.rejected_path.read_text().splitlines()]
-    assert rejected[0]["batch"]["measurements"][0]["id"] == str(rows[1].id) and "422" in rejected[0]["error"]
+    assert read_document(rejected[0]["batch"]).measurements[0].id == rows[1].id and "422" in rejected[0]["error"]
 
 
 def test_results_file_round_trip(tmp_path):
@@ -163,22 +171,19 @@ def test_results_file_round_trip(tmp_path):
     assert [len(b.measurements) for b in make_batches(platform, run, rows, batch_size=2)] == [2, 2, 1]
 
 
-def test_batch_document_leaves_out_nulls_and_reads_back_equal(timer):
+def test_batch_document_is_by_column_without_nulls_and_reads_back_equal(timer):
     from profiler_agent.delivery import batch_document
 
     platform = detect_platform()
     run = RunInfo(id=uuid.uuid4(), agent="doc-test")
     result = run_plan(loads_plan(TINY), timer)
     batch = Batch(id=uuid.uuid4(), platform=platform, run=run, measurements=result.measurements)
-    doc = batch_document(batch)
+    doc = json.loads(json.dumps(batch_document(batch)))
 
-    def nulls(value) -> int:  # type: ignore[no-untyped-def]
-        if isinstance(value, dict):
-            return sum(v is None or nulls(v) for v in value.values())
-        if isinstance(value, list):
-            return sum(nulls(v) for v in value)
-        return 0
-
-    assert nulls(doc) == 0
-    assert any(m.backend is None for m in batch.measurements)  # there were nulls to leave out
-    assert Batch.model_validate_json(json.dumps(doc)) == batch
+    assert doc["schema"] == "gac.batch-columns/v1"
+    assert len(doc["measurements"]["median_us"]) == document_rows(doc) == len(batch.measurements)
+    assert any(m.backend is None for m in batch.measurements)  # there were nulls to leave out...
+    assert "backend" not in doc["measurements"]  # ...and an all-null column is left out whole
+    assert read_document(doc) == batch
+    rows_doc = batch.model_dump(mode="json", by_alias=True)
+    assert document_rows(rows_doc) == len(batch.measurements) and read_document(rows_doc) == batch
