@@ -209,7 +209,10 @@ def register(app: typer.Typer) -> None:
         adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive", help="Refine adaptive sweeps only around steps")] = True,
         max_jobs: Annotated[int, typer.Option("--max-jobs", min=1, help="Stop after this many jobs")] = 1000,
         lease_seconds: Annotated[int, typer.Option("--lease-seconds", min=10)] = 600,
-        batch_size: Annotated[int, typer.Option("--batch-size", min=1, max=1000)] = 1000,
+        batch_size: Annotated[int, typer.Option(
+            "--batch-size", min=1, max=5000,
+            help="rows per upload; the service takes up to GAC_MAX_BATCH_ROWS (5,000 unless set lower)",
+        )] = 1000,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar")] = False,
         retries: RetriesOpt = 4,
     ) -> None:
