@@ -66,11 +66,12 @@ def test_measured_at_left_out_is_when_the_service_read_it(client, session, inges
 @pytest.mark.parametrize("first", ["rows", "columns"])
 def test_a_batch_resent_in_the_other_layout_is_the_same_batch(first, client, session, ingest_token):
     b = mixed_batch()
-    by_rows = lambda: client.post("/v1/batches", json=f.body(b), headers=f.auth(ingest_token))  # noqa: E731
-    by_columns = lambda: post_columns(client, f.columns_body(b), ingest_token)  # noqa: E731
-    one, two = (by_rows, by_columns) if first == "rows" else (by_columns, by_rows)
-    assert one().status_code == 201
-    again = two()
+    sends = {
+        "rows": lambda: client.post("/v1/batches", json=f.body(b), headers=f.auth(ingest_token)),
+        "columns": lambda: post_columns(client, f.columns_body(b), ingest_token),
+    }
+    assert sends[first]().status_code == 201
+    again = sends["columns" if first == "rows" else "rows"]()
     assert again.status_code == 200, again.text
     assert (again.json()["inserted"], again.json()["duplicates"], again.json()["replay"]) == (0, 9, True)
     session.rollback()
