@@ -97,6 +97,11 @@ def batch_document(batch: Batch) -> dict[str, Any]:
     return ColumnBatch.of(batch).model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def _by_row(doc: dict[str, Any]) -> dict[str, Any]:
+    """A column-layout document as the same batch by row, for services older than the column layout."""
+    return read_document(doc).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def document_rows(doc: dict[str, Any]) -> int:
     """Rows in a batch document of either layout (spools may hold both)."""
     measurements = doc.get("measurements", [])
@@ -271,11 +276,29 @@ class Deliverer:
         self._headers = {"Authorization": f"Bearer {token}"}
         self._pending: list[Measurement] = []
         self._online = True
+        self._rows_only = False  # set once the service turns down the column layout
 
     # -- sending one batch document
 
     def send_document(self, doc: dict[str, Any], retries: int | None = None) -> BatchReceipt:
-        """POST one batch with retries; raises DeliveryError (retryable) or RejectedError."""
+        """POST one batch with retries; raises DeliveryError (retryable) or RejectedError.
+
+        A service older than the column layout refuses it (422 naming body.schema, or 415):
+        the batch is then re-sent by row, and so is every later one to that service.
+        """
+        by_columns = doc.get("schema") == COLUMNS_SCHEMA
+        if by_columns and self._rows_only:
+            return self._post(_by_row(doc), retries)
+        try:
+            return self._post(doc, retries)
+        except RejectedError as err:
+            if not by_columns or not (err.status == 415 or (err.status == 422 and "body.schema" in str(err))):
+                raise
+            self._rows_only = True
+            self.log(f"{self.server} does not take batches by column ({err.status}); sending them by row")
+            return self._post(_by_row(doc), retries)
+
+    def _post(self, doc: dict[str, Any], retries: int | None) -> BatchReceipt:
         attempts = 1 + (self.retries if retries is None else retries)
         by_columns = doc.get("schema") == COLUMNS_SCHEMA
         headers = self._headers | {"content-type": COLUMNS_MEDIA_TYPE if by_columns else "application/json"}

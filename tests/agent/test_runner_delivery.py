@@ -187,3 +187,34 @@ def test_batch_document_is_by_column_without_nulls_and_reads_back_equal(timer):
     assert read_document(doc) == batch
     rows_doc = batch.model_dump(mode="json", by_alias=True)
     assert document_rows(rows_doc) == len(batch.measurements) and read_document(rows_doc) == batch
+
+
+def test_service_older_than_the_column_layout_gets_batches_by_row(tmp_path):
+    """A service that predates the column layout refuses it naming body.schema (as ours did):
+    the agent re-sends that batch by row and sends every later one by row; other refusals stand."""
+    platform = detect_platform("cpu")
+    run = RunInfo(id=uuid.uuid4(), agent="test")
+    rows = _measurements(3)
+    seen: list[str] = []
+
+    def old_service(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["content-type"])
+        body = json.loads(request.content)
+        if request.headers["content-type"] != "application/json":
+            return httpx.Response(422, json={"error": "ValidationError", "detail": [
+                {"field": "body.schema", "message": "Input should be 'gac.batch/v1'", "type": "literal_error"}]})
+        batch = Batch.model_validate(body)  # the rows layout, whole
+        if batch.measurements[0].id == rows[2].id:  # a refusal for another reason is final
+            return httpx.Response(422, json={"error": "ValidationError", "detail": [
+                {"field": "body.measurements.0.median_us", "message": "bad", "type": "x"}]})
+        return httpx.Response(201, json={"batch_id": str(batch.id), "platform_id": 1, "fingerprint": "f",
+                                         "inserted": len(batch.measurements), "duplicates": 0, "replay": False})
+
+    spool = Spool(tmp_path)
+    client = httpx.Client(transport=httpx.MockTransport(old_service))
+    with Deliverer("http://old", "tok", platform, run, spool=spool, batch_size=1, retries=0, client=client) as d:
+        d.add_many(rows)
+    assert seen == ["application/vnd.gac.batch-columns+json", "application/json", "application/json", "application/json"]
+    assert d.stats.inserted == 2 and d.stats.rejected_batches == 1 and d.stats.spooled_batches == 0
+    rejected = [json.loads(line) for line in spool.rejected_path.read_text().splitlines()]
+    assert read_document(rejected[0]["batch"]).measurements[0].id == rows[2].id
