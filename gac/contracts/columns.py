@@ -39,8 +39,10 @@ from gac.contracts.measurements import (
 COLUMNS_SCHEMA = "gac.batch-columns/v1"
 COLUMNS_MEDIA_TYPE = "application/vnd.gac.batch-columns+json"
 ShapeField = Literal[tuple(sorted({f for fields in SHAPE_FIELDS.values() for f in fields}))]  # type: ignore[valid-type]
-# Optional columns: left out, or null at a row, mean the Measurement default.
-OPTIONAL = ("backend", "kernel", "measured_at", "stop", "samples_discarded", "sm_clock_mhz", "throttle_reasons")
+# Columns every row fills (shape has its own layout), and optional ones: left out, or null at
+# a row, they mean the Measurement default.
+REQUIRED = tuple(name for name, f in Measurement.model_fields.items() if f.is_required() and name != "shape")
+OPTIONAL = tuple(name for name, f in Measurement.model_fields.items() if not f.is_required())
 
 
 class MeasurementColumns(BaseModel):
@@ -102,13 +104,9 @@ class MeasurementColumns(BaseModel):
         """The rows as Measurement models (the reference meaning of this layout; slow, for tests and tools)."""
         optional = {name: getattr(self, name) for name in OPTIONAL if getattr(self, name) is not None}
         rows = []
-        for i, row_id in enumerate(self.id):
-            fields: dict[str, Any] = {
-                "id": row_id, "op": self.op[i], "dtype": self.dtype[i], "sweep_axis": self.sweep_axis[i],
-                "shape": {name: column[i] for name, column in self.shape.items() if column[i] is not None},
-                "median_us": self.median_us[i], "p10_us": self.p10_us[i], "p90_us": self.p90_us[i],
-                "mean_us": self.mean_us[i], "n": self.n[i], "timer": self.timer[i],
-            }
+        for i in range(len(self.id)):
+            fields: dict[str, Any] = {name: getattr(self, name)[i] for name in REQUIRED}
+            fields["shape"] = {name: column[i] for name, column in self.shape.items() if column[i] is not None}
             fields.update({name: column[i] for name, column in optional.items() if column[i] is not None})
             rows.append(Measurement(**fields))
         return rows
@@ -116,10 +114,7 @@ class MeasurementColumns(BaseModel):
     @classmethod
     def of(cls, measurements: list[Measurement]) -> MeasurementColumns:
         names = sorted({name for m in measurements for name in m.shape})
-        columns: dict[str, Any] = {
-            name: [getattr(m, name) for m in measurements]
-            for name in ("id", "op", "dtype", "sweep_axis", "median_us", "p10_us", "p90_us", "mean_us", "n", "timer")
-        }
+        columns: dict[str, Any] = {name: [getattr(m, name) for m in measurements] for name in REQUIRED}
         columns["shape"] = {name: [m.shape.get(name) for m in measurements] for name in names}
         for name in OPTIONAL:
             column = [getattr(m, name) for m in measurements]

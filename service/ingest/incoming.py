@@ -41,7 +41,7 @@ class Incoming:
                 key = keys[raw] = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(dict(fixed)))
             curves.append(key)
         return cls(
-            batch.id, batch.platform, batch.run, [m.id for m in ms], curves, [m.shape[m.sweep_axis] for m in ms],
+            batch.id, batch.platform, batch.run, [m.id for m in ms], curves, [m.x for m in ms],
             [[getattr(m, name) for m in ms] for name in VALUE_COLUMNS],
         )
 

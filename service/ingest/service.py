@@ -8,10 +8,10 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import Batch, BatchReceipt
-from service.ingest.incoming import Incoming
 from service.db import begin_write
 from service.errors import Conflict, Unprocessable
 from service.ingest import repository as repo
+from service.ingest.incoming import Incoming
 from service.ingest.known import KNOWN, agent_key, platform_key, run_key
 from service.metrics import INGEST_BATCHES, INGEST_ROWS
 from service.models import UploadBatch, utcnow
