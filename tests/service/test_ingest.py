@@ -55,6 +55,8 @@ def test_rows_resent_in_a_new_batch_are_counted_as_duplicates(client, session, i
     assert r.status_code == 201
     assert (r.json()["inserted"], r.json()["duplicates"]) == (5, 5)
     assert count(session) == 15
+    stored = session.get_one(UploadBatch, mixed.id)  # the batch row records the split too
+    assert (stored.inserted, stored.duplicates) == (5, 5)
 
 
 def test_same_batch_id_with_other_content_is_a_conflict(client, session, ingest_token):
