@@ -1,5 +1,6 @@
 """Table 5 on this machine: a model compressed by ASVD and by MLP-width pruning, aligned by
-GAC against this CPU's measured GEMM profile, timed in bfloat16 (prefill; decode for llama).
+GAC against this CPU's measured GEMM profile, timed in this CPU's fast dtype unless --dtype
+says otherwise (prefill; decode for llama).
 
     python benchmarks/proof.py [--model minilm|llama] [--quick] [--compressor asvd|prune|both] [--ratio R]
     python benchmarks/proof.py --retime benchmarks/out/proof-llama.json [--rounds N]
@@ -35,11 +36,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--rel-tol", type=float, default=None)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                    help="Compress for, profile and time in this dtype (default: this CPU's fast dtype)")
     ap.add_argument("--save", "--json", dest="save", type=Path, default=None, help="Write the run here (default benchmarks/out/proof-MODEL.json)")
     ap.add_argument("--retime", type=Path, default=None, help="Re-time a saved run from its dims; no profiling")
     a = ap.parse_args(argv)
     try:
-        kw = config_kwargs(a.model, a.compressor, a.ratio, a.seq, a.decode_context, a.rounds, a.passes, a.window, a.rel_tol, a.threads)
+        kw = config_kwargs(a.model, a.compressor, a.ratio, a.seq, a.decode_context, a.rounds, a.passes, a.window, a.rel_tol, a.threads, a.dtype)
     except ValueError as exc:
         ap.error(str(exc))
     print(run(kw, a.quick, a.save, a.retime, log=lambda m: print(m, file=sys.stderr, flush=True)))

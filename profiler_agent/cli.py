@@ -30,7 +30,9 @@ TokenOpt = Annotated[Optional[str], typer.Option("--token", envvar="GAC_TOKEN", 
 SpoolOpt = Annotated[Optional[Path], typer.Option("--spool-dir", envvar="GAC_AGENT_SPOOL_DIR", help="Where undelivered batches wait")]
 PlanOpt = Annotated[Optional[str], typer.Option("--plan", help="quick | paper | path to a YAML/JSON plan")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda:N")]
-DtypeOpt = Annotated[Optional[list[str]], typer.Option("--dtype", help="Only these dtypes (repeatable): float16, bfloat16, float32")]
+DtypeOpt = Annotated[Optional[list[str]], typer.Option(
+    "--dtype", help="float16, bfloat16 or float32 (repeatable): the quick plan's dtypes (default: this platform's fast dtype); "
+                    "other plans keep only these")]
 RetriesOpt = Annotated[int, typer.Option("--retries", min=0, max=20, help="Retries per batch (exponential backoff + jitter)")]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU intra-op threads (fixed for the whole run; default: torch's)")]
 
@@ -48,16 +50,29 @@ def _agent_version() -> str | None:
         return None
 
 
-def _load_plan(plan: str | None, dtypes: list[str] | None) -> "SweepPlan":
+def _load_plan(plan: str | None, dtypes: list[str] | None, platform: "PlatformDescriptor") -> "SweepPlan":
+    """The plan; the quick plan in the platform's fast dtype unless --dtype says otherwise. Says which dtype and why."""
     from gac.contracts.plans import PlanError
+    from profiler_agent.dtypes import choose_dtype
     from profiler_agent.plan_library import resolve_plan
 
+    name = plan or "quick"
     try:
-        p = resolve_plan(plan or "quick")
-        return p.restricted(dtypes) if dtypes else p
+        if name == "quick" and not dtypes:
+            fast, line = choose_dtype(platform)
+            p = resolve_plan(name, [fast])
+            lines = [line]
+        else:
+            p = resolve_plan(name, dtypes)
+            used = dict.fromkeys(d.value for s in p.sweeps for d in s.dtypes)
+            by = "with --dtype" if dtypes else f"by plan {p.name}"
+            lines = [choose_dtype(platform, d, by)[1] for d in used]
     except (PlanError, FileNotFoundError, ValueError) as err:
         console.print(f"[red]plan error:[/red] {err}")
         raise typer.Exit(2) from err
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return p
 
 
 @dataclass
@@ -228,9 +243,9 @@ def register(app: typer.Typer) -> None:
         if jobs and server is None:
             console.print("[red]--jobs needs --server[/red]")
             raise typer.Exit(2)
-        plans = [] if (jobs and plan is None) else [_load_plan(plan, dtype)]
         session = _session(device, threads)
         console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
+        plans = [] if (jobs and plan is None) else [_load_plan(plan, dtype, session.platform)]
         spool = Spool(spool_dir)
 
         import httpx
@@ -291,13 +306,16 @@ def register(app: typer.Typer) -> None:
 
     @agent.command("platform")
     def agent_platform(device: DeviceOpt = "cpu", threads: ThreadsOpt = None) -> None:
-        """Print the detected platform and its fingerprint (JSON)."""
+        """Print the detected platform and its fingerprint (JSON); its fast dtype and why on stderr."""
         import json
+
+        from profiler_agent.dtypes import choose_dtype
 
         session = _session(device, threads)
         doc = session.platform.model_dump(mode="json", exclude_none=True)
         doc["fingerprint"] = session.platform.fingerprint()
         out_console.print_json(json.dumps(doc))
+        console.print(choose_dtype(session.platform)[1], markup=False, highlight=False, soft_wrap=True)
 
     @app.command("ingest")
     def ingest(
@@ -351,9 +369,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from err
         from profiler_agent.delivery import make_batches
 
-        p = _load_plan(plan, dtype)
         session = _session(device, threads)
         console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
+        p = _load_plan(plan, dtype, session.platform)
         rows: list[Measurement] = []
         result = _run_with_progress(session, p, rows.append, adaptive, quiet)
         inserted = dup = 0

@@ -2,45 +2,58 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from gac.contracts.measurements import Dtype, Op
 from gac.contracts.plans import Adaptive, Sweep, SweepPlan, Timing, ValueRange, load_plan
 
 BF16, FP16, FP32 = Dtype.bfloat16, Dtype.float16, Dtype.float32
+_SHORT = {BF16: "bf16", FP16: "fp16", FP32: "fp32"}
 
 
-def quick_plan() -> SweepPlan:
+def quick_plan(dtypes: Iterable[Dtype | str] | None = None) -> SweepPlan:
     """About a minute on a 2-core CPU; shows real steps.
 
-    On this kind of AVX-512-BF16 CPU (oneDNN 3.x), a bfloat16 GEMM's time along N
-    is a staircase with a step every 16 columns (n in 65..80 costs the same,
-    81..96 the next step up), while float32 grows smoothly: both are swept so the
-    contrast is visible. One small point each for the other ops keeps every
-    kernel exercised.
+    dtypes: what to sweep in, normally the platform's fast dtype (`gac` picks it;
+    profiler_agent.dtypes); default bfloat16. On an AVX-512-BF16 CPU (oneDNN 3.x)
+    a bfloat16 GEMM's time along N is a staircase with a step every 16 columns
+    (n in 65..80 costs the same, 81..96 the next step up), while float32 grows
+    smoothly: a float32 N sweep is added as the contrast when float32 is not swept
+    anyway. One small point each for the other ops keeps every kernel exercised.
+    Where bfloat16 is emulated (AVX2 only) it is tens of times slower than float32
+    and its steps are the emulator's: sweep float32 there.
     """
+    ds = [Dtype(d) for d in dtypes] if dtypes else [BF16]
+    ds = list(dict.fromkeys(ds))  # once each, in the order given
+    names = "+".join(_SHORT[d] for d in ds)
     timing = Timing(time_cap_ms=500, warmup_ms=20, target_spread=0.05, median_ci=0.01)
+    sweeps = [
+        Sweep(op=Op.gemm, dtypes=ds, axis="n", fixed={"m": 256, "k": 256},
+              values=ValueRange(start=56, stop=200, step=4), label=f"{names} GEMM, N swept"),
+        Sweep(op=Op.gemm, dtypes=ds, axis="k", fixed={"m": 256, "n": 256},
+              values=ValueRange(start=56, stop=200, step=8), label=f"{names} GEMM, K swept"),
+    ]
+    if FP32 not in ds:
+        sweeps.append(Sweep(op=Op.gemm, dtypes=[FP32], axis="n", fixed={"m": 256, "k": 256},
+                            values=ValueRange(start=56, stop=200, step=8), label="fp32 GEMM, N swept (contrast)"))
+    sweeps += [
+        Sweep(op=Op.gemv, dtypes=ds, axis="k", fixed={"n": 1024},
+              values=[1016, 1024, 1032], label=f"{names} GEMV near 1024"),
+        Sweep(op=Op.sdpa, dtypes=ds, axis="head_dim", fixed={"b": 1, "h": 4, "s": 128},
+              values=[48, 64, 80, 96, 112, 128], label=f"{names} SDPA head_dim"),
+        Sweep(op=Op.lowrank, dtypes=ds, axis="rank",
+              fixed={"m": 128, "in_features": 512, "out_features": 512},
+              values=[60, 64, 72], label=f"{names} low-rank pair"),
+        Sweep(op=Op.mlp, dtypes=ds, axis="width", fixed={"m": 64, "hidden": 256},
+              values=[680, 688, 704], label=f"{names} gated MLP width"),
+    ]
+    contrast = "" if FP32 in ds else ", fp32 contrast"
     return SweepPlan(
         name="quick",
-        description="bf16 GEMM N/K sweeps 56..200 (CPU steps at N % 16), fp32 contrast, one point per other op",
+        description=f"{names} GEMM N/K sweeps 56..200{contrast}, one point per other op",
         timing=timing,
-        sweeps=[
-            Sweep(op=Op.gemm, dtypes=[BF16], axis="n", fixed={"m": 256, "k": 256},
-                  values=ValueRange(start=56, stop=200, step=4), label="bf16 GEMM, N swept"),
-            Sweep(op=Op.gemm, dtypes=[BF16], axis="k", fixed={"m": 256, "n": 256},
-                  values=ValueRange(start=56, stop=200, step=8), label="bf16 GEMM, K swept"),
-            Sweep(op=Op.gemm, dtypes=[FP32], axis="n", fixed={"m": 256, "k": 256},
-                  values=ValueRange(start=56, stop=200, step=8), label="fp32 GEMM, N swept (contrast)"),
-            Sweep(op=Op.gemv, dtypes=[BF16], axis="k", fixed={"n": 1024},
-                  values=[1016, 1024, 1032], label="bf16 GEMV near 1024"),
-            Sweep(op=Op.sdpa, dtypes=[BF16], axis="head_dim", fixed={"b": 1, "h": 4, "s": 128},
-                  values=[48, 64, 80, 96, 112, 128], label="bf16 SDPA head_dim"),
-            Sweep(op=Op.lowrank, dtypes=[BF16], axis="rank",
-                  fixed={"m": 128, "in_features": 512, "out_features": 512},
-                  values=[60, 64, 72], label="bf16 low-rank pair"),
-            Sweep(op=Op.mlp, dtypes=[BF16], axis="width", fixed={"m": 64, "hidden": 256},
-                  values=[680, 688, 704], label="bf16 gated MLP width"),
-        ],
+        sweeps=sweeps,
     )
 
 
@@ -96,14 +109,16 @@ def cliff_map_plan(adaptive: bool = False, lo: int = 64, hi: int = 160) -> Sweep
 BUILTIN_PLANS = {"quick": quick_plan, "paper": paper_plan}
 
 
-def resolve_plan(name_or_path: str) -> SweepPlan:
-    """A built-in plan by name, else a plan file (YAML or JSON)."""
+def resolve_plan(name_or_path: str, dtypes: list[Dtype | str] | None = None) -> SweepPlan:
+    """A built-in plan by name (built in these dtypes, when given), else a plan file
+    (YAML or JSON) limited to these dtypes."""
     if name_or_path in BUILTIN_PLANS:
-        return BUILTIN_PLANS[name_or_path]()
+        return BUILTIN_PLANS[name_or_path]([Dtype(d) for d in dtypes] if dtypes else None)
     path = Path(name_or_path)
     if not path.exists():
         raise FileNotFoundError(f"no built-in plan {name_or_path!r} ({', '.join(BUILTIN_PLANS)}) and no such file")
-    return load_plan(path)
+    plan = load_plan(path)
+    return plan.restricted(dtypes) if dtypes else plan
 
 
 __all__ = ["BUILTIN_PLANS", "cliff_map_plan", "paper_plan", "quick_plan", "resolve_plan"]

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from gac.contracts.measurements import PlatformDescriptor
+from profiler_agent.dtypes import cpu_dtype_fields, cuda_dtype_fields
 
 # CPU feature flags that change which GEMM/attention kernels a CPU library picks.
 _X86_FLAGS = (
@@ -41,12 +42,16 @@ def parse_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
-def detect_platform(device: str | torch.device | None = "cpu") -> PlatformDescriptor:
-    """Describe the platform the agent will time kernels on."""
+def detect_platform(device: str | torch.device | None = "cpu", dtypes: bool = True) -> PlatformDescriptor:
+    """Describe the platform the agent will time kernels on.
+
+    dtypes: also find its native and fast dtypes (on a CPU this times a short GEMM
+    per dtype once per process); False leaves them unset (the identity is the same).
+    """
     dev = parse_device(device)
     if dev.type == "cuda":
-        return _detect_cuda(dev)
-    return _detect_cpu()
+        return _detect_cuda(dev, dtypes)
+    return _detect_cpu(dtypes)
 
 
 # ---------------------------------------------------------------- CPU
@@ -109,7 +114,7 @@ def _library_versions() -> tuple[str | None, str | None]:
     return (mkl.group(1) if mkl else None), (dnn.group(1) if dnn else None)
 
 
-def _detect_cpu() -> PlatformDescriptor:
+def _detect_cpu(dtypes: bool = True) -> PlatformDescriptor:
     info = _cpuinfo()
     name = info.get("model name") or info.get("hardware") or _platform.processor() or _platform.machine() or "cpu"
     mkl, dnn = _library_versions()
@@ -123,6 +128,7 @@ def _detect_cpu() -> PlatformDescriptor:
         torch_version=torch.__version__,
         mkl_version=mkl if torch.backends.mkl.is_available() else None,
         onednn_version=dnn if torch.backends.mkldnn.is_available() else None,
+        **cpu_dtype_fields(info, measure=dtypes),
     )
 
 
@@ -212,16 +218,17 @@ def _tf32_allowed() -> bool | None:
     return bool(matmul.allow_tf32)
 
 
-def _detect_cuda(dev: torch.device) -> PlatformDescriptor:
+def _detect_cuda(dev: torch.device, dtypes: bool = True) -> PlatformDescriptor:
     if not torch.cuda.is_available():
         raise RuntimeError(f"device {dev} requested but torch.cuda is not available (torch {torch.__version__})")
     props = torch.cuda.get_device_properties(dev)
     is_rocm = getattr(torch.version, "hip", None) is not None
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    capability = f"{props.major}.{props.minor}"
     return PlatformDescriptor(
         device_kind="rocm" if is_rocm else "cuda",
         device_name=props.name[:200],
-        compute_capability=f"{props.major}.{props.minor}",
+        compute_capability=capability,
         sm_count=props.multi_processor_count,
         memory_bytes=props.total_memory,
         l2_bytes=getattr(props, "L2_cache_size", None) or None,
@@ -233,6 +240,7 @@ def _detect_cuda(dev: torch.device) -> PlatformDescriptor:
         triton_version=_dist_version("triton", "pytorch-triton", "pytorch-triton-rocm"),
         flash_attn_version=_dist_version("flash-attn", "flash_attn"),
         tf32_allowed=_tf32_allowed(),
+        **(cuda_dtype_fields(capability, is_rocm) if dtypes else {}),
     )
 
 

@@ -200,7 +200,7 @@ class AsvdCompressor(Compressor):
 
 
 def compress_asvd(
-    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str = "bfloat16",
+    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str,
     model_name: str = "model", token_weights: Sequence[float] | None = None,
 ) -> Compression:
     comp = AsvdCompressor(model, calibration)
@@ -273,7 +273,7 @@ class PruneCompressor(Compressor):
 
 
 def compress_prune(
-    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str = "bfloat16",
+    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str,
     model_name: str = "model", token_weights: Sequence[float] | None = None,
 ) -> Compression:
     comp = PruneCompressor(model, calibration)

@@ -120,17 +120,18 @@ def time_rounds(
     rounds: int = 25,
     passes: int = 5,
     threads: int = 1,
-    dtype: torch.dtype = torch.bfloat16,
+    dtype: torch.dtype | None = None,
     seed: int = 0,
     on_round: Callable[[int], None] | None = None,
 ) -> LatencyRun:
     """Time every model at every setting, interleaved in `rounds` shuffled rounds.
 
     make_fn(model, setting) returns the zero-argument call to time (inputs and
-    caches prepared once). Models are copied and cast to `dtype`; callers keep theirs.
+    caches prepared once). Models are copied and cast to `dtype` (None: kept as they are);
+    callers keep theirs.
     """
     torch.set_num_threads(threads)
-    cast = {name: copy.deepcopy(m).to(dtype).eval() for name, m in models.items()}
+    cast = {name: (copy.deepcopy(m).to(dtype) if dtype is not None else copy.deepcopy(m)).eval() for name, m in models.items()}
     by_label = {s.label: s for s in settings}
     fns = {(name, s.label): make_fn(m, s) for name, m in cast.items() for s in settings}
     out = LatencyRun(settings=list(settings), rounds=rounds, passes=passes, threads=torch.get_num_threads(), seed=seed)

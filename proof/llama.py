@@ -52,7 +52,7 @@ class LlamaConfig:
 # Llama 3), intermediate 2816 (Llama's 8/3 * hidden rounded up to 256), 4 layers:
 # 45M parameters in the blocks. Prefill at S = 128..512 is 12-46 GFLOP of GEMMs
 # (attention scores are under 5 % of that at S = 512), i.e. about 0.1-0.5 s on one
-# core in bfloat16 here; decode reads the 90 MB of bf16 block weights per token.
+# AMX-BF16 core in bfloat16; decode reads the 90 MB of bf16 block weights per token.
 # The 8,192-entry vocabulary keeps embedding and LM head (8.4M params each, never
 # compressed) from dominating; prefill computes logits for the last position only.
 PROOF_LLAMA = LlamaConfig()

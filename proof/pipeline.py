@@ -33,6 +33,8 @@ COMPRESSORS: dict[str, Callable[..., Compression]] = {"asvd": compress_asvd, "pr
 ORIGINAL, UNALIGNED, ROUND8, GAC = "original", "unaligned", "round-to-8", "GAC-aligned"
 VARIANTS = (ORIGINAL, UNALIGNED, ROUND8, GAC)
 MODELS = ("minilm", "llama")
+DTYPES = ("float32", "bfloat16", "float16")
+SAVED_BEFORE_DTYPES = "bfloat16"  # what runs saved before ProofConfig had a dtype were made in
 DEFAULT_SEQS = {"minilm": (128, 256, 512), "llama": (128, 256, 512)}
 DEFAULT_DECODE_CONTEXT = {"minilm": None, "llama": 256}
 
@@ -55,6 +57,12 @@ class ProofConfig:
     quick: bool = False
     llama: LlamaConfig | None = None  # None: proof.llama.PROOF_LLAMA (tests pass a tiny one)
     llama_data: tuple[tuple[int, int], tuple[int, int]] = ((8, 128), (4, 128))  # (calibration, evaluation) random ids
+    # The dtype compressed for, profiled and timed in; None: this CPU's fast dtype (settled by with_dtype).
+    dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"dtype {self.dtype!r}: use one of {DTYPES}")
 
     @classmethod
     def quick_config(cls, **kw: Any) -> "ProofConfig":
@@ -106,7 +114,26 @@ class ProofConfig:
             kw["llama"] = LlamaConfig(**kw["llama"])
         if "llama_data" in kw:
             kw["llama_data"] = tuple(tuple(x) for x in kw["llama_data"])
+        kw.setdefault("dtype", SAVED_BEFORE_DTYPES)  # an older saved run: keep the dtype it was made in
         return cls(**kw)
+
+    def settled_dtype(self) -> str:
+        if self.dtype is None:
+            raise ValueError("ProofConfig.dtype is not settled yet: call with_dtype(cfg) first")
+        return self.dtype
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.settled_dtype())
+
+
+def with_dtype(cfg: ProofConfig, by: str = "with --dtype") -> tuple[ProofConfig, str]:
+    """cfg with its dtype settled (None: this CPU's fast dtype), and one line saying which dtype and why."""
+    from profiler_agent.dtypes import choose_dtype
+    from profiler_agent.platform import detect_platform
+
+    dtype, why = choose_dtype(detect_platform("cpu"), cfg.dtype, by)
+    return dataclasses.replace(cfg, dtype=dtype), why
 
 
 @dataclass
@@ -160,6 +187,7 @@ class ProofResult:
     results: list[CompressorResult]
     timed_on: str = ""  # this machine, where the variants were timed
     retimed_from: str | None = None
+    dtype_note: str = ""  # which dtype the run used and why (profiler_agent.dtypes.choose_dtype)
 
 
 # An aligner: manifest -> (manifest as aligned, alignment, profile summary, notes, raw measurements).
@@ -212,8 +240,10 @@ def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) 
 
 
 def compress(method: str, cfg: ProofConfig, subject: Subject) -> Compression:
+    """The compressor's decision; its manifest's workload is in cfg's dtype, so that is what gets profiled."""
     return COMPRESSORS[method](
-        subject.model, subject.calibration, cfg.ratio_for(method), cfg.gemm_tokens(), "bfloat16", model_name=subject.manifest_model
+        subject.model, subject.calibration, cfg.ratio_for(method), cfg.gemm_tokens(), cfg.settled_dtype(),
+        model_name=subject.manifest_model,
     )
 
 
@@ -221,6 +251,9 @@ def run_compressor(
     method: str, cfg: ProofConfig, subject: Subject, log: Callable[[str], None] = print, aligner: Aligner | None = None
 ) -> CompressorResult:
     t: dict[str, float] = {}
+    if cfg.dtype is None:
+        cfg, why = with_dtype(cfg)
+        log(why)
     t0 = time.perf_counter()
     comp = compress(method, cfg, subject)
     t["compress"] = time.perf_counter() - t0
@@ -277,8 +310,8 @@ def evaluate(
         return timed(model, s.tokens, cfg.seed)
 
     lat = time_rounds(
-        models, settings, make_fn, rounds=cfg.rounds, passes=cfg.passes, threads=cfg.threads, seed=cfg.seed,
-        on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
+        models, settings, make_fn, rounds=cfg.rounds, passes=cfg.passes, threads=cfg.threads, dtype=cfg.torch_dtype,
+        seed=cfg.seed, on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
     )
     t["latency"] = time.perf_counter() - t0
     return CompressorResult(
@@ -300,20 +333,24 @@ def prepare(cfg: ProofConfig) -> Subject:
     return subject
 
 
-def proof_result(cfg: ProofConfig, subject: Subject, results: list[CompressorResult], retimed_from: str | None = None) -> ProofResult:
+def proof_result(
+    cfg: ProofConfig, subject: Subject, results: list[CompressorResult], retimed_from: str | None = None, dtype_note: str = ""
+) -> ProofResult:
     from profiler_agent.platform import detect_platform
 
-    p = detect_platform("cpu")
+    p = detect_platform("cpu", dtypes=False)  # the name and fingerprint only
     here = f"{p.device_name} ({p.fingerprint()[:12]})"
     profiled = next((r.profile.platform for r in results if r.profile is not None), here)
     return ProofResult(
         config=cfg, platform=profiled, torch_version=torch.__version__, subject_title=subject.title,
         quality_note=subject.quality_note, footnote=subject.footnote, spec=subject.spec, results=results,
-        timed_on=here, retimed_from=retimed_from,
+        timed_on=here, retimed_from=retimed_from, dtype_note=dtype_note,
     )
 
 
 def run_proof(cfg: ProofConfig, log: Callable[[str], None] = print, aligner: Aligner | None = None) -> ProofResult:
-    subject = prepare(cfg)
+    subject = prepare(cfg)  # sets the thread count first
+    cfg, why = with_dtype(cfg)
+    log(why)
     results = [run_compressor(m, cfg, subject, log, aligner) for m in cfg.compressors]
-    return proof_result(cfg, subject, results)
+    return proof_result(cfg, subject, results, dtype_note=why)

@@ -122,7 +122,8 @@ def measured_alignment(
     rules = align(manifest, None, opts)
     timer = CpuTimer(threads=threads)  # sets the thread count before the platform reads it
     platform = detect_platform("cpu")
-    plan = plan_for_missing(f"proof-{manifest.compressor}", rules.missing, lookahead=window, timing=timing)
+    # `missing` already holds the look-ahead above each window (solver.candidates.needed_points).
+    plan = plan_for_missing(f"proof-{manifest.compressor}", rules.missing, lookahead=0, timing=timing)
     progress = (lambda p: on_point(p.done, p.total)) if on_point is not None else None
     run = run_plan(plan, timer, "cpu", on_progress=progress, adaptive=False)
     lookup = FileLookup.from_measurements(run.measurements, platform.fingerprint())

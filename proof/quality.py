@@ -1,5 +1,5 @@
 """Quality figures of a compressed model against the original, in float32 (compression
-error, not bfloat16 rounding).
+error, not the rounding of the dtype it is timed in).
 
 The trained encoder (QualityJudge), on sentences shipped in the repo:
 - mean cosine: between the compressed and the original model's embedding of each

@@ -70,8 +70,10 @@ def render(res: ProofResult) -> str:
     lines = [
         res.subject_title,
         f"platform: profiled on {res.platform}, timed on {res.timed_on}; torch {res.torch_version};"
-        f" batch 1 in bfloat16, {cfg.threads} thread(s); {res.quality_note}",
+        f" batch 1 in {cfg.dtype or 'bfloat16'}, {cfg.threads} thread(s); {res.quality_note}",
     ]
+    if res.dtype_note:
+        lines.append(res.dtype_note)
     if res.retimed_from:
         lines.append(f"re-timed from {res.retimed_from}: dims and alignments as saved there; quality re-scored, latency re-measured")
     if lat is not None:

@@ -26,10 +26,15 @@ from proof.pipeline import (
     evaluate,
     prepare,
     proof_result,
+    with_dtype,
 )
 from proof.report import to_json
 
 SCHEMA = "gac.proof-run/v1"
+
+
+class DtypeMismatch(ValueError):
+    """A re-time asked for another dtype than the saved run was aligned for."""
 
 
 def default_save_path(cfg: ProofConfig) -> Path:
@@ -58,11 +63,17 @@ def retime(path: str | Path, log: Callable[[str], None] = print, **overrides: An
 
     overrides: ProofConfig fields for the timing (rounds, passes, threads, seqs,
     decode_context, seed). Prefill lengths other than the saved ones are timed
-    too, but the alignment was profiled for the saved ones (the report says at which M)."""
+    too, but the alignment was profiled for the saved ones (the report says at which M).
+    The dtype stays the saved run's: its dims were aligned for that dtype's curves."""
     saved = load_run(path)
     cfg = ProofConfig.from_json(saved["config"])
+    asked = overrides.pop("dtype", None)
+    if asked is not None and asked != cfg.dtype:
+        raise DtypeMismatch(f"{path} was aligned for {cfg.dtype}: re-time it in {cfg.dtype}, or run the proof again with dtype {asked}")
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     subject = prepare(cfg)
+    cfg, why = with_dtype(cfg, by="by the saved run")
+    log(why)
     results = []
     for r in saved["results"]:
         method = r["method"]
@@ -81,4 +92,4 @@ def retime(path: str | Path, log: Callable[[str], None] = print, **overrides: An
         res.profile = ProfileSummary(**ps) if ps else None
         res.notes = notes + list(r.get("notes", [])) + res.notes
         results.append(res)
-    return proof_result(cfg, subject, results, retimed_from=str(path))
+    return proof_result(cfg, subject, results, retimed_from=str(path), dtype_note=why)

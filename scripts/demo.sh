@@ -22,9 +22,13 @@ curl -fsS "$URL/readyz"; echo
 echo "== 2. an ingest token for this machine's agent"
 TOKEN=$(gac token create --name "demo-$(hostname)-$(date +%s)" --scope ingest)
 
-echo "== 3. the agent: detect this platform and time the quick plan's kernels (about a minute)"
-gac agent run --server "$URL" --token "$TOKEN" --plan quick
-PLATFORM=$(gac agent platform | python -c "import json,sys; print(json.load(sys.stdin)['fingerprint'])")
+echo "== 3. the agent: detect this platform (and its fast dtype), time the quick plan's kernels (about a minute)"
+# bf16 is emulated on CPUs without AVX512-BF16/AMX (many times slower than float32): profile
+# and align in the dtype this platform runs fast, unless DTYPE is set.
+PLATFORM_JSON=$(gac agent platform)
+PLATFORM=$(echo "$PLATFORM_JSON" | python -c "import json,sys; print(json.load(sys.stdin)['fingerprint'])")
+DTYPE="${DTYPE:-$(echo "$PLATFORM_JSON" | python -c "import json,sys; print(json.load(sys.stdin).get('fast_dtype') or 'bfloat16')")}"
+gac agent run --server "$URL" --token "$TOKEN" --plan quick --dtype "$DTYPE"
 
-echo "== 4. align $MANIFEST against what was just measured on platform ${PLATFORM:0:12}"
-gac align "$MANIFEST" --server "$URL" --platform "$PLATFORM"
+echo "== 4. align $MANIFEST in $DTYPE against what was just measured on platform ${PLATFORM:0:12}"
+gac align "$MANIFEST" --server "$URL" --platform "$PLATFORM" --dtype "$DTYPE"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from dataclasses import dataclass, field, replace
 
 from gac.contracts.alignment import (
@@ -17,6 +18,7 @@ from gac.contracts.alignment import (
     AlignmentResult,
     Baseline,
     CrossCheck,
+    FrontierPoint,
     PredictedLatency,
     SolverInfo,
 )
@@ -35,6 +37,7 @@ from solver.crosscheck import CrossCheckResult, compare, solve_ortools
 from solver.kinds import original_params, row_count, unit_params
 from solver.lookup import LatencyLookup
 from solver.mckp import InfeasibleBudget, solve_mckp
+from solver.tradeoff import Fastest, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
 
@@ -59,6 +62,13 @@ class AlignOptions:
     cross_check_time_limit_s: float = 60.0
     baselines: bool = True
     importance_bits: int = 20
+    objective: str | None = None  # "importance", "latency", "frontier"; None: the manifest's, else latency when measured
+    epsilon: float | None = None  # None: the manifest's, else DEFAULT_EPSILON
+    frontier_points: int = 50  # for objective "frontier"; "latency" reports a few around its choice
+
+
+DEFAULT_EPSILON = 0.005
+LATENCY_UNITS = 1 << 24  # integer latency resolution: the slowest total maps to this many units
 
 
 def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: AlignOptions | None = None) -> AlignmentResult:
@@ -75,6 +85,18 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
     if lookup is None:
         where = f" for target {manifest.target.platform!r}" if manifest.target is not None else ""
         warnings.append(f"no latency data{where}: candidates from the rule d % {copts.align} == 0 only, none measured")
+    kind = opts.objective or manifest.objective or ("latency" if lookup is not None else "importance")
+    epsilon = next((e for e in (opts.epsilon, manifest.epsilon) if e is not None), DEFAULT_EPSILON)
+    if lookup is None and kind != "importance":
+        warnings.append(f"objective {kind!r} needs latency data: solved for importance only")
+        kind = "importance"
+    if kind != "importance":
+        # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
+        reference = align(manifest, lookup, replace(opts, objective="importance", baselines=False))
+        model = LatencyModel(lookup, manifest)
+        items = build_items(manifest)
+        cands = [build_candidates(it, model, copts, every_dim=True) for it in items]
+        return _align_for_latency(manifest, lookup, opts, kind, epsilon, model, items, cands, reference)
     model = LatencyModel(lookup, manifest)
     items = build_items(manifest)
     cands = [build_candidates(it, model, copts) for it in items]
@@ -137,10 +159,122 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
         original_params=sum(original_params(w) for w in manifest.weights),
         unaligned_params=math.fsum(unit_params(w) * w.dim for w in manifest.weights),
         latency=_predicted(cands, chosen, model),
-        baselines=_baselines(items, cands, costs, budget, objective(items, chosen), copts.align, warnings) if opts.baselines else [],
+        baselines=_baselines(items, cands, costs, budget, objective(items, chosen), copts.align, warnings, model) if opts.baselines else [],
         missing=missing_curves(cands, model, copts),
         warnings=warnings,
+        rule_items=rules,
     )
+
+
+def _align_for_latency(
+    manifest: Manifest,
+    lookup: LatencyLookup | None,
+    opts: AlignOptions,
+    kind: str,
+    epsilon: float,
+    model: LatencyModel,
+    items: list[Item],
+    cands: list[ItemCandidates],
+    reference: AlignmentResult,
+) -> AlignmentResult:
+    """Latency priced: among every measured dim of each window, the fastest choice keeping at least
+    (1 - epsilon) of the importance objective's kept importance (exact, solver.tradeoff); epsilon 0
+    keeps at least as much as that answer and is never slower. The frontier and the reference beside it."""
+    copts = opts.candidates
+    warnings = list(reference.warnings)
+    budget = budget_params(manifest)
+    costs, values = integer_instance(cands, opts.importance_bits)
+    lat_units = _latency_units(cands)
+    titems = [
+        # integer_instance's value of a candidate is (importance per unit of d) * d
+        TradeoffItem(unit=ic.item.unit, worth=v[0] // ic.candidates[0].dim, dims=tuple(x.dim for x in ic.candidates), latency=tuple(t))
+        for ic, v, t in zip(cands, values, lat_units)
+    ]
+    t0 = time.perf_counter()
+    try:
+        trade = Tradeoff(titems, budget)
+    except InfeasibleBudget as exc:
+        raise BudgetBelowFeasible(budget, exc.smallest_feasible) from None
+    ref_dims = [w.dim for w in reference.weights]
+    ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
+    best: Fastest = trade.fastest(min(trade.max_value, math.ceil((1 - Fraction(epsilon)) * ref_value)))
+    n_points = opts.frontier_points if kind == "frontier" else min(12, opts.frontier_points)
+    front = trade.frontier(n_points) if n_points > 0 else []
+    seconds = time.perf_counter() - t0
+    chosen = [ic.candidates[j].dim for ic, j in zip(cands, best.point.choice)]
+    cross = reference.solver.cross_check  # OR-Tools checked the reference knapsack
+    rules = [ic.item.name for ic in cands if not ic.measured]
+    if not best.optimal:
+        warnings.append(
+            f"latency objective: the closing search stopped at its state limit; the choice is within "
+            f"{best.gap:.2e} of the least latency possible (proven bound)"
+        )
+    latency = _predicted(cands, chosen, model)
+    latency.importance_only_us = _total_latency(cands, ref_dims, model)
+    latency.importance_kept = best.point.value / ref_value if ref_value else 1.0
+    latency.proven_gap = best.gap
+    weights = [_aligned_weight(ic, d, model, copts.align) for ic, d in zip(cands, chosen)]
+    frontier = [
+        FrontierPoint(
+            latency_us=_total_latency(cands, [ic.candidates[j].dim for ic, j in zip(cands, pt.choice)], model) or 0.0,
+            importance_kept=pt.value / ref_value if ref_value else 1.0,
+            params=pt.cost,
+            chosen=pt.choice == best.point.choice,
+        )
+        for pt in front
+    ]
+    obj = objective(items, chosen)
+    return AlignmentResult(
+        model=manifest.model,
+        budget=budget,
+        total_params=best.point.cost,
+        objective=obj,
+        weights=weights,
+        solver=SolverInfo(
+            method=f"tradeoff-{'exact' if best.optimal else 'bounded'}",
+            seconds=round(seconds, 6),
+            cross_check=cross,
+            items=len(items),
+            fixed_items=trade.stats.fixed_items,
+            states=trade.stats.max_states,
+        ),
+        platform=lookup.platform if lookup is not None else RULES_ONLY,
+        align=copts.align,
+        aligned_share_before=_share([w.dim for w in manifest.weights], copts.align),
+        aligned_share_after=_share([d for it, d in zip(items, chosen) for _ in it.members], copts.align),
+        original_params=sum(original_params(w) for w in manifest.weights),
+        unaligned_params=math.fsum(unit_params(w) * w.dim for w in manifest.weights),
+        latency=latency,
+        baselines=_baselines(items, cands, costs, budget, obj, copts.align, warnings, model, ref_dims) if opts.baselines else [],
+        missing=missing_curves(cands, model, copts),
+        warnings=warnings,
+        objective_kind=kind,  # type: ignore[arg-type]
+        epsilon=epsilon,
+        frontier=frontier,
+        rule_items=rules,
+    )
+
+
+def _latency_units(cands: list[ItemCandidates]) -> list[list[int]]:
+    """Candidate latencies as integers (the slowest total -> LATENCY_UNITS); rule candidates count 0."""
+    slowest = math.fsum(max((c.latency_us or 0.0) for c in ic.candidates) for ic in cands)
+    scale = LATENCY_UNITS / slowest if slowest > 0 else 0.0
+    return [[round((c.latency_us or 0.0) * scale) for c in ic.candidates] for ic in cands]
+
+
+def _total_latency(cands: list[ItemCandidates], dims: list[int], model: LatencyModel) -> float | None:
+    """Predicted latency of the measured items at these dims; None without data or when a point is missing."""
+    if model.lookup is None:
+        return None
+    total = 0.0
+    for ic, d in zip(cands, dims):
+        if not ic.measured:
+            continue
+        lat = model.latency(ic.item, d)
+        if lat is None:
+            return None
+        total += lat
+    return total
 
 
 def budget_params(manifest: Manifest) -> int:
@@ -230,9 +364,30 @@ def _predicted(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
         orig += values[0]
         unal += values[1]
         alig += values[2]
+    missing = sum(len(ic.missing) for ic in cands)
     if not complete:
-        return PredictedLatency(complete=False)
-    return PredictedLatency(original_us=orig, unaligned_us=unal, aligned_us=alig, complete=True)
+        return PredictedLatency(complete=False, missing_points=missing)
+    return PredictedLatency(
+        original_us=orig, unaligned_us=unal, aligned_us=alig, complete=True,
+        speedup=unal / alig if alig > 0 else None, missing_points=missing,
+    )
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every baseline is scored against: our objective, the budget, and the latency model."""
+
+    items: list[Item]
+    cands: list[ItemCandidates]
+    budget: int
+    ours: float
+    align: int
+    model: LatencyModel | None
+
+    def unaligned_us(self) -> float | None:
+        if self.model is None:
+            return None
+        return _total_latency(self.cands, [round(it.d_star) for it in self.items], self.model)
 
 
 def _baselines(
@@ -243,11 +398,16 @@ def _baselines(
     ours: float,
     align: int,
     warnings: list[str],
+    model: LatencyModel | None = None,
+    importance_dims: list[int] | None = None,
 ) -> list[Baseline]:
-    out: list[Baseline] = []
-    for name, rounder in (("nearest-8", bl.round_nearest), ("round-down-8", bl.round_down)):
-        dims = [rounder(it.d_star, 8, it.max_dim) for it in items]
-        out.append(_baseline(name, items, dims, budget, ours, align))
+    ctx = _Context(items, cands, budget, ours, align, model)
+    out = [
+        _baseline(ctx, name, [rounder(it.d_star, 8, it.max_dim) for it in items])
+        for name, rounder in (("nearest-8", bl.round_nearest), ("round-down-8", bl.round_down))
+    ]
+    if importance_dims is not None:
+        out.append(_baseline(ctx, "importance-only", importance_dims))
     # The paper's DP over the same candidate sets, with float values as in the paper.
     u = 8 * min(row_count(w) for it in items for w in it.members)
     fvalues = [[math.fsum(w.importance * unit_params(w) * (c.dim - w.dim) for w in ic.item.members) for c in ic.candidates] for ic in cands]
@@ -259,7 +419,7 @@ def _baselines(
     except ValueError as exc:
         warnings.append(f"paper-dp baseline failed: {exc}")
         return out
-    b = _baseline("paper-dp", items, [ic.candidates[j].dim for ic, j in zip(cands, res.picks)], budget, ours, align)
+    b = _baseline(ctx, "paper-dp", [ic.candidates[j].dim for ic, j in zip(cands, res.picks)])
     b.raw_total_params = res.raw_cost
     b.raw_budget_violation = max(0, res.raw_cost - budget)
     b.seconds = round(res.seconds, 6)
@@ -267,15 +427,19 @@ def _baselines(
     return out
 
 
-def _baseline(name: str, items: list[Item], dims: list[int], budget: int, ours: float, align: int) -> Baseline:
-    total = sum(it.unit * d for it, d in zip(items, dims))
-    obj = objective(items, dims)
-    within = total <= budget
+def _baseline(ctx: _Context, name: str, dims: list[int]) -> Baseline:
+    total = sum(it.unit * d for it, d in zip(ctx.items, dims))
+    obj = objective(ctx.items, dims)
+    within = total <= ctx.budget
+    latency = _total_latency(ctx.cands, dims, ctx.model) if ctx.model is not None else None
+    unaligned = ctx.unaligned_us()
     return Baseline(
         method=name,
         objective=obj,
         total_params=total,
         within_budget=within,
-        aligned_share=_share([d for it, d in zip(items, dims) for _ in it.members], align),
-        gap_to_optimum=(ours - obj) / abs(ours) if within and ours != 0 else None,
+        aligned_share=_share([d for it, d in zip(ctx.items, dims) for _ in it.members], ctx.align),
+        gap_to_optimum=(ctx.ours - obj) / abs(ctx.ours) if within and ctx.ours != 0 else None,
+        latency_us=latency,
+        speedup=unaligned / latency if latency and unaligned else None,
     )

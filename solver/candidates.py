@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from gac.contracts.alignment import Candidate, MissingCurve
 from gac.contracts.manifest import Manifest, Weight
+from solver.curve_model import CurveModel, model_curve
+from solver.curve_model import Point as CurveModelPoint
 from solver.frontier import cliff_free_frontier
 from solver.kinds import Kernel, kernels, unit_params
 from solver.lookup import CurvePoint, LatencyLookup
@@ -91,7 +93,7 @@ class ItemCandidates:
     item: Item
     candidates: list[Candidate]
     measured: bool
-    missing: list[Kernel] = field(default_factory=list)
+    missing: list[tuple[Kernel, int, str]] = field(default_factory=list)  # (kernel, axis value, why)
 
 
 class LatencyModel:
@@ -104,6 +106,7 @@ class LatencyModel:
         total = sum(w for _, w in tokens)
         self.tokens = [(m, w / total) for m, w in tokens]  # normalized: one token count = plain latency
         self._curves: dict[tuple, Mapping[int, CurvePoint]] = {}
+        self._models: dict[tuple, CurveModel] = {}
 
     def curve(self, k: Kernel) -> Mapping[int, CurvePoint]:
         key = (k.op, k.fixed, k.axis)
@@ -111,50 +114,97 @@ class LatencyModel:
             self._curves[key] = {} if self.lookup is None else self.lookup.curve(k.op, self.dtype, k.fixed_shape, k.axis)
         return self._curves[key]
 
+    def model(self, k: Kernel) -> CurveModel:
+        """The curve's noise-aware model: candidates and predictions use its denoised estimates,
+        so timing noise can neither invent a cliff nor make a dim look faster than it is."""
+        key = (k.op, k.fixed, k.axis)
+        if key not in self._models:
+            pts = [
+                CurveModelPoint(x, p.latency_us, p.p10_us, p.p90_us, p.n or 1)
+                for x, p in sorted(self.curve(k).items())
+            ]
+            self._models[key] = model_curve(pts)
+        return self._models[key]
+
+    def estimate(self, k: Kernel, x: int) -> float | None:
+        return self.model(k).estimates.get(x) if x in self.curve(k) else None
+
     def kernel_terms(self, item: Item) -> list[tuple[Kernel, float]]:
         """(kernel, weight) pairs: the item's latency is sum weight * count * curve[scale * d]."""
         return [(k, tw * k.count) for w in item.members for m, tw in self.tokens for k in kernels(w, m)]
 
     def latency(self, item: Item, d: int) -> float | None:
+        """The item's predicted latency at d (denoised), or None when a kernel lacks the point."""
         total = 0.0
         for k, weight in self.kernel_terms(item):
-            point = self.curve(k).get(k.scale * d)
-            if point is None:
+            est = self.estimate(k, k.scale * d)
+            if est is None:
                 return None
-            total += weight * point.latency_us
+            total += weight * est
         return total
 
 
-def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions) -> ItemCandidates:
-    """The cliff-free frontier of the item's measured latency in its window, else the rule."""
+def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, every_dim: bool = False) -> ItemCandidates:
+    """Measured candidates in the item's window, else the rule.
+
+    every_dim=False (the importance objective): the cliff-free frontier of the denoised latency,
+    judged against measured dims up to the look-ahead above the window. every_dim=True (latency
+    priced): every measured dim of the window competes with its predicted latency.
+    """
     lo, hi = item.window(opts)
-    ahead = opts.half_width(item.d_star) if opts.lookahead is None else opts.lookahead
-    top = min(item.max_dim, hi + ahead)
+    top = min(item.max_dim, hi + lookahead(item, model, opts))
     terms = model.kernel_terms(item)
     dims: set[int] | None = None
-    missing: list[Kernel] = []
     for k, _ in terms:
         curve = model.curve(k)
         have = {d for d in range(lo, top + 1) if k.scale * d in curve}
-        if not any(d <= hi for d in have):
-            missing.append(k)
         dims = have if dims is None else dims & have
-    if model.lookup is not None and not missing and dims and min(dims) <= hi:
-        lat = {d: sum(wt * model.curve(k)[k.scale * d].latency_us for k, wt in terms) for d in sorted(dims)}
-        if opts.cliff_free_only:
-            keep = [d for d in cliff_free_frontier(lat, opts.rel_tol) if d <= hi]
-        else:  # the budget fallback: every dim no larger dim beats at all, and the compressor's own
-            keep = [d for d in cliff_free_frontier(lat, 0.0) if d <= hi]
-            own = round(item.d_star)
-            if own in lat and own not in keep:
-                keep = sorted([*keep, own])
+    if model.lookup is not None and dims and min(dims) <= hi:
+        lat = {d: model.latency(item, d) for d in sorted(dims)}
+        if every_dim:
+            keep = [d for d in lat if d <= hi]
+        else:
+            keep = [d for d in cliff_free_frontier(lat, opts.rel_tol) if d <= hi]  # type: ignore[arg-type]
+            if not opts.cliff_free_only:  # the budget fallback: the compressor's own dim as well
+                own = round(item.d_star)
+                if own in lat and own not in keep:
+                    keep = sorted([*keep, own])
         if keep:
-            return ItemCandidates(item, [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep], True)
-    if model.lookup is not None and not missing:
-        # Curves exist but share no dimension in the window, or every measured
-        # dim in it is beaten by a larger one above it: measure the window densely.
-        missing = [k for k, _ in terms]
-    return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, _unique(missing))
+            cands = [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep]
+            return ItemCandidates(item, cands, True, needed_points(item, model, opts))
+    return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed_points(item, model, opts))
+
+
+def lookahead(item: Item, model: LatencyModel, opts: CandidateOptions) -> int:
+    """How far above the window to compare: at least the half width, and at least one step of the
+    period measured on the item's curves (a window top can sit just below a step otherwise)."""
+    if opts.lookahead is not None:
+        return opts.lookahead
+    ahead = opts.half_width(item.d_star)
+    for k, _ in model.kernel_terms(item):
+        period = model.model(k).period if model.curve(k) else None
+        if period is not None:
+            ahead = max(ahead, -(-period.m // k.scale))
+    return ahead
+
+
+def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions) -> list[tuple[Kernel, int, str]]:
+    """(kernel, axis value, why) for every point the alignment and its prediction need but lack:
+    the window, the look-ahead above it, the original dim and the compressor's (floor and ceil).
+    Without a lookup every one of them is missing: profiling them is what a first alignment asks for."""
+    lo, hi = item.window(opts)
+    top = min(item.max_dim, hi + lookahead(item, model, opts))
+    wanted: dict[int, str] = {d: "window" for d in range(lo, hi + 1)}
+    for d in range(hi + 1, top + 1):
+        wanted.setdefault(d, "look-ahead")
+    wanted.setdefault(item.max_dim, "original dim")
+    for d in {max(1, math.floor(item.d_star)), min(item.max_dim, math.ceil(item.d_star))}:
+        wanted.setdefault(d, "compressor's dim")
+    out: list[tuple[Kernel, int, str]] = []
+    for k, _ in model.kernel_terms(item):
+        curve = model.curve(k)
+        out += [(k, k.scale * d, why) for d, why in sorted(wanted.items()) if k.scale * d not in curve]
+    return out
 
 
 def rule_candidates(lo: int, hi: int, align: int) -> list[Candidate]:
@@ -164,26 +214,21 @@ def rule_candidates(lo: int, hi: int, align: int) -> list[Candidate]:
     return [Candidate(dim=d, latency_us=None, source="rule") for d in dims]
 
 
-def _unique(ks: list[Kernel]) -> list[Kernel]:
-    seen: dict[tuple, Kernel] = {}
-    for k in ks:
-        seen.setdefault(k.curve_key, k)
-    return list(seen.values())
-
-
 def missing_curves(results: list[ItemCandidates], model: LatencyModel, opts: CandidateOptions) -> list[MissingCurve]:
-    """What to profile so rule candidates become measured ones, merged by curve."""
-    merged: dict[tuple, MissingCurve] = {}
+    """What to profile, merged by curve: every point some item needs and the platform lacks."""
+    merged: dict[tuple, tuple[Kernel, set[int], list[str], set[str]]] = {}
     for r in results:
-        lo, hi = r.item.window(opts)
-        for k in r.missing:
-            key = (k.op, k.fixed, k.axis)
-            mc = merged.get(key)
-            if mc is None:
-                mc = merged[key] = MissingCurve(
-                    op=k.op.value, dtype=model.dtype.value, fixed_shape=k.fixed_shape, axis=k.axis, dims=[], items=[]
-                )
-            mc.dims = sorted(set(mc.dims) | {k.scale * d for d in range(lo, hi + 1)})
-            if r.item.name not in mc.items:
-                mc.items.append(r.item.name)
-    return list(merged.values())
+        for k, x, why in r.missing:
+            entry = merged.setdefault(k.curve_key, (k, set(), [], set()))
+            entry[1].add(x)
+            entry[3].add(why)
+            if not entry[2] or entry[2][-1] != r.item.name:
+                if r.item.name not in entry[2]:
+                    entry[2].append(r.item.name)
+    return [
+        MissingCurve(
+            op=k.op.value, dtype=model.dtype.value, fixed_shape=k.fixed_shape, axis=k.axis,
+            dims=sorted(xs), items=names, reasons=sorted(whys),
+        )
+        for k, xs, names, whys in merged.values()
+    ]

@@ -23,6 +23,11 @@ from gac.contracts.measurements import Batch, Dtype, Measurement, Op, parse_shap
 class CurvePoint:
     latency_us: float  # median over the stored measurements at this point
     source: str = "measured"
+    # The spread behind the median, when known: what a noise-aware curve model
+    # (solver.curve_model) needs to tell a real step from timing noise.
+    p10_us: float | None = None
+    p90_us: float | None = None
+    n: int | None = None  # timing samples behind the figures, summed over re-runs
 
 
 @runtime_checkable
@@ -42,17 +47,37 @@ class LatencyLookup(Protocol):
 CurveKey = tuple[Op, Dtype, str, str]  # op, dtype, shape_key without the axis, axis
 
 
+# One measurement: op, dtype, shape, sweep axis, median_us, and optionally p10_us, p90_us, n.
+Row = tuple[Op, Dtype, dict[str, int], str, float] | tuple[Op, Dtype, dict[str, int], str, float, float | None, float | None, int | None]
+
+
+def combine_runs(runs: list[tuple[float, float | None, float | None, int | None]]) -> CurvePoint:
+    """Several runs of one point: the median of each figure, so one noisy run does not move the
+    curve, and the samples summed (as the service combines them). A spread or count missing
+    from any run is left unknown rather than guessed."""
+    med = statistics.median(r[0] for r in runs)
+    p10s, p90s, ns = [r[1] for r in runs], [r[2] for r in runs], [r[3] for r in runs]
+    return CurvePoint(
+        med,
+        p10_us=statistics.median(p10s) if None not in p10s else None,  # type: ignore[type-var]
+        p90_us=statistics.median(p90s) if None not in p90s else None,  # type: ignore[type-var]
+        n=sum(ns) if None not in ns else None,  # type: ignore[arg-type]
+    )
+
+
 class FileLookup:
     """An in-memory index over measurements read from batch JSONL or CSV files."""
 
-    def __init__(self, rows: Iterable[tuple[Op, Dtype, dict[str, int], str, float]], platform: str) -> None:
-        samples: dict[CurveKey, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for op, dtype, shape, axis, median_us in rows:
+    def __init__(self, rows: Iterable[Row], platform: str) -> None:
+        samples: dict[CurveKey, dict[int, list[tuple[float, float | None, float | None, int | None]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for op, dtype, shape, axis, median_us, *spread in rows:
+            p10, p90, n = (*spread, None, None, None)[:3]
             key = (Op(op), Dtype(dtype), shape_key(shape, without=axis), axis)
-            samples[key][shape[axis]].append(median_us)
-        # Several runs of one point: their median, so one noisy run does not move the curve.
+            samples[key][shape[axis]].append((median_us, p10, p90, n))
         self._curves: dict[CurveKey, dict[int, CurvePoint]] = {
-            key: {x: CurvePoint(statistics.median(v)) for x, v in points.items()} for key, points in samples.items()
+            key: {x: combine_runs(v) for x, v in points.items()} for key, points in samples.items()
         }
         self._platform = platform
 
@@ -68,7 +93,7 @@ class FileLookup:
 
     @classmethod
     def from_measurements(cls, measurements: Iterable[Measurement], platform: str) -> "FileLookup":
-        return cls(((m.op, m.dtype, m.shape, m.sweep_axis, m.median_us) for m in measurements), platform)
+        return cls(((m.op, m.dtype, m.shape, m.sweep_axis, m.median_us, m.p10_us, m.p90_us, m.n) for m in measurements), platform)
 
     @classmethod
     def from_jsonl(cls, path: str | Path, platform: str | None = None) -> "FileLookup":
@@ -92,8 +117,9 @@ class FileLookup:
 
     @classmethod
     def from_csv(cls, path: str | Path, platform: str | None = None) -> "FileLookup":
-        """Read rows `op,dtype,shape,sweep_axis,median_us[,platform]`; shape as 'k=4096,m=1024,n=512'."""
-        rows: dict[str, list[tuple[Op, Dtype, dict[str, int], str, float]]] = defaultdict(list)
+        """Read rows `op,dtype,shape,sweep_axis,median_us[,p10_us,p90_us,n][,platform]`; shape as
+        'k=4096,m=1024,n=512'. The spread columns are optional, and may be empty in a row."""
+        rows: dict[str, list[Row]] = defaultdict(list)
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             needed = {"op", "dtype", "shape", "sweep_axis", "median_us"}
@@ -109,11 +135,29 @@ class FileLookup:
                     median = float(rec["median_us"])
                     if not 0 < median < float("inf"):
                         raise ValueError(f"median_us must be positive and finite, got {median}")
+                    p10, p90, n = _optional_spread(rec, median)
                 except (ValueError, KeyError) as exc:
                     raise ValueError(f"{path}:{lineno}: {exc}") from exc
-                rows[rec.get("platform") or "file"].append((op, dtype, shape, axis, median))
+                rows[rec.get("platform") or "file"].append((op, dtype, shape, axis, median, p10, p90, n))
         chosen = _choose_platform(sorted(rows), platform, str(path))
         return cls(rows[chosen], chosen)
+
+
+def _optional_spread(rec: dict[str, str], median: float) -> tuple[float | None, float | None, int | None]:
+    """The optional p10_us, p90_us and n columns of a CSV row (absent or empty: unknown)."""
+
+    def field(name: str) -> str | None:
+        value = (rec.get(name) or "").strip()
+        return value or None
+
+    p10 = float(v) if (v := field("p10_us")) is not None else None
+    p90 = float(v) if (v := field("p90_us")) is not None else None
+    n = int(v) if (v := field("n")) is not None else None
+    if (p10 is not None and not 0 < p10 <= median) or (p90 is not None and not median <= p90 < float("inf")):
+        raise ValueError(f"want 0 < p10_us <= median_us <= p90_us, got {p10}, {median}, {p90}")
+    if n is not None and n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    return p10, p90, n
 
 
 def _choose_platform(available: list[str], wanted: str | None, where: str) -> str:

@@ -4,14 +4,25 @@ Integers in, integers out, so the optimum can be compared with OR-Tools by
 equality. Two exact methods share one normalization (design.md "Solver speed"):
 
 - dense: a DP table over the normalized budget, for small tables;
-- core: LP relaxation -> Lagrangian fixing of the items whose bound rules out
-  any change -> a Pareto DP over the remaining items whose states are pruned by
-  a Lagrangian bound against the LP-greedy incumbent.
+- core: LP relaxation -> exact Lagrangian fixing of the items whose bound rules
+  out any change -> a Pareto DP over the remaining items, each state pruned by
+  the LP relaxation of the items still to come at the room still left.
 
-Ties: among optimal solutions the DPs return the one using the fewest
-parameters; when the LP-greedy solution already meets the upper bound it is
-returned as is (optimal, maybe not the cheapest optimum). The rest of the order
-is fixed by the input order, so equal inputs always give equal answers.
+Tied slopes (uniform importance makes value = constant * params for every
+item) are the hard case for a value-tracking DP: every reachable total cost is
+its own Pareto state and no bound can tell them apart. Items whose surviving
+candidates all lie exactly on the LP's slope are therefore merged into one
+subset-sum over their costs (a bitset), which only asks "which totals are
+reachable", and filled last.
+
+Exactness: every decision that proves optimality (the upper bound, fixing,
+the tie class, the final values) is made in integers; floats only prune DP
+states, with an error margin that keeps more states than needed, never fewer.
+Numbers too large for int64 arithmetic switch the arrays to Python ints.
+
+Ties: among optimal solutions the solver returns the one using the fewest
+parameters. The rest of the order is fixed by the input order, so equal inputs
+always give equal answers.
 """
 
 from __future__ import annotations
@@ -25,7 +36,9 @@ import numpy as np
 DENSE_CELL_LIMIT = 200_000  # candidates x budget cells; above this the core method wins by far
 STATE_MIN = 2_000  # Pareto states above this and above room/4: a dense table over the free items is cheaper
 DENSE_FALLBACK_CELLS = 400_000_000  # ... if it has at most this many cells (about 1-3 s)
-_TOL = 1e-9  # relative slack on float bounds: pruning only ever keeps more than it must
+TIE_BITS_LIMIT = 1 << 29  # tie items x reachable-sum bits kept for the back-trace (64 MB)
+INT64_SAFE = 1 << 62  # sums and products below this cannot overflow int64
+_FLOAT_ERR = 2.0**-50  # 8 x the double rounding unit: per-operation error allowance of a float bound
 
 
 class InfeasibleBudget(ValueError):
@@ -54,6 +67,7 @@ class _Items:
 
     After normalization an item's cheapest candidate costs 0 and is worth 0,
     and value strictly increases with cost (dominated candidates are gone).
+    cost and value are int64 when every total fits, else Python ints (dtype object).
     """
 
     starts: np.ndarray  # item i owns positions starts[i]:starts[i+1]
@@ -74,6 +88,9 @@ class _Items:
     def top_cost(self) -> np.ndarray:
         return self.cost[self.starts[1:] - 1]
 
+    def top_value(self) -> np.ndarray:
+        return self.value[self.starts[1:] - 1]
+
 
 @dataclass
 class _Normalized:
@@ -84,8 +101,20 @@ class _Normalized:
     input_starts: np.ndarray
 
 
+def _exact_dtype(largest: int) -> type | np.dtype:
+    """int64 when no intermediate can reach `largest`'s magnitude range, else Python ints."""
+    return np.dtype(np.int64) if largest < INT64_SAFE else object
+
+
 def _flatten(rows: Sequence[Sequence[int]], total: int) -> np.ndarray:
-    return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=total)
+    try:
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=total)
+    except OverflowError:
+        flat = None
+    if flat is None or (total and (int(flat.max()) >= INT64_SAFE or int(flat.min()) <= -INT64_SAFE)):
+        # Differences of such numbers overflow int64: keep them as exact Python ints.
+        flat = np.array([int(x) for x in itertools.chain.from_iterable(rows)], dtype=object)
+    return flat
 
 
 def _segmented_running_max(v: np.ndarray, item: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -94,7 +123,7 @@ def _segmented_running_max(v: np.ndarray, item: np.ndarray, starts: np.ndarray) 
     rel = v - lo[item]  # >= 0 within each item
     span = int(rel.max()) + 1 if len(rel) else 1
     n = len(starts) - 1
-    if span * n < (1 << 62):  # lift item k above all earlier items so one accumulate does it all
+    if v.dtype != object and span * n < (1 << 62):  # lift item k above all earlier items so one accumulate does it all
         lifted = rel + item.astype(np.int64) * span
         return np.maximum.accumulate(lifted) - item.astype(np.int64) * span + lo[item]
     out = np.empty_like(v)
@@ -118,6 +147,8 @@ def _normalize(costs: Sequence[Sequence[int]], values: Sequence[Sequence[int]], 
     fc, fv = _flatten(costs, total), _flatten(values, total)
     if (fc < 0).any():
         raise ValueError("costs must be non-negative")
+    if fc.dtype != fv.dtype:  # one side is huge: both exact, so mixed arithmetic stays exact
+        fc, fv = fc.astype(object), fv.astype(object)
     item = np.repeat(np.arange(n), lens)
     local = np.arange(total) - starts[item]
     order = np.lexsort((local, -fv, fc, item))  # per item: cost asc, value desc, input order
@@ -133,7 +164,7 @@ def _normalize(costs: Sequence[Sequence[int]], values: Sequence[Sequence[int]], 
     new_starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(item, minlength=n), out=new_starts[1:])
     base_c, base_v = c[new_starts[:-1]], v[new_starts[:-1]]
-    smallest = int(base_c.sum())
+    smallest = sum(int(x) for x in base_c)  # Python ints: n large costs can pass the int64 range
     if budget < smallest:
         raise InfeasibleBudget(budget, smallest)
     # Offsetting by each item's cheapest candidate and dividing by the gcd keeps
@@ -142,7 +173,12 @@ def _normalize(costs: Sequence[Sequence[int]], values: Sequence[Sequence[int]], 
     v = v - base_v[item]
     g = int(np.gcd.reduce(c)) or 1
     gv = int(np.gcd.reduce(v)) or 1
-    items = _Items(new_starts, o, c // g, v // gv)
+    c, v = c // g, v // gv
+    # Every DP sum is at most the sum of the items' top candidates: if that fits, int64 is exact.
+    tops = new_starts[1:] - 1
+    largest = max(sum(int(x) for x in c[tops]), sum(int(x) for x in v[tops]))
+    dtype = _exact_dtype(largest)
+    items = _Items(new_starts, o, c.astype(dtype), v.astype(dtype))
     return _Normalized(items, (budget - smallest) // g, fc, fv, starts)
 
 
@@ -163,6 +199,7 @@ def solve_mckp(
     items = norm.items
     top = int(items.top_cost().sum())
     fixed = states = 0
+    stats: dict[str, float] = {}
     if top <= norm.capacity:  # every item's best fits: nothing to decide
         picks, used = (np.diff(items.starts) - 1).tolist(), "trivial"
         fixed = items.n
@@ -172,7 +209,7 @@ def solve_mckp(
         if method == "dense" or (method == "auto" and cells <= DENSE_CELL_LIMIT):
             picks, used, states = _dense(items, cap), "dense", cap + 1
         else:
-            picks, fixed, states = _core(items, cap)
+            picks, fixed, states, stats = _core(items, cap)
             used = "core"
     local = items.orig[items.starts[:-1] + np.asarray(picks, dtype=np.int64)]
     flat = norm.input_starts[:-1] + local
@@ -181,20 +218,20 @@ def solve_mckp(
     value = sum(int(x) for x in norm.flat_value[flat])
     if cost > budget:  # cannot happen; a wrong answer must never leave this function
         raise AssertionError(f"solver produced cost {cost} above budget {budget}")
-    return MckpSolution(local.tolist(), value, cost, used, fixed, states)
+    return MckpSolution(local.tolist(), value, cost, used, fixed, states, stats)
 
 
 def _dense(items: _Items, cap: int) -> list[int]:
     """Table over exact normalized cost; max value, then lowest cost."""
     n = items.n
-    best = np.full(cap + 1, -1, dtype=np.int64)  # -1: cost not reachable (values are >= 0)
+    best = np.full(cap + 1, -1, dtype=items.value.dtype)  # -1: cost not reachable (values are >= 0)
     best[0] = 0
     pick = np.zeros((n, cap + 1), dtype=np.uint16)
     reach = 0
     for i in range(n):
         ci, vi = items.cost_of(i), items.value_of(i)
         reach = min(cap, reach + int(ci[-1]))
-        new = np.full(cap + 1, -1, dtype=np.int64)
+        new = np.full(cap + 1, -1, dtype=best.dtype)
         row = pick[i]
         for j, (c, v) in enumerate(zip(ci.tolist(), vi.tolist())):
             if c > reach:
@@ -243,34 +280,38 @@ def _upper_hull(c: list[int], v: list[int]) -> list[int]:
     return hull
 
 
-def _segments(items: _Items) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _straight_items(items: _Items) -> np.ndarray:
+    """Per item: are all its candidates exactly on one line (the usual case: value = s * params)?
+
+    Exact integer test: the LP bounds built on it must never be below the truth.
+    """
+    st = items.starts
+    item = np.repeat(np.arange(items.n), np.diff(st))
+    span_c, span_v = items.top_cost()[item], items.top_value()[item]
+    dtype = _exact_dtype(2 * max(1, int(items.value.max())) * max(1, int(items.cost.max())))
+    # From (0, 0) to the top candidate: v / c == span_v / span_c for every point.
+    resid = items.value.astype(dtype) * span_c.astype(dtype) - span_v.astype(dtype) * items.cost.astype(dtype)
+    off = np.zeros(items.n, dtype=bool)
+    np.logical_or.at(off, item, resid != 0)
+    return ~off
+
+
+def _segments(items: _Items, straight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """LP hull segments of all items: (item, from, to, slope), from/to local indices.
 
-    Items whose candidates are collinear (the usual case: value = s * params)
-    give one segment without a Python loop. Only the LP's speed depends on
-    the hull being exact; every bound below holds for any multiplier.
+    Straight items give one segment without a Python loop.
     """
-    st, c, v = items.starts, items.cost, items.value
+    st = items.starts
     last = st[1:] - 1
     multi = np.flatnonzero(np.diff(st) > 1)
-    span_c = c[last].astype(np.float64)
-    span_v = v[last].astype(np.float64)
-    item = np.repeat(np.arange(items.n), np.diff(st))
-    # Collinear when every point lies on the line from the first (0, 0) to the last.
-    with np.errstate(invalid="ignore", divide="ignore"):
-        resid = v.astype(np.float64) * span_c[item] - span_v[item] * c.astype(np.float64)
-        scale = np.abs(v.astype(np.float64) * span_c[item]) + 1.0
-    off = np.abs(resid) > 1e-12 * scale
-    bent = np.zeros(items.n, dtype=bool)
-    np.logical_or.at(bent, item[off], True)
-    straight = multi[~bent[multi]]
-    seg_item = [straight]
-    seg_from = [np.zeros(len(straight), dtype=np.int64)]
-    seg_to = [last[straight] - st[straight]]
+    line = multi[straight[multi]]
+    seg_item = [line]
+    seg_from = [np.zeros(len(line), dtype=np.int64)]
+    seg_to = [last[line] - st[line]]
     extra_i: list[int] = []
     extra_a: list[int] = []
     extra_b: list[int] = []
-    for i in multi[bent[multi]].tolist():
+    for i in multi[~straight[multi]].tolist():
         hull = _upper_hull(items.cost_of(i).tolist(), items.value_of(i).tolist())
         for a, b in zip(hull, hull[1:]):
             extra_i.append(i)
@@ -280,23 +321,34 @@ def _segments(items: _Items) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     seg_from.append(np.array(extra_a, dtype=np.int64))
     seg_to.append(np.array(extra_b, dtype=np.int64))
     si, sa, sb = np.concatenate(seg_item), np.concatenate(seg_from), np.concatenate(seg_to)
-    dc = c[st[si] + sb] - c[st[si] + sa]
-    dv = v[st[si] + sb] - v[st[si] + sa]
+    dc = (items.cost[st[si] + sb] - items.cost[st[si] + sa]).astype(np.float64)
+    dv = (items.value[st[si] + sb] - items.value[st[si] + sa]).astype(np.float64)
     return si, sa, sb, dv / dc
 
 
-def _lp_greedy(items: _Items, cap: int, core_size: int = 16) -> tuple[float, np.ndarray, np.ndarray]:
-    """LP relaxation by slope order: (multiplier at the break, greedy integer picks, items around the break)."""
-    si, sa, sb, slope = _segments(items)
+@dataclass
+class _LpResult:
+    slope_num: int  # the LP multiplier lambda = slope_num / slope_den: the break segment's exact slope
+    slope_den: int
+    picks: np.ndarray  # greedy integer picks
+    near: np.ndarray  # the items around the break
+
+
+def _lp_greedy(items: _Items, cap: int, straight: np.ndarray, core_size: int = 16) -> _LpResult:
+    """LP relaxation by slope order: its multiplier, greedy integer picks and the items around the break."""
+    si, sa, sb, slope = _segments(items, straight)
     order = np.lexsort((sa, si, -slope))  # steepest first; an item's segments stay in order
     si, sa, sb, slope = si[order], sa[order], sb[order], slope[order]
-    st, c = items.starts, items.cost
+    st, c, v = items.starts, items.cost, items.value
     dc = c[st[si] + sb] - c[st[si] + sa]
     taken = int(np.searchsorted(np.cumsum(dc), cap, side="right"))  # the LP takes this prefix whole
     picks = np.zeros(items.n, dtype=np.int64)
     picks[si[:taken]] = sb[:taken]  # later segments of an item overwrite earlier ones
     room = cap - int(dc[:taken].sum())
-    lam = float(slope[taken]) if taken < len(slope) else 0.0
+    # The caller only gets here when the top candidates overflow cap, so a break segment exists.
+    brk = st[si[taken]]
+    slope_num = int(v[brk + sb[taken]] - v[brk + sa[taken]])
+    slope_den = int(c[brk + sb[taken]] - c[brk + sa[taken]])
     half = core_size // 2
     around = np.unique(si[max(0, taken - half) : taken + half])  # the LP's marginal items
     # Spend what the LP rounding left over: the best affordable upgrade per item, steepest first.
@@ -313,15 +365,14 @@ def _lp_greedy(items: _Items, cap: int, core_size: int = 16) -> tuple[float, np.
                 picks[i] = j
                 if room == 0:
                     break
-    return lam, picks, around
+    return _LpResult(slope_num, slope_den, picks, around)
 
 
 def _improve_on_core(items: _Items, cap: int, near: np.ndarray, picks: np.ndarray) -> np.ndarray:
     """A better incumbent: re-solve exactly the items around the LP's break.
 
     The LP rounding leaves a little budget unused; the items around the break
-    can usually spend it exactly. With equal slopes (uniform importance) this is
-    what lets the bound prove optimality without any search.
+    can usually spend it exactly, and an incumbent at the bound ends the search.
     """
     st = items.starts
     counts = np.diff(st)
@@ -338,119 +389,324 @@ def _improve_on_core(items: _Items, cap: int, near: np.ndarray, picks: np.ndarra
     return out
 
 
-def _core(items: _Items, cap: int) -> tuple[list[int], int, int]:
-    """LP -> Lagrangian fixing -> bounded Pareto DP, with an optimistic target lowered until it holds.
+def _total_value(items: _Items, picks: np.ndarray) -> int:
+    return sum(int(x) for x in items.value[items.starts[:-1] + picks])
 
-    The LP-greedy incumbent is often far below the optimum while the LP bound is
-    within a hair of it, so pruning against the incumbent keeps many states.
-    Pruning against a guessed target T instead is exact whenever the DP then
-    finds a solution worth >= T (nothing that good was pruned); otherwise T is
-    lowered geometrically, ending at the incumbent, where success is certain.
+
+@dataclass
+class _Reduced:
+    """Exact Lagrangian data at lambda = num / den, scaled by den so everything stays an integer.
+
+    For any solution x: den * (bound - value(x)) = sum of its candidates' loss + num * (cap - cost(x)),
+    so a solution worth >= target only uses candidates with loss <= bound_num - den * target.
     """
-    lam, greedy, near = _lp_greedy(items, cap)
-    greedy = _improve_on_core(items, cap, near, greedy)
+
+    num: int
+    den: int
+    loss: np.ndarray  # per candidate: den * (its item's best reduced value - its reduced value) >= 0
+    bound_num: int  # den * (the LP upper bound on the optimum)
+
+
+def _reduce(items: _Items, cap: int, num: int, den: int) -> _Reduced:
     st = items.starts
-    z_inc = int(items.value[st[:-1] + greedy].sum())
-    reduced = items.value.astype(np.float64) - lam * items.cost.astype(np.float64)
-    best_r = np.maximum.reduceat(reduced, st[:-1])
-    bound = lam * cap + float(best_r.sum())  # Lagrangian upper bound on the optimum
-    tol = _TOL * max(1.0, abs(bound), abs(lam * cap)) + 1e-6
-    loss = np.repeat(best_r, np.diff(st)) - reduced  # >= 0: what choosing a candidate costs in the bound
-    if z_inc >= bound - tol:  # the greedy meets the upper bound: optimal, nothing to search
-        return greedy.tolist(), items.n, 0
-    delta = max(1.0, (bound - z_inc) / 1024.0)
+    dtype = _exact_dtype(den * int(items.value.max()) + num * int(items.cost.max()))
+    reduced = den * items.value.astype(dtype) - num * items.cost.astype(dtype)
+    best = np.maximum.reduceat(reduced, st[:-1])
+    loss = np.repeat(best, np.diff(st)) - reduced
+    return _Reduced(num, den, loss, num * cap + sum(int(x) for x in best))
+
+
+def _core(items: _Items, cap: int) -> tuple[list[int], int, int, dict[str, float]]:
+    """LP -> exact bound -> bounded DP, with an optimistic target lowered until it holds.
+
+    Pruning against a guessed target T instead of the incumbent is exact
+    whenever the DP then finds a solution worth >= T (nothing that good was
+    pruned); otherwise T is lowered geometrically, ending at the incumbent,
+    where success is certain. The first target is the LP bound itself.
+    """
+    straight = _straight_items(items)
+    lp = _lp_greedy(items, cap, straight)
+    incumbent = _improve_on_core(items, cap, lp.near, lp.picks)
+    reduced = _reduce(items, cap, lp.slope_num, lp.slope_den)
+    z_inc = _total_value(items, incumbent)
+    stats: dict[str, float] = {"dp_runs": 0}
+    if z_inc * reduced.den >= reduced.bound_num:
+        # At the bound: no loss and no unused room, so every optimum costs exactly cap (this one is the cheapest).
+        return incumbent.tolist(), items.n, 0, stats
+    search = _Search(items, cap, straight, reduced)
+    upper = reduced.bound_num // reduced.den  # the optimum is an integer <= the bound
+    step = 1  # the optimum is usually within a hair of the bound, however poor the incumbent
+    target = upper
     max_states = 0
     while True:
-        target = max(float(z_inc), bound - delta)
-        picks, value, fixed, states = _bounded_dp(items, cap, lam, best_r, loss, greedy, bound - target + tol, target - tol)
-        max_states = max(max_states, states)
-        if picks is not None and value >= target - tol:
-            return picks, fixed, max_states
-        if picks is not None and value > z_inc:
-            z_inc, greedy = value, np.asarray(picks, dtype=np.int64)
+        found = search.run(target, incumbent)
+        stats["dp_runs"] += 1
+        max_states = max(max_states, found.states)
+        for key in ("tie_items", "dense_fallback"):
+            stats[key] = max(stats.get(key, 0), found.stats.get(key, 0))
+        if found.picks is not None and found.value >= target:
+            return found.picks, found.fixed, max_states, stats
+        if found.picks is not None and found.value > z_inc:
+            z_inc, incumbent = found.value, np.asarray(found.picks, dtype=np.int64)
         if target <= z_inc:  # cannot happen: the incumbent itself survives every bound
-            return greedy.tolist(), fixed, max_states
-        delta *= 16.0
+            raise AssertionError("the bounded DP lost the incumbent")
+        target = max(z_inc, target - step)
+        step *= 8
 
 
-def _bounded_dp(
-    items: _Items,
-    cap: int,
-    lam: float,
-    best_r: np.ndarray,
-    loss: np.ndarray,
-    fallback: np.ndarray,
-    slack: float,
-    floor: float,
-) -> tuple[list[int] | None, int, int, int]:
-    """Best solution among those whose Lagrangian bound is >= floor: (picks, value, fixed items, max states)."""
-    st = items.starts
-    ok = loss <= slack
-    alive = np.add.reduceat(ok.astype(np.int64), st[:-1])
-    if (alive == 0).any():
-        return None, 0, 0, 0
-    picks = fallback.copy()
-    single = np.flatnonzero(alive == 1)
-    pos = np.flatnonzero(ok)
-    first_alive = pos[np.searchsorted(pos, st[:-1])]  # first surviving position of each item
-    picks[single] = first_alive[single] - st[single]
-    fixed_pos = first_alive[single]
-    room = cap - int(items.cost[fixed_pos].sum())
-    fixed_value = int(items.value[fixed_pos].sum())
-    free = np.flatnonzero(alive > 1)
-    fixed = items.n - len(free)
-    if room < 0:
-        return None, 0, fixed, 0
-    if len(free) == 0:
-        return picks.tolist(), fixed_value, fixed, 0
-    target = floor - fixed_value  # what the free items must reach
+@dataclass
+class _Found:
+    picks: list[int] | None  # None: no solution worth >= the target exists
+    value: int = 0
+    fixed: int = 0
+    states: int = 0
+    stats: dict[str, float] = field(default_factory=dict)
 
-    # Items with few surviving candidates first: the state set grows late.
-    free = free[np.lexsort((free, alive[free]))]
-    rest = np.append(np.cumsum(best_r[free][::-1])[::-1], 0.0)  # best reduced value of items k.. onward
 
-    keeps = [np.flatnonzero(ok[st[i] : st[i + 1]]) for i in free.tolist()]
-    sc = np.zeros(1, dtype=np.int64)
-    sv = np.zeros(1, dtype=np.int64)
-    trail: list[tuple[np.ndarray, np.ndarray]] = []
-    max_states = 1
-    dense_cells = room * sum(len(jj) for jj in keeps)
-    for k, i in enumerate(free.tolist()):
-        if len(sc) > STATE_MIN and 4 * len(sc) > room and dense_cells <= DENSE_FALLBACK_CELLS:
-            # Equal slopes (e.g. uniform importance) leave the bound nothing to prune:
-            # the state set approaches the whole cost range, where a table is cheaper.
-            sub_picks = _dense_subset(items, free, keeps, room)
+def _shift_union(reach: int, offsets: list[int], mask: int) -> int:
+    """The union of reach shifted by each offset (the sums reachable after one more item), cut by mask."""
+    step = offsets[1] - offsets[0] if len(offsets) > 1 else 0
+    if len(offsets) > 2 and offsets[0] == 0 and all(b - a == step for a, b in zip(offsets, offsets[1:])):
+        # Every dim of a window gives evenly spaced costs: doubling covers them in log2(len) shifts.
+        have = 1  # reach now holds the shifts 0 .. (have - 1) * step
+        while have < len(offsets):
+            more = min(have, len(offsets) - have)
+            reach = (reach | (reach << (more * step))) & mask
+            have += more
+        return reach
+    out = 0
+    for offset in offsets:
+        out |= reach << offset
+    return out & mask
+
+
+class _TieClass:
+    """Free items whose every surviving candidate lies exactly on the LP slope num/den.
+
+    For them value = num/den * cost (from each item's cheapest survivor), so
+    only their total cost matters: one subset-sum bitset over the cost offsets
+    replaces a value-tracking DP whose states would span the whole cost range.
+    """
+
+    def __init__(self, offsets: list[list[int]], room: int) -> None:
+        self.offsets = offsets
+        self.size = min(room, sum(o[-1] for o in offsets)) + 1
+        mask = (1 << self.size) - 1
+        self.layers = [1]  # layers[t]: sums reachable by the tie items before t (bit s set: s reachable)
+        for item_offsets in offsets:
+            self.layers.append(_shift_union(self.layers[-1], item_offsets, mask))
+        raw = np.frombuffer(self.layers[-1].to_bytes((self.size + 7) // 8, "little"), dtype=np.uint8)
+        reachable = np.unpackbits(raw, bitorder="little")[: self.size].astype(bool)
+        # fill[r]: the largest reachable sum <= r (0 is always reachable)
+        self.fill = np.maximum.accumulate(np.where(reachable, np.arange(self.size), -1))
+
+    def best_fill(self, rooms: np.ndarray) -> np.ndarray:
+        return self.fill[np.minimum(rooms, self.size - 1).astype(np.int64)]
+
+    def split(self, total: int) -> list[int]:
+        """Per tie item, the index of the offset it takes so that they sum to total."""
+        picks = [0] * len(self.offsets)
+        for t in range(len(self.offsets) - 1, -1, -1):
+            before = self.layers[t]
+            picks[t] = next(j for j, o in enumerate(self.offsets[t]) if o <= total and (before >> (total - o)) & 1)
+            total -= self.offsets[t][picks[t]]
+        return picks
+
+
+class _RestBound:
+    """The LP relaxation of the items the DP has not reached yet, at any room they get.
+
+    Items are numbered by their DP position; the tie items all have position
+    `count` (they come last). The LP of positions k.. at room r is the base
+    (every item at its cheapest survivor) plus the steepest hull segments that
+    fit in r - base cost: concave and piecewise linear, so np.interp gives it.
+    """
+
+    def __init__(self, owner: list[int], seg_cost: list[int], seg_value: list[int], base_cost: list[int], base_value: list[int]) -> None:
+        order = sorted(range(len(owner)), key=lambda s: (-seg_value[s] / seg_cost[s], s))
+        self.owner = np.array([owner[s] for s in order], dtype=np.int64)
+        self.seg_cost = np.array([float(seg_cost[s]) for s in order])
+        self.seg_value = np.array([float(seg_value[s]) for s in order])
+        # Suffix sums over positions: the bases of positions k.. (exact ints for the feasibility test).
+        self.base_cost = list(itertools.accumulate(reversed(base_cost), initial=0))[::-1]
+        self.base_value = [float(x) for x in itertools.accumulate(reversed(base_value), initial=0)][::-1]
+
+    def value_at(self, k: int, rooms: np.ndarray) -> np.ndarray:
+        """LP value of the positions k.. for each room; -inf where even their cheapest survivors do not fit."""
+        mask = self.owner >= k
+        xs = np.concatenate(([0.0], np.cumsum(self.seg_cost[mask])))
+        ys = np.concatenate(([0.0], np.cumsum(self.seg_value[mask])))
+        free_room = rooms - self.base_cost[min(k, len(self.base_cost) - 1)]
+        out = np.interp(free_room.astype(np.float64), xs, ys) + self.base_value[min(k, len(self.base_value) - 1)]
+        out[free_room < 0] = -np.inf
+        return out
+
+
+class _Search:
+    """One bounded DP per target, sharing what does not depend on the target."""
+
+    def __init__(self, items: _Items, cap: int, straight: np.ndarray, reduced: _Reduced) -> None:
+        self.items, self.cap, self.straight, self.reduced = items, cap, straight, reduced
+        self.zero_loss = reduced.loss == 0
+        self.total_value = float(sum(int(x) for x in items.top_value()))
+
+    def run(self, target: int, incumbent: np.ndarray) -> _Found:
+        """The best solution among those the bounds cannot exclude from reaching target."""
+        items, st, red = self.items, self.items.starts, self.reduced
+        # Exact fixing: a candidate whose loss alone exceeds the slack cannot be in a solution worth >= target.
+        ok = red.loss <= red.bound_num - red.den * target
+        alive = np.add.reduceat(ok.astype(np.int64), st[:-1])  # >= 1: every item's best candidate has loss 0
+        picks = incumbent.copy()
+        single = np.flatnonzero(alive == 1)
+        pos = np.flatnonzero(ok)
+        first_alive = pos[np.searchsorted(pos, st[:-1])]  # first surviving position of each item
+        picks[single] = first_alive[single] - st[single]
+        room = self.cap - sum(int(x) for x in items.cost[first_alive[single]])
+        fixed_value = sum(int(x) for x in items.value[first_alive[single]])
+        free = np.flatnonzero(alive > 1)
+        fixed = items.n - len(free)
+        if room < 0:
+            return _Found(None, fixed=fixed)
+        if len(free) == 0:
+            return _Found(picks.tolist(), fixed_value, fixed)
+        keeps = {i: np.flatnonzero(ok[st[i] : st[i + 1]]) for i in free.tolist()}
+
+        # Tie items: every survivor on the LP slope exactly. Merged into one subset-sum, filled last.
+        zero_alive = np.add.reduceat((ok & self.zero_loss).astype(np.int64), st[:-1])
+        is_tie = zero_alive[free] == alive[free]
+        tie_items = free[is_tie]
+        tie_offsets = [(items.cost_of(i)[keeps[i]] - items.cost_of(i)[keeps[i][0]]).tolist() for i in tie_items.tolist()]
+        tie_span = sum(o[-1] for o in tie_offsets)
+        if len(tie_items) * (min(room, tie_span) + 1) > TIE_BITS_LIMIT:
+            tie_items, tie_offsets = tie_items[:0], []  # too large to keep: the DP takes them like any item
+        regular = np.setdiff1d(free, tie_items)
+        # Items with few surviving candidates first: the state set grows late.
+        regular = regular[np.lexsort((regular, alive[regular]))]
+        tie_base_cost = sum(int(items.cost_of(i)[keeps[i][0]]) for i in tie_items.tolist())
+        tie_base_value = sum(int(items.value_of(i)[keeps[i][0]]) for i in tie_items.tolist())
+        room_regular = room - tie_base_cost
+        need = target - fixed_value - tie_base_value  # what the regular and tie items must reach together
+        if room_regular < 0:
+            return _Found(None, fixed=fixed)
+
+        rest = self._rest_bound(regular, tie_items, keeps)
+        margin = _FLOAT_ERR * (len(rest.owner) + 16) * self.total_value + 1e-6
+        states, trail, max_states, dense = self._pareto(regular, keeps, room_regular, need - margin, rest, free, room)
+        stats: dict[str, float] = {"tie_items": len(tie_items)}
+        if dense is not None:  # the states filled the cost range: solved as a dense table instead
             out = picks.tolist()
             value = fixed_value
-            for i2, jj, j in zip(free.tolist(), keeps, sub_picks):
-                out[i2] = int(jj[j])
-                value += int(items.value_of(i2)[jj[j]])
-            return out, value, fixed, max(max_states, room + 1)
-        jj = keeps[k]
-        cj, vj = items.cost_of(i)[jj], items.value_of(i)[jj]
-        nc = (sc[None, :] + cj[:, None]).ravel()
-        nv = (sv[None, :] + vj[:, None]).ravel()
-        # Lagrangian bound of the best completion of each state.
-        idx = np.flatnonzero((nc <= room) & (nv - lam * nc >= target - lam * room - rest[k + 1]))
-        if len(idx) == 0:
-            return None, 0, fixed, max_states
-        nc, nv = nc[idx], nv[idx]
-        order = np.lexsort((-nv, nc))  # stable: equal states keep generation order
-        nc, nv, idx = nc[order], nv[order], idx[order]
-        if len(nv) > 1:
-            run = np.maximum.accumulate(nv)
-            dom = np.ones(len(nv), dtype=bool)
-            dom[1:] = nv[1:] > run[:-1]
-            nc, nv, idx = nc[dom], nv[dom], idx[dom]
-        n_states = len(sc)
-        trail.append((idx % n_states, jj[idx // n_states]))
-        sc, sv = nc, nv
-        max_states = max(max_states, len(sc))
-    s = int(np.argmax(sv))  # values strictly increase with cost: the max is unique and cheapest
-    value = int(sv[s]) + fixed_value
-    out = picks.tolist()
-    for k in range(len(free) - 1, -1, -1):
-        parent, cand = trail[k]
-        out[int(free[k])] = int(cand[s])
-        s = int(parent[s])
-    return out, value, fixed, max_states
+            for i, local in dense.items():
+                out[i] = local
+                value += int(items.value_of(i)[local])
+            stats["dense_fallback"] = 1
+            return _Found(out, value, fixed, max_states, stats)
+        if states is None:
+            return _Found(None, fixed=fixed, states=max_states, stats=stats)
+        state_cost, state_value = states
+
+        # Fill the room each state leaves with the tie items: more is always worth more (num > 0).
+        if len(tie_items):
+            ties = _TieClass(tie_offsets, room_regular)
+            extra = ties.best_fill(room_regular - state_cost)
+            largest = red.num * max(1, ties.size) + int(state_value.max()) * red.den
+            dtype = _exact_dtype(largest)
+            total_value = state_value.astype(dtype) + (red.num * extra.astype(dtype)) // red.den
+        else:
+            ties, extra, total_value = None, np.zeros(len(state_cost), dtype=np.int64), state_value
+        total_cost = state_cost + extra
+        best = int(np.lexsort((total_cost, -total_value))[0])  # max value, then fewest params
+        value = int(total_value[best]) + fixed_value + tie_base_value
+        out = picks.tolist()
+        s = best
+        for k in range(len(regular) - 1, -1, -1):
+            parent, cand = trail[k]
+            out[int(regular[k])] = int(cand[s])
+            s = int(parent[s])
+        if ties is not None:
+            for i, j in zip(tie_items.tolist(), ties.split(int(extra[best]))):
+                out[i] = int(keeps[i][j])
+        return _Found(out, value, fixed, max_states, stats)
+
+    def _rest_bound(self, regular: np.ndarray, tie_items: np.ndarray, keeps: dict[int, np.ndarray]) -> _RestBound:
+        """Hull segments of each item's survivors, owned by its DP position (tie items: after the last)."""
+        items = self.items
+        owner: list[int] = []
+        seg_cost: list[int] = []
+        seg_value: list[int] = []
+        base_cost: list[int] = []
+        base_value: list[int] = []
+        count = len(regular)
+        positions = list(enumerate(regular.tolist())) + [(count, i) for i in tie_items.tolist()]
+        tie_base_cost = tie_base_value = 0
+        for k, i in positions:
+            cost = items.cost_of(i)[keeps[i]].tolist()
+            value = items.value_of(i)[keeps[i]].tolist()
+            if k == count:
+                tie_base_cost += cost[0]
+                tie_base_value += value[0]
+            else:
+                base_cost.append(cost[0])
+                base_value.append(value[0])
+            # Survivors of a straight item are on its line; otherwise their own upper hull.
+            hull = [0, len(cost) - 1] if self.straight[i] else _upper_hull(cost, value)
+            for a, b in zip(hull, hull[1:]):
+                owner.append(k)
+                seg_cost.append(cost[b] - cost[a])
+                seg_value.append(value[b] - value[a])
+        # The tie items' bases were taken off the room already; the last position holds none.
+        base_cost.append(0)
+        base_value.append(0)
+        return _RestBound(owner, seg_cost, seg_value, base_cost, base_value)
+
+    def _pareto(
+        self,
+        regular: np.ndarray,
+        keeps: dict[int, np.ndarray],
+        room: int,
+        floor: float,
+        rest: _RestBound,
+        free: np.ndarray,
+        free_room: int,
+    ) -> tuple[tuple[np.ndarray, np.ndarray] | None, list[tuple[np.ndarray, np.ndarray]], int, dict[int, int] | None]:
+        """Pareto DP over the regular items: a state survives while its value plus the LP of the rest >= floor.
+
+        Returns the final (cost, value) states or None, the back-trace, the most
+        states held, and, when it switched to a dense table, that table's picks.
+        """
+        items = self.items
+        dtype = items.cost.dtype
+        state_cost = np.zeros(1, dtype=dtype)
+        state_value = np.zeros(1, dtype=dtype)
+        trail: list[tuple[np.ndarray, np.ndarray]] = []
+        max_states = 1
+        dense_cells = free_room * sum(len(keeps[i]) for i in free.tolist())
+        for k, i in enumerate(regular.tolist()):
+            if len(state_cost) > STATE_MIN and 4 * len(state_cost) > room and dense_cells <= DENSE_FALLBACK_CELLS:
+                # The bound cannot tell the states apart (e.g. slopes tied off the LP's): the states
+                # approach the whole cost range, where a table over all free items is cheaper.
+                free_keeps = [keeps[f] for f in free.tolist()]
+                sub = _dense_subset(items, free, free_keeps, free_room)
+                chosen = {f: int(jj[j]) for f, jj, j in zip(free.tolist(), free_keeps, sub)}
+                return None, trail, max(max_states, free_room + 1), chosen
+            keep = keeps[i]
+            cand_cost, cand_value = items.cost_of(i)[keep], items.value_of(i)[keep]
+            new_cost = (state_cost[None, :] + cand_cost[:, None]).ravel()
+            new_value = (state_value[None, :] + cand_value[:, None]).ravel()
+            bound = rest.value_at(k + 1, room - new_cost) + new_value.astype(np.float64)
+            idx = np.flatnonzero(bound >= floor)  # -inf (does not fit) never passes
+            if len(idx) == 0:
+                return None, trail, max_states, None
+            new_cost, new_value = new_cost[idx], new_value[idx]
+            order = np.lexsort((-new_value, new_cost))  # stable: equal states keep generation order
+            new_cost, new_value, idx = new_cost[order], new_value[order], idx[order]
+            if len(new_value) > 1:
+                run = np.maximum.accumulate(new_value)
+                dominated = np.zeros(len(new_value), dtype=bool)
+                dominated[1:] = new_value[1:] <= run[:-1]  # a cheaper state is worth at least as much
+                new_cost, new_value, idx = new_cost[~dominated], new_value[~dominated], idx[~dominated]
+            n_states = len(state_cost)
+            trail.append((idx % n_states, keep[idx // n_states]))
+            state_cost, state_value = new_cost, new_value
+            max_states = max(max_states, len(state_cost))
+        return (state_cost, state_value), trail, max_states, None

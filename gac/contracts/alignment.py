@@ -19,7 +19,8 @@ Source = Literal["measured", "rule"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Readers ignore fields they do not know: a newer service may add optional fields to v1.
+    model_config = ConfigDict(extra="ignore")
 
 
 class Candidate(_Model):
@@ -67,6 +68,8 @@ class Baseline(_Model):
     within_budget: bool
     aligned_share: float
     gap_to_optimum: float | None = None  # (ours - theirs) / |ours|, when within budget
+    latency_us: float | None = None  # predicted, when every item is measured at its dims
+    speedup: float | None = None  # predicted unaligned latency / this baseline's
     raw_total_params: int | None = None  # paper DP before repair
     raw_budget_violation: int | None = None  # params above budget before repair (0 if none)
     seconds: float | None = None
@@ -79,6 +82,20 @@ class PredictedLatency(_Model):
     unaligned_us: float | None = None
     aligned_us: float | None = None
     complete: bool = False  # False when some item lacked measurements
+    importance_only_us: float | None = None  # the importance-only optimum (the paper's objective)
+    speedup: float | None = None  # unaligned_us / aligned_us
+    importance_kept: float | None = None  # kept importance / the importance-only optimum's (1.0 = all of it)
+    proven_gap: float | None = None  # latency objective: how far above the least latency possible, at most
+    missing_points: int = 0  # curve points the prediction lacks (see `missing`)
+
+
+class FrontierPoint(_Model):
+    """One Pareto-optimal choice under the budget: no other is both faster and keeps more importance."""
+
+    latency_us: float  # predicted, workload-weighted kernel latency of the compressed weights
+    importance_kept: float  # kept importance / the importance-only optimum's
+    params: int
+    chosen: bool = False
 
 
 class MissingCurve(_Model):
@@ -88,8 +105,9 @@ class MissingCurve(_Model):
     dtype: str
     fixed_shape: dict[str, int]
     axis: str
-    dims: list[int] = Field(default_factory=list)  # the axis values the window needed
+    dims: list[int] = Field(default_factory=list)  # the axis values the alignment needs and the platform lacks
     items: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)  # why: window, look-ahead, original dim, compressor's dim
 
 
 class AlignmentResult(_Model):
@@ -111,5 +129,11 @@ class AlignmentResult(_Model):
     baselines: list[Baseline] = Field(default_factory=list)
     missing: list[MissingCurve] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    # What was optimized: "importance" (the paper's), "latency" (fastest keeping 1 - epsilon of the
+    # importance-only optimum's kept importance) or "frontier" (the same point, and the whole trade-off).
+    objective_kind: Literal["importance", "latency", "frontier"] = "importance"
+    epsilon: float | None = None
+    frontier: list[FrontierPoint] = Field(default_factory=list)
+    rule_items: list[str] = Field(default_factory=list)  # items without measurements: rule candidates, no latency
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)

@@ -191,6 +191,10 @@ class Manifest(_Model):
     target: Target | None = None
     workload: Workload = Workload(tokens=[1024])
     weights: Annotated[list[Weight], Field(min_length=1, max_length=MAX_WEIGHTS)]
+    # Optional: what to optimize (default: latency when the platform has measurements) and how much
+    # kept importance the latency objective may give up, as a fraction of the importance-only optimum's.
+    objective: Literal["importance", "latency", "frontier"] | None = None
+    epsilon: Annotated[float | None, Field(default=None, ge=0, le=0.5, allow_inf_nan=False)] = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

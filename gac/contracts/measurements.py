@@ -122,6 +122,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DtypeRatio = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+# Measured facts about dtypes, not part of the platform's identity.
+DTYPE_FIELDS = ("native_dtypes", "fast_dtype", "dtype_speed")
+
+
 class PlatformDescriptor(_Strict):
     """Everything that decides which kernels run; see design.md "Platform identity"."""
 
@@ -144,16 +149,25 @@ class PlatformDescriptor(_Strict):
     mkl_version: OptText = None
     onednn_version: OptText = None
     tf32_allowed: bool | None = None
+    # What the agent found out about dtypes on this platform (see profiler_agent/dtypes.py).
+    # Not identity: the fingerprint ignores these, and the service does not store them.
+    native_dtypes: list[Dtype] | None = None  # low-precision dtypes with native arithmetic here
+    fast_dtype: Dtype | None = None  # the dtype to profile and run in by default
+    dtype_speed: dict[Dtype, DtypeRatio] | None = None  # measured GEMM time of each dtype / float32's
 
     def fingerprint(self) -> str:
-        """Stable hash over the fields that are set: the same stack always gives the same id.
+        """Stable hash over the identity fields that are set: the same stack always gives the same id.
 
         Unset (None) fields are left out so that adding an optional field to this
         model later does not change the fingerprint of platforms already stored.
         """
-        fields = self.model_dump(mode="json", exclude_none=True)
+        fields = self.model_dump(mode="json", exclude_none=True, exclude=set(DTYPE_FIELDS))
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def __hash__(self) -> int:
+        # The dtype fields hold a list and a dict, which the default frozen-model hash cannot take.
+        return hash(self.fingerprint())
 
     def label(self) -> str:
         parts = [self.device_name]

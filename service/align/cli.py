@@ -24,10 +24,14 @@ def _load_manifest(path: Path) -> dict[str, Any]:
         err.print(f"[red]cannot read {path}: {exc.strerror}[/red]")
         raise typer.Exit(2) from exc
     try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        body = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         err.print(f"[red]{path} is not valid JSON/YAML: {exc}[/red]")
         raise typer.Exit(2) from exc
+    if not isinstance(body, dict):
+        err.print(f"[red]{path}: a manifest is a JSON/YAML object, not a {type(body).__name__}[/red]")
+        raise typer.Exit(2)
+    return body
 
 
 def _validation_exit(exc: Exception) -> typer.Exit:
@@ -116,31 +120,52 @@ def _from_file(measurements: Path, body: dict) -> dict:
     return {"id": None, "jobs": [], "result": result.model_dump(mode="json", by_alias=True)}
 
 
-def _print(stored: dict) -> None:
+def _short(name: str, width: int) -> str:
+    """Shorten from the left, so layer numbers and the weight's own name stay readable."""
+    return name if len(name) <= width else "…" + name[-(width - 1):]
+
+
+def _summary(res: dict) -> None:
+    lat = res.get("latency", {})
+    kind = res.get("objective_kind", "importance")
+    goal = {"importance": "importance (the paper's objective)",
+            "latency": f"latency, keeping at least {1 - (res.get('epsilon') or 0):.1%} of the importance objective's kept importance",
+            "frontier": "the speed/importance frontier"}[kind]  # fmt: skip
+    console.print(f"[bold]{res['model']}[/bold] on {res['platform']}: optimized for {goal}")
+    if lat.get("complete") and lat.get("unaligned_us") and lat.get("aligned_us"):
+        orig = f", original {lat['original_us']:,.1f}" if lat.get("original_us") else ""
+        console.print(
+            f"predicted      unaligned {lat['unaligned_us']:,.1f} µs -> GAC {lat['aligned_us']:,.1f} µs "
+            f"([bold]{lat['unaligned_us'] / lat['aligned_us']:.3f}x[/bold]){orig} (the compressed weights' kernels)"
+        )
+        if lat.get("importance_only_us") and kind != "importance":
+            console.print(
+                f"               importance-only GAC {lat['importance_only_us']:,.1f} µs "
+                f"({lat['unaligned_us'] / lat['importance_only_us']:.3f}x); kept importance {lat.get('importance_kept', 1):.2%} of its"
+            )
+    else:
+        n = lat.get("missing_points", 0)
+        console.print(f"predicted      incomplete: {n} curve points missing (listed under `missing`; --server URL --enqueue-missing queues them)")
+    console.print(f"aligned dims   {res['aligned_share_before']:.0%} before -> {res['aligned_share_after']:.0%} after (% {res['align']})")
+    console.print(f"budget         {res['budget']:,} params; used {res['total_params']:,} ({res['total_params'] / res['budget']:.2%})")
+
+
+def _print(stored: dict, wide: bool = False) -> None:
     res = stored["result"]
-    table = Table(title=f"{res['model']}: aligned dimensions", show_lines=False)
+    _summary(res)
+    name_width = 200 if wide else max(12, console.width - 48)
+    table = Table(show_lines=False, box=None)
     for col in ("weight", "before", "after", "params", "source", "latency µs"):
-        table.add_column(col, justify="left" if col in ("weight", "source") else "right")
+        table.add_column(col, justify="left" if col in ("weight", "source") else "right", no_wrap=True)
     for w in res["weights"]:
         chosen = next((c for c in w["candidates"] if c["dim"] == w["dim"]), {})
         lat = w.get("latency_us")
         table.add_row(
-            w["name"], f"{w['dim_before']:g}", str(w["dim"]), f"{w['params']:,}", chosen.get("source", "?"),
+            _short(w["name"], name_width), f"{w['dim_before']:g}", str(w["dim"]), f"{w['params']:,}", chosen.get("source", "?"),
             f"{lat:,.1f}" if lat is not None else "-",
         )
     console.print(table)
-    lat = res.get("latency", {})
     cc = res["solver"]["cross_check"]
-    console.print(f"platform       {res['platform']}")
-    console.print(f"budget         {res['budget']:,} params; used {res['total_params']:,} ({res['total_params'] / res['budget']:.4%})")
-    console.print(f"aligned dims   {res['aligned_share_before']:.0%} before -> {res['aligned_share_after']:.0%} after (% {res['align']})")
-    if lat.get("unaligned_us") and lat.get("aligned_us"):
-        note = "" if lat.get("complete") else "  (partial: some items lack measurements)"
-        orig = f"original {lat['original_us']:,.1f} µs, " if lat.get("original_us") else ""
-        console.print(
-            f"predicted      {orig}unaligned {lat['unaligned_us']:,.1f} µs, aligned {lat['aligned_us']:,.1f} µs "
-            f"({lat['unaligned_us'] / lat['aligned_us']:.2f}x){note}"
-        )
     agree = {True: "agrees", False: "DISAGREES", None: "not proven"}[cc.get("agrees")]
     console.print(
         f"solver         {res['solver']['method']} in {res['solver']['seconds'] * 1000:.1f} ms, objective {res['objective']:,.1f}; "
@@ -148,12 +173,15 @@ def _print(stored: dict) -> None:
     )
     for b in res.get("baselines", []):
         gap = f", gap {b['gap_to_optimum']:.2e}" if b.get("gap_to_optimum") is not None else ""
+        speed = f", {b['speedup']:.3f}x" if b.get("speedup") else ""
         console.print(
-            f"baseline       {b['method']:<13} objective {b['objective']:,.1f}, {b['total_params']:,} params, "
-            f"{'within' if b['within_budget'] else 'OVER'} budget, aligned {b['aligned_share']:.0%}{gap}"
+            f"baseline       {b['method']:<15} {b['total_params']:,} params, "
+            f"{'within' if b['within_budget'] else 'OVER'} budget, aligned {b['aligned_share']:.0%}{speed}{gap}"
         )
+    if res.get("frontier"):
+        console.print(f"frontier       {len(res['frontier'])} Pareto points (--json or the dashboard shows them)")
     if res.get("missing"):
-        console.print(f"missing data   {len(res['missing'])} curves (run with --enqueue-missing to queue a profiling job)")
+        console.print(f"missing data   {len(res['missing'])} curves (with --server, --enqueue-missing queues a profiling job for them)")
     for w in res.get("warnings", []):
         console.print(f"[yellow]warning[/yellow]        {w}")
     if stored.get("id"):
@@ -168,6 +196,10 @@ def align_command(
     platform: Annotated[str | None, typer.Option(help="platform id or fingerprint; overrides the manifest's target")] = None,
     token: Annotated[str | None, typer.Option(envvar="GAC_TOKEN", help="API token for --server")] = None,
     enqueue_missing: Annotated[bool, typer.Option("--enqueue-missing", help="queue a profiling job for missing curves")] = False,
+    objective: Annotated[str | None, typer.Option(help="importance | latency | frontier (default: the manifest's, else latency when measured)")] = None,
+    epsilon: Annotated[float | None, typer.Option(min=0.0, max=0.5, help="latency objective: importance it may give up (default 0.005)")] = None,
+    dtype: Annotated[str | None, typer.Option(help="align for this dtype instead of the manifest's workload dtype")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="full weight names in the table")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print only the gac.alignment/v1 document")] = False,
     out: Annotated[Path | None, typer.Option(help="also write the gac.alignment/v1 document to this file")] = None,
 ) -> None:
@@ -176,6 +208,15 @@ def align_command(
         err.print("[red]give at most one of --server, --db, --measurements[/red]")
         raise typer.Exit(2)
     body = _load_manifest(manifest)
+    if objective is not None:
+        if objective not in ("importance", "latency", "frontier"):
+            err.print(f"[red]--objective must be importance, latency or frontier, not {objective!r}[/red]")
+            raise typer.Exit(2)
+        body["objective"] = objective
+    if epsilon is not None:
+        body["epsilon"] = epsilon
+    if dtype is not None:
+        body.setdefault("workload", {"tokens": [1024]})["dtype"] = dtype
     if server:
         stored = _via_server(server, token, body, platform, enqueue_missing)
     elif measurements:
@@ -188,4 +229,4 @@ def align_command(
     if as_json:
         sys.stdout.write(document + "\n")
     else:
-        _print(stored)
+        _print(stored, wide)

@@ -28,5 +28,5 @@ class DbLookup:
         if key not in self._cache:
             row = curves.find(self._session, self._platform.id, *key)
             points = combine(curves.points(self._session, row.id)) if row is not None else []
-            self._cache[key] = {p.x: CurvePoint(p.median_us) for p in points}
+            self._cache[key] = {p.x: CurvePoint(p.median_us, p10_us=p.p10_us, p90_us=p.p90_us, n=p.n) for p in points}
         return self._cache[key]

@@ -10,7 +10,7 @@ from itertools import repeat
 from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
-from gac.contracts.measurements import PlatformDescriptor, RunInfo
+from gac.contracts.measurements import DTYPE_FIELDS, PlatformDescriptor, RunInfo
 from service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
 from service.ingest.known import STAMP_EVERY
 from service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
@@ -22,7 +22,8 @@ def _stale(now: datetime):  # type: ignore[no-untyped-def]
 
 def upsert_platform(session: Session, desc: PlatformDescriptor, now: datetime) -> int:
     fingerprint = desc.fingerprint()
-    values = desc.model_dump() | {"fingerprint": fingerprint, "first_seen": now, "last_seen": now}
+    # The dtype fields are measured facts, not identity, and have no columns: not stored.
+    values = desc.model_dump(exclude=set(DTYPE_FIELDS)) | {"fingerprint": fingerprint, "first_seen": now, "last_seen": now}
     session.execute(insert_ignoring_conflicts(session, Platform.__table__, ["fingerprint"]).values(**values))
     platform_id = session.scalar(select(Platform.id).where(Platform.fingerprint == fingerprint))
     session.execute(

@@ -9,6 +9,7 @@ import torch
 import typer
 from typer.testing import CliRunner
 
+from gac.contracts.measurements import Dtype
 from profiler_agent.cli import register
 from profiler_agent.delivery import Spool, read_batch_file
 
@@ -82,8 +83,68 @@ def test_bad_plan_file_names_the_field(app, tmp_path):
 def test_platform_command_prints_the_fingerprint(app):
     res = CliRunner().invoke(app, ["agent", "platform", "--threads", "1"])
     assert res.exit_code == 0
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)  # JSON alone on stdout (scripts/demo.sh parses it); the dtype line on stderr
     assert doc["device_kind"] == "cpu" and len(doc["fingerprint"]) == 64 and doc["threads"] == 1
+    assert doc["fast_dtype"] in ("float32", "bfloat16", "float16") and doc["dtype_speed"]["float32"] == 1.0
+    assert f"dtype {doc['fast_dtype']}: " in res.stderr
+
+
+@pytest.fixture
+def planned(monkeypatch):
+    """Run the agent's commands without timing anything: the plans they would run are kept here."""
+    import profiler_agent.cli as cli
+    from profiler_agent.runner import RunResult
+
+    plans = []
+
+    def fake_run(_session, plan, _sink, _adaptive, _quiet=False):
+        plans.append(plan)
+        return RunResult(plan.name)
+
+    monkeypatch.setattr(cli, "_run_with_progress", fake_run)
+    return plans
+
+
+def _dtypes(plan) -> list[list[str]]:
+    return [[d.value for d in s.dtypes] for s in plan.sweeps]
+
+
+def test_quick_plan_runs_in_the_platforms_fast_dtype(app, planned, tmp_path):
+    from profiler_agent.platform import detect_platform
+
+    fast = detect_platform("cpu").fast_dtype.value
+    res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--out", str(tmp_path / "r.jsonl"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    (plan,) = planned
+    assert _dtypes(plan)[0] == [fast]  # the main sweeps
+    assert f"dtype {fast}: " in res.output  # and it says which and why
+
+
+def test_quick_plan_follows_a_platform_that_says_bfloat16(app, planned, monkeypatch, tmp_path):
+    import profiler_agent.platform as platform_mod
+
+    real = platform_mod.detect_platform
+
+    def amx_cpu(device="cpu", dtypes=True):
+        return real(device).model_copy(update={"native_dtypes": [Dtype.bfloat16], "fast_dtype": Dtype.bfloat16,
+                                               "dtype_speed": {Dtype.float32: 1.0, Dtype.bfloat16: 0.4}})
+
+    monkeypatch.setattr(platform_mod, "detect_platform", amx_cpu)
+    res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--out", str(tmp_path / "r.jsonl"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    dts = _dtypes(planned[0])
+    assert dts[0] == ["bfloat16"] and ["float32"] in dts  # bf16 sweeps, with the fp32 contrast
+    assert "dtype bfloat16: bfloat16 is native on this CPU (0.40x float32's time)" in res.output
+
+
+@pytest.mark.parametrize("override", ["bfloat16", "float32"])
+def test_dtype_option_overrides_the_fast_dtype(app, planned, tmp_path, override):
+    res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--dtype", override,
+                                   "--out", str(tmp_path / "r.jsonl"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    dts = _dtypes(planned[0])
+    assert dts[0] == [override] and all(d in ([override], ["float32"]) for d in dts)
+    assert f"dtype {override}: chosen with --dtype" in res.output
 
 
 def test_agent_package_does_not_pull_the_db_stack():

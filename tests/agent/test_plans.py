@@ -117,6 +117,19 @@ def test_builtin_plans_are_valid_and_as_specified():
     assert cliff_map_plan(adaptive=True).sweeps[0].coarse_values()[:3] == [64, 72, 80]
 
 
+def test_quick_plan_is_built_in_the_dtype_asked_for():
+    default = quick_plan()  # bfloat16 with a float32 N sweep as the contrast, as before platforms said
+    assert [s.dtypes for s in default.sweeps].count([Dtype.float32]) == 1
+    assert all(s.dtypes == [Dtype.bfloat16] for s in default.sweeps if s.dtypes != [Dtype.float32])
+    fp32 = resolve_plan("quick", ["float32"])  # an AVX2 CPU's fast dtype: every sweep float32, no contrast needed
+    assert all(s.dtypes == [Dtype.float32] for s in fp32.sweeps) and {s.op for s in fp32.sweeps} == set(Op)
+    assert fp32.n_points() < default.n_points() < 120
+    both = quick_plan(["bfloat16", "float32", "bfloat16"])
+    assert both.sweeps[0].dtypes == [Dtype.bfloat16, Dtype.float32] and all(len(s.dtypes) == 2 for s in both.sweeps)
+    with pytest.raises(ValueError):
+        quick_plan(["float64"])
+
+
 def test_restricted_and_plan_for_points():
     plan = loads_plan(YAML_PLAN)
     only_bf16 = plan.restricted(["bfloat16"])

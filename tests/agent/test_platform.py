@@ -1,4 +1,4 @@
-"""Platform detection on this CPU: complete, stable across processes, sensitive to versions."""
+"""Platform detection on this CPU: complete, stable across processes, sensitive to versions; its dtypes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ import sys
 import pytest
 import torch
 
+import profiler_agent.dtypes as dtypes_mod
+from gac.contracts.measurements import PlatformDescriptor
+from profiler_agent.dtypes import NATIVE_MAX_RATIO, choose_dtype, cuda_dtype_fields, native_cpu_dtypes
 from profiler_agent.platform import decode_cublas_version, detect_platform, parse_device
+from tests import factories
 
 
 def test_cpu_platform_fields():
@@ -57,3 +61,98 @@ def test_device_parsing_and_missing_cuda():
 def test_cublas_version_decoding():
     assert decode_cublas_version(120205) == "12.2.5"  # CUDA 12 encoding: major*10000 + minor*100 + patch
     assert decode_cublas_version(11401) == "11.4.1"  # CUDA 11 encoding: major*1000 + minor*100 + patch
+
+
+# ---------------------------------------------------------------- dtypes
+
+
+def _cpu_flags() -> set[str] | None:
+    """This CPU's flags, read here independently of the agent."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            key, _, value = line.partition(":")
+            if key.strip() in ("flags", "Features"):
+                return set(value.split())
+    except OSError:
+        pass
+    return None
+
+
+def test_fingerprint_ignores_the_dtype_fields():
+    # The fingerprint this descriptor had before the dtype fields existed: stored platforms must still match.
+    golden = PlatformDescriptor(
+        device_kind="cpu", device_name="Golden CPU", isa="aten:avx2,avx,avx2,fma,f16c", cores=2, threads=1,
+        l2_bytes=524288, torch_version="2.13.0", mkl_version="2024.2", onednn_version="3.7.1",
+    )
+    old = "51596023bd2ed6a646b613ca660b74adc4d287830f8f57000b8e37ca1e58c5eb"
+    assert golden.fingerprint() == old
+    measured = golden.model_validate(golden.model_dump() | {
+        "native_dtypes": [], "fast_dtype": "float32", "dtype_speed": {"float32": 1.0, "bfloat16": 41.2, "float16": 40.0}})
+    assert measured.fingerprint() == old
+    here = detect_platform("cpu")
+    assert here.fast_dtype is not None  # detected, so the comparison below is about something
+    assert here.fingerprint() == detect_platform("cpu", dtypes=False).fingerprint()
+    assert {here, measured}  # still hashable with a list and a dict inside
+
+
+def test_this_cpu_dtypes_agree_with_its_flags_and_its_timing():
+    p = detect_platform("cpu")
+    speed = {str(k): v for k, v in (p.dtype_speed or {}).items()}
+    native = [str(d) for d in p.native_dtypes or []]
+    assert speed["float32"] == 1.0 and speed["bfloat16"] > 0  # measured, never left out on a CPU
+    flags = _cpu_flags()
+    for dtype, isa in (("bfloat16", ("avx512_bf16", "amx_bf16", "bf16")), ("float16", ("avx512_fp16", "amx_fp16", "asimdhp", "fphp"))):
+        if flags is not None and not flags & set(isa):
+            assert dtype not in native, f"{dtype} has no native instructions here ({sorted(flags & {'avx2', 'avx512f'})})"
+        elif dtype in speed:
+            assert (dtype in native) == (speed[dtype] <= NATIVE_MAX_RATIO), (dtype, speed)
+    want = "bfloat16" if "bfloat16" in native else "float16" if "float16" in native else "float32"
+    assert p.fast_dtype == want
+
+
+def test_dtype_probe_leaves_the_thread_count_alone():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        dtypes_mod._measured_ratios.__wrapped__()  # uncached: runs the probe (one thread) again
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(
+    ("flags", "speed", "native"),
+    [
+        ({"avx2", "fma", "f16c"}, {"bfloat16": 0.5, "float16": 0.5}, []),  # no instructions: a fast timing is not enough
+        ({"avx512_bf16", "amx_bf16"}, {"bfloat16": 4.1, "float16": 9.0}, []),  # instructions, but slow here: not native
+        ({"amx_bf16"}, {"bfloat16": 0.3, "float16": 1.2}, ["bfloat16"]),
+        ({"avx512_bf16", "avx512_fp16"}, {"bfloat16": 0.6, "float16": 1.4}, ["bfloat16", "float16"]),
+        (None, {"bfloat16": 1.2, "float16": 3.0}, ["bfloat16"]),  # flags unreadable: the timing decides
+        ({"amx_bf16"}, {}, []),  # not measured: not confirmed
+    ],
+)
+def test_native_cpu_dtypes_need_the_instructions_and_the_speed(flags, speed, native):
+    assert native_cpu_dtypes(flags, speed) == native
+
+
+@pytest.mark.parametrize(
+    ("cc", "native", "fast"),
+    [("6.1", [], "float32"), ("7.0", ["float16"], "float16"), ("7.5", ["float16"], "float16"),
+     ("8.0", ["bfloat16", "float16"], "bfloat16"), ("9.0", ["bfloat16", "float16"], "bfloat16")],
+)
+def test_cuda_dtypes_from_compute_capability(cc, native, fast):
+    assert cuda_dtype_fields(cc, is_rocm=False) == {"native_dtypes": native, "fast_dtype": fast}  # no made-up timings
+    assert cuda_dtype_fields(cc, is_rocm=True) == {}  # ROCm's architecture numbers are not CUDA's: unknown
+
+
+def test_the_dtype_line_says_which_and_why():
+    avx2 = factories.platform(native_dtypes=[], fast_dtype="float32", dtype_speed={"float32": 1.0, "bfloat16": 4.1, "float16": 6.0})
+    assert choose_dtype(avx2) == ("float32", "dtype float32: bfloat16 is emulated on this CPU (4.1x slower than float32); float16 too (6.0x)")
+    dtype, line = choose_dtype(avx2, "bfloat16")
+    assert dtype == "bfloat16" and "chosen with --dtype, though bfloat16 is emulated on this CPU (4.1x" in line
+    amx = factories.platform(native_dtypes=["bfloat16"], fast_dtype="bfloat16", dtype_speed={"float32": 1.0, "bfloat16": 0.25})
+    assert choose_dtype(amx) == ("bfloat16", "dtype bfloat16: bfloat16 is native on this CPU (0.25x float32's time)")
+    gpu = factories.platform(device_kind="cuda", compute_capability="7.5", native_dtypes=["float16"], fast_dtype="float16")
+    assert choose_dtype(gpu)[1] == "dtype float16: float16 is native on sm_75"
+    unknown = factories.platform()
+    assert choose_dtype(unknown) == ("bfloat16", "dtype bfloat16: the platform's fast dtype is unknown (not detected), so the default")

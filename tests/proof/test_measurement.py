@@ -174,3 +174,63 @@ def test_retime_rejects_other_files(tmp_path) -> None:
     p.write_text(json.dumps({"results": []}))
     with pytest.raises(ValueError, match="not a saved proof run"):
         load_run(p)
+
+
+# ---------------------------------------------------------------- dtype
+
+
+def test_tiny_run_is_in_the_platforms_fast_dtype(tiny_run) -> None:
+    from profiler_agent.platform import detect_platform
+
+    fast = detect_platform("cpu").fast_dtype.value
+    assert tiny_run.config.dtype == fast  # settled before compressing: the saved config says it
+    assert all(r.manifest.workload.dtype.value == fast for r in tiny_run.results)  # what gets profiled
+    assert tiny_run.dtype_note.startswith(f"dtype {fast}: ")
+
+
+def test_retime_keeps_the_saved_dtype(tiny_run, tmp_path) -> None:
+    from proof.retime import DtypeMismatch, retime, save_run
+
+    path = save_run(tiny_run, tmp_path / "run.json")
+    saved = json.loads(path.read_text())["config"]["dtype"]
+    assert saved == tiny_run.config.dtype
+    other = "bfloat16" if saved != "bfloat16" else "float32"
+    with pytest.raises(DtypeMismatch, match=f"aligned for {saved}"):
+        retime(path, log=lambda _m: None, rounds=1, dtype=other)
+    # A run saved before configs had a dtype was made in bfloat16: re-timed in bfloat16.
+    data = json.loads(path.read_text())
+    del data["config"]["dtype"]
+    assert ProofConfig.from_json(data["config"]).dtype == "bfloat16"
+
+
+def test_dtype_override_reaches_compression_and_timing(monkeypatch) -> None:
+    import torch
+
+    import proof.pipeline
+
+    seen: list = []
+    real = proof.pipeline.time_rounds
+
+    def spy(*a, **kw):
+        seen.append(kw["dtype"])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(proof.pipeline, "time_rounds", spy)
+    logs: list[str] = []
+    cfg = ProofConfig(model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=0,
+                      rounds=1, passes=1, compressors=("prune",), dtype="bfloat16")
+    res = run_proof(cfg, log=logs.append, aligner=rules_only)
+    assert seen == [torch.bfloat16]
+    assert res.config.dtype == "bfloat16" and res.results[0].manifest.workload.dtype.value == "bfloat16"
+    assert logs[0].startswith("dtype bfloat16: chosen with --dtype") and res.dtype_note == logs[0]
+
+
+def test_proof_config_round_trips_its_dtype() -> None:
+    for dtype in ("float32", "bfloat16", "float16"):  # a saved config always holds a settled dtype
+        cfg = ProofConfig(model="llama", llama=TINY, dtype=dtype)
+        assert ProofConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+    assert ProofConfig.quick_config(dtype="float32").dtype == "float32"
+    with pytest.raises(ValueError, match="dtype 'float64'"):
+        ProofConfig(dtype="float64")
+    with pytest.raises(ValueError, match="not settled"):
+        ProofConfig().torch_dtype

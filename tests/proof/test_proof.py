@@ -99,14 +99,14 @@ def test_aligned_model_within_budget_and_all_variants_run(compression, small, to
 def test_missing_curves_become_a_plan_over_the_windows(compression) -> None:
     res = align(compression.manifest, None, align_options(8))
     assert res.missing, "rules-only alignment should report what to measure"
-    plan = plan_for_missing("t", res.missing, lookahead=8)
+    plan = plan_for_missing("t", res.missing, lookahead=0)  # `missing` holds the look-ahead itself
     assert {s.op.value for s in plan.sweeps} == {"gemm"}
     assert all(s.dtypes[0].value == "bfloat16" for s in plan.sweeps)
     ms = {p.shape["m"] for p in plan.points()}
     assert ms == {32, 64}
-    for mc in res.missing:  # every window dim is in the plan, plus the lookahead above it
+    for mc in res.missing:  # every needed dim is in the plan: windows, look-ahead, original dims
         vals = {p.shape[mc.axis] for p in plan.points() if all(p.shape[k] == v for k, v in mc.fixed_shape.items())}
-        assert set(mc.dims) <= vals and max(vals) == max(mc.dims) + 8
+        assert set(mc.dims) <= vals and {"window", "look-ahead"} <= set(mc.reasons)
 
 
 def test_minilm_loads_and_embeds_sensibly(tok) -> None:
@@ -180,8 +180,19 @@ def test_cli_registers_proof() -> None:
 
     res = CliRunner().invoke(app, ["proof", "--help"])
     assert res.exit_code == 0
-    for opt in ("--compressor", "--quick", "--model", "--retime", "--save", "--passes", "--decode-context"):
+    for opt in ("--compressor", "--quick", "--model", "--retime", "--save", "--passes", "--decode-context", "--dtype"):
         assert opt in res.output
+    bad = CliRunner().invoke(app, ["proof", "--dtype", "float64"])
+    assert bad.exit_code == 2 and "--dtype" in bad.output
+
+
+def test_cli_dtype_reaches_the_config() -> None:
+    from proof.cli import config_kwargs
+    from proof.pipeline import ProofConfig
+
+    kw = config_kwargs("minilm", "asvd", None, None, None, None, None, 16, None, 1, "float32")
+    assert ProofConfig(**kw).dtype == "float32"
+    assert ProofConfig(**config_kwargs("minilm", "asvd", None, None, None, None, None, 16, None, 1)).dtype is None
 
 
 @pytest.mark.slow

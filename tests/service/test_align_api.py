@@ -52,22 +52,38 @@ def manifest(target: str | None = None, dims=(100.3, 37.0, 70.9, 150.2), budget=
 
 def test_align_with_measured_cliffs(client, ingest_token):
     plat = measured_platform(client, ingest_token)
-    r = client.post("/v1/align", json=manifest(plat.fingerprint()))
+    r = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "importance"})
     assert r.status_code == 201, r.text
     stored = r.json()
     res = stored["result"]
+    assert res["objective_kind"] == "importance"
     assert res["schema"] == "gac.alignment/v1" and res["platform"] == plat.fingerprint()
     assert res["total_params"] <= res["budget"]
     for w in res["weights"]:
         assert w["dim"] % 16 == 0, w  # only the staircase's cliff-free dims survive
         assert {c["source"] for c in w["candidates"]} == {"measured"}
         assert all(c["dim"] % 16 == 0 for c in w["candidates"])
-    assert res["missing"] == []
+    assert not any("window" in m["reasons"] for m in res["missing"])
     assert res["solver"]["cross_check"]["agrees"] is True
     again = client.get(f"/v1/alignments/{stored['id']}").json()
     assert again["result"] == res
     listing = client.get("/v1/alignments", params={"platform": plat.fingerprint()}).json()
     assert listing["total"] == 1 and listing["items"][0]["aligned_share_after"] == 1.0
+
+
+def test_latency_objective_round_trips(client, ingest_token):
+    """The default with measurements: latency priced, the frontier and speed-ups stored and served back."""
+    plat = measured_platform(client, ingest_token)
+    r = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "frontier", "epsilon": 0.01})
+    assert r.status_code == 201, r.text
+    stored = r.json()
+    res = stored["result"]
+    assert res["objective_kind"] == "frontier" and res["epsilon"] == 0.01
+    assert res["frontier"] and all(p["params"] <= res["budget"] for p in res["frontier"])
+    assert res["latency"]["importance_kept"] >= 0.99
+    assert client.get(f"/v1/alignments/{stored['id']}").json()["result"] == res
+    bad = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "fastest"})
+    assert bad.status_code == 422 and "objective" in bad.text
 
 
 def test_rules_only_without_a_target(client):

@@ -96,6 +96,19 @@ def test_same_platform_from_two_batches_is_one_platform(client, ingest_token):
     assert sorted(p["runs"] for p in platforms["items"]) == [1, 2]
 
 
+def test_platform_dtype_fields_are_accepted_and_do_not_split_the_platform(client, ingest_token):
+    # An agent that reports its dtypes is the same platform as one that does not.
+    plain = f.platform()
+    with_dtypes = f.platform(native_dtypes=[], fast_dtype="float32", dtype_speed={"float32": 1.0, "bfloat16": 41.5})
+    r = client.post("/v1/batches", json=f.body(f.batch(rows=2, plat=with_dtypes)), headers=f.auth(ingest_token))
+    assert r.status_code == 201, r.text
+    assert r.json()["fingerprint"] == plain.fingerprint()
+    client.post("/v1/batches", json=f.body(f.batch(rows=2, start=5, plat=plain)), headers=f.auth(ingest_token))
+    platforms = client.get("/v1/platforms").json()
+    assert platforms["total"] == 1
+    assert platforms["items"][0]["descriptor"]["device_name"] == plain.device_name
+
+
 def test_text_fields_survive_storage_byte_for_byte(client, ingest_token):
     # The Postgres path writes COPY text itself: tabs, newlines and backslashes must round-trip.
     odd = "cuda-events\t+ l2\\flush\nline2\r"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,7 @@ def test_measured_align_reports_evidence(tmp_path):
     ]
     m = Manifest.model_validate({"model": "t", "budget": {"params": 200 * 192}, "target": {"platform": "x"},
                                  "workload": {"tokens": [32]}, "weights": ws})  # fmt: skip
-    res = align(m, lookup, AlignOptions(candidates=CandidateOptions(window=20), cross_check="cp-sat"))
+    res = align(m, lookup, AlignOptions(candidates=CandidateOptions(window=20), cross_check="cp-sat", objective="importance"))
     a, b, c = res.weights
     assert {x.source for x in a.candidates} == {"measured"} and all(x.dim % 16 == 0 for x in a.candidates)
     assert a.dim % 16 == 0 and b.dim % 16 == 0 and a.latency_us is not None
@@ -123,7 +124,7 @@ def test_predicted_latency_when_complete(tmp_path):
     lookup = _measured_lookup(tmp_path)
     ws = [{"name": "a", "kind": "lowrank", "out_features": 128, "in_features": 64, "dim": 50.3, "importance": 1}]
     m = Manifest.model_validate({"model": "t", "budget": {"params": 60 * 192}, "workload": {"tokens": [32]}, "weights": ws})
-    res = align(m, lookup, AlignOptions(candidates=CandidateOptions(window=20), cross_check="none"))
+    res = align(m, lookup, AlignOptions(candidates=CandidateOptions(window=20), cross_check="none", objective="importance"))
     lat = res.latency
     assert lat.complete and lat.aligned_us < lat.unaligned_us  # 50 sits on a cliff; the choice does not
     assert lat.original_us == pytest.approx(2 * (10.0 + 64 / 16))
@@ -148,7 +149,7 @@ def test_budget_below_the_frontier_lets_weights_keep_the_compressors_dim(tmp_pat
         {"name": "a", "kind": "lowrank", "out_features": 128, "in_features": 64, "dim": 50.3, "importance": 1},
         {"name": "b", "kind": "lowrank", "out_features": 128, "in_features": 64, "dim": 54.2, "importance": 2},
     ]
-    opts = AlignOptions(candidates=CandidateOptions(window=20), cross_check="cp-sat")
+    opts = AlignOptions(candidates=CandidateOptions(window=20), cross_check="cp-sat", objective="importance")
 
     def manifest(params: int) -> Manifest:
         return Manifest.model_validate({"model": "t", "budget": {"params": params}, "workload": {"tokens": [32]}, "weights": ws})
@@ -176,3 +177,72 @@ def test_llama3_8b_example_end_to_end():
     assert doc["schema"] == "gac.alignment/v1"
     assert set(doc["weights"][0]) >= {"name", "dim_before", "dim", "params", "candidates"}
     assert set(doc["solver"]["cross_check"]) >= {"method", "objective", "agrees"}
+
+
+def _staircase_lookup(tmp_path, period: int = 24) -> FileLookup:
+    """GEMMs that step up right after every multiple of `period` (a tile), flat inside a tile."""
+    plat = PlatformDescriptor(device_kind="cpu", device_name="stair-cpu", cores=2)
+    rows = []
+    for d in range(1, 257):
+        lat = 10.0 * -(-d // period)
+        for shape, axis in (({"m": 32, "n": d, "k": 256}, "n"), ({"m": 32, "n": 256, "k": d}, "k")):
+            rows.append(Measurement(id=uuid.uuid4(), op=Op.gemm, dtype=Dtype.float16, shape=shape, sweep_axis=axis,
+                                    median_us=lat, p10_us=lat, p90_us=lat, mean_us=lat, n=5, timer="t"))  # fmt: skip
+    path = tmp_path / "stair.jsonl"
+    path.write_text(Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows).model_dump_json(by_alias=True))
+    return FileLookup.from_jsonl(path)
+
+
+def _stair_manifest(**kw) -> Manifest:
+    ws = [
+        {"name": f"w{i}", "kind": "lowrank", "out_features": 256, "in_features": 256, "dim": d, "importance": s}
+        for i, (d, s) in enumerate([(100.4, 1.0), (131.0, 0.7), (75.2, 1.3), (160.0, 1.0), (50.5, 0.9), (118.0, 1.1)])
+    ]
+    budget = round(sum(w["dim"] for w in ws) * 512)  # the compressor's own total
+    return Manifest.model_validate({"model": "t", "budget": {"params": budget}, "workload": {"tokens": [32]}, "weights": ws, **kw})
+
+
+def test_latency_objective_is_faster_than_importance_and_keeps_enough(tmp_path):
+    lookup = _staircase_lookup(tmp_path)
+    m = _stair_manifest()
+    opts = AlignOptions(cross_check="cp-sat")
+    imp = align(m, lookup, replace(opts, objective="importance"))
+    lat = align(m, lookup, replace(opts, objective="latency", epsilon=0.06))  # one step of 24 is ~4 % of the dims
+    assert lat.objective_kind == "latency" and lat.epsilon == 0.06 and imp.objective_kind == "importance"
+    assert lat.total_params <= lat.budget and lat.latency.complete
+    assert lat.latency.aligned_us < imp.latency.aligned_us  # priced latency buys speed ...
+    assert lat.latency.importance_only_us == pytest.approx(imp.latency.aligned_us)
+    assert lat.latency.importance_kept >= 0.94  # ... within the importance it may give up
+    assert lat.latency.speedup == pytest.approx(lat.latency.unaligned_us / lat.latency.aligned_us)
+    # Every chosen dim sits on a step top (a multiple of 24) or is the window's cheapest way to pay.
+    assert sum(w.dim % 24 == 0 for w in lat.weights) >= len(lat.weights) - 1
+    AlignmentResult.model_validate_json(lat.model_dump_json(by_alias=True))
+
+
+def test_epsilon_zero_keeps_the_importance_answer_and_is_never_slower(tmp_path):
+    lookup = _staircase_lookup(tmp_path)
+    m = _stair_manifest()
+    imp = align(m, lookup, AlignOptions(cross_check="none", objective="importance"))
+    lat = align(m, lookup, AlignOptions(cross_check="none", objective="latency", epsilon=0.0))
+    assert lat.latency.importance_kept >= 1.0
+    assert lat.latency.aligned_us <= imp.latency.aligned_us + 1e-9
+
+
+def test_frontier_objective_reports_pareto_points_with_the_choice(tmp_path):
+    lookup = _staircase_lookup(tmp_path)
+    res = align(_stair_manifest(objective="frontier", epsilon=0.01), lookup, AlignOptions(cross_check="none"))
+    pts = res.frontier
+    assert len(pts) >= 3 and sum(p.chosen for p in pts) <= 1
+    lats = [p.latency_us for p in pts]
+    kept = [p.importance_kept for p in pts]
+    assert lats == sorted(lats) and kept == sorted(kept)  # faster points keep less: none dominated
+    assert all(p.params <= res.budget for p in pts)
+    assert {b.method for b in res.baselines} >= {"importance-only", "nearest-8", "paper-dp"}
+    assert all(b.speedup is not None for b in res.baselines if b.method == "importance-only")
+
+
+def test_default_objective_is_latency_with_data_and_importance_without(tmp_path):
+    m = _stair_manifest()
+    assert align(m, _staircase_lookup(tmp_path), AlignOptions(cross_check="none")).objective_kind == "latency"
+    rules = align(m, None, AlignOptions(cross_check="none"))
+    assert rules.objective_kind == "importance" and rules.frontier == []

