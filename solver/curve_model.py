@@ -40,6 +40,7 @@ _MEDIAN_SE = 1.2533
 _MAD_TO_SIGMA = 1.4826
 MIN_LINE_POINTS = 4  # a slope through 2 or 3 points would let a spike pass for a trend
 MIN_POINTS = 8  # fewer points than this tell too little about the curve's own noise
+JITTER_LAGS = 4  # the jitter estimate sees through patterns repeating every 2, 3 or 4 dims
 SMOOTH_NOTE = "no cliffs: any dim is as fast as its size"
 
 
@@ -127,13 +128,14 @@ class CurveModel:
 
 
 def curve_jitter(medians: np.ndarray) -> float:
-    """Robust relative sigma of one median, from the point-to-point differences of log latency.
+    """Robust relative sigma of one median, from differences of log latency.
 
-    First differences have sqrt(2) times a point's sigma around the trend's slope; second
-    differences sqrt(6) times, and a smooth trend (even a curved one) barely moves them. Each
-    step spoils one first difference but two second ones, so on short plateaus the second
-    overstate the noise, on curved ones the first: the smaller of the two robust (MAD)
-    estimates is taken.
+    Differences between dims k apart (k = 1..JITTER_LAGS) have sqrt(2) times a point's sigma
+    around the trend's slope; second differences sqrt(6) times, and a curved trend barely
+    moves them. Structure spoils some of each kind: a step every few dims spoils the
+    first differences it crosses (twice as many second ones), a pattern repeating every k dims
+    (every odd dim slower) spoils all differences but those k apart. So each gives a robust
+    (MAD) estimate and the smallest is taken; the fit's residuals correct it afterwards.
     """
     if len(medians) < MIN_POINTS:  # a step or two would pass for jitter
         return 0.0
@@ -142,7 +144,8 @@ def curve_jitter(medians: np.ndarray) -> float:
         return float(_MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))))
 
     logs = np.log(medians)
-    return min(mad(np.diff(logs)) / math.sqrt(2), mad(np.diff(logs, 2)) / math.sqrt(6))
+    lags = [mad(logs[k:] - logs[:-k]) / math.sqrt(2) for k in range(1, JITTER_LAGS + 1) if len(logs) - k >= MIN_POINTS]
+    return min([*lags, mad(np.diff(logs, 2)) / math.sqrt(6)])
 
 
 def point_sigmas(pts: Sequence[Point], opts: CliffOptions) -> tuple[np.ndarray, np.ndarray]:
@@ -293,7 +296,9 @@ def robust_fit(u: np.ndarray, y: np.ndarray, w: np.ndarray, idx: np.ndarray, slo
 
     Huber weights let a moderately stray point count less instead of dragging the plateau.
     """
-    uu, yy, ww = u[idx], y[idx], w[idx]
+    uu, ww = u[idx], w[idx]
+    level = float(np.median(y[idx]))
+    yy = y[idx] - level  # fit around the run's median: a run of equal values comes out exact
     h = np.ones_like(yy)
     for _ in range(6):
         we = ww * h
@@ -306,16 +311,16 @@ def robust_fit(u: np.ndarray, y: np.ndarray, w: np.ndarray, idx: np.ndarray, slo
             b, suu = 0.0, 0.0
         r = np.abs(yy - a - b * (uu - u0)) * np.sqrt(ww)
         h = np.minimum(1.0, 2.0 / np.maximum(r, 1e-12))
-    return _Fit(idx, u0, a, b, 1.0 / W, 1.0 / suu if suu > 0 else 0.0)
+    return _Fit(idx, u0, level + a, b, 1.0 / W, 1.0 / suu if suu > 0 else 0.0)
 
 
 def split_lone_dims(runs: list[np.ndarray], u, y, w, opts: CliffOptions) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
     """A dim that stands out of its run's robust fit becomes a run of its own.
 
     It must stand out by z sigmas, and by more than noise alone would push the most extreme
-    of the curve's points (a 1 % chance), so long curves do not grow fake spikes and dips.
+    of the curve's points (a 0.1 % chance), so long curves do not grow fake spikes and dips.
     """
-    z_lone = max(opts.z, -NormalDist().inv_cdf(0.005 / len(y)))
+    z_lone = max(opts.z, -NormalDist().inv_cdf(0.001 / len(y)))
     out: list[np.ndarray] = []
     for idx in runs:
         if len(idx) < MIN_LINE_POINTS:
@@ -531,7 +536,7 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
     # The sigmas came from each point's spread and a jitter guess; the fitted runs show the real
     # scatter. When it differs clearly, refit once with sigmas scaled to it.
     scale = residual_scale(fits, u, y, sigma)
-    if not 0.8 <= scale <= 1.25:
+    if not 0.9 <= scale <= 1.1:
         sigma, lone_sigma = (s * min(4.0, max(0.5, scale)) for s in (sigma, lone_sigma))
         fits = fit_runs(x, y, u, sigma, opts)
     fits = [replace(f, var_a=float(lone_sigma[f.idx[0]] ** 2)) if len(f.idx) == 1 else f for f in fits]

@@ -41,11 +41,6 @@ def staircase(d: int, step: int, cliff_every: int) -> float:
     return 5.0 + 1.0 * ((d + step - 1) // step) + (3.0 if d % cliff_every else 0.0)
 
 
-@pytest.mark.xfail(
-    reason="the curve model reads a clean period-2 zigzag (every odd dim 50 % slower) as noise: its "
-    "point-to-point jitter floor absorbs the zigzag (open in issue 15)",
-    strict=False,
-)
 @settings(max_examples=25, deadline=None)
 @given(st.sampled_from([4, 8, 16]), st.sampled_from([2, 4, 8]), st.integers(40, 200))
 def test_measured_candidates_are_exactly_the_frontier(tmp_path_factory, step, cliff, d_star):
