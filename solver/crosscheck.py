@@ -164,3 +164,52 @@ def compare(ours_value: int, theirs: CrossCheckResult) -> CrossCheckResult:
     else:
         theirs.agrees = None  # an unproven worse solution neither confirms nor refutes
     return theirs
+
+
+def crosscheck_point(items, budget: int, point, time_limit_s: float = 60.0, workers: int | None = None):
+    """Re-solve one tradeoff point with CP-SAT: min latency s.t. params <= budget and importance >= point.value.
+
+    items are solver.tradeoff.TradeoffItem; point is a tradeoff Point. Returns (agrees,
+    ortools_latency, status, seconds): agrees is True when CP-SAT proves the same least latency,
+    False when it proves another or finds a faster choice, None when it proved nothing either way.
+    Costs and importances are shifted to each item's smallest candidate and divided by their gcds
+    (no optimum changes), so CP-SAT sees small coefficients.
+    """
+    from ortools.sat.python import cp_model
+
+    t0 = time.perf_counter()
+    c = [[it.unit * d for d in it.dims] for it in items]
+    v = [[it.worth * d for d in it.dims] for it in items]
+    t = [[int(x) for x in it.latency] for it in items]
+    c0, v0, t0_lat = [min(r) for r in c], [min(r) for r in v], [min(r) for r in t]
+    sc = [[x - b for x in r] for r, b in zip(c, c0)]
+    sv = [[x - b for x in r] for r, b in zip(v, v0)]
+    st = [[x - b for x in r] for r, b in zip(t, t0_lat)]
+    gc = math.gcd(*[x for r in sc for x in r]) or 1
+    gv = math.gcd(*[x for r in sv for x in r]) or 1
+    room = (budget - sum(c0)) // gc  # floor: the shifted costs are multiples of gc
+    need = -(-(point.value - sum(v0)) // gv)  # ceil: the shifted importances are multiples of gv
+    m = cp_model.CpModel()
+    xs = [[m.new_bool_var(f"x{i}_{j}") for j in range(len(r))] for i, r in enumerate(sc)]
+    for row in xs:
+        m.add_exactly_one(row)
+    flat = [x for row in xs for x in row]
+    m.add(cp_model.LinearExpr.weighted_sum(flat, [x // gc for r in sc for x in r]) <= room)
+    m.add(cp_model.LinearExpr.weighted_sum(flat, [x // gv for r in sv for x in r]) >= need)
+    m.minimize(cp_model.LinearExpr.weighted_sum(flat, [x for r in st for x in r]))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit_s
+    if workers is not None:
+        solver.parameters.num_workers = workers
+    code = solver.solve(m)
+    status = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE"}.get(code, "UNKNOWN")
+    latency = None
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        latency = sum(t[i][j] for i, row in enumerate(xs) for j, x in enumerate(row) if solver.boolean_value(x))
+    if code == cp_model.OPTIMAL:
+        agrees: bool | None = latency == point.latency
+    elif latency is not None and latency < point.latency:
+        agrees = False  # a faster feasible choice: ours was not the least
+    else:
+        agrees = None
+    return agrees, latency, status, time.perf_counter() - t0

@@ -78,6 +78,7 @@ class TradeoffStats:
     max_states: int = 0
     rounds: int = 0  # target raises until the DP proved its answer
     bound: float = 0.0  # the Lagrangian lower bound on latency
+    optimum_tie_proven: bool = True  # False: the importance optimum is not proven the fastest of its ties
 
 
 @dataclass
@@ -347,9 +348,14 @@ def _fastest(p: _Problem, need: int, incumbents: Sequence[np.ndarray], max_state
 
 
 def _bounded_dp(
-    p: _Problem, dual: _Dual, lam: float, mu: float, need: int, target: float, state_cap: int | None = None
+    p: _Problem, dual: _Dual, lam: float, mu: float, need: int, target: float, state_cap: int | None = None,
+    beam: bool = False,
 ) -> np.ndarray | None:
-    """The lexicographically best solution among those with latency <= target, or None."""
+    """The lexicographically best solution among those with latency <= target, or None.
+
+    beam: past state_cap, keep only the state_cap states with the least latency bound instead of
+    raising; the answer is then a good feasible solution, not a proven best one.
+    """
     f, stats = p.f, p.stats
     r = dual.reduced(lam, mu)
     best_r = _segmented_min(r, f.starts)
@@ -379,6 +385,13 @@ def _bounded_dp(
     tmin_free = np.array([int(f.lat[f.span(i)][jj].min()) for i, jj in zip(free.tolist(), keeps)], dtype=np.int64)
     r_rest = np.append(np.cumsum(rbest_free[::-1])[::-1], 0.0)
     t_rest = np.append(np.cumsum(tmin_free[::-1])[::-1], 0)
+    # Most and least the free items k.. can still add: a state's cost below room - cmax_rest can never
+    # break the budget, and its importance above need - vmin_rest always suffices, so dominance may
+    # compare such states as equals on that axis (exact: every completion stays feasible).
+    cmax_free = np.array([int(f.cost[f.span(i)][jj].max()) for i, jj in zip(free.tolist(), keeps)], dtype=np.int64)
+    vmin_free = np.array([int(f.value[f.span(i)][jj].min()) for i, jj in zip(free.tolist(), keeps)], dtype=np.int64)
+    cmax_rest = np.append(np.cumsum(cmax_free[::-1])[::-1], 0)
+    vmin_rest = np.append(np.cumsum(vmin_free[::-1])[::-1], 0)
     ratios = [0.0] + _value_ratios(f, free)
     qs, v_caps = _value_caps(f, free, ratios)
     target_rest = target - lat_fixed
@@ -392,6 +405,9 @@ def _bounded_dp(
         jj = keeps[k]
         s = f.span(i)
         cj, vj, tj = f.cost[s][jj], f.value[s][jj], f.lat[s][jj]
+        if state_cap is not None and not beam and len(sc) * len(jj) > EXPAND_FACTOR * state_cap:
+            stats.max_states = max(stats.max_states, len(sc))
+            raise _TooManyStates(f"{len(sc)} states x {len(jj)} candidates at free item {k + 1} of {k_items}")
         nc = (sc[None, :] + cj[:, None]).ravel()
         nv = (sv[None, :] + vj[:, None]).ravel()
         nt = (st[None, :] + tj[:, None]).ravel()
@@ -407,12 +423,23 @@ def _bounded_dp(
         idx = np.flatnonzero(keep)
         if len(idx) == 0:
             return None
-        idx = idx[_undominated(nc[idx], nv[idx], nt[idx])]
+        if beam and state_cap is not None and len(idx) > 4 * state_cap:
+            # Heuristic only: sorting every expansion costs more than the beam is worth.
+            idx = idx[np.argpartition((nt + lb)[idx], 4 * state_cap)[: 4 * state_cap]]
+        c_eff = np.maximum(nc[idx], room - cmax_rest[k + 1])
+        v_eff = np.minimum(nv[idx], need_rest - vmin_rest[k + 1])
+        idx = idx[_undominated(nc[idx], nv[idx], nt[idx], c_eff, v_eff)]
         n_states = len(sc)
         trail.append((idx % n_states, jj[idx // n_states]))
         sc, sv, st = nc[idx], nv[idx], nt[idx]
         max_states = max(max_states, len(sc))
-        if state_cap is not None and len(sc) > state_cap:
+        if state_cap is not None and len(sc) > state_cap and beam:
+            # Heuristic: keep the states whose completion bound is lowest.
+            lb_kept = (nt + lb)[idx]
+            best = np.argpartition(lb_kept, state_cap)[:state_cap]
+            trail[-1] = (trail[-1][0][best], trail[-1][1][best])
+            sc, sv, st = sc[best], sv[best], st[best]
+        elif state_cap is not None and len(sc) > state_cap:
             stats.max_states = max(stats.max_states, max_states)
             raise _TooManyStates(f"{len(sc)} states after {k + 1} of {k_items} free items")
     stats.max_states = max(stats.max_states, max_states)
@@ -431,6 +458,20 @@ def _bounded_dp(
     return out
 
 
+def _beam_point(p: _Problem, need: int, incumbent: np.ndarray) -> Point:
+    """A good feasible point (no proof): the closing DP at the incumbent's latency, truncated to a beam."""
+    f = p.f
+    dual = _Dual(f, p.hulls, p.room, need)
+    _, lam, mu = dual.solve()
+    inc = _point(p, incumbent)
+    target = float(inc.latency - f.base_lat)
+    found = _bounded_dp(p, dual, lam, mu, need, target + 0.5, BEAM_STATES, beam=True)
+    if found is None:
+        return inc
+    pt = _point(p, found)
+    return pt if _better(pt, inc) else inc
+
+
 def _value_ratios(f: _Flat, free: np.ndarray) -> list[float]:
     """Importance per parameter at the break of the free items' fractional knapsack (a tight cap multiplier)."""
     if len(free) == 0:
@@ -439,28 +480,30 @@ def _value_ratios(f: _Flat, free: np.ndarray) -> list[float]:
     return sorted({float(np.median(ratio)), float(ratio.min()), float(ratio.max())})
 
 
-def _undominated(c: np.ndarray, v: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Indices of states not dominated by another of equal cost (more importance and less latency).
+def _undominated(c: np.ndarray, v: np.ndarray, t: np.ndarray, c_eff: np.ndarray, v_eff: np.ndarray) -> np.ndarray:
+    """Indices of states no other state of equal effective cost dominates.
 
-    Equal-cost dominance is complete when importance is proportional to cost (uniform
-    scores); otherwise the bounds do most of the pruning and this only removes duplicates.
+    B is dominated by A when A's effective cost equals B's, A is no slower, keeps at least B's
+    effective importance, and wins the tie-break (latency, then importance, then parameters) on
+    the real totals. Sorted by (group, latency, -importance, cost), that is: B's effective
+    importance does not exceed the running maximum of the states before it in its group.
     """
-    order = np.lexsort((t, -v, c))  # by cost, then importance high to low, then latency
-    c, v, t = c[order], v[order], t[order]
-    group_start = np.ones(len(c), dtype=bool)
-    group_start[1:] = c[1:] != c[:-1]
-    # Running minimum of latency within each cost group: a state survives if it is strictly faster
-    # than every state of its group with at least its importance.
+    order = np.lexsort((c, -v, t, c_eff))
+    g, ve = c_eff[order], v_eff[order]
+    group_start = np.ones(len(g), dtype=bool)
+    group_start[1:] = g[1:] != g[:-1]
     gid = np.cumsum(group_start) - 1
-    span = int(t.max() - t.min()) + 1 if len(t) else 1
-    lifted = (t - t.min()) - gid * span  # later groups lie below, so one running min does every group
-    run = np.minimum.accumulate(lifted)
-    keep = np.ones(len(c), dtype=bool)
-    keep[1:] = (lifted[1:] < run[:-1]) | group_start[1:]
+    rank = np.unique(ve, return_inverse=True)[1].ravel()  # small integers: no overflow below
+    lifted = rank + gid * (len(ve) + 1)  # later groups lie above, so one running max does every group
+    run = np.maximum.accumulate(lifted)
+    keep = np.ones(len(g), dtype=bool)
+    keep[1:] = (lifted[1:] > run[:-1]) | group_start[1:]
     return order[keep]
 
 
-MAX_STATES = 400_000  # the closing DP gives up here and reports the proven gap instead
+MAX_STATES = 30_000  # the closing DP gives up here and reports the proven gap instead
+EXPAND_FACTOR = 8  # ... or when one item's expansion passes this many times the cap (time, not memory)
+BEAM_STATES = 2_000
 
 
 @dataclass(frozen=True)
@@ -495,9 +538,15 @@ class Tradeoff:
         self._t_top = int(sum(int(f.lat[f.span(i)].max()) for i in range(f.n)))
         imp = _importance_optimum(self._p)
         # Among importance-optimal choices, the fastest (a DP at need = the optimum prunes hard).
-        self.importance_optimum = _fastest(self._p, _point(self._p, imp).value - f.base_value, [imp])
+        try:
+            self.importance_optimum = _fastest(self._p, _point(self._p, imp).value - f.base_value, [imp], MAX_STATES)
+        except _TooManyStates:
+            # Still importance-optimal; only its latency tie-break is unproven (stats say so).
+            self.importance_optimum = _point(self._p, imp)
+            self._p.stats.optimum_tie_proven = False
         self.stats = self._p.stats
         self._supported: dict[int, Point] = {self.importance_optimum.value: self.importance_optimum}
+        self._duals: list[tuple[int, int, Point]] = []  # (p, q, optimum of p * v - q * t) per weighted solve
 
     @property
     def max_value(self) -> int:
@@ -510,7 +559,16 @@ class Tradeoff:
         sol = solve_mckp(self._costs, values, self._p.room)
         pt = _point(self._p, _local(self._p, sol.choice))
         self._supported.setdefault(pt.value, pt)
+        self._duals.append((p, q, pt))
         return pt
+
+    def _dual_bound(self, want: int) -> Fraction:
+        """A proven lower bound on the latency keeping `want`: the best Lagrangian bound of the weighted solves.
+
+        pt maximizes p * v - q * t within the budget, so any choice with v >= want has
+        t >= pt.latency + p * (want - pt.value) / q. Valid even when (p, q) was rounded.
+        """
+        return max(Fraction(pt.latency) + Fraction(p * (want - pt.value), q) for p, q, pt in self._duals)
 
     def _weights(self, d_lat: int, d_val: int) -> tuple[int, int]:
         """(p, q) with p / q close to d_lat / d_val, small enough that p * v and q * t stay in int64."""
@@ -537,13 +595,19 @@ class Tradeoff:
             return Fastest(hi, hi.latency, True)
         if hi.value == min_value or lo.latency == hi.latency:
             return Fastest(hi, hi.latency, True)
-        # Every choice lies on or below the line through lo and hi (they are neighbours on the hull).
-        bound = lo.latency + (min_value - lo.value) * (hi.latency - lo.latency) / (hi.value - lo.value)
+        # The weighted solves give a Lagrangian bound (the line through lo and hi when their weights were exact).
+        bound = self._dual_bound(min_value)
         f = self._p.f
+        need = min_value - f.base_value
         try:
-            pt = _fastest(self._p, min_value - f.base_value, [_picks_of(self._p, hi)], MAX_STATES)
+            pt = _fastest(self._p, need, [_picks_of(self._p, hi)], MAX_STATES)
         except _TooManyStates:
-            return Fastest(hi, math.ceil(bound - 1e-9), False)
+            # Not proven: report the best of hi and a beam search's answer, with the proven bound.
+            best = _beam_point(self._p, need, _picks_of(self._p, hi))
+            lower = max(math.ceil(bound), math.ceil(self._p.stats.bound - 1e-6))
+            if best.latency <= lower:
+                return Fastest(best, best.latency, True)
+            return Fastest(best, lower, False)
         return Fastest(pt, pt.latency, True)
 
     def fastest_within(self, epsilon: float) -> Fastest:

@@ -1,0 +1,149 @@
+"""The two-resource tradeoff solver against brute force, a planted staircase, and CP-SAT."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from solver.crosscheck import crosscheck_point
+from solver.mckp import InfeasibleBudget
+from solver.tradeoff import ImportanceOutOfReach, Tradeoff, TradeoffItem
+
+
+def _all_points(items, budget):
+    """(latency, importance, params) of every choice within the budget."""
+    out = []
+    for ch in itertools.product(*(range(len(it.dims)) for it in items)):
+        c = sum(it.unit * it.dims[j] for it, j in zip(items, ch))
+        if c <= budget:
+            v = sum(it.worth * it.dims[j] for it, j in zip(items, ch))
+            out.append((sum(it.latency[j] for it, j in zip(items, ch)), v, c))
+    return out
+
+
+def _best_for(points, want):
+    """Least latency keeping `want`, ties: more importance, then fewer params."""
+    ok = [p for p in points if p[1] >= want]
+    return min(ok, key=lambda p: (p[0], -p[1], p[2])) if ok else None
+
+
+def _pareto(points):
+    out = []
+    for p in sorted(points, key=lambda p: (p[0], -p[1], p[2])):
+        if not out or p[1] > out[-1][1]:
+            out.append(p)
+    return [(p[0], p[1]) for p in out]
+
+
+@st.composite
+def instances(draw):
+    n = draw(st.integers(1, 4))
+    items = []
+    for _ in range(n):
+        dims = sorted(draw(st.sets(st.integers(1, 30), min_size=1, max_size=4)))
+        slope = draw(st.integers(0, 3))
+        lat = [draw(st.integers(0, 40)) + slope * d for d in dims]
+        items.append(TradeoffItem(draw(st.sampled_from([1, 3, 5])), draw(st.integers(0, 9)), tuple(dims), tuple(lat)))
+    lo = sum(it.unit * min(it.dims) for it in items)
+    hi = sum(it.unit * max(it.dims) for it in items)
+    return items, draw(st.integers(lo, hi + 2))
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(instances())
+def test_frontier_is_exactly_the_pareto_set(inst):
+    items, budget = inst
+    pts = _all_points(items, budget)
+    tr = Tradeoff(items, budget)
+    got = tr.frontier(points=10**6)
+    assert all(p.cost <= budget for p in got)
+    expected = _pareto(pts)
+    pairs = [(p.latency, p.value) for p in got]
+    assert set(pairs) <= set(expected)  # none dominated
+    # Every Pareto point from the fast supported end up to the importance optimum is found.
+    assert pairs == [e for e in expected if e[0] >= pairs[0][0]]
+    assert pairs[-1] == expected[-1]
+
+
+@SETTINGS
+@given(instances(), st.lists(st.integers(-5, 400), min_size=1, max_size=5))
+def test_fastest_matches_brute_force_with_tie_break(inst, wants):
+    items, budget = inst
+    pts = _all_points(items, budget)
+    tr = Tradeoff(items, budget)
+    for want in wants:
+        expected = _best_for(pts, want)
+        if expected is None:
+            with pytest.raises(ImportanceOutOfReach):
+                tr.fastest(want)
+            continue
+        got = tr.fastest(want)
+        assert got.optimal and got.gap == 0.0
+        assert (got.point.latency, got.point.value, got.point.cost) == expected
+        assert got.point.cost <= budget
+
+
+@SETTINGS
+@given(instances())
+def test_epsilon_zero_keeps_the_importance_optimum(inst):
+    items, budget = inst
+    pts = _all_points(items, budget)
+    tr = Tradeoff(items, budget)
+    top = max(p[1] for p in pts)
+    assert tr.max_value == top
+    got = tr.fastest_within(0.0)
+    assert got.point.value == top
+    assert (got.point.latency, got.point.value, got.point.cost) == _best_for(pts, top)
+
+
+def test_infeasible_budget_raises():
+    with pytest.raises(InfeasibleBudget):
+        Tradeoff([TradeoffItem(2, 1, (3, 4), (1, 1))], 5)
+
+
+def _staircase_item(unit, dims, period=8):
+    """Flat steps: latency jumps every `period` dims and stays put inside a step; importance is proportional to params."""
+    return TradeoffItem(unit, unit, tuple(dims), tuple(100 * (-(-d // period)) for d in dims))
+
+
+def test_planted_staircase_picks_step_tops():
+    items = [_staircase_item(1, range(8, 31)), _staircase_item(2, range(8, 27)), _staircase_item(1, range(8, 25))]
+    budget = 16 + 2 * 16 + 16  # reachable with step tops only
+    pts = _all_points(items, budget)
+    tr = Tradeoff(items, budget)
+    for pt in (tr.importance_optimum, tr.fastest_within(0.25).point, tr.fastest_within(0.5).point):
+        assert (pt.latency, pt.value, pt.cost) == _best_for(pts, pt.value)
+        # Inside a flat step the top keeps more importance at the same latency: only tops are chosen.
+        assert all(it.dims[j] % 8 == 0 for it, j in zip(items, pt.choice)), pt
+
+
+def _sample_instance(seed):
+    import random
+
+    rng = random.Random(seed)
+    items = []
+    for _ in range(8):
+        lo = rng.randint(8, 20)
+        dims = tuple(range(lo, lo + rng.randint(10, 24)))
+        unit = rng.choice([3, 5, 8])
+        items.append(TradeoffItem(unit, unit * rng.randint(1, 9), dims, tuple(unit * (4 * (-(-d // 4)) + rng.randint(0, 2)) for d in dims)))
+    budget = int(0.8 * sum(it.unit * max(it.dims) for it in items))
+    return items, budget
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sampled_frontier_points_agree_with_cpsat(seed):
+    pytest.importorskip("ortools")
+    items, budget = _sample_instance(seed)
+    tr = Tradeoff(items, budget)
+    front = tr.frontier(points=20)
+    for pt in [front[0], front[len(front) // 2], front[-1]]:
+        agrees, theirs, status, _ = crosscheck_point(items, budget, pt, time_limit_s=30.0, workers=1)
+        assert status == "OPTIMAL", status
+        assert agrees, (pt.latency, theirs)
