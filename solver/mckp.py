@@ -106,6 +106,11 @@ def _exact_dtype(largest: int) -> type | np.dtype:
     return np.dtype(np.int64) if largest < INT64_SAFE else object
 
 
+def _exact_total(arr: np.ndarray) -> int:
+    """The exact sum as a Python int, however many int64 terms (a 5,000-item total can leave the int64 range)."""
+    return int(arr.astype(object).sum())
+
+
 def _flatten(rows: Sequence[Sequence[int]], total: int) -> np.ndarray:
     try:
         flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=total)
@@ -164,7 +169,7 @@ def _normalize(costs: Sequence[Sequence[int]], values: Sequence[Sequence[int]], 
     new_starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(item, minlength=n), out=new_starts[1:])
     base_c, base_v = c[new_starts[:-1]], v[new_starts[:-1]]
-    smallest = sum(int(x) for x in base_c)  # Python ints: n large costs can pass the int64 range
+    smallest = _exact_total(base_c)
     if budget < smallest:
         raise InfeasibleBudget(budget, smallest)
     # Offsetting by each item's cheapest candidate and dividing by the gcd keeps
@@ -176,7 +181,7 @@ def _normalize(costs: Sequence[Sequence[int]], values: Sequence[Sequence[int]], 
     c, v = c // g, v // gv
     # Every DP sum is at most the sum of the items' top candidates: if that fits, int64 is exact.
     tops = new_starts[1:] - 1
-    largest = max(sum(int(x) for x in c[tops]), sum(int(x) for x in v[tops]))
+    largest = max(_exact_total(c[tops]), _exact_total(v[tops]))
     dtype = _exact_dtype(largest)
     items = _Items(new_starts, o, c.astype(dtype), v.astype(dtype))
     return _Normalized(items, (budget - smallest) // g, fc, fv, starts)
@@ -214,8 +219,8 @@ def solve_mckp(
     local = items.orig[items.starts[:-1] + np.asarray(picks, dtype=np.int64)]
     flat = norm.input_starts[:-1] + local
     # Python ints: a 5,000-item total can come near the int64 range.
-    cost = sum(int(x) for x in norm.flat_cost[flat])
-    value = sum(int(x) for x in norm.flat_value[flat])
+    cost = _exact_total(norm.flat_cost[flat])
+    value = _exact_total(norm.flat_value[flat])
     if cost > budget:  # cannot happen; a wrong answer must never leave this function
         raise AssertionError(f"solver produced cost {cost} above budget {budget}")
     return MckpSolution(local.tolist(), value, cost, used, fixed, states, stats)
@@ -390,7 +395,7 @@ def _improve_on_core(items: _Items, cap: int, near: np.ndarray, picks: np.ndarra
 
 
 def _total_value(items: _Items, picks: np.ndarray) -> int:
-    return sum(int(x) for x in items.value[items.starts[:-1] + picks])
+    return int(items.value[items.starts[:-1] + picks].sum())  # within the total of the tops: no overflow
 
 
 @dataclass
@@ -413,7 +418,7 @@ def _reduce(items: _Items, cap: int, num: int, den: int) -> _Reduced:
     reduced = den * items.value.astype(dtype) - num * items.cost.astype(dtype)
     best = np.maximum.reduceat(reduced, st[:-1])
     loss = np.repeat(best, np.diff(st)) - reduced
-    return _Reduced(num, den, loss, num * cap + sum(int(x) for x in best))
+    return _Reduced(num, den, loss, num * cap + _exact_total(best))
 
 
 def _core(items: _Items, cap: int) -> tuple[list[int], int, int, dict[str, float]]:
@@ -542,18 +547,94 @@ class _RestBound:
         return out
 
 
+@dataclass
+class _Fixing:
+    """What a target fixes: items left with one candidate are settled, the rest stay free."""
+
+    picks: np.ndarray  # settled items' picks (the others keep the incumbent's for now)
+    room: int  # cap minus the settled items' cost
+    value: int  # the settled items' value
+    free: np.ndarray  # items with two or more surviving candidates
+    keeps: dict[int, np.ndarray]  # per free item, its surviving local indices (by cost)
+    ok: np.ndarray  # per candidate: survives
+    alive: np.ndarray  # per item: how many candidates survive
+
+
+@dataclass
+class _Frontier:
+    """The Pareto DP's final states over the regular items, and how to trace each back."""
+
+    cost: np.ndarray
+    value: np.ndarray
+    trail: list[tuple[np.ndarray, np.ndarray]]  # per item: (parent state, local candidate) of each state
+    max_states: int
+    too_dense: bool = False  # stopped: the states approach the whole cost range, a dense table is cheaper
+
+
 class _Search:
     """One bounded DP per target, sharing what does not depend on the target."""
 
     def __init__(self, items: _Items, cap: int, straight: np.ndarray, reduced: _Reduced) -> None:
         self.items, self.cap, self.straight, self.reduced = items, cap, straight, reduced
         self.zero_loss = reduced.loss == 0
-        self.total_value = float(sum(int(x) for x in items.top_value()))
+        self.total_value = float(items.top_value().sum())
 
     def run(self, target: int, incumbent: np.ndarray) -> _Found:
         """The best solution among those the bounds cannot exclude from reaching target."""
+        items = self.items
+        fixing = self._fix(target, incumbent)
+        fixed = items.n - len(fixing.free)
+        if fixing.room < 0:
+            return _Found(None, fixed=fixed)
+        if len(fixing.free) == 0:
+            return _Found(fixing.picks.tolist(), fixing.value, fixed)
+        keeps = fixing.keeps
+
+        tie_items, regular = self._split_ties(fixing)
+        tie_base_cost = sum(int(items.cost_of(i)[keeps[i][0]]) for i in tie_items.tolist())
+        tie_base_value = sum(int(items.value_of(i)[keeps[i][0]]) for i in tie_items.tolist())
+        room = fixing.room - tie_base_cost  # what the regular items and the ties' offsets may spend
+        need = target - fixing.value - tie_base_value  # what they must be worth together
+        stats: dict[str, float] = {"tie_items": len(tie_items)}
+        if room < 0:
+            return _Found(None, fixed=fixed, stats=stats)
+
+        rest = self._rest_bound(regular, tie_items, keeps)
+        margin = _FLOAT_ERR * (len(rest.owner) + 16) * self.total_value + 1e-6
+        dense_cells = fixing.room * sum(len(keep) for keep in keeps.values())
+        frontier = self._pareto(regular, keeps, room, need - margin, rest, dense_cells)
+        if frontier is None:
+            return _Found(None, fixed=fixed, stats=stats)
+        if frontier.too_dense:
+            stats["dense_fallback"] = 1
+            return self._dense_fallback(fixing, fixed, stats)
+
+        # Fill the room each state leaves with the tie items: more is always worth more (num > 0).
+        red = self.reduced
+        ties = _TieClass(self._tie_offsets(tie_items, keeps), room) if len(tie_items) else None
+        if ties is not None:
+            extra = ties.best_fill(room - frontier.cost)
+            dtype = _exact_dtype(red.num * ties.size + int(frontier.value.max()))
+            total_value = frontier.value.astype(dtype) + (red.num * extra.astype(dtype)) // red.den  # exact: see _TieClass
+        else:
+            extra, total_value = np.zeros(len(frontier.cost), dtype=np.int64), frontier.value
+        best = int(np.lexsort((frontier.cost + extra, -total_value))[0])  # max value, then fewest params
+
+        out = fixing.picks.tolist()
+        state = best
+        for k in range(len(regular) - 1, -1, -1):
+            parent, cand = frontier.trail[k]
+            out[int(regular[k])] = int(cand[state])
+            state = int(parent[state])
+        if ties is not None:
+            for i, j in zip(tie_items.tolist(), ties.split(int(extra[best]))):
+                out[i] = int(keeps[i][j])
+        value = int(total_value[best]) + fixing.value + tie_base_value
+        return _Found(out, value, fixed, frontier.max_states, stats)
+
+    def _fix(self, target: int, incumbent: np.ndarray) -> _Fixing:
+        """Exact fixing: a candidate whose loss alone exceeds the slack cannot be in a solution worth >= target."""
         items, st, red = self.items, self.items.starts, self.reduced
-        # Exact fixing: a candidate whose loss alone exceeds the slack cannot be in a solution worth >= target.
         ok = red.loss <= red.bound_num - red.den * target
         alive = np.add.reduceat(ok.astype(np.int64), st[:-1])  # >= 1: every item's best candidate has loss 0
         picks = incumbent.copy()
@@ -561,72 +642,26 @@ class _Search:
         pos = np.flatnonzero(ok)
         first_alive = pos[np.searchsorted(pos, st[:-1])]  # first surviving position of each item
         picks[single] = first_alive[single] - st[single]
-        room = self.cap - sum(int(x) for x in items.cost[first_alive[single]])
-        fixed_value = sum(int(x) for x in items.value[first_alive[single]])
+        room = self.cap - int(items.cost[first_alive[single]].sum())
+        value = int(items.value[first_alive[single]].sum())
         free = np.flatnonzero(alive > 1)
-        fixed = items.n - len(free)
-        if room < 0:
-            return _Found(None, fixed=fixed)
-        if len(free) == 0:
-            return _Found(picks.tolist(), fixed_value, fixed)
         keeps = {i: np.flatnonzero(ok[st[i] : st[i + 1]]) for i in free.tolist()}
+        return _Fixing(picks, room, value, free, keeps, ok, alive)
 
-        # Tie items: every survivor on the LP slope exactly. Merged into one subset-sum, filled last.
-        zero_alive = np.add.reduceat((ok & self.zero_loss).astype(np.int64), st[:-1])
-        is_tie = zero_alive[free] == alive[free]
-        tie_items = free[is_tie]
-        tie_offsets = [(items.cost_of(i)[keeps[i]] - items.cost_of(i)[keeps[i][0]]).tolist() for i in tie_items.tolist()]
-        tie_span = sum(o[-1] for o in tie_offsets)
-        if len(tie_items) * (min(room, tie_span) + 1) > TIE_BITS_LIMIT:
-            tie_items, tie_offsets = tie_items[:0], []  # too large to keep: the DP takes them like any item
+    def _split_ties(self, fixing: _Fixing) -> tuple[np.ndarray, np.ndarray]:
+        """(tie items, regular items in DP order). Tie items have every survivor exactly on the LP slope."""
+        st, free, alive = self.items.starts, fixing.free, fixing.alive
+        zero_alive = np.add.reduceat((fixing.ok & self.zero_loss).astype(np.int64), st[:-1])
+        tie_items = free[zero_alive[free] == alive[free]]
+        span = sum(int(self.items.cost_of(i)[fixing.keeps[i][-1]] - self.items.cost_of(i)[fixing.keeps[i][0]]) for i in tie_items.tolist())
+        if len(tie_items) * (min(fixing.room, span) + 1) > TIE_BITS_LIMIT:
+            tie_items = tie_items[:0]  # too large to keep: the DP takes them like any item
         regular = np.setdiff1d(free, tie_items)
         # Items with few surviving candidates first: the state set grows late.
-        regular = regular[np.lexsort((regular, alive[regular]))]
-        tie_base_cost = sum(int(items.cost_of(i)[keeps[i][0]]) for i in tie_items.tolist())
-        tie_base_value = sum(int(items.value_of(i)[keeps[i][0]]) for i in tie_items.tolist())
-        room_regular = room - tie_base_cost
-        need = target - fixed_value - tie_base_value  # what the regular and tie items must reach together
-        if room_regular < 0:
-            return _Found(None, fixed=fixed)
+        return tie_items, regular[np.lexsort((regular, alive[regular]))]
 
-        rest = self._rest_bound(regular, tie_items, keeps)
-        margin = _FLOAT_ERR * (len(rest.owner) + 16) * self.total_value + 1e-6
-        states, trail, max_states, dense = self._pareto(regular, keeps, room_regular, need - margin, rest, free, room)
-        stats: dict[str, float] = {"tie_items": len(tie_items)}
-        if dense is not None:  # the states filled the cost range: solved as a dense table instead
-            out = picks.tolist()
-            value = fixed_value
-            for i, local in dense.items():
-                out[i] = local
-                value += int(items.value_of(i)[local])
-            stats["dense_fallback"] = 1
-            return _Found(out, value, fixed, max_states, stats)
-        if states is None:
-            return _Found(None, fixed=fixed, states=max_states, stats=stats)
-        state_cost, state_value = states
-
-        # Fill the room each state leaves with the tie items: more is always worth more (num > 0).
-        if len(tie_items):
-            ties = _TieClass(tie_offsets, room_regular)
-            extra = ties.best_fill(room_regular - state_cost)
-            largest = red.num * max(1, ties.size) + int(state_value.max()) * red.den
-            dtype = _exact_dtype(largest)
-            total_value = state_value.astype(dtype) + (red.num * extra.astype(dtype)) // red.den
-        else:
-            ties, extra, total_value = None, np.zeros(len(state_cost), dtype=np.int64), state_value
-        total_cost = state_cost + extra
-        best = int(np.lexsort((total_cost, -total_value))[0])  # max value, then fewest params
-        value = int(total_value[best]) + fixed_value + tie_base_value
-        out = picks.tolist()
-        s = best
-        for k in range(len(regular) - 1, -1, -1):
-            parent, cand = trail[k]
-            out[int(regular[k])] = int(cand[s])
-            s = int(parent[s])
-        if ties is not None:
-            for i, j in zip(tie_items.tolist(), ties.split(int(extra[best]))):
-                out[i] = int(keeps[i][j])
-        return _Found(out, value, fixed, max_states, stats)
+    def _tie_offsets(self, tie_items: np.ndarray, keeps: dict[int, np.ndarray]) -> list[list[int]]:
+        return [(self.items.cost_of(i)[keeps[i]] - self.items.cost_of(i)[keeps[i][0]]).tolist() for i in tie_items.tolist()]
 
     def _rest_bound(self, regular: np.ndarray, tie_items: np.ndarray, keeps: dict[int, np.ndarray]) -> _RestBound:
         """Hull segments of each item's survivors, owned by its DP position (tie items: after the last)."""
@@ -638,14 +673,10 @@ class _Search:
         base_value: list[int] = []
         count = len(regular)
         positions = list(enumerate(regular.tolist())) + [(count, i) for i in tie_items.tolist()]
-        tie_base_cost = tie_base_value = 0
         for k, i in positions:
             cost = items.cost_of(i)[keeps[i]].tolist()
             value = items.value_of(i)[keeps[i]].tolist()
-            if k == count:
-                tie_base_cost += cost[0]
-                tie_base_value += value[0]
-            else:
+            if k < count:  # the tie items' bases were taken off the room already
                 base_cost.append(cost[0])
                 base_value.append(value[0])
             # Survivors of a straight item are on its line; otherwise their own upper hull.
@@ -654,41 +685,26 @@ class _Search:
                 owner.append(k)
                 seg_cost.append(cost[b] - cost[a])
                 seg_value.append(value[b] - value[a])
-        # The tie items' bases were taken off the room already; the last position holds none.
-        base_cost.append(0)
+        base_cost.append(0)  # the position of the tie items
         base_value.append(0)
         return _RestBound(owner, seg_cost, seg_value, base_cost, base_value)
 
     def _pareto(
-        self,
-        regular: np.ndarray,
-        keeps: dict[int, np.ndarray],
-        room: int,
-        floor: float,
-        rest: _RestBound,
-        free: np.ndarray,
-        free_room: int,
-    ) -> tuple[tuple[np.ndarray, np.ndarray] | None, list[tuple[np.ndarray, np.ndarray]], int, dict[int, int] | None]:
+        self, regular: np.ndarray, keeps: dict[int, np.ndarray], room: int, floor: float, rest: _RestBound, dense_cells: int
+    ) -> _Frontier | None:
         """Pareto DP over the regular items: a state survives while its value plus the LP of the rest >= floor.
 
-        Returns the final (cost, value) states or None, the back-trace, the most
-        states held, and, when it switched to a dense table, that table's picks.
+        None when no state survives (nothing reaches the target).
         """
         items = self.items
-        dtype = items.cost.dtype
-        state_cost = np.zeros(1, dtype=dtype)
-        state_value = np.zeros(1, dtype=dtype)
+        state_cost = np.zeros(1, dtype=items.cost.dtype)
+        state_value = np.zeros(1, dtype=items.value.dtype)
         trail: list[tuple[np.ndarray, np.ndarray]] = []
         max_states = 1
-        dense_cells = free_room * sum(len(keeps[i]) for i in free.tolist())
         for k, i in enumerate(regular.tolist()):
             if len(state_cost) > STATE_MIN and 4 * len(state_cost) > room and dense_cells <= DENSE_FALLBACK_CELLS:
-                # The bound cannot tell the states apart (e.g. slopes tied off the LP's): the states
-                # approach the whole cost range, where a table over all free items is cheaper.
-                free_keeps = [keeps[f] for f in free.tolist()]
-                sub = _dense_subset(items, free, free_keeps, free_room)
-                chosen = {f: int(jj[j]) for f, jj, j in zip(free.tolist(), free_keeps, sub)}
-                return None, trail, max(max_states, free_room + 1), chosen
+                # Slopes tied off the LP's leave the bound nothing to tell the states apart by.
+                return _Frontier(state_cost, state_value, trail, max_states, too_dense=True)
             keep = keeps[i]
             cand_cost, cand_value = items.cost_of(i)[keep], items.value_of(i)[keep]
             new_cost = (state_cost[None, :] + cand_cost[:, None]).ravel()
@@ -696,7 +712,7 @@ class _Search:
             bound = rest.value_at(k + 1, room - new_cost) + new_value.astype(np.float64)
             idx = np.flatnonzero(bound >= floor)  # -inf (does not fit) never passes
             if len(idx) == 0:
-                return None, trail, max_states, None
+                return None
             new_cost, new_value = new_cost[idx], new_value[idx]
             order = np.lexsort((-new_value, new_cost))  # stable: equal states keep generation order
             new_cost, new_value, idx = new_cost[order], new_value[order], idx[order]
@@ -709,4 +725,16 @@ class _Search:
             trail.append((idx % n_states, keep[idx // n_states]))
             state_cost, state_value = new_cost, new_value
             max_states = max(max_states, len(state_cost))
-        return (state_cost, state_value), trail, max_states, None
+        return _Frontier(state_cost, state_value, trail, max_states)
+
+    def _dense_fallback(self, fixing: _Fixing, fixed: int, stats: dict[str, float]) -> _Found:
+        """The exact optimum over all free items' survivors, as one dense table."""
+        items = self.items
+        free_keeps = [fixing.keeps[i] for i in fixing.free.tolist()]
+        sub = _dense_subset(items, fixing.free, free_keeps, fixing.room)
+        out = fixing.picks.tolist()
+        value = fixing.value
+        for i, keep, j in zip(fixing.free.tolist(), free_keeps, sub):
+            out[i] = int(keep[j])
+            value += int(items.value_of(i)[keep[j]])
+        return _Found(out, value, fixed, fixing.room + 1, stats)
