@@ -152,12 +152,7 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
             fixed_items=sol.fixed_items,
             states=sol.max_states,
         ),
-        platform=lookup.platform if lookup is not None else RULES_ONLY,
-        align=copts.align,
-        aligned_share_before=_share([w.dim for w in manifest.weights], copts.align),
-        aligned_share_after=_share([d for it, d in zip(items, chosen) for _ in it.members], copts.align),
-        original_params=sum(original_params(w) for w in manifest.weights),
-        unaligned_params=math.fsum(unit_params(w) * w.dim for w in manifest.weights),
+        **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=_predicted(cands, chosen, model),
         baselines=_baselines(items, cands, costs, budget, objective(items, chosen), copts.align, warnings, model) if opts.baselines else [],
         missing=missing_curves(cands, model, copts),
@@ -238,12 +233,7 @@ def _align_for_latency(
             fixed_items=trade.stats.fixed_items,
             states=trade.stats.max_states,
         ),
-        platform=lookup.platform if lookup is not None else RULES_ONLY,
-        align=copts.align,
-        aligned_share_before=_share([w.dim for w in manifest.weights], copts.align),
-        aligned_share_after=_share([d for it, d in zip(items, chosen) for _ in it.members], copts.align),
-        original_params=sum(original_params(w) for w in manifest.weights),
-        unaligned_params=math.fsum(unit_params(w) * w.dim for w in manifest.weights),
+        **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=latency,
         baselines=_baselines(items, cands, costs, budget, obj, copts.align, warnings, model, ref_dims) if opts.baselines else [],
         missing=missing_curves(cands, model, copts),
@@ -275,6 +265,18 @@ def _total_latency(cands: list[ItemCandidates], dims: list[int], model: LatencyM
             return None
         total += lat
     return total
+
+
+def _shared_fields(manifest: Manifest, lookup: LatencyLookup | None, items: list[Item], chosen: list[int], align: int) -> dict:
+    """The result fields every objective reports the same way."""
+    return {
+        "platform": lookup.platform if lookup is not None else RULES_ONLY,
+        "align": align,
+        "aligned_share_before": _share([w.dim for w in manifest.weights], align),
+        "aligned_share_after": _share([d for it, d in zip(items, chosen) for _ in it.members], align),
+        "original_params": sum(original_params(w) for w in manifest.weights),
+        "unaligned_params": math.fsum(unit_params(w) * w.dim for w in manifest.weights),
+    }
 
 
 def budget_params(manifest: Manifest) -> int:

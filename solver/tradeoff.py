@@ -557,7 +557,7 @@ class Tradeoff:
         f = self._p.f
         values = [(p * f.value[f.span(i)] - q * f.lat[f.span(i)]).tolist() for i in range(f.n)]
         sol = solve_mckp(self._costs, values, self._p.room)
-        pt = _point(self._p, _local(self._p, sol.choice))
+        pt = _point(self._p, np.asarray(sol.choice, dtype=np.int64))  # same candidate order as given
         self._supported.setdefault(pt.value, pt)
         self._duals.append((p, q, pt))
         return pt
@@ -672,11 +672,6 @@ class Tradeoff:
                 continue
             found.setdefault(nxt.value, nxt)
         return _pareto(list(found.values()))
-
-
-def _local(p: _Problem, choice: Sequence[int]) -> np.ndarray:
-    """The solver's per-item index (into the sorted, offset candidates) as local picks."""
-    return np.asarray(choice, dtype=np.int64)
 
 
 def _picks_of(p: _Problem, pt: Point) -> np.ndarray:
