@@ -84,7 +84,7 @@ class _Session:
     platform: "PlatformDescriptor"
 
 
-def _session(device: str, threads: int | None) -> _Session:
+def open_session(device: str, threads: int | None) -> _Session:
     from profiler_agent.platform import detect_platform, parse_device
     from profiler_agent.timing import make_timer
 
@@ -117,7 +117,7 @@ def _warn_if_busy(platform: "PlatformDescriptor") -> None:
         )
 
 
-def _run_with_progress(
+def run_with_progress(
     session: _Session, plan: "SweepPlan", sink: Callable[["Measurement"], None], adaptive: bool, quiet: bool = False
 ) -> "RunResult":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -198,7 +198,7 @@ def _delivery_line(s: "DeliveryStats") -> str:
     return "; ".join(parts)
 
 
-def _run_info(plan_name: str) -> "RunInfo":
+def run_info(plan_name: str) -> "RunInfo":
     from gac.contracts.ids import new_id
     from gac.contracts.measurements import RunInfo
 
@@ -243,7 +243,7 @@ def register(app: typer.Typer) -> None:
         if jobs and server is None:
             console.print("[red]--jobs needs --server[/red]")
             raise typer.Exit(2)
-        session = _session(device, threads)
+        session = open_session(device, threads)
         console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
         plans = [] if (jobs and plan is None) else [_load_plan(plan, dtype, session.platform)]
         spool = Spool(spool_dir)
@@ -254,12 +254,12 @@ def register(app: typer.Typer) -> None:
         exit_code = 0
         try:
             for p in plans:
-                run = _run_info(p.name)
+                run = run_info(p.name)
                 sinks = _open_sinks(server, token, session, run, spool, out, batch_size, client, retries)
                 deliverer = sinks[0]
                 if deliverer is not None:
                     deliverer.drain()  # what an earlier run could not send goes first
-                result = _run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
+                result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
                 _close_sinks(sinks)
                 out_console.print(_summary_table(result, p))
                 _print_failures(result)
@@ -311,7 +311,7 @@ def register(app: typer.Typer) -> None:
 
         from profiler_agent.dtypes import choose_dtype
 
-        session = _session(device, threads)
+        session = open_session(device, threads)
         doc = session.platform.model_dump(mode="json", exclude_none=True)
         doc["fingerprint"] = session.platform.fingerprint()
         out_console.print_json(json.dumps(doc))
@@ -369,13 +369,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from err
         from profiler_agent.delivery import make_batches
 
-        session = _session(device, threads)
+        session = open_session(device, threads)
         console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
         p = _load_plan(plan, dtype, session.platform)
         rows: list[Measurement] = []
-        result = _run_with_progress(session, p, rows.append, adaptive, quiet)
+        result = run_with_progress(session, p, rows.append, adaptive, quiet)
         inserted = dup = 0
-        for batch in make_batches(session.platform, _run_info(p.name), rows):
+        for batch in make_batches(session.platform, run_info(p.name), rows):
             receipt = ingest_local(batch)
             inserted += receipt.inserted
             dup += receipt.duplicates
@@ -446,12 +446,12 @@ def _run_jobs(server, token, session, spool, out, batch_size, client, dtypes, ad
             _safe(jc.fail, job.id, f"agent {_agent_name()} skips it: {err}")
             continue
         console.print(f"job {job.id}: plan {p.name} ({p.n_points()} points)")
-        run = _run_info(f"job:{job.id}:{p.name}")
+        run = run_info(f"job:{job.id}:{p.name}")
         sinks = _open_sinks(server, token, session, run, spool, out, batch_size, client, retries)
         deliverer = sinks[0]
         try:
             with Heartbeat(jc, job.id, max(5.0, lease_seconds / 3), lease_seconds):
-                result = _run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
+                result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
                 _close_sinks(sinks)
         except Exception as err:  # report the job as failed, then stop
             _safe(jc.fail, job.id, f"{type(err).__name__}: {err}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from gac.contracts.measurements import Dtype, Op, validate_shape
+from gac.contracts.measurements import Dtype, Op, op_flops, validate_shape
 
 TORCH_DTYPES: dict[Dtype, torch.dtype] = {
     Dtype.float16: torch.float16,
@@ -76,11 +76,11 @@ def build_kernel(op: Op | str, dtype: Dtype | str, shape: dict[str, int], device
     if op is Op.gemm:
         m, n, k = shape["m"], shape["n"], shape["k"]
         x, w = r(m, k), r(n, k, fan_in=k)
-        return Kernel(op, dtype, shape, dev, lambda: F.linear(x, w), "F.linear(x[m,k], W[n,k])", flops=2 * m * n * k)
+        return Kernel(op, dtype, shape, dev, lambda: F.linear(x, w), "F.linear(x[m,k], W[n,k])", flops=op_flops(op, shape))
     if op is Op.gemv:
         n, k = shape["n"], shape["k"]
         x, w = r(1, k), r(n, k, fan_in=k)
-        return Kernel(op, dtype, shape, dev, lambda: F.linear(x, w), "F.linear(x[1,k], W[n,k])", flops=2 * n * k)
+        return Kernel(op, dtype, shape, dev, lambda: F.linear(x, w), "F.linear(x[1,k], W[n,k])", flops=op_flops(op, shape))
     if op is Op.sdpa:
         b, h, s, d = shape["b"], shape["h"], shape["s"], shape["head_dim"]
         q, kk, v = r(b, h, s, d), r(b, h, s, d), r(b, h, s, d)
@@ -90,7 +90,7 @@ def build_kernel(op: Op | str, dtype: Dtype | str, shape: dict[str, int], device
             lambda: F.scaled_dot_product_attention(q, kk, v, is_causal=True),
             "F.scaled_dot_product_attention(causal)",
             backend=backend,
-            flops=2 * b * h * s * s * d,  # causal: half of 4*b*h*s*s*d
+            flops=op_flops(op, shape),
         )
     if op is Op.lowrank:
         m, fin, rank, fout = shape["m"], shape["in_features"], shape["rank"], shape["out_features"]
@@ -99,7 +99,7 @@ def build_kernel(op: Op | str, dtype: Dtype | str, shape: dict[str, int], device
             op, dtype, shape, dev,
             lambda: F.linear(F.linear(x, a), bm),
             "F.linear(F.linear(x[m,in], A[rank,in]), B[out,rank])",
-            flops=2 * m * rank * (fin + fout),
+            flops=op_flops(op, shape),
         )
     if op is Op.mlp:
         m, hid, width = shape["m"], shape["hidden"], shape["width"]
@@ -109,7 +109,7 @@ def build_kernel(op: Op | str, dtype: Dtype | str, shape: dict[str, int], device
             op, dtype, shape, dev,
             lambda: F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down),
             "down(silu(gate(x)) * up(x))",
-            flops=6 * m * hid * width,
+            flops=op_flops(op, shape),
         )
     raise ValueError(f"no kernel for op {op!r}")  # pragma: no cover - Op is closed
 

@@ -19,6 +19,7 @@ from gac.contracts.alignment import (
     Baseline,
     CrossCheck,
     FrontierPoint,
+    MissingCurve,
     PredictedLatency,
     SolverInfo,
 )
@@ -37,6 +38,7 @@ from solver.crosscheck import CrossCheckResult, compare, solve_ortools
 from solver.kinds import original_params, row_count, unit_params
 from solver.lookup import LatencyLookup
 from solver.mckp import InfeasibleBudget, solve_mckp
+from solver.profile_time import estimate as estimate_profile
 from solver.tradeoff import Fastest, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
@@ -155,7 +157,7 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
         **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=_predicted(cands, chosen, model),
         baselines=_baselines(items, cands, costs, budget, objective(items, chosen), copts.align, warnings, model) if opts.baselines else [],
-        missing=missing_curves(cands, model, copts),
+        missing=_missing(cands, model, copts),
         warnings=warnings,
         rule_items=rules,
     )
@@ -236,13 +238,21 @@ def _align_for_latency(
         **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=latency,
         baselines=_baselines(items, cands, costs, budget, obj, copts.align, warnings, model, ref_dims) if opts.baselines else [],
-        missing=missing_curves(cands, model, copts),
+        missing=_missing(cands, model, copts),
         warnings=warnings,
         objective_kind=kind,  # type: ignore[arg-type]
         epsilon=epsilon,
         frontier=frontier,
         rule_items=rules,
     )
+
+
+def _missing(cands: list[ItemCandidates], model: LatencyModel, copts: CandidateOptions) -> list[MissingCurve]:
+    """The points to profile, each curve with the time profiling it should take on this platform."""
+    missing = missing_curves(cands, model, copts)
+    for mc, seconds in zip(missing, estimate_profile(missing, model.lookup).per_curve):
+        mc.estimated_seconds = round(seconds, 3)
+    return missing
 
 
 def _latency_units(cands: list[ItemCandidates]) -> list[list[int]]:

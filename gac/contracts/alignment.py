@@ -108,6 +108,7 @@ class MissingCurve(_Model):
     dims: list[int] = Field(default_factory=list)  # the axis values the alignment needs and the platform lacks
     items: list[str] = Field(default_factory=list)
     reasons: list[str] = Field(default_factory=list)  # why: window, look-ahead, original dim, compressor's dim
+    estimated_seconds: float | None = None  # profiling these dims, estimated from the platform's measured points
 
 
 class AlignmentResult(_Model):

@@ -49,6 +49,20 @@ SHAPE_FIELDS: dict[Op, tuple[str, ...]] = {
 _FIELD_SETS = {op: set(fields) for op, fields in SHAPE_FIELDS.items()}
 
 
+def op_flops(op: Op, shape: dict[str, int]) -> int:
+    """Floating-point operations of one call of op at shape (what the agent's kernels compute)."""
+    s = shape
+    if op is Op.gemm:
+        return 2 * s["m"] * s["n"] * s["k"]
+    if op is Op.gemv:
+        return 2 * s["n"] * s["k"]
+    if op is Op.sdpa:
+        return 2 * s["b"] * s["h"] * s["s"] * s["s"] * s["head_dim"]  # causal: half of 4*b*h*s*s*d
+    if op is Op.lowrank:
+        return 2 * s["m"] * s["rank"] * (s["in_features"] + s["out_features"])
+    return 6 * s["m"] * s["hidden"] * s["width"]  # mlp: gate, up and down projections
+
+
 def shape_key(shape: dict[str, int], without: str | None = None) -> str:
     """Canonical text of a shape ('k=128,m=2048'), optionally leaving out one axis."""
     return ",".join(f"{k}={shape[k]}" for k in sorted(shape) if k != without)

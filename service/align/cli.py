@@ -145,7 +145,7 @@ def _summary(res: dict) -> None:
             )
     else:
         n = lat.get("missing_points", 0)
-        console.print(f"predicted      incomplete: {n} curve points missing (listed under `missing`; --server URL --enqueue-missing queues them)")
+        console.print(f"predicted      incomplete: {n} curve points missing (listed under `missing`; --profile-missing measures them)")
     console.print(f"aligned dims   {res['aligned_share_before']:.0%} before -> {res['aligned_share_after']:.0%} after (% {res['align']})")
     console.print(f"budget         {res['budget']:,} params; used {res['total_params']:,} ({res['total_params'] / res['budget']:.2%})")
 
@@ -181,11 +181,36 @@ def _print(stored: dict, wide: bool = False) -> None:
     if res.get("frontier"):
         console.print(f"frontier       {len(res['frontier'])} Pareto points (--json or the dashboard shows them)")
     if res.get("missing"):
-        console.print(f"missing data   {len(res['missing'])} curves (with --server, --enqueue-missing queues a profiling job for them)")
+        secs = sum(m.get("estimated_seconds") or 0 for m in res["missing"])
+        console.print(f"missing data   {len(res['missing'])} curves, about {secs:.0f} s to profile: --profile-missing measures them")
     for w in res.get("warnings", []):
         console.print(f"[yellow]warning[/yellow]        {w}")
     if stored.get("id"):
         console.print(f"stored as      {stored['id']}" + (f"; jobs queued: {stored['jobs']}" if stored.get("jobs") else ""))
+
+
+def _profile_and_realign(stored: dict, run, server, token, db, device, threads, yes) -> dict:  # noqa: ANN001
+    """Measure the missing points here when this machine is the platform, else queue them; align again."""
+    from service.align import profile_missing as pm
+
+    result = stored["result"]
+    session = pm.this_machine(device, threads)
+    here = session.platform.fingerprint()
+    target = result["platform"]
+    if target not in (here, pm.RULES_ONLY):
+        if not server:
+            err.print(
+                f"[red]the alignment's platform {target[:16]} is not this machine ({here[:16]}, {session.platform.label()}): "
+                "measure on that machine, or use --server to queue a profiling job for it[/red]"
+            )
+            raise typer.Exit(2)
+        points = len(pm.missing_points(result))
+        queued = run(target, True)
+        err.print(f"queued {points} points for platform {target[:16]} as job(s) {queued['jobs']}: "
+                      "its agents (`gac agent run --jobs`) measure them; align again afterwards")
+        return queued
+    pm.measure(result, session, yes, server, token, db)
+    return run(here, False)
 
 
 def align_command(
@@ -199,6 +224,12 @@ def align_command(
     objective: Annotated[str | None, typer.Option(help="importance | latency | frontier (default: the manifest's, else latency when measured)")] = None,
     epsilon: Annotated[float | None, typer.Option(min=0.0, max=0.5, help="latency objective: importance it may give up (default 0.005)")] = None,
     dtype: Annotated[str | None, typer.Option(help="align for this dtype instead of the manifest's workload dtype")] = None,
+    profile_missing: Annotated[bool, typer.Option(
+        "--profile-missing", help="measure the missing points on this machine (or queue them for the platform's agents), then align again",
+    )] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="with --profile-missing: do not ask, however long it takes")] = False,
+    device: Annotated[str, typer.Option(help="with --profile-missing: the device to measure on (cpu, cuda:N)")] = "cpu",
+    threads: Annotated[int | None, typer.Option(min=1, help="with --profile-missing: CPU timing threads (as the platform was profiled)")] = None,
     wide: Annotated[bool, typer.Option("--wide", help="full weight names in the table")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print only the gac.alignment/v1 document")] = False,
     out: Annotated[Path | None, typer.Option(help="also write the gac.alignment/v1 document to this file")] = None,
@@ -217,12 +248,20 @@ def align_command(
         body["epsilon"] = epsilon
     if dtype is not None:
         body.setdefault("workload", {"tokens": [1024]})["dtype"] = dtype
-    if server:
-        stored = _via_server(server, token, body, platform, enqueue_missing)
-    elif measurements:
-        stored = _from_file(measurements, body)
-    else:
-        stored = _locally(db, body, platform, enqueue_missing)
+    if profile_missing and measurements:
+        err.print("[red]--profile-missing stores what it measures: use it with the local database or --server, not --measurements[/red]")
+        raise typer.Exit(2)
+
+    def run(platform: str | None, enqueue: bool) -> dict:
+        if server:
+            return _via_server(server, token, body, platform, enqueue)
+        if measurements:
+            return _from_file(measurements, body)
+        return _locally(db, body, platform, enqueue)
+
+    stored = run(platform, enqueue_missing)
+    if profile_missing and stored["result"].get("missing"):
+        stored = _profile_and_realign(stored, run, server, token, db, device, threads, yes)
     document = json.dumps(stored["result"], indent=2)
     if out:
         out.write_text(document + "\n")

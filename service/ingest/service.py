@@ -90,13 +90,13 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
     )
 
 
-def ingest_local(batch: Batch) -> BatchReceipt:
+def ingest_local(batch: Batch, database_url: str | None = None) -> BatchReceipt:
     """Ingest straight into the configured (by default embedded) database, for `gac profile`."""
     from service.db import make_engine, make_sessionmaker
     from service.settings import Settings
     from service.startup import ensure_schema
 
-    settings = Settings()
+    settings = Settings(database_url=database_url) if database_url else Settings()
     engine = make_engine(settings.url)
     try:
         ensure_schema(engine, settings)

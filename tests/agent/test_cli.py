@@ -101,7 +101,7 @@ def planned(monkeypatch):
         plans.append(plan)
         return RunResult(plan.name)
 
-    monkeypatch.setattr(cli, "_run_with_progress", fake_run)
+    monkeypatch.setattr(cli, "run_with_progress", fake_run)
     return plans
 
 

@@ -46,7 +46,8 @@ def browser():  # type: ignore[no-untyped-def]
 
 
 def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, database):
-    a, b = f.platform(device_name="Sixteen-step CPU"), f.platform(device_name="Eight-step CPU")
+    # B's name is user data with markup in it: it must show as typed, never as HTML (in Plotly's legend too).
+    a, b = f.platform(device_name="Sixteen-step CPU"), f.platform(device_name="Eight-step <b>CPU</b>")
     headers = f.auth(live_service.ingest_token)
     for plat, period in ((a, 16), (b, 8)):
         r = httpx.post(f"{live_service.url}/v1/batches", json=f.body(staircase(plat, period)), headers=headers)
@@ -95,6 +96,9 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     page.wait_for_selector("#compare-chart .main-svg")
     assert int(page.locator("#compare-chart").get_attribute("data-steps")) == 5 + 11
     assert page.locator("#compare-chart .scatterlayer .trace").count() == 3  # A, B and their ratio
+    legend = page.locator("#compare-chart .legendtext").all_text_contents()
+    assert any("Eight-step <b>CPU</b>" in t for t in legend), legend
+    assert page.locator("#compare-chart .legendtext tspan[style*='bold']").count() == 0
     page.screenshot(path=str(SCREENSHOTS / f"compare-{database.backend}.png"), full_page=True)
 
     # The stored alignment, then its weights.
@@ -108,5 +112,167 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     page.goto(f"{live_service.url}/docs")
     page.wait_for_selector(".swagger-ui .opblock", timeout=15000)
     assert page.locator(".swagger-ui .opblock").count() > 10
+
+    assert problems == []
+
+
+# ---------- an alignment's speed/importance frontier ----------
+
+IN = 256  # linear_out weights: params = in_features * d, so importance kept is sum(s * IN * d)
+DIMS = (71.4, 45.2, 30.7, 60.3, 85.5)  # the compressor's (unaligned) dims; importances 1, 2, 3, ...
+
+
+def out_weights(dims, out_features: int = 96, first: int = 0) -> list[dict]:  # type: ignore[no-untyped-def]
+    return [
+        {"name": f"layers.{first + i}.out", "kind": "linear_out", "out_features": out_features, "in_features": IN, "dim": d, "importance": 1.0 + i}
+        for i, d in enumerate(dims)
+    ]
+
+
+def align_doc(model: str, weights: list[dict], target: str | None, **extra) -> dict:  # type: ignore[no-untyped-def]
+    doc = {
+        "schema": "gac.manifest/v1", "model": model, "budget": {"params": int(sum(w["dim"] for w in weights)) * IN},
+        "workload": {"tokens": [128], "dtype": "bfloat16"}, "weights": weights, **extra,
+    }
+    if target:
+        doc["target"] = {"platform": target}
+    return doc
+
+
+def kept(weights: list[dict], dims) -> float:  # type: ignore[no-untyped-def]
+    """Importance kept at these dims, in the manifest's units: sum over weights of s * params(d)."""
+    return math.fsum(w["importance"] * w["in_features"] * d for w, d in zip(weights, dims))
+
+
+def test_alignment_page_plots_the_speed_importance_frontier(live_service, browser, database):
+    plat = f.platform(device_name="Frontier CPU")
+    r = httpx.post(f"{live_service.url}/v1/batches", json=f.body(staircase(plat, 16)), headers=f.auth(live_service.ingest_token))
+    assert r.status_code == 201
+    fp = plat.fingerprint()
+    weights = out_weights(DIMS)
+    post = lambda doc: httpx.post(f"{live_service.url}/v1/align", json=doc, timeout=120)  # noqa: E731
+
+    # The model name is user data with markup: the page must show it as typed.
+    model = 'frontier <b>model</b> & "co"'
+    r = post(align_doc(model, weights, fp, objective="frontier", epsilon=0.05))
+    assert r.status_code == 201, r.text
+    stored = r.json()
+    res, lat = stored["result"], stored["result"]["latency"]
+    assert res["frontier"] and lat["complete"] and res["objective_kind"] == "frontier"
+    # Another weight wider than the platform measured (n <= 96): the prediction lacks points.
+    r = post(align_doc("incomplete-model", [*weights, *out_weights([100.4], out_features=128, first=len(weights))], fp, objective="frontier"))
+    assert r.status_code == 201, r.text
+    incomplete = r.json()
+    assert not incomplete["result"]["latency"]["complete"] and incomplete["result"]["frontier"]
+    r = post(align_doc("importance-model", weights, fp, objective="importance"))
+    assert r.status_code == 201, r.text
+    importance = r.json()
+    assert importance["result"]["frontier"] == [] and importance["result"]["latency"]["complete"]
+    r = post(align_doc("rules-model", weights, None))
+    assert r.status_code == 201, r.text
+    rules = r.json()
+    assert rules["result"]["platform"] == "rules only" and rules["result"]["frontier"] == []
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    SCREENSHOTS.mkdir(exist_ok=True)
+
+    page.goto(f"{live_service.url}/ui#/alignments/{stored['id']}")
+    page.wait_for_selector("#frontier-chart .main-svg")
+    assert page.locator("h1").inner_text() == model
+    assert page.locator("h1 b").count() == 0
+
+    # The one-line summary, from the stored figures.
+    summary = page.locator("#frontier-summary").inner_text()
+    assert summary == (
+        f"predicted unaligned {lat['unaligned_us']:.1f} µs → GAC {lat['aligned_us']:.1f} µs ({lat['speedup']:.2f}×), "
+        f"keeping {100 * lat['importance_kept']:.1f} % of the importance-only optimum's importance"
+    )
+
+    traces = page.evaluate(
+        "() => document.getElementById('frontier-chart').data.map((t) => ({name: t.name, mode: t.mode, x: Array.from(t.x), y: Array.from(t.y)}))"
+    )
+    by_name = {t["name"]: t for t in traces}
+    assert set(by_name) == {"frontier", "GAC (chosen)", "importance-only optimum", "round to 8 (nearest)", "unaligned (compressor&#39;s dims)"}
+    front = sorted(res["frontier"], key=lambda p: (p["latency_us"], p["importance_kept"]))
+    assert by_name["frontier"]["mode"] == "lines+markers"
+    assert by_name["frontier"]["x"] == [p["latency_us"] for p in front]
+    assert by_name["frontier"]["y"] == pytest.approx([100 * p["importance_kept"] for p in front])
+
+    def point(name: str) -> tuple[float, float]:
+        t = by_name[name]
+        assert len(t["x"]) == len(t["y"]) == 1, t
+        return t["x"][0], t["y"][0]
+
+    chosen = next(p for p in res["frontier"] if p["chosen"])
+    assert point("GAC (chosen)") == (chosen["latency_us"], pytest.approx(100 * chosen["importance_kept"]))
+    assert point("importance-only optimum") == (lat["importance_only_us"], 100)
+    # The baselines' absolute objectives on the solver's relative scale, recomputed here from the
+    # manifest: kept(dims) / kept(importance-only dims), the latter = kept(chosen dims) / importance_kept.
+    reference = kept(weights, [w["dim"] for w in res["weights"]]) / lat["importance_kept"]
+    nearest = next(b for b in res["baselines"] if b["method"] == "nearest-8")
+    nearest_dims = [8 * math.floor(d / 8 + 0.5) for d in DIMS]
+    assert nearest["total_params"] == IN * sum(nearest_dims)
+    assert point("round to 8 (nearest)") == (nearest["latency_us"], pytest.approx(100 * kept(weights, nearest_dims) / reference, rel=1e-4))
+    assert point("unaligned (compressor&#39;s dims)") == (lat["unaligned_us"], pytest.approx(100 * kept(weights, DIMS) / reference, rel=1e-4))
+    assert page.locator("#frontier-chart .legendtext").all_text_contents() == [
+        "frontier", "importance-only optimum", "round to 8 (nearest)", "unaligned (compressor's dims)", "GAC (chosen)",
+    ]
+
+    # Hovering the chosen point shows its figures.
+    star = page.locator("#frontier-chart .scatterlayer .trace").last.locator(".points path").first
+    box = star.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector("#frontier-chart .hoverlayer .hovertext", timeout=5000)
+    hover = page.locator("#frontier-chart .hoverlayer .hovertext").first.text_content()
+    assert "µs" in hover and "params" in hover and "vs unaligned" in hover, hover
+    page.screenshot(path=str(SCREENSHOTS / f"alignment-frontier-{database.backend}.png"), full_page=True)
+
+    # A result that does not carry the importances (an older one) cannot place the unaligned point:
+    # the page draws its latency as a vertical line instead of inventing a y value.
+    older = page.evaluate(
+        """(res) => {
+            const r = {...res, baselines: [], weights: res.weights.map((w) => ({...w, importance: 0}))};
+            const div = document.createElement("div");
+            document.body.append(div);
+            return plotFrontier(div, r).then(() => {
+                const out = {names: div.data.map((t) => t.name), shapes: div.layout.shapes.map((s) => [s.x0, s.x1, s.yref]),
+                             notes: div.layout.annotations.map((a) => a.text)};
+                Plotly.purge(div);
+                div.remove();
+                return out;
+            });
+        }""",
+        res,
+    )
+    assert older["names"] == ["frontier", "importance-only optimum", "GAC (chosen)"]
+    assert [lat["unaligned_us"], lat["unaligned_us"], "paper"] in older["shapes"]
+    assert "unaligned" in older["notes"]
+
+    # Incomplete latency: what is missing, and no chart with gaps.
+    page.goto(f"{live_service.url}/ui#/alignments/{incomplete['id']}")
+    page.wait_for_selector("h1:text-is('incomplete-model')")
+    missing = page.locator("#frontier-missing").inner_text()
+    points = incomplete["result"]["latency"]["missing_points"]
+    assert f"{points} curve points missing" in missing and "97–128" in missing and "layers.5.out" in missing, missing
+    assert page.locator(".main-svg").count() == 0 and page.locator("#frontier-chart").count() == 0
+    page.screenshot(path=str(SCREENSHOTS / f"alignment-incomplete-{database.backend}.png"), full_page=True)
+
+    # No frontier stored (the importance objective): the summary, a note, no chart.
+    page.goto(f"{live_service.url}/ui#/alignments/{importance['id']}")
+    page.wait_for_selector("h1:text-is('importance-model')")
+    assert page.locator("#frontier-summary").inner_text().startswith("predicted unaligned")
+    assert "No frontier stored" in page.locator("#frontier-none").inner_text()
+    assert page.locator(".main-svg").count() == 0
+
+    # Rules only: no latency at all, no chart.
+    page.goto(f"{live_service.url}/ui#/alignments/{rules['id']}")
+    page.wait_for_selector("h1:text-is('rules-model')")
+    assert "No predicted latency" in page.locator("#frontier-none").inner_text()
+    assert page.locator(".main-svg").count() == 0 and page.locator("#frontier-summary").count() == 0
+    page.wait_for_selector("text=Weights")
 
     assert problems == []

@@ -58,7 +58,14 @@ function pager(page, total, size, go) {
 // ---------- charts ----------
 const PLOT_CONFIG = { responsive: true, displaylogo: false };
 
-function pointsTrace(points, name, color) {
+// Plotly renders a subset of HTML (<b>, <a>, <br>, entities) in trace names, titles, annotations and
+// hover text, and substitutes %{...} in hover templates. Anything from user data (platform and model
+// names, axis names from the agents) goes through this first: every special character becomes a
+// numeric entity, which Plotly shows as the plain character.
+const plotText = (s) => String(s).replace(/[&<>"'%]/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function pointsTrace(points, label, color) {
+  const name = plotText(label);
   return {
     type: "scatter", mode: "lines+markers", name, x: points.map((p) => p.x), y: points.map((p) => p.median_us),
     line: { color, width: 1.5 }, marker: { color, size: 4 },
@@ -93,7 +100,7 @@ function plotCurve(div, curve, cliffs) {
   div.dataset.steps = String(cliffs.steps.length);
   return Plotly.newPlot(div, traces, {
     margin: { l: 60, r: 10, t: 24, b: 40 }, hovermode: "closest", shapes, annotations: notes,
-    xaxis: { title: { text: curve.curve.axis } }, yaxis: { title: { text: "latency (µs)" }, rangemode: "tozero" },
+    xaxis: { title: { text: plotText(curve.curve.axis) } }, yaxis: { title: { text: "latency (µs)" }, rangemode: "tozero" },
     legend: { orientation: "h", y: -0.2 },
   }, PLOT_CONFIG);
 }
@@ -225,7 +232,7 @@ async function compareView(a, b, state) {
       line: { color: "#98a2b3", width: 1 }, hovertemplate: "%{x}: B/A = %{y:.3f}<extra></extra>" },
   ], {
     margin: { l: 60, r: 60, t: 24, b: 40 }, hovermode: "closest", shapes: [...sa.shapes, ...sb.shapes],
-    xaxis: { title: { text: pair.axis } }, yaxis: { title: { text: "latency (µs)" }, rangemode: "tozero" },
+    xaxis: { title: { text: plotText(pair.axis) } }, yaxis: { title: { text: "latency (µs)" }, rangemode: "tozero" },
     yaxis2: { title: { text: "B / A" }, overlaying: "y", side: "right", showgrid: false },
     legend: { orientation: "h", y: -0.2 },
   }, PLOT_CONFIG);
@@ -253,6 +260,180 @@ async function alignmentsView(state) {
     pager(page, data.total, PAGE, (p) => alignmentsView({ page: p }).catch(fail)));
 }
 
+// ---------- an alignment's speed/importance frontier ----------
+const pctKept = (v) => `${(100 * v).toFixed(1)} %`;
+const fmtX = (v) => `${v.toFixed(2)}×`;
+const fmtParams = (v) => Math.round(v).toLocaleString();
+
+// The chart's y scale is the solver's importance_kept (solver/align.py): V(dims) / V(importance-only
+// dims), where V(dims) = sum over weights of importance x params at those dims. An `objective` (the
+// result's, or a baseline's) is V(dims) - V(compressor's dims), and V of the chosen dims is
+// sum(weight.importance x weight.params), so V at the compressor's own dims is that minus the result's
+// objective, and every absolute objective maps onto the relative scale. Null when the result does not
+// carry the importances (older results) or every importance is 0.
+function keptScale(r) {
+  const lat = r.latency || {};
+  const vChosen = (r.weights || []).reduce((s, w) => s + (w.importance || 0) * w.params, 0);
+  const vCompressor = vChosen - r.objective;
+  const io = (r.baselines || []).find((b) => b.method === "importance-only");
+  let vRef = null;
+  if (io) vRef = io.objective + vCompressor;
+  else if ((r.objective_kind || "importance") === "importance") vRef = vChosen; // the choice is that optimum
+  else if (lat.importance_kept > 0) vRef = vChosen / lat.importance_kept;
+  if (!(vChosen > 0 && vRef > 0 && vCompressor > 0)) return null;
+  return { of: (objective) => (objective + vCompressor) / vRef, compressor: vCompressor / vRef };
+}
+
+// "97–128, 131" for a sorted list of dims.
+function dimRanges(dims) {
+  const out = [];
+  for (let i = 0; i < dims.length; ) {
+    let j = i;
+    while (j + 1 < dims.length && dims[j + 1] === dims[j] + 1) j++;
+    out.push(j > i ? `${dims[i]}–${dims[j]}` : String(dims[i]));
+    i = j + 1;
+  }
+  return out.join(", ");
+}
+
+// What the latency prediction lacks: the count, then each missing curve and the weights that need it.
+function missingNotice(stored) {
+  const r = stored.result;
+  const lat = r.latency || {};
+  const missing = r.missing || [];
+  const rules = r.rule_items || [];
+  const badFrontier = (r.frontier || []).filter((p) => !(p.latency_us > 0)).length;
+  const what = [];
+  if (lat.missing_points) what.push(`${lat.missing_points} curve point${lat.missing_points === 1 ? "" : "s"} missing`);
+  if (rules.length) what.push(`${rules.length} weight${rules.length === 1 ? "" : "s"} without any measured curve (rule candidates)`);
+  if (badFrontier) what.push(`${badFrontier} frontier point${badFrontier === 1 ? "" : "s"} without a latency`);
+  const curves = missing.map((m) => {
+    const fixed = Object.entries(m.fixed_shape || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+    const dims = [...(m.dims || [])].sort((a, b) => a - b);
+    return el("li", {},
+      el("span", { class: "mono" }, `${m.op} ${m.dtype}, ${m.axis} swept at ${fixed}`),
+      `: ${dims.length} dim${dims.length === 1 ? "" : "s"} (${dimRanges(dims)})`,
+      m.items && m.items.length ? [" for ", el("span", { class: "mono" }, m.items.join(", "))] : "",
+      m.reasons && m.reasons.length ? el("span", { class: "muted" }, ` · ${m.reasons.join(", ")}`) : "",
+      m.estimated_seconds !== null && m.estimated_seconds !== undefined ? el("span", { class: "muted" }, ` · ≈ ${m.estimated_seconds.toFixed(1)} s to profile`) : "");
+  });
+  return el("div", { class: "notice", id: "frontier-missing" },
+    el("b", {}, "Predicted latency is incomplete"), `: ${what.length ? what.join("; ") : "some points are missing"}. `,
+    "No chart is drawn rather than one with gaps; profile the missing points on this platform and align again.",
+    curves.length ? el("ul", { class: "missing" }, curves) : "",
+    rules.length ? el("p", {}, "Weights on rule candidates: ", el("span", { class: "mono" }, rules.join(", "))) : "",
+    stored.jobs && stored.jobs.length ? el("p", {}, `Profiling job${stored.jobs.length === 1 ? "" : "s"} queued: ${stored.jobs.map((j) => `#${j}`).join(", ")}`) : "");
+}
+
+// "predicted unaligned X µs → GAC Y µs (Z×), keeping W % of the importance-only optimum's importance"
+function frontierSummary(r) {
+  const lat = r.latency || {};
+  if (!lat.complete || !(lat.unaligned_us > 0) || !(lat.aligned_us > 0)) return null;
+  const scale = keptScale(r);
+  const kept = lat.importance_kept ?? (scale ? scale.of(r.objective) : null);
+  const speedup = lat.speedup ?? lat.unaligned_us / lat.aligned_us;
+  return el("p", { class: "summary", id: "frontier-summary" },
+    `predicted unaligned ${fmtUs(lat.unaligned_us)} → GAC `, el("b", {}, fmtUs(lat.aligned_us)),
+    ` (${fmtX(speedup)})`,
+    kept !== null ? `, keeping ${pctKept(kept)} of the importance-only optimum's importance` : "");
+}
+
+// The section above the weights: the summary line, then the chart, or why there is none.
+// Returns the nodes and a function drawing the chart once they are in the page (Plotly sizes to them).
+function frontierSection(stored) {
+  const r = stored.result;
+  const lat = r.latency || {};
+  const frontier = r.frontier || [];
+  const nodes = [el("h2", {}, "Speed / importance frontier")];
+  const measured = lat.complete || lat.missing_points > 0 || (r.missing || []).length > 0 || (r.rule_items || []).length > 0;
+  if (r.platform === "rules only" || !measured) {
+    nodes.push(el("div", { class: "empty", id: "frontier-none" },
+      `No predicted latency: aligned by the rule d % ${r.align} == 0 alone, without a platform's measured curves, so there is no frontier to plot.`));
+    return { nodes, draw: () => {} };
+  }
+  const summary = frontierSummary(r);
+  if (summary) nodes.push(summary);
+  if (!lat.complete || frontier.some((p) => !(p.latency_us > 0))) {
+    nodes.push(missingNotice(stored));
+    return { nodes, draw: () => {} };
+  }
+  if (!frontier.length) {
+    nodes.push(el("div", { class: "empty", id: "frontier-none" },
+      `No frontier stored for this alignment (objective "${r.objective_kind || "importance"}"): align with "objective": "frontier" to see the whole trade-off.`));
+    return { nodes, draw: () => {} };
+  }
+  const chart = el("div", { class: "chart tall", id: "frontier-chart" });
+  nodes.push(el("div", { class: "card" }, chart));
+  return { nodes, draw: () => plotFrontier(chart, r) };
+}
+
+function plotFrontier(div, r) {
+  const lat = r.latency;
+  const scale = keptScale(r);
+  const unaligned = lat.unaligned_us;
+  const kind = r.objective_kind || "importance";
+  // customdata per point: [params, speed-up vs unaligned, a note]; every string here is ours, not user data.
+  const info = (us, params, note) => [
+    params === null || params === undefined ? "–" : fmtParams(params),
+    unaligned > 0 && us > 0 ? `${fmtX(unaligned / us)} vs unaligned` : "–",
+    note ? ` · ${note}` : "",
+  ];
+  const hover = (label) => `<b>${plotText(label)}</b><br>%{x:.1f} µs · %{y:.1f} % of the importance-only optimum's importance`
+    + "<br>%{customdata[0]} params · %{customdata[1]}%{customdata[2]}<extra></extra>";
+  const marker = (label, pts, style) => ({
+    type: "scatter", mode: "markers", name: plotText(label), x: pts.map((p) => p.us), y: pts.map((p) => 100 * p.kept),
+    customdata: pts.map((p) => info(p.us, p.params, p.note)), hovertemplate: hover(label), marker: style, cliponaxis: false,
+  });
+
+  const points = [...r.frontier].sort((a, b) => a.latency_us - b.latency_us || a.importance_kept - b.importance_kept);
+  const traces = [{
+    type: "scatter", mode: "lines+markers", name: "frontier", line: { shape: "hv", color: "#2f6fde", width: 2 },
+    marker: { color: "#2f6fde", size: 6 }, x: points.map((p) => p.latency_us), y: points.map((p) => 100 * p.importance_kept),
+    customdata: points.map((p) => info(p.latency_us, p.params, p.chosen ? "chosen" : "")), hovertemplate: hover("frontier"),
+  }];
+
+  const io = (r.baselines || []).find((b) => b.method === "importance-only");
+  const ioUs = lat.importance_only_us ?? (io ? io.latency_us : kind === "importance" ? lat.aligned_us : null);
+  if (ioUs > 0) {
+    traces.push(marker("importance-only optimum", [{ us: ioUs, kept: 1, params: io ? io.total_params : kind === "importance" ? r.total_params : null }],
+      { symbol: "circle-open", size: 18, color: "#7a5af8", line: { width: 2.5 } }));
+  }
+  const nearest = (r.baselines || []).find((b) => b.method === "nearest-8");
+  if (nearest && nearest.latency_us > 0 && scale) {
+    traces.push(marker("round to 8 (nearest)", [{ us: nearest.latency_us, kept: scale.of(nearest.objective), params: nearest.total_params,
+      note: nearest.within_budget ? "" : "over the budget" }], { symbol: "square", size: 11, color: "#e67e22", line: { color: "#fff", width: 1 } }));
+  }
+  const shapes = [];
+  const notes = [];
+  if (unaligned > 0 && scale) {
+    traces.push(marker("unaligned (compressor's dims)", [{ us: unaligned, kept: scale.compressor, params: r.unaligned_params }],
+      { symbol: "x", size: 12, color: "#d92d20", line: { color: "#fff", width: 1 } }));
+  } else if (unaligned > 0) {
+    // Its kept importance is not in this result: a line at its latency, no invented y.
+    shapes.push({ type: "line", xref: "x", yref: "paper", x0: unaligned, x1: unaligned, y0: 0, y1: 1, line: { color: "#d92d20", width: 1.5, dash: "dash" } });
+    notes.push({ x: unaligned, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false, text: "unaligned", font: { color: "#d92d20", size: 11 } });
+  }
+  if (kind !== "importance" && r.epsilon !== null && r.epsilon !== undefined) {
+    const floor = 100 * (1 - r.epsilon);
+    shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: floor, y1: floor, line: { color: "#98a2b3", width: 1, dash: "dot" } });
+    notes.push({ x: 0, y: floor, xref: "paper", yref: "y", xanchor: "left", yanchor: "bottom", showarrow: false,
+      text: `keep ≥ ${floor.toFixed(1)} % (ε = ${r.epsilon})`, font: { color: "#667085", size: 10 } });
+  }
+  const chosen = points.find((p) => p.chosen);
+  const pick = chosen ? { us: chosen.latency_us, kept: chosen.importance_kept, params: chosen.params }
+    : { us: lat.aligned_us, kept: lat.importance_kept ?? (scale ? scale.of(r.objective) : null), params: r.total_params };
+  if (pick.us > 0 && pick.kept !== null && pick.kept !== undefined) {
+    traces.push(marker("GAC (chosen)", [pick], { symbol: "star", size: 17, color: "#079455", line: { color: "#fff", width: 1 } }));
+  }
+  div.dataset.points = String(points.length);
+  return Plotly.newPlot(div, traces, {
+    margin: { l: 70, r: 20, t: 28, b: 50 }, hovermode: "closest", shapes, annotations: notes,
+    xaxis: { title: { text: "predicted latency of the compressed weights (µs)" }, ticksuffix: " µs", zeroline: false },
+    yaxis: { title: { text: "importance kept (% of importance-only optimum)" }, ticksuffix: " %", zeroline: false },
+    legend: { orientation: "h", y: -0.22 },
+  }, PLOT_CONFIG);
+}
+
 async function alignmentView(id) {
   const stored = await api(`/v1/alignments/${id}`);
   const r = stored.result;
@@ -266,16 +447,21 @@ async function alignmentView(id) {
       el("td", {}, chosen.source || "–"), el("td", { class: "num" }, fmtUs(w.latency_us)),
       el("td", { class: "mono muted" }, w.candidates.map((c) => c.dim).join(" ")));
   });
+  const section = frontierSection(stored);
+  const kind = r.objective_kind || "importance";
   show(el("h1", {}, `${r.model}`),
     el("dl", { class: "kv" },
-      el("dt", {}, "platform"), el("dd", { class: "mono" }, r.platform),
+      el("dt", {}, "platform"), el("dd", { class: "mono" }, stored.platform_id ? el("a", { href: `#/p/${stored.platform_id}` }, r.platform) : r.platform),
       el("dt", {}, "budget"), el("dd", {}, `${r.budget.toLocaleString()} params; used ${r.total_params.toLocaleString()}`),
+      el("dt", {}, "objective"), el("dd", {}, kind === "importance" ? "importance (the paper's)" : `${kind}: the fastest choice keeping ≥ ${pctKept(1 - (r.epsilon ?? 0))} of the importance-only optimum's importance`),
       el("dt", {}, "aligned"), el("dd", {}, `${pct(r.aligned_share_before)} → ${pct(r.aligned_share_after)} (% ${r.align})`),
       el("dt", {}, "predicted"), el("dd", {}, `original ${fmtUs(lat.original_us)}, unaligned ${fmtUs(lat.unaligned_us)}, aligned ${fmtUs(lat.aligned_us)}${lat.complete ? "" : " (partial data)"}`),
       el("dt", {}, "solver"), el("dd", {}, `${r.solver.method}, ${(1000 * r.solver.seconds).toFixed(1)} ms; cross-check ${cc.method} ${cc.status}${cc.agrees === true ? ", agrees" : cc.agrees === false ? ", DISAGREES" : ""}`),
       el("dt", {}, "warnings"), el("dd", {}, r.warnings.length ? r.warnings.join("; ") : "none")),
+    ...section.nodes,
     el("h2", {}, "Weights"),
     table(["weight", { label: "before", num: 1 }, { label: "after", num: 1 }, { label: "params", num: 1 }, "source", { label: "latency", num: 1 }, "candidates"], rows));
+  await section.draw();
 }
 
 // ---------- router ----------

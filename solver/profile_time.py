@@ -1,0 +1,96 @@
+"""How long profiling the missing points will take, from what the platform already measured.
+
+A point's cost is its warm-up plus its samples: a sample is at least the CPU
+timer's minimum sample length (short kernels are called several times per
+sample), and sampling stops at the time cap. The latency of a point not yet
+measured comes from the nearest measured dim of the same curve (scaled by the
+work ratio), else from the platform's time per FLOP on other curves of the
+same op (then of any op) that the alignment touched. With nothing measured at
+all, every point is assumed to run to its time cap: an upper bound, said so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gac.contracts.alignment import MissingCurve
+from gac.contracts.measurements import Dtype, Op, op_flops
+from gac.contracts.plans import Timing
+from solver.lookup import CurvePoint, LatencyLookup
+
+MIN_SAMPLE_US = 1000.0  # the CPU timer batches calls into samples of at least this long
+POINT_OVERHEAD_S = 0.005  # allocating the inputs and recording the point
+
+
+@dataclass(frozen=True)
+class ProfileEstimate:
+    points: int
+    seconds: float
+    basis: str  # how the figure was obtained, for the user
+    per_curve: tuple[float, ...] = ()  # seconds per missing curve, in order
+
+
+def point_seconds(latency_us: float, samples: int | None, timing: Timing) -> float:
+    """Wall time of one point: warm-up, then samples until the count or the cap."""
+    n = min(max(samples or timing.min_samples, timing.min_samples), timing.max_samples)
+    sampling_ms = min(n * max(latency_us, MIN_SAMPLE_US) / 1e3, timing.time_cap_ms)
+    return (timing.warmup_ms + sampling_ms) / 1e3 + POINT_OVERHEAD_S
+
+
+def _shape(mc: MissingCurve, dim: int) -> dict[str, int]:
+    return {**mc.fixed_shape, mc.axis: dim}
+
+
+def _nearest(curve: dict[int, CurvePoint], xs: list[int], dim: int) -> int:
+    i = bisect.bisect_left(xs, dim)
+    near = xs[max(0, i - 1): i + 1]
+    return min(near, key=lambda x: abs(x - dim))
+
+
+def estimate(missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timing: Timing | None = None) -> ProfileEstimate:
+    """Estimated seconds to profile every point of `missing` with `timing` (the plan default if None)."""
+    timing = timing or Timing()
+    points = sum(len(mc.dims) for mc in missing)
+    curves = {id(mc): dict(lookup.curve(Op(mc.op), Dtype(mc.dtype), mc.fixed_shape, mc.axis)) if lookup else {} for mc in missing}
+    # Time per FLOP, per op, from the measured points of the curves involved.
+    rates: dict[str, list[float]] = {}
+    for mc in missing:
+        op = Op(mc.op)
+        for x, p in curves[id(mc)].items():
+            rates.setdefault(mc.op, []).append(p.latency_us / max(1, op_flops(op, _shape(mc, x))))
+    any_rate = statistics.median(r for rs in rates.values() for r in rs) if rates else None
+    per_curve: list[float] = []
+    from_curve = from_rate = capped = 0
+    for mc in missing:
+        seconds = 0.0
+        op, curve = Op(mc.op), curves[id(mc)]
+        xs = sorted(curve)
+        rate = statistics.median(rates[mc.op]) if mc.op in rates else any_rate
+        for d in mc.dims:
+            work = op_flops(op, _shape(mc, d))
+            if xs:
+                x = _nearest(curve, xs, d)
+                p = curve[x]
+                lat, n = p.latency_us * work / max(1, op_flops(op, _shape(mc, x))), p.n
+                from_curve += 1
+            elif rate is not None:
+                lat, n = rate * work, None
+                from_rate += 1
+            else:
+                seconds += (timing.warmup_ms + timing.time_cap_ms) / 1e3 + POINT_OVERHEAD_S
+                capped += 1
+                continue
+            seconds += point_seconds(lat, n, timing)
+        per_curve.append(seconds)
+    parts = []
+    if from_curve:
+        parts.append(f"{from_curve} from measured dims of the same curve")
+    if from_rate:
+        parts.append(f"{from_rate} from the platform's time per FLOP on similar shapes")
+    if capped:
+        parts.append(f"{capped} at the {timing.time_cap_ms:g} ms time cap (nothing measured yet: an upper bound)")
+    basis = "; ".join(parts) or "nothing to profile"
+    return ProfileEstimate(points=points, seconds=sum(per_curve), basis=basis, per_curve=tuple(per_curve))

@@ -1,0 +1,131 @@
+"""`gac align --profile-missing`: the points an alignment lacks are timed for real on this CPU,
+stored (local database, or the live service over HTTP), and the second alignment is complete;
+another platform's points are queued as a job instead; a long profile is not started unasked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import httpx
+import pytest
+
+from gac.contracts.measurements import Batch, RunInfo
+from tests import factories as f
+
+pytestmark = pytest.mark.slow
+
+# Two small low-rank weights: every curve point is a GEMM of a few microseconds.
+M, IN, OUT = 8, 48, 40
+
+
+def tiny_manifest(target: str | None = None) -> dict:
+    dims = (11.3, 19.6)
+    doc = {
+        "schema": "gac.manifest/v1", "model": "tiny", "compressor": "asvd",
+        "budget": {"params": int(sum(dims) * (IN + OUT))},
+        "workload": {"tokens": [M], "dtype": "float32"},
+        "weights": [
+            {"name": f"layers.{i}.proj", "kind": "lowrank", "out_features": OUT, "in_features": IN, "dim": d, "importance": 1.0 + i}
+            for i, d in enumerate(dims)
+        ],
+    }
+    if target:
+        doc["target"] = {"platform": target}
+    return doc
+
+
+def gac(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gac", *args], env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+
+def this_fingerprint() -> str:
+    out = subprocess.run([sys.executable, "-m", "gac", "agent", "platform", "--threads", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["fingerprint"]
+
+
+def points(result: dict) -> int:
+    return sum(len(m["dims"]) for m in result["missing"])
+
+
+def test_local_profile_missing_measures_exactly_the_missing_points(app, settings, tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(tiny_manifest()))
+    env = os.environ | {"GAC_DATABASE_URL": settings.url, "GAC_SECRET_KEY": settings.secret_key, "GAC_DATA_DIR": str(tmp_path)}
+
+    before = gac(["align", str(path), "--json"], env)
+    assert before.returncode == 0, before.stderr
+    first = json.loads(before.stdout)
+    assert first["platform"] == "rules only" and first["latency"]["complete"] is False
+    wanted = points(first)
+    assert wanted > 0 and all(m["estimated_seconds"] > 0 for m in first["missing"])
+
+    out = gac(["align", str(path), "--profile-missing", "--yes", "--threads", "1", "--json"], env)
+    assert out.returncode == 0, out.stderr
+    assert f"profiling {wanted} missing points" in out.stderr and f"measured {wanted} points" in out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["platform"] == this_fingerprint()
+    assert doc["missing"] == [] and doc["latency"]["complete"] is True
+    assert doc["latency"]["unaligned_us"] > 0 and doc["latency"]["speedup"] > 0
+
+    # Exactly those points were stored: aligning again needs nothing, and the table counts them.
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(settings.url)
+    with engine.connect() as c:
+        assert c.execute(text("select count(*) from measurements")).scalar_one() == wanted
+    engine.dispose()
+    again = gac(["align", str(path), "--platform", doc["platform"], "--json"], env)
+    assert again.returncode == 0 and json.loads(again.stdout)["missing"] == []
+
+
+def test_a_long_profile_is_not_started_unasked(app, settings, tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(tiny_manifest()))
+    env = os.environ | {"GAC_DATABASE_URL": settings.url, "GAC_SECRET_KEY": settings.secret_key, "GAC_DATA_DIR": str(tmp_path)}
+    # Nothing is measured on this database yet, so the estimate is the time-cap upper bound (minutes).
+    out = gac(["align", str(path), "--profile-missing", "--threads", "1"], env)
+    assert out.returncode == 2 and "pass --yes" in out.stderr
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(settings.url)
+    with engine.connect() as c:
+        assert c.execute(text("select count(*) from measurements")).scalar_one() == 0
+    engine.dispose()
+
+
+def test_profile_missing_against_the_live_service(live_service, tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(tiny_manifest()))
+    env = os.environ | {"GAC_AGENT_SPOOL_DIR": str(tmp_path / "spool")}
+    args = ["align", str(path), "--server", live_service.url, "--token", live_service.ingest_token]
+    out = gac([*args, "--profile-missing", "--yes", "--threads", "1", "--json"], env)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    fingerprint = this_fingerprint()
+    assert doc["platform"] == fingerprint and doc["missing"] == [] and doc["latency"]["complete"] is True
+    r = httpx.get(f"{live_service.url}/v1/measurements", params={"platform": fingerprint, "limit": 5000},
+                  headers={"Authorization": f"Bearer {live_service.read_token}"})
+    assert r.status_code == 200 and len(r.json()["items"]) > 0
+
+
+def test_another_platforms_points_are_queued_not_measured_here(live_service, tmp_path):
+    elsewhere = f.platform(device_name="Some GPU", device_kind="cuda")
+    batch = Batch(id=uuid.uuid4(), platform=elsewhere, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=[f.measurement(64)])
+    r = httpx.post(f"{live_service.url}/v1/batches", json=f.body(batch), headers=f.auth(live_service.ingest_token))
+    assert r.status_code == 201, r.text
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(tiny_manifest(elsewhere.fingerprint())))
+    out = gac(["align", str(path), "--server", live_service.url, "--token", live_service.ingest_token,
+               "--profile-missing", "--yes", "--threads", "1", "--json"], os.environ.copy())
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert "queued" in out.stderr and "measured" not in out.stderr
+    assert doc["platform"] == elsewhere.fingerprint() and doc["missing"]
+    jobs = httpx.get(f"{live_service.url}/v1/jobs", headers=f.auth(live_service.admin_token))
+    assert jobs.status_code == 200, jobs.text
+    assert any(j["source"] == "align-missing" for j in jobs.json()["items"])
