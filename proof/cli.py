@@ -11,20 +11,25 @@ import typer
 def config_kwargs(
     model: str, compressor: str, ratio: float | None, seq: list[int] | None, decode_context: int | None,
     rounds: int | None, passes: int | None, window: int, rel_tol: float | None, threads: int, dtype: str | None = None,
+    frontier_search: str | None = None,
 ) -> dict[str, Any]:
     """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py."""
+    from proof.objectives import SEARCHES
     from proof.pipeline import DTYPES
 
     if model not in ("minilm", "llama"):
         raise ValueError("--model: use minilm or llama")
     if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"--dtype: use {', '.join(DTYPES)}")
+    if frontier_search is not None and frontier_search not in SEARCHES:
+        raise ValueError(f"--frontier-search: use {', '.join(SEARCHES)}")
     methods = ("asvd", "prune") if compressor == "both" else (compressor,)
     if any(m not in ("asvd", "prune") for m in methods):
         raise ValueError("--compressor: use asvd, prune or both")
     kw: dict[str, Any] = {"model": model, "compressors": methods, "ratio": ratio, "window": window, "threads": threads,
                           "seqs": tuple(seq) if seq else None, "decode_context": decode_context,
-                          "rounds": rounds, "passes": passes, "rel_tol": rel_tol, "dtype": dtype}
+                          "rounds": rounds, "passes": passes, "rel_tol": rel_tol, "dtype": dtype,
+                          "frontier_search": frontier_search}
     return {k: v for k, v in kw.items() if v is not None}
 
 
@@ -63,13 +68,14 @@ def register(app: typer.Typer) -> None:
         rel_tol: Annotated[Optional[float], typer.Option("--rel-tol", min=0.0, max=0.5, help="A larger dim within this latency counts as as fast (default 0.02)")] = None,
         threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads for profiling and timing alike")] = 1,
         dtype: Annotated[Optional[str], typer.Option("--dtype", help="float32 | bfloat16 | float16 to compress for, profile and time in (default: this CPU's fast dtype, see `gac agent platform`)")] = None,
+        frontier_search: Annotated[Optional[str], typer.Option("--frontier-search", help="bisect (default) | scan: how the frontier variant's points are scored for quality (at most 6)")] = None,
         save: Annotated[Optional[Path], typer.Option("--save", "--json", help="Write the run (dims, alignments, profile, timings) here; default benchmarks/out/proof-MODEL.json")] = None,
         retime_file: Annotated[Optional[Path], typer.Option("--retime", exists=True, dir_okay=False, help="Re-time a saved run: rebuild its variants from the saved dims, no profiling")] = None,
     ) -> None:
         """Compress a model (ASVD and/or MLP pruning), align with GAC on this CPU's measured profile,
         and print aligned share, params, quality and latency per variant."""
         try:
-            kw = config_kwargs(model, compressor, ratio, seq, decode_context, rounds, passes, window, rel_tol, threads, dtype)
+            kw = config_kwargs(model, compressor, ratio, seq, decode_context, rounds, passes, window, rel_tol, threads, dtype, frontier_search)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         from proof.retime import DtypeMismatch

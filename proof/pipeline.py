@@ -2,7 +2,10 @@
 build every variant, score quality and time prefill (and decode) latency.
 
 Variants per compressor: the original, the compressor's own (unaligned) dims,
-naive round-to-nearest-8, and GAC's choice from measured candidates.
+naive round-to-nearest-8, and GAC's choices from measured candidates under three objectives
+(proof.objectives): importance-only (the paper's), latency-aware (epsilon 0.005), and the
+fastest frontier point within 1 % of the unaligned quality. proof.predict puts the speed-up the
+solver's latency model predicts next to the measured one.
 """
 
 from __future__ import annotations
@@ -21,17 +24,33 @@ from gac.contracts.manifest import Manifest
 from proof.compress import Compression, compress_asvd, compress_prune, compressed_params, manifest_params
 from proof.latency import LatencyRun, Setting, settings_for, time_rounds
 from proof.llama import LlamaConfig
-from proof.profile import REL_TOL, dims_of, measured_alignment
+from proof.objectives import (
+    FRONTIER,
+    FRONTIER_TRIES,
+    IMPORTANCE,
+    LATENCY,
+    SEARCHES,
+    FrontierPick,
+    objective_alignments,
+    pick_frontier,
+)
+from proof.predict import VariantPrediction, predict
+from proof.profile import REL_TOL, align_options, dims_of, measured_alignment
 from proof.quality import Quality
 from proof.subjects import Subject, make_subject
 from solver.align import budget_params
 from solver.baselines import round_nearest
 from solver.kinds import original_params
+from solver.lookup import FileLookup, LatencyLookup
 
 DEFAULT_RATIO = {"asvd": 0.15, "prune": 0.25}
 COMPRESSORS: dict[str, Callable[..., Compression]] = {"asvd": compress_asvd, "prune": compress_prune}
-ORIGINAL, UNALIGNED, ROUND8, GAC = "original", "unaligned", "round-to-8", "GAC-aligned"
-VARIANTS = (ORIGINAL, UNALIGNED, ROUND8, GAC)
+ORIGINAL, UNALIGNED, ROUND8 = "original", "unaligned", "round-to-8"
+GAC_IMPORTANCE, GAC_LATENCY, GAC_FRONTIER = "GAC importance-only", "GAC latency-aware", "GAC frontier <=1%"
+GAC = GAC_LATENCY  # the headline GAC variant (the solver's default objective with measured data)
+LEGACY_GAC = "GAC-aligned"  # runs saved before the objectives: one GAC variant
+VARIANTS = (ORIGINAL, UNALIGNED, ROUND8, GAC_IMPORTANCE, GAC_LATENCY, GAC_FRONTIER)
+OBJECTIVE_VARIANTS = {IMPORTANCE: GAC_IMPORTANCE, LATENCY: GAC_LATENCY, FRONTIER: GAC_FRONTIER}
 MODELS = ("minilm", "llama")
 DTYPES = ("float32", "bfloat16", "float16")
 SAVED_BEFORE_DTYPES = "bfloat16"  # what runs saved before ProofConfig had a dtype were made in
@@ -59,10 +78,14 @@ class ProofConfig:
     llama_data: tuple[tuple[int, int], tuple[int, int]] = ((8, 128), (4, 128))  # (calibration, evaluation) random ids
     # The dtype compressed for, profiled and timed in; None: this CPU's fast dtype (settled by with_dtype).
     dtype: str | None = None
+    frontier_search: str = "bisect"  # how the frontier variant's points are scored (proof.objectives.pick_frontier)
+    frontier_tries: int = FRONTIER_TRIES  # at most this many frontier points scored for quality
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: use one of {DTYPES}")
+        if self.frontier_search not in SEARCHES:
+            raise ValueError(f"frontier_search {self.frontier_search!r}: use one of {SEARCHES}")
 
     @classmethod
     def quick_config(cls, **kw: Any) -> "ProofConfig":
@@ -173,6 +196,10 @@ class CompressorResult:
     notes: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     measurements: list = field(default_factory=list)  # the raw profile, for the saved run
+    # objective ("importance", "latency", "frontier") -> its alignment on the same profile
+    alignments: dict[str, AlignmentResult] = field(default_factory=dict)
+    frontier: FrontierPick | None = None  # how the frontier variant was picked
+    predictions: dict[str, VariantPrediction] = field(default_factory=dict)  # per variant but the unaligned
 
 
 @dataclass
@@ -186,6 +213,7 @@ class ProofResult:
     spec: dict
     results: list[CompressorResult]
     timed_on: str = ""  # this machine, where the variants were timed
+    cpu: str = ""  # the agent's platform of this machine: device name and ISA
     retimed_from: str | None = None
     dtype_note: str = ""  # which dtype the run used and why (profiler_agent.dtypes.choose_dtype)
 
@@ -207,14 +235,44 @@ def round8_dims(manifest: Manifest) -> dict[str, int]:
     return {w.name: round_nearest(w.dim, 8, w.max_dim) for w in manifest.weights}
 
 
-def variant_dims(comp: Compression, manifest: Manifest, alignment: AlignmentResult) -> dict[str, dict[str, int]]:
-    """name -> dims for every variant."""
+def variant_dims(
+    comp: Compression, manifest: Manifest, alignments: dict[str, AlignmentResult], frontier: FrontierPick | None = None
+) -> dict[str, dict[str, int]]:
+    """name -> dims for every variant (the frontier variant: the pick's dims, else the latency-aware ones)."""
+    latency = dims_of(alignments[LATENCY])
     return {
         ORIGINAL: original_dims(manifest),
         UNALIGNED: dict(comp.dims),
         ROUND8: round8_dims(manifest),
-        GAC: dims_of(alignment),
+        GAC_IMPORTANCE: dims_of(alignments[IMPORTANCE]),
+        GAC_LATENCY: latency,
+        GAC_FRONTIER: dict(frontier.dims) if frontier is not None else latency,
     }
+
+
+def profile_lookup(measurements: Sequence[Any], alignment: AlignmentResult) -> LatencyLookup | None:
+    """The profile the alignment was made from, as a lookup (None: no measurements, rules only)."""
+    if not measurements:
+        return None
+    return FileLookup.from_measurements(measurements, alignment.platform)
+
+
+def gac_variants(
+    method: str, cfg: ProofConfig, subject: Subject, comp: Compression, manifest: Manifest, alignment: AlignmentResult,
+    lookup: LatencyLookup | None, log: Callable[[str], None] = print,
+) -> tuple[dict[str, AlignmentResult], FrontierPick]:
+    """The three objectives' alignments on one profile, and the frontier point within 1 % of unaligned quality."""
+    opts = align_options(cfg.window, cfg.rel_tol, cfg.window_rel)
+    alignments = objective_alignments(manifest, lookup, opts, have=alignment)
+    for kind, res in alignments.items():
+        log(f"[{method}] {kind}: dims {sorted(dims_of(res).values())}")
+    baseline = subject.judge(comp.build(comp.dims))
+    pick = pick_frontier(
+        manifest, lookup, opts, alignments[FRONTIER], dims_of(alignments[LATENCY]),
+        lambda dims: subject.judge(comp.build(dict(dims))), baseline, tries=cfg.frontier_tries, search=cfg.frontier_search,
+    )
+    log(f"[{method}] frontier: {pick.note}")
+    return alignments, pick
 
 
 def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) -> Aligner:
@@ -262,8 +320,14 @@ def run_compressor(
     manifest, alignment, profile, notes, raw = (aligner or profiled_aligner(cfg, log, method))(comp.manifest)
     t["profile+align"] = time.perf_counter() - t0
     log(f"[{method}] aligned dims {sorted(dims_of(alignment).values())}")
-    res = evaluate(method, cfg, subject, comp, manifest, alignment, variant_dims(comp, manifest, alignment), log)
+    lookup = profile_lookup(raw, alignment)
+    t0 = time.perf_counter()
+    alignments, pick = gac_variants(method, cfg, subject, comp, manifest, alignment, lookup, log)
+    t["objectives+frontier"] = time.perf_counter() - t0
+    res = evaluate(method, cfg, subject, comp, manifest, alignments[LATENCY], variant_dims(comp, manifest, alignments, pick), log)
     res.profile, res.notes, res.measurements = profile, notes + res.notes, raw
+    res.alignments, res.frontier = alignments, pick
+    res.predictions = predict(manifest, lookup, {n: v.dims for n, v in res.variants.items()}, res.latency)
     res.seconds = t | res.seconds
     return res
 
@@ -340,11 +404,12 @@ def proof_result(
 
     p = detect_platform("cpu", dtypes=False)  # the name and fingerprint only
     here = f"{p.device_name} ({p.fingerprint()[:12]})"
+    cpu = f"{p.device_name}, ISA {p.isa or 'unknown'}"
     profiled = next((r.profile.platform for r in results if r.profile is not None), here)
     return ProofResult(
         config=cfg, platform=profiled, torch_version=torch.__version__, subject_title=subject.title,
         quality_note=subject.quality_note, footnote=subject.footnote, spec=subject.spec, results=results,
-        timed_on=here, retimed_from=retimed_from, dtype_note=dtype_note,
+        timed_on=here, retimed_from=retimed_from, dtype_note=dtype_note, cpu=cpu,
     )
 
 

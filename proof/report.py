@@ -5,7 +5,19 @@ from __future__ import annotations
 import dataclasses
 
 from proof.latency import DECODE_PASS_FACTOR
-from proof.pipeline import GAC, ORIGINAL, UNALIGNED, VARIANTS, CompressorResult, ProofResult
+from proof.objectives import FRONTIER, IMPORTANCE, LATENCY, QUALITY_TOL
+from proof.pipeline import (
+    GAC_FRONTIER,
+    GAC_IMPORTANCE,
+    GAC_LATENCY,
+    LEGACY_GAC,
+    ORIGINAL,
+    UNALIGNED,
+    VARIANTS,
+    CompressorResult,
+    ProofResult,
+)
+from proof.predict import FLAG, Z
 from proof.stats import LEVEL, N_BOOT
 
 
@@ -18,6 +30,15 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [_row(header, widths), _row(["-" * w for w in widths], widths), *(_row(r, widths) for r in rows)]
 
 
+def variant_names(r: CompressorResult) -> list[str]:
+    """The variants this result holds, in table order (a run saved before the objectives has one GAC variant)."""
+    return [v for v in VARIANTS if v in r.variants] + [v for v in r.variants if v not in VARIANTS]
+
+
+def headline_gac(r: CompressorResult) -> str:
+    return GAC_LATENCY if GAC_LATENCY in r.variants else LEGACY_GAC
+
+
 def compressor_table(r: CompressorResult) -> list[str]:
     lat = r.latency
     qlabels = list(r.variants[ORIGINAL].quality.figures)
@@ -25,7 +46,7 @@ def compressor_table(r: CompressorResult) -> list[str]:
     header += [f"{s.label} {s.unit} [min-max]" for s in lat.settings]
     header += [f"{s.label} speed-up [95% CI]" for s in lat.settings]
     rows = []
-    for name in VARIANTS:
+    for name in variant_names(r):
         v = r.variants[name]
         budget_note = "" if v.within_budget else " (over budget)"
         cells = [name, f"{v.aligned8:.0%}", f"{v.aligned16:.0%}", f"{v.weight_params:,}{budget_note}", f"{v.model_params:,}"]
@@ -43,24 +64,134 @@ def compressor_table(r: CompressorResult) -> list[str]:
     return _table(header, rows)
 
 
-def verdict(r: CompressorResult) -> list[str]:
+def prediction_table(r: CompressorResult) -> list[str]:
+    """Predicted (solver's denoised curves) vs measured speed-up over unaligned, per variant and setting."""
+    if not r.predictions:
+        return []
+    lat = r.latency
+    header = ["variant", "kernel pred"]
+    for s in lat.settings:
+        header += [f"{s.label} pred [{LEVEL:.0%}]", f"{s.label} meas [{LEVEL:.0%} CI]", f"{s.label} diff"]
+    rows: list[list[str]] = []
+    flags: list[str] = []
+    lacking: list[str] = []
+    notes: list[str] = []
+    for name in variant_names(r):
+        vp = r.predictions.get(name)
+        if vp is None:
+            continue
+        if vp.note or vp.missing:
+            rows.append([name, *(["-"] * (len(header) - 1))])
+            if vp.note:
+                notes.append(f"  {name}: {vp.note}")
+            else:
+                notes.append(f"  {name}: incomplete, {len(vp.missing)} curve points missing (below)")
+            lacking += [f"  {name}: {m}" for m in vp.missing[:8]]
+            if len(vp.missing) > 8:
+                lacking.append(f"  {name}: ... and {len(vp.missing) - 8} more")
+            continue
+        ks = vp.kernel_speedup
+        cells = [name, f"{ks:.3f}x" if ks is not None else "-"]
+        for sp in vp.settings:
+            m = sp.measured
+            cells += [f"{sp.speedup:.3f}x [{sp.lo:.3f}-{sp.hi:.3f}]", f"{m.median:.3f}x [{m.ci_lo:.3f}-{m.ci_hi:.3f}]",
+                      f"{sp.diff:+.3f}{' !' if sp.flagged else ''}"]
+            if sp.flagged:
+                flags.append(f"  {name} {sp.label}: predicted {sp.speedup:.3f}x vs measured {m.median:.3f}x: {sp.misses()}")
+        rows.append(cells)
+    out = [
+        f"predicted vs measured speed-up over unaligned. kernel pred: the compressed weights' kernels at the variant's dims vs"
+        f" the unaligned dims, token-weighted as the solver weights them, from the solver's denoised curve estimates (not raw"
+        f" medians). S pred: measured unaligned model time minus that setting's predicted kernel saving [+/-{Z} sigma of the"
+        f" curve estimates]; meas: paired ratio [{LEVEL:.0%} bootstrap CI]; diff = pred - meas, ! when |diff| > {FLAG}",
+    ]
+    out += _table(header, rows)
+    if notes:
+        out.append("no prediction:")
+        out += notes
+    if flags:
+        out.append(f"|predicted - measured| > {FLAG}: what the prediction misses")
+        out += flags
+    if lacking:
+        out.append("prediction incomplete: curve points missing")
+        out += lacking
+    return out
+
+
+def objectives_lines(r: CompressorResult) -> list[str]:
+    """What each objective chose on the same profile, and how the frontier variant was picked."""
+    out: list[str] = []
+    a = r.alignments
+    if a:
+        parts = []
+        for kind, label in ((IMPORTANCE, "importance-only"), (LATENCY, "latency-aware"), (FRONTIER, "frontier")):
+            res = a.get(kind)
+            if res is None:
+                continue
+            p = res.latency
+            eps = f" epsilon {res.epsilon}" if res.epsilon is not None and kind != IMPORTANCE else ""
+            us = f"{p.aligned_us:.0f} us" if p.aligned_us is not None else "no prediction"
+            kept = f", keeps {p.importance_kept:.4f}" if p.importance_kept is not None else ""
+            parts.append(f"{label}{eps} ({res.objective_kind}): {us}{kept}")
+        out.append("objectives on the same profile (predicted GEMM time, token-weighted): " + "; ".join(parts))
+        fr = a.get(FRONTIER)
+        if fr is not None and fr.frontier:
+            pts = sorted(fr.frontier, key=lambda p: p.latency_us)
+            out.append(
+                f"frontier: {len(pts)} Pareto points, {pts[0].latency_us:.0f} us (keeps {pts[0].importance_kept:.4f})"
+                f" to {pts[-1].latency_us:.0f} us (keeps {pts[-1].importance_kept:.4f})"
+            )
+    f = r.frontier
+    if f is not None:
+        out.append(f"{GAC_FRONTIER}: {f.note}")
+        for t in sorted(f.tries, key=lambda t: t.rank):
+            q = f"quality {t.quality:.4f} {'within' if t.qualifies else 'NOT within'} {QUALITY_TOL:.0%}" if t.quality is not None else "not scored"
+            mark = " <- picked" if f.picked is not None and f.tries[f.picked] is t else ""
+            out.append(f"  point {t.rank}: {t.latency_us:.0f} us, keeps {t.importance_kept:.4f}, {t.params:,} params: {q} ({t.note}){mark}")
+        if f.skipped:
+            out.append(f"  {len(f.skipped)} points skipped: {'; '.join(f.skipped[:3])}{' ...' if len(f.skipped) > 3 else ''}")
+    return out
+
+
+def verdict(r: CompressorResult, model: str = "") -> list[str]:
     """The issue's targets, checked on the figures above (nothing else)."""
     lat = r.latency
-    out = ["target: GAC-aligned vs unaligned at the same budget; measurably faster = 95% CI lower bound of the speed-up > 1.0"]
+    gac = headline_gac(r)
+    out = [f"target: {gac} vs unaligned at the same budget; measurably faster = 95% CI lower bound of the speed-up > 1.0"]
     for s in lat.settings:
-        sp = lat.speedup(GAC, UNALIGNED, s.label)
+        sp = lat.speedup(gac, UNALIGNED, s.label)
         out.append(
             f"  {s.label}: {sp.median:.3f}x, 95% CI [{sp.ci_lo:.3f}-{sp.ci_hi:.3f}], faster in {sp.faster}/{sp.n} rounds"
             f" (range {sp.lo:.3f}-{sp.hi:.3f}): {sp.verdict()}"
         )
-    q_un, q_gac = r.variants[UNALIGNED].quality, r.variants[GAC].quality
-    rel = q_gac.relative_change(q_un)
-    if q_gac.higher_is_better:
-        rule = "target: at most 1% lower (higher is better)"
-    else:
-        rule = "target: at most 1% higher (lower is better)"
-    met = "met" if q_gac.no_worse_than(q_un, 0.01) else "NOT met"
-    out.append(f"  quality: GAC {q_gac.headline} {q_gac.value:.4f} vs unaligned {q_un.value:.4f} ({rel:+.2%}; {rule}: {met})")
+    if GAC_IMPORTANCE in r.variants and GAC_LATENCY in r.variants:
+        out.append(
+            f"target: {GAC_LATENCY} faster than {GAC_IMPORTANCE} (paired ratio importance-only / latency-aware,"
+            " 95% CI lower bound > 1.0)"
+        )
+        same = r.variants[GAC_LATENCY].dims == r.variants[GAC_IMPORTANCE].dims
+        for s in lat.settings:
+            sp = lat.speedup(GAC_LATENCY, GAC_IMPORTANCE, s.label)
+            note = " (same dims: any difference is noise)" if same else ""
+            out.append(f"  {s.label}: {sp.median:.3f}x, 95% CI [{sp.ci_lo:.3f}-{sp.ci_hi:.3f}]: {sp.verdict()}{note}")
+    q_un = r.variants[UNALIGNED].quality
+    tol = f"at most {QUALITY_TOL:.0%} {'lower (higher is better)' if q_un.higher_is_better else 'higher (lower is better)'}"
+    out.append(f"target: quality within {QUALITY_TOL:.0%} of unaligned ({tol})")
+    for name in (GAC_IMPORTANCE, GAC_LATENCY, GAC_FRONTIER, LEGACY_GAC):
+        if name not in r.variants:
+            continue
+        q = r.variants[name].quality
+        met = "met" if q.no_worse_than(q_un, QUALITY_TOL) else "NOT met"
+        out.append(
+            f"  quality: {name.removeprefix('GAC ')} {q.headline} {q.value:.4f} vs unaligned {q_un.value:.4f}"
+            f" ({q.relative_change(q_un):+.2%}): {met}"
+        )
+    if model == "llama" and r.method == "prune":
+        un = r.variants[UNALIGNED].dims
+        moved = {n: sum(v.dims[k] != d for k, d in un.items()) for n, v in r.variants.items() if n.startswith("GAC")}
+        still = all(c == 0 for c in moved.values())
+        desc = ", ".join(f"{n.removeprefix('GAC ')} changes {c} of {len(un)} dims" for n, c in moved.items())
+        out.append(f"llama prune, 'no change' before: {'still no change' if still else 'CHANGED'} ({desc})")
     return out
 
 
@@ -72,6 +203,8 @@ def render(res: ProofResult) -> str:
         f"platform: profiled on {res.platform}, timed on {res.timed_on}; torch {res.torch_version};"
         f" batch 1 in {cfg.dtype or 'bfloat16'}, {cfg.threads} thread(s); {res.quality_note}",
     ]
+    if res.cpu:
+        lines.append(f"CPU (the agent's platform): {res.cpu}; dtype {cfg.dtype or 'bfloat16'}")
     if res.dtype_note:
         lines.append(res.dtype_note)
     if res.retimed_from:
@@ -103,13 +236,16 @@ def render(res: ProofResult) -> str:
                 f"solver's predicted GEMM time (sum over compressed weights, token-weighted): original {m.latency.original_us:.0f} us,"
                 f" unaligned {m.latency.unaligned_us:.0f} us, aligned {m.latency.aligned_us:.0f} us"
             )
+        lines += objectives_lines(r)
         lines += [f"warning: {w}" for w in m.warnings]
         lines += [f"note: {n}" for n in r.notes]
         lines.append(f"load average during timing: {r.load_before[0]:.2f} before, {r.load_after[0]:.2f} after")
         lines += compressor_table(r)
-        lines += verdict(r)
-        lines.append(f"dims: unaligned {_dims(r.variants[UNALIGNED].dims)}")
-        lines.append(f"      GAC       {_dims(r.variants[GAC].dims)}")
+        lines += prediction_table(r)
+        lines += verdict(r, cfg.model)
+        names = [n for n in variant_names(r) if n == UNALIGNED or n.startswith("GAC")]
+        width = max(len(n) for n in names)
+        lines += [f"{'dims:' if i == 0 else '':5} {n:{width}}  {_dims(r.variants[n].dims)}" for i, n in enumerate(names)]
         lines.append(f"({res.footnote.format(params=r.variants[ORIGINAL].model_params)})")
     return "\n".join(lines)
 
@@ -124,7 +260,7 @@ def to_json(res: ProofResult) -> dict:
     proof.retime rebuilds and re-times the variants from this."""
     out: dict = {
         "schema": "gac.proof-run/v1",
-        "platform": res.platform, "timed_on": res.timed_on, "torch": res.torch_version, "retimed_from": res.retimed_from,
+        "platform": res.platform, "timed_on": res.timed_on, "cpu": res.cpu, "torch": res.torch_version, "retimed_from": res.retimed_from,
         "spec": res.spec, "config": res.config.to_json(), "results": [],
     }
     for r in res.results:
@@ -135,6 +271,9 @@ def to_json(res: ProofResult) -> dict:
             "budget": r.budget,
             "manifest": r.manifest.model_dump(mode="json", by_alias=True),
             "alignment": r.alignment.model_dump(mode="json", by_alias=True),
+            "alignments": {k: a.model_dump(mode="json", by_alias=True) for k, a in r.alignments.items()},
+            "frontier_pick": dataclasses.asdict(r.frontier) if r.frontier is not None else None,
+            "predictions": {n: _prediction_json(p) for n, p in r.predictions.items()},
             "profile_summary": dataclasses.asdict(r.profile) if r.profile is not None else None,
             "profile": [m.model_dump(mode="json") for m in r.measurements],
             "notes": r.notes,
@@ -155,3 +294,20 @@ def to_json(res: ProofResult) -> dict:
             "seconds": r.seconds,
         })
     return out
+
+
+def _prediction_json(p) -> dict:
+    return {
+        "kernel_us": p.kernel_us, "kernel_unaligned_us": p.kernel_unaligned_us, "kernel_speedup": p.kernel_speedup,
+        "missing": p.missing, "note": p.note,
+        "settings": {
+            s.label: {
+                "kernel_unaligned_us": s.kernel_unaligned_us, "kernel_us": s.kernel_us, "saving_us": s.saving_us,
+                "saving_sigma_us": s.saving_sigma_us, "measured_unaligned_us": s.measured_unaligned_us,
+                "predicted": s.speedup, "predicted_lo": s.lo, "predicted_hi": s.hi,
+                "measured": s.measured.median, "measured_ci": [s.measured.ci_lo, s.measured.ci_hi],
+                "diff": s.diff, "flagged": s.flagged,
+            }
+            for s in p.settings
+        },
+    }

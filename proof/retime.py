@@ -18,6 +18,8 @@ from typing import Any
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
+from gac.contracts.measurements import Measurement
+from proof.objectives import FrontierPick, FrontierTry
 from proof.pipeline import (
     ProfileSummary,
     ProofConfig,
@@ -25,9 +27,11 @@ from proof.pipeline import (
     compress,
     evaluate,
     prepare,
+    profile_lookup,
     proof_result,
     with_dtype,
 )
+from proof.predict import predict
 from proof.report import to_json
 
 SCHEMA = "gac.proof-run/v1"
@@ -91,5 +95,13 @@ def retime(path: str | Path, log: Callable[[str], None] = print, **overrides: An
         ps = r.get("profile_summary")
         res.profile = ProfileSummary(**ps) if ps else None
         res.notes = notes + list(r.get("notes", [])) + res.notes
+        res.measurements = [Measurement.model_validate(m) for m in r.get("profile", [])]
+        res.alignments = {k: AlignmentResult.model_validate(a) for k, a in (r.get("alignments") or {}).items()}
+        fp = r.get("frontier_pick")
+        if fp:
+            res.frontier = FrontierPick(**{**fp, "tries": [FrontierTry(**t) for t in fp.get("tries", [])]})
+        # Predictions again from the saved profile (the same denoised estimates) against the new timing.
+        lookup = profile_lookup(res.measurements, alignment)
+        res.predictions = predict(manifest, lookup, dims, res.latency)
         results.append(res)
     return proof_result(cfg, subject, results, retimed_from=str(path), dtype_note=why)

@@ -34,7 +34,7 @@ from solver.candidates import (
     build_items,
     missing_curves,
 )
-from solver.crosscheck import CrossCheckResult, compare, solve_ortools
+from solver.crosscheck import CrossCheckDisagreement, CrossCheckResult, compare, crosscheck_point, solve_ortools
 from solver.kinds import original_params, row_count, unit_params
 from solver.lookup import LatencyLookup
 from solver.mckp import InfeasibleBudget, solve_mckp
@@ -70,7 +70,8 @@ class AlignOptions:
 
 
 DEFAULT_EPSILON = 0.005
-LATENCY_UNITS = 1 << 24  # integer latency resolution: the slowest total maps to this many units
+LATENCY_UNITS = 1 << 24  # integer latency resolution: the slowest total maps to about this many units
+POINT_CHECK_TIME_LIMIT_S = 20.0  # CP-SAT on the chosen two-resource point; past it the check proves nothing
 
 
 def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: AlignOptions | None = None) -> AlignmentResult:
@@ -199,7 +200,7 @@ def _align_for_latency(
     front = trade.frontier(n_points) if n_points > 0 else []
     seconds = time.perf_counter() - t0
     chosen = [ic.candidates[j].dim for ic, j in zip(cands, best.point.choice)]
-    cross = reference.solver.cross_check  # OR-Tools checked the reference knapsack
+    cross = _cross_check_point(opts, titems, budget, best)  # the reference's knapsack was checked in its own align()
     rules = [ic.item.name for ic in cands if not ic.measured]
     if not best.optimal:
         warnings.append(
@@ -220,6 +221,7 @@ def _align_for_latency(
         )
         for pt in front
     ]
+    frontier = _pareto(frontier)
     obj = objective(items, chosen)
     return AlignmentResult(
         model=manifest.model,
@@ -256,10 +258,41 @@ def _missing(cands: list[ItemCandidates], model: LatencyModel, copts: CandidateO
 
 
 def _latency_units(cands: list[ItemCandidates]) -> list[list[int]]:
-    """Candidate latencies as integers (the slowest total -> LATENCY_UNITS); rule candidates count 0."""
+    """Candidate latencies as integers; rule candidates count 0.
+
+    The unit is a power of ten near slowest total / LATENCY_UNITS: latencies given to a few
+    decimals then convert exactly, so choices whose sums tie in µs also tie in units (a scale
+    that is not a power of ten would break such ties by rounding noise)."""
     slowest = math.fsum(max((c.latency_us or 0.0) for c in ic.candidates) for ic in cands)
-    scale = LATENCY_UNITS / slowest if slowest > 0 else 0.0
+    if slowest <= 0:
+        return [[0 for _ in ic.candidates] for ic in cands]
+    exponent = math.floor(math.log10(slowest / LATENCY_UNITS))
+    scale = 10.0**-exponent
     return [[round((c.latency_us or 0.0) * scale) for c in ic.candidates] for ic in cands]
+
+
+def _pareto(points: list[FrontierPoint]) -> list[FrontierPoint]:
+    """Drop points another one beats in predicted µs and kept importance (ties in units can differ in µs)."""
+    def beaten(p: FrontierPoint) -> bool:
+        return any(
+            q is not p and q.latency_us <= p.latency_us and q.importance_kept >= p.importance_kept
+            and (q.latency_us < p.latency_us or q.importance_kept > p.importance_kept)
+            for q in points
+        )
+    return [p for p in points if p.chosen or not beaten(p)]
+
+
+def _cross_check_point(opts: AlignOptions, titems: list[TradeoffItem], budget: int, best: Fastest) -> CrossCheck:
+    """CP-SAT re-solves the chosen point with both constraints; a proven disagreement is an error."""
+    if opts.cross_check == "none" or (opts.cross_check == "auto" and len(titems) > opts.cross_check_max_items):
+        return CrossCheck(method="none", status="not run")
+    limit = min(opts.cross_check_time_limit_s, POINT_CHECK_TIME_LIMIT_S)
+    agrees, theirs, status, seconds = crosscheck_point(titems, budget, best.point, time_limit_s=limit)
+    if agrees is False and best.optimal:
+        raise CrossCheckDisagreement(
+            f"two-resource cross-check: CP-SAT ({status}) found least latency {theirs} units, our solver {best.point.latency}"
+        )
+    return CrossCheck(method="cp-sat", status=status, seconds=round(seconds, 6), agrees=agrees if best.optimal else None)
 
 
 def _total_latency(cands: list[ItemCandidates], dims: list[int], model: LatencyModel) -> float | None:

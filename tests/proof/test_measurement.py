@@ -126,7 +126,7 @@ def test_tiny_llama_run_reports_ci_and_targets(tiny_run) -> None:
     text = render(tiny_run)
     assert "95% CI" in text and "decode@8 ms/tok" in text and "RECONSTRUCTION ERROR" in text
     assert "measurably faster = 95% CI lower bound of the speed-up > 1.0" in text
-    assert "quality: GAC rel err" in text and "lower is better" in text
+    assert "quality: latency-aware rel err" in text and "quality: importance-only rel err" in text and "lower is better" in text
     for r in tiny_run.results:  # the original's weights are dense: the budget is a share of them
         assert r.variants[ORIGINAL].weight_params == r.original_weight_params > r.budget
 

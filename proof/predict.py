@@ -1,0 +1,222 @@
+"""Predicted vs measured speed-up of each variant over the unaligned one.
+
+The prediction uses the solver's own latency model (solver.candidates.LatencyModel): the
+DENOISED estimate of every curve point (solver.curve_model), never the raw medians of the
+profile, so it is what the alignment believed when it chose the dims.
+
+Kernel level: the compressed weights' kernels at the variant's dims vs at the unaligned dims,
+token-weighted exactly as the solver weights them (the manifest's token_weights, normalized;
+proof.profile balances them to 1 / each M's total). One figure per variant.
+
+Model level, per timed setting (one GEMM row count M): the kernels of that M alone, unweighted
+(µs of one forward at batch 1), give the predicted saving S = T_M(unaligned dims) - T_M(variant
+dims). The predicted model time is the MEASURED unaligned model time U minus S, so the predicted
+speed-up is U / (U - S); everything outside the compressed weights' kernels (attention, norms,
+embeddings, other layers) is assumed unchanged. Interval: S +/- 1.96 sigma, sigma from the curve
+model's per-point standard errors, each distinct curve point counted once with its net
+coefficient (a point both variants use cancels); estimates of one fitted run are correlated,
+which this treats as independent. The measured speed-up beside it is the paired ratio with its
+95 % bootstrap CI (proof.stats).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gac.contracts.manifest import LowRankWeight, Manifest
+from proof.latency import LatencyRun
+from proof.stats import Speedup
+from solver.candidates import LatencyModel
+from solver.kinds import Kernel, kernels
+from solver.lookup import LatencyLookup
+
+Z = 1.96  # two-sided 95 % for the prediction's interval
+FLAG = 0.03  # |predicted - measured| speed-up above this is flagged
+
+# A curve point: (curve key, axis value).
+PointKey = tuple[tuple, int]
+
+
+@dataclass
+class SettingPrediction:
+    """One timed setting of one variant: predicted model speed-up [interval] next to the measured one."""
+
+    label: str
+    kind: str  # "prefill" | "decode"
+    kernel_unaligned_us: float  # this M's compressed-weight kernels at the unaligned dims, one forward
+    kernel_us: float  # ... at the variant's dims
+    saving_us: float  # kernel_unaligned_us - kernel_us
+    saving_sigma_us: float
+    measured_unaligned_us: float  # the unaligned model's median over rounds
+    speedup: float  # predicted model speed-up U / (U - saving)
+    lo: float
+    hi: float
+    measured: Speedup
+
+    @property
+    def kernel_speedup(self) -> float:
+        return self.kernel_unaligned_us / self.kernel_us if self.kernel_us > 0 else float("nan")
+
+    @property
+    def diff(self) -> float:
+        """predicted - measured (median paired ratio)."""
+        return self.speedup - self.measured.median
+
+    @property
+    def flagged(self) -> bool:
+        return abs(self.diff) > FLAG
+
+    @property
+    def kernel_share(self) -> float:
+        """How much of the measured unaligned model time the predicted kernels make up."""
+        return self.kernel_unaligned_us / self.measured_unaligned_us if self.measured_unaligned_us > 0 else float("nan")
+
+    @property
+    def measured_saving_us(self) -> float:
+        return self.measured_unaligned_us * (1 - 1 / self.measured.median) if self.measured.median > 0 else float("nan")
+
+    def misses(self) -> str:
+        """What the prediction leaves out, in this setting's own numbers (for a flagged row)."""
+        rest = self.measured_saving_us - self.saving_us
+        parts = [
+            f"the compressed weights' GEMMs are {self.kernel_share:.0%} of the measured unaligned time"
+            f" ({self.kernel_unaligned_us / 1e3:.2f} of {self.measured_unaligned_us / 1e3:.2f} ms); the prediction holds the rest fixed",
+            f"the model saved {self.measured_saving_us:+.0f} us, its kernels were predicted to save {self.saving_us:+.0f} us"
+            f" ({rest:+.0f} us elsewhere: non-GEMM work, or kernels running differently inside the model)",
+        ]
+        if self.kind == "decode":
+            parts.append(
+                "decode: M = 1 GEMMs are memory-bound; the profile times each kernel repeatedly with its weights warm in cache,"
+                " the model streams every layer's weights per token, and per-token overhead (KV cache, attention) dominates"
+            )
+        return "; ".join(parts)
+
+
+@dataclass
+class VariantPrediction:
+    variant: str
+    kernel_us: float | None = None  # token-weighted, as the solver weights them
+    kernel_unaligned_us: float | None = None
+    settings: list[SettingPrediction] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # curve points the prediction lacks, and why
+    note: str = ""  # why there is no prediction at all
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and not self.note and self.kernel_us is not None
+
+    @property
+    def kernel_speedup(self) -> float | None:
+        if self.kernel_us is None or self.kernel_unaligned_us is None or self.kernel_us <= 0:
+            return None
+        return self.kernel_unaligned_us / self.kernel_us
+
+
+class _Points:
+    """Curve points of a set of dims: coefficient of each (curve, x), per M."""
+
+    def __init__(self, model: LatencyModel) -> None:
+        self.model = model
+        self.kernel_of: dict[tuple, Kernel] = {}
+
+    def coefficients(self, manifest: Manifest, dims: Mapping[str, int], m: int) -> dict[PointKey, float]:
+        out: dict[PointKey, float] = {}
+        for w in manifest.weights:
+            for k in kernels(w, m):
+                self.kernel_of.setdefault(k.curve_key, k)
+                key = (k.curve_key, k.scale * int(dims[w.name]))
+                out[key] = out.get(key, 0.0) + k.count
+        return out
+
+    def estimate(self, key: PointKey) -> tuple[float, float] | None:
+        """(denoised estimate, its sigma) of a curve point; None when the profile lacks it."""
+        k = self.kernel_of[key[0]]
+        est = self.model.estimate(k, key[1])
+        if est is None:
+            return None
+        return est, self.model.model(k).sigma.get(key[1], 0.0)
+
+    def describe(self, key: PointKey) -> str:
+        k = self.kernel_of[key[0]]
+        shape = ",".join(f"{a}={v}" for a, v in k.fixed)
+        return f"{k.op.value}({shape}) {k.axis}={key[1]}"
+
+
+def _total(points: _Points, coeffs: Mapping[PointKey, float]) -> tuple[float | None, list[PointKey]]:
+    total, missing = 0.0, []
+    for key, c in coeffs.items():
+        e = points.estimate(key)
+        if e is None:
+            missing.append(key)
+        else:
+            total += c * e[0]
+    return (None if missing else total), missing
+
+
+def _saving(points: _Points, base: Mapping[PointKey, float], var: Mapping[PointKey, float]) -> tuple[float, float]:
+    """(predicted saving base - var, its sigma): distinct points independent, net coefficients."""
+    net: dict[PointKey, float] = dict(base)
+    for key, c in var.items():
+        net[key] = net.get(key, 0.0) - c
+    saving = var_sum = 0.0
+    for key, c in net.items():
+        est, sigma = points.estimate(key)  # type: ignore[misc]  # callers checked completeness
+        saving += c * est
+        var_sum += (c * sigma) ** 2
+    return saving, math.sqrt(var_sum)
+
+
+def predict(
+    manifest: Manifest,
+    lookup: LatencyLookup | None,
+    dims_by_variant: Mapping[str, Mapping[str, int]],
+    latency: LatencyRun,
+    unaligned: str = "unaligned",
+    original: str = "original",
+    why_missing: str = "not in the profile: the alignment asked for each weight's window, its look-ahead, "
+    "the original and the compressor's dims only",
+) -> dict[str, VariantPrediction]:
+    """Every variant but the unaligned baseline: kernel-level and per-setting model-level predictions."""
+    out: dict[str, VariantPrediction] = {}
+    if lookup is None:
+        return {v: VariantPrediction(v, note="no latency data (rules-only alignment): nothing to predict from")
+                for v in dims_by_variant if v != unaligned}
+    model = LatencyModel(lookup, manifest)
+    points = _Points(model)
+    base_dims = dims_by_variant[unaligned]
+    settings = latency.settings
+    ms = sorted({s.gemm_m for s in settings} | {m for m, _ in model.tokens})
+    base = {m: points.coefficients(manifest, base_dims, m) for m in ms}
+    base_tot = {m: _total(points, base[m]) for m in ms}
+    for name, dims in dims_by_variant.items():
+        if name == unaligned:
+            continue
+        vp = VariantPrediction(name)
+        out[name] = vp
+        if name == original and any(isinstance(w, LowRankWeight) for w in manifest.weights):
+            vp.note = "n/a: the original runs dense weights, not the low-rank kernels the profile holds"
+            continue
+        var = {m: points.coefficients(manifest, dims, m) for m in ms}
+        var_tot = {m: _total(points, var[m]) for m in ms}
+        lacking = {key for m in ms for key in base_tot[m][1] + var_tot[m][1]}
+        if lacking:
+            vp.missing = [f"{points.describe(k)}: {why_missing}" for k in sorted(lacking, key=lambda k: (str(k[0]), k[1]))]
+            continue
+        vp.kernel_us = math.fsum(w * var_tot[m][0] for m, w in model.tokens)  # type: ignore[operator]
+        vp.kernel_unaligned_us = math.fsum(w * base_tot[m][0] for m, w in model.tokens)  # type: ignore[operator]
+        for s in settings:
+            m = s.gemm_m
+            u = float(latency.stat(unaligned, s.label).median)
+            saving, sigma = _saving(points, base[m], var[m])
+
+            def ratio(sv: float) -> float:
+                return u / (u - sv) if u - sv > 0 else float("inf")
+
+            vp.settings.append(SettingPrediction(
+                label=s.label, kind=s.kind, kernel_unaligned_us=base_tot[m][0], kernel_us=var_tot[m][0],  # type: ignore[arg-type]
+                saving_us=saving, saving_sigma_us=sigma, measured_unaligned_us=u, speedup=ratio(saving),
+                lo=ratio(saving - Z * sigma), hi=ratio(saving + Z * sigma), measured=latency.speedup(name, unaligned, s.label),
+            ))
+    return out

@@ -1,0 +1,216 @@
+"""The proof's GAC variants per objective (importance-only, latency-aware, frontier within 1 %) and
+the predicted vs measured speed-ups, on a tiny decoder with a synthetic staircase profile."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import numpy as np
+import pytest
+
+from gac.contracts.measurements import Measurement
+from proof.latency import LatencyRun, Setting
+from proof.llama import LlamaConfig
+from proof.objectives import EPSILON, FRONTIER, IMPORTANCE, LATENCY, point_dims
+from proof.pipeline import (
+    GAC_FRONTIER,
+    GAC_IMPORTANCE,
+    GAC_LATENCY,
+    ORIGINAL,
+    ROUND8,
+    UNALIGNED,
+    VARIANTS,
+    ProofConfig,
+    profile_lookup,
+    run_proof,
+)
+from proof.predict import FLAG, predict
+from proof.profile import align_options, balance_token_weights, dims_of
+from solver.align import align
+from solver.candidates import LatencyModel
+from solver.kinds import kernels
+from solver.lookup import FileLookup
+
+TINY = LlamaConfig(vocab_size=512, hidden=64, intermediate=176, heads=4, kv_heads=2, layers=3, max_positions=128)
+NOISE = 0.03
+
+
+def staircase_us(shape: dict[str, int], axis: str, tile: int = 16) -> float:
+    """A GEMM that pads its swept axis up to a tile (a step every 16) and rises a little inside each tile."""
+    x = shape[axis]
+    rest = shape["m"] * shape["n"] * shape["k"] / x
+    return 2.0 + rest * (-(-x // tile) * tile + 0.2 * x) / 2e4
+
+
+def synthetic_measurements(missing, seed: int = 0) -> list[Measurement]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for mc in missing:
+        for d in mc.dims:
+            shape = {**mc.fixed_shape, mc.axis: d}
+            med = staircase_us(shape, mc.axis) * (1 + NOISE * rng.standard_normal())
+            out.append(Measurement(
+                id=uuid.uuid4(), op=mc.op, dtype=mc.dtype, shape=shape, sweep_axis=mc.axis, median_us=med,
+                p10_us=med * (1 - NOISE), p90_us=med * (1 + NOISE), mean_us=med, n=50, timer="synthetic",
+            ))
+    return out
+
+
+def synthetic_aligner(manifest):
+    """Stands in for the profiled aligner: the points the rules-only alignment asks for, from a noisy staircase."""
+    opts = align_options(16)
+    rules = align(manifest, None, opts)
+    ms = synthetic_measurements(rules.missing)
+    lookup = FileLookup.from_measurements(ms, "synthetic-cpu")
+    manifest, note = balance_token_weights(manifest, lookup)
+    return manifest, align(manifest, lookup, opts), None, [note], ms
+
+
+@pytest.fixture(scope="module")
+def run():
+    cfg = ProofConfig(model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=8, rounds=2, passes=1)
+    return run_proof(cfg, log=lambda _m: None, aligner=synthetic_aligner)
+
+
+def test_every_objective_is_a_variant(run) -> None:
+    for r in run.results:
+        assert list(r.variants) == list(VARIANTS)
+        assert {k: a.objective_kind for k, a in r.alignments.items()} == {IMPORTANCE: "importance", LATENCY: "latency", FRONTIER: "frontier"}
+        assert r.alignments[LATENCY].epsilon == r.alignments[FRONTIER].epsilon == EPSILON
+        assert r.variants[GAC_IMPORTANCE].dims == dims_of(r.alignments[IMPORTANCE])
+        assert r.variants[GAC_LATENCY].dims == dims_of(r.alignments[LATENCY])
+        assert all(r.variants[v].within_budget for v in (UNALIGNED, GAC_IMPORTANCE, GAC_LATENCY, GAC_FRONTIER))
+        assert len(r.alignments[FRONTIER].frontier) > 1
+        lat = r.alignments[LATENCY].latency
+        # latency-aware: never slower than the importance-only optimum, and keeps >= 1 - epsilon of its importance
+        assert lat.aligned_us <= lat.importance_only_us + 1e-9 and lat.importance_kept >= 1 - EPSILON - 1e-12
+
+
+def test_dims_differ_where_they_should(run) -> None:
+    asvd, prune = run.results
+    for r in (asvd, prune):  # the staircase makes trading a little importance for a step worth it
+        assert r.variants[GAC_LATENCY].dims != r.variants[GAC_IMPORTANCE].dims
+        assert r.variants[GAC_LATENCY].dims != r.variants[UNALIGNED].dims
+        assert r.alignments[LATENCY].latency.aligned_us < r.alignments[IMPORTANCE].latency.aligned_us
+    # ASVD: the binary search found a frontier point faster than the latency-aware choice within 1 % quality
+    f = asvd.frontier
+    assert f is not None and f.picked is not None and f.search == "bisect" and len(f.tries) <= f.cap == 6
+    picked = f.tries[f.picked]
+    assert picked.qualifies and asvd.variants[GAC_FRONTIER].dims != asvd.variants[GAC_LATENCY].dims
+    assert asvd.variants[GAC_FRONTIER].quality.no_worse_than(asvd.variants[UNALIGNED].quality, 0.01)
+    assert all(not t.qualifies for t in f.tries if t.rank < picked.rank)  # every faster point scored failed
+    assert picked.latency_us <= asvd.alignments[LATENCY].latency.aligned_us + 1e-9
+    # Pruning: no point scored qualifies, so the variant falls back to the latency-aware dims and says so.
+    assert prune.frontier.picked is None and "latency-aware choice instead" in prune.frontier.note
+    assert prune.variants[GAC_FRONTIER].dims == prune.variants[GAC_LATENCY].dims
+
+
+def test_frontier_points_realign_to_themselves(run) -> None:
+    r = run.results[0]
+    lookup = profile_lookup(r.measurements, r.alignment)
+    opts = align_options(16)
+    reachable = [p for p in r.alignments[FRONTIER].frontier if 0.5 <= p.importance_kept <= 1.0][-4:]
+    assert reachable
+    model = LatencyModel(lookup, r.manifest)
+    for pt in reachable:
+        dims, why = point_dims(r.manifest, lookup, opts, pt)
+        assert dims is not None, why
+        total = sum(w * k.count * model.estimate(k, k.scale * dims[wt.name])
+                    for wt in r.manifest.weights for m, w in model.tokens for k in kernels(wt, m))
+        assert total == pytest.approx(pt.latency_us, rel=1e-9)
+    over = next((p for p in r.alignments[FRONTIER].frontier if p.importance_kept > 1.0 + 1e-9), None)
+    if over is not None:
+        assert point_dims(r.manifest, lookup, opts, over)[0] is None
+
+
+def _raw_total(lookup, manifest, dims, tokens) -> float:
+    return sum(w * k.count * lookup.curve(k.op, manifest.workload.dtype, k.fixed_shape, k.axis)[k.scale * dims[wt.name]].latency_us
+               for wt in manifest.weights for m, w in tokens for k in kernels(wt, m))
+
+
+def test_predictions_come_from_the_denoised_estimates(run) -> None:
+    for r in run.results:
+        lookup = profile_lookup(r.measurements, r.alignment)
+        model = LatencyModel(lookup, r.manifest)
+        for name, kind in ((GAC_IMPORTANCE, IMPORTANCE), (GAC_LATENCY, LATENCY)):
+            p = r.predictions[name]
+            assert p.complete and p.kernel_speedup is not None
+            # the same figures the alignment predicted (its estimates), not the raw medians of the profile
+            assert p.kernel_us == pytest.approx(r.alignments[kind].latency.aligned_us, rel=1e-9)
+            assert p.kernel_unaligned_us == pytest.approx(r.alignments[kind].latency.unaligned_us, rel=1e-9)
+            raw = _raw_total(lookup, r.manifest, r.variants[name].dims, model.tokens)
+            assert abs(raw - p.kernel_us) > 1e-6 * raw
+            for sp in p.settings:
+                u = sp.measured_unaligned_us
+                assert sp.speedup == pytest.approx(u / (u - sp.saving_us))
+                assert sp.lo <= sp.speedup <= sp.hi and sp.saving_sigma_us > 0
+                assert sp.flagged == (abs(sp.speedup - sp.measured.median) > FLAG)
+        assert UNALIGNED not in r.predictions
+    assert "n/a" in run.results[0].predictions[ORIGINAL].note  # ASVD's original runs dense weights
+    assert run.results[1].predictions[ORIGINAL].complete  # pruning's original width is profiled
+
+
+def test_prediction_arithmetic_and_missing_points() -> None:
+    """Two weights on one synthetic curve, a known run: saving, interval, flags, and a point the profile lacks."""
+    from proof.compress import compress_prune
+    from proof.llama import random_llama
+    from proof.subjects import TokenCalibration, random_ids
+
+    model = random_llama(TINY, 0)
+    cal = TokenCalibration(model, random_ids(512, (2, 16), 1), random_ids(512, (1, 16), 2))
+    manifest = compress_prune(model, cal, 0.25, [16], "bfloat16").manifest
+    res = align(manifest, None, align_options(8))
+    lookup = FileLookup.from_measurements(synthetic_measurements(res.missing), "synthetic")
+    un = {w.name: int(w.dim) for w in manifest.weights}
+    var = {n: d - 1 for n, d in un.items()}
+    far = {n: 8 for n in un}  # far below every window: not profiled
+    lat = LatencyRun([Setting("prefill", 16)], rounds=3, passes=1, threads=1)
+    base = [1000.0, 1010.0, 990.0]
+    for name, f in (("unaligned", 1.0), ("v", 1.2), ("far", 1.0)):
+        lat.medians[(name, "S=16")] = [b / f for b in base]
+    out = predict(manifest, lookup, {"unaligned": un, "v": var, "far": far}, lat)
+    lm = LatencyModel(lookup, manifest)
+    expect = sum(k.count * (lm.estimate(k, k.scale * un[w.name]) - lm.estimate(k, k.scale * var[w.name]))
+                 for w in manifest.weights for k in kernels(w, 16))
+    sp = out["v"].settings[0]
+    assert sp.saving_us == pytest.approx(expect) and sp.measured_unaligned_us == 1000.0
+    assert sp.speedup == pytest.approx(1000.0 / (1000.0 - expect)) and sp.lo <= sp.speedup <= sp.hi
+    assert sp.measured.median == pytest.approx(1.2) and sp.flagged and "GEMMs are" in sp.misses()
+    assert not out["far"].complete and out["far"].missing and "not in the profile" in out["far"].missing[0]
+    assert predict(manifest, None, {"unaligned": un, "v": var}, lat)["v"].note.startswith("no latency data")
+
+
+def test_report_names_cpu_and_has_the_new_columns(run, tmp_path) -> None:
+    from proof.report import render
+    from proof.retime import load_run, save_run
+
+    text = render(run)
+    assert "CPU (the agent's platform):" in text and ", ISA " in text and f"dtype {run.config.dtype}" in text
+    for col in ("kernel pred", "S=16 pred [95%]", "S=16 meas [95% CI]", "S=16 diff", "decode@8 pred [95%]"):
+        assert col in text
+    for v in (GAC_IMPORTANCE, GAC_LATENCY, GAC_FRONTIER, ROUND8):
+        assert v in text
+    assert f"target: {GAC_LATENCY} faster than {GAC_IMPORTANCE}" in text
+    assert "target: quality within 1% of unaligned" in text
+    assert "llama prune, 'no change' before:" in text
+    assert "frontier: 50 Pareto points" in text and "cap 6" in text
+    saved = load_run(save_run(run, tmp_path / "run.json"))
+    r0 = saved["results"][0]
+    assert set(r0["alignments"]) == {IMPORTANCE, LATENCY, FRONTIER} and r0["frontier_pick"]["cap"] == 6
+    assert r0["predictions"][GAC_LATENCY]["settings"]["S=16"]["predicted"] > 0
+    json.dumps(saved)
+
+
+def test_retime_recomputes_predictions_from_the_saved_profile(run, tmp_path) -> None:
+    from proof.report import render
+    from proof.retime import retime, save_run
+
+    path = save_run(run, tmp_path / "run.json")
+    again = retime(path, log=lambda _m: None, rounds=2)
+    for a, b in zip(run.results, again.results):
+        assert list(b.variants) == list(VARIANTS) and b.alignments.keys() == a.alignments.keys()
+        assert b.frontier is not None and b.frontier.picked == a.frontier.picked
+        for v in (GAC_IMPORTANCE, GAC_LATENCY):
+            assert b.predictions[v].kernel_us == pytest.approx(a.predictions[v].kernel_us)
+    assert "kernel pred" in render(again)
