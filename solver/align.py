@@ -71,6 +71,8 @@ class AlignOptions:
 
 DEFAULT_EPSILON = 0.005
 LATENCY_UNITS = 1 << 24  # integer latency resolution: the slowest total maps to about this many units
+PAPER_RADIUS = 8  # the paper's reference code searches +/- this many multiples of 8 (+/- 64 dims)
+PAPER_OWN = "paper-dp-64"  # the baseline: the paper's DP over its own window
 POINT_CHECK_TIME_LIMIT_S = 20.0  # CP-SAT on the chosen two-resource point; past it the check proves nothing
 
 
@@ -251,9 +253,31 @@ def _align_for_latency(
 
 def _missing(cands: list[ItemCandidates], model: LatencyModel, copts: CandidateOptions) -> list[MissingCurve]:
     """The points to profile, each curve with the time profiling it should take on this platform."""
-    missing = missing_curves(cands, model, copts)
+    missing = _with_paper_window(missing_curves(cands, model, copts), cands, model)
     for mc, seconds in zip(missing, estimate_profile(missing, model.lookup).per_curve):
         mc.estimated_seconds = round(seconds, 3)
+    return missing
+
+
+def _with_paper_window(missing: list[MissingCurve], cands: list[ItemCandidates], model: LatencyModel) -> list[MissingCurve]:
+    """Add the unmeasured dims of the paper's own window, so its baseline gets a predicted latency too."""
+    by_curve = {(mc.op, tuple(sorted(mc.fixed_shape.items())), mc.axis): mc for mc in missing}
+    for ic in cands:
+        for k, _ in model.kernel_terms(ic.item):
+            curve = model.curve(k)
+            need = [k.scale * d for d in paper_window(ic.item) if k.scale * d not in curve]
+            if not need:
+                continue
+            key = (k.op.value, k.fixed, k.axis)
+            mc = by_curve.get(key)
+            if mc is None:
+                mc = by_curve[key] = MissingCurve(op=k.op.value, dtype=model.dtype.value, fixed_shape=k.fixed_shape, axis=k.axis)
+                missing.append(mc)
+            mc.dims = sorted(set(mc.dims) | set(need))
+            if ic.item.name not in mc.items:
+                mc.items.append(ic.item.name)
+            if "paper's window" not in mc.reasons:
+                mc.reasons = sorted([*mc.reasons, "paper's window"])
     return missing
 
 
@@ -469,7 +493,34 @@ def _baselines(
     b.raw_budget_violation = max(0, res.raw_cost - budget)
     b.seconds = round(res.seconds, 6)
     out.append(b)
+    own = _paper_own_window(ctx, u, warnings)
+    if own is not None:
+        out.append(own)
     return out
+
+
+def paper_window(item: Item, align: int = 8, radius: int = PAPER_RADIUS) -> list[int]:
+    """The paper's own candidates: multiples of align within radius steps of round(d*/align)*align."""
+    centre = round(item.d_star / align) * align
+    dims = [centre + off * align for off in range(-radius, radius + 1)]
+    return [d for d in dims if align <= d <= item.max_dim] or [max(align, min(item.max_dim, centre))]
+
+
+def _paper_own_window(ctx: _Context, u: int, warnings: list[str]) -> Baseline | None:
+    """The method GAC comes from, as published: its DP over its own window (rules, not measurements)."""
+    windows = [paper_window(it) for it in ctx.items]
+    costs = [[it.unit * d for d in dims] for it, dims in zip(ctx.items, windows)]
+    values = [[math.fsum(w.importance * unit_params(w) * (d - w.dim) for w in it.members) for d in dims] for it, dims in zip(ctx.items, windows)]
+    try:
+        res = bl.paper_dp(costs, values, ctx.budget, u)
+    except (bl.TooLarge, ValueError) as exc:
+        warnings.append(f"paper-dp-64 baseline skipped: {exc}")
+        return None
+    b = _baseline(ctx, PAPER_OWN, [dims[j] for dims, j in zip(windows, res.picks)])
+    b.raw_total_params = res.raw_cost
+    b.raw_budget_violation = max(0, res.raw_cost - ctx.budget)
+    b.seconds = round(res.seconds, 6)
+    return b
 
 
 def _baseline(ctx: _Context, name: str, dims: list[int]) -> Baseline:
