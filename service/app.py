@@ -32,12 +32,37 @@ from service.ui.endpoints import install_ui
 from service.startup import ensure_schema
 
 
+def die_with_parent() -> None:
+    """In a worker process that a supervisor spawned (uvicorn --workers), ask Linux to end it
+    when its parent dies: a killed master must not leave orphans serving old code.
+
+    Only in spawned workers: a service run in its own process must outlive the shell that
+    started it."""
+    import multiprocessing
+    import os
+    import signal
+    import sys
+
+    parent = multiprocessing.parent_process()
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0) != 0:
+        return
+    if os.getppid() != parent.pid:  # the parent died before the request above took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = make_engine(settings.url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        die_with_parent()
         ensure_schema(engine, settings)  # refuses to start on an out-of-date schema (unless allowed to migrate)
         poller = None
         if settings.read_cache_seconds > 0:

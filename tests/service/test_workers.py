@@ -1,0 +1,56 @@
+"""A killed service leaves no workers behind: uvicorn's workers end with their master."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import LiveService
+
+pytestmark = pytest.mark.slow
+
+
+def children(pid: int) -> set[int]:
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        out |= {int(x) for x in text}
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_workers_die_with_a_killed_master(tmp_path):
+    svc = LiveService(db_url=f"sqlite:///{tmp_path / 'gac.db'}", data_dir=tmp_path, workers=2)
+    svc.start()
+    try:
+        assert svc.proc is not None
+        master = svc.proc.pid
+        # Both workers serve before the master is killed (each answers readiness through the shared socket).
+        assert httpx.get(f"{svc.url}/readyz", timeout=10).status_code == 200
+        # The workers are the master's spawned children (multiprocessing's resource tracker aside).
+        workers = {p for p in children(master) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()}
+        assert len(workers) >= 2, workers
+        os.kill(master, signal.SIGKILL)
+        svc.proc.wait(10)
+        deadline = time.monotonic() + 20
+        while any(alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling the process table with a deadline, not waiting for luck
+        left = [p for p in workers if alive(p)]
+        for p in left:
+            os.kill(p, signal.SIGKILL)
+        assert not left, f"orphan workers still running after their master was killed: {left}"
+    finally:
+        svc.stop()
