@@ -276,3 +276,40 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     page.wait_for_selector("text=Weights")
 
     assert problems == []
+
+
+def test_dashboard_asks_for_a_token_when_reads_need_one(database, browser, tmp_path):
+    from service.settings import Settings
+    from tests.conftest import SECRET, LiveService, _truncate, make_token
+
+    settings = Settings(database_url=database.url, secret_key=SECRET, data_dir=tmp_path)
+    svc = LiveService(db_url=database.url, data_dir=tmp_path, extra_env={"GAC_REQUIRE_READ_TOKEN": "true"})
+    ingest, read = make_token(settings, "ingest"), make_token(settings, "read")
+    svc.start()
+    try:
+        plat = f.platform(device_name="Guarded CPU")
+        assert httpx.post(f"{svc.url}/v1/batches", json=f.body(staircase(plat, 16)), headers=f.auth(ingest)).status_code == 201
+        assert httpx.get(f"{svc.url}/v1/platforms").status_code == 401  # reads really are closed
+
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{svc.url}/ui")
+        page.wait_for_selector("form.token-form")
+        assert "token" in page.locator("form.token-form").inner_text().lower()
+        # A wrong token is refused and the form asks again, saying so.
+        page.fill("#token", "gac_not-a-real-token")
+        page.click("form.token-form button")
+        page.wait_for_selector("text=That token was refused")
+        # The read token opens every view, and survives navigation within the tab.
+        page.fill("#token", read)
+        page.click("form.token-form button")
+        page.wait_for_selector("a.platform-link")
+        assert page.get_by_text("Guarded CPU").count() == 1
+        page.goto(f"{svc.url}/ui#/alignments")
+        page.wait_for_selector("text=No alignments yet")
+        assert page.evaluate("sessionStorage.getItem('gac-read-token')") == read
+        assert not errors, errors
+    finally:
+        svc.stop()
+        _truncate(database.url)

@@ -8,13 +8,34 @@ const PAGE = 25;
 const CURVES_PER_PAGE = 8;
 
 // ---------- helpers ----------
+// A service may require a token for reads (GAC_REQUIRE_READ_TOKEN): the user pastes one once;
+// it lives in this tab's session storage only and goes out as a Bearer header.
+const TOKEN_KEY = "gac-read-token";
+
+class NeedsToken extends Error {}
+
 async function api(path, params) {
   const url = new URL(path, location.origin);
   for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
-  const r = await fetch(url);
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const r = await fetch(url, token ? { headers: { Authorization: `Bearer ${token}` } } : {});
   const body = await r.json().catch(() => ({}));
+  if (r.status === 401) throw new NeedsToken(typeof body.detail === "string" ? body.detail : "this service needs a token");
   if (!r.ok) throw new Error(typeof body.detail === "string" ? body.detail : `${r.status} ${JSON.stringify(body.detail || body)}`);
   return body;
+}
+
+function tokenForm(message) {
+  const input = el("input", { type: "password", id: "token", placeholder: "gac_…", autocomplete: "off", size: 40 });
+  const save = (ev) => {
+    ev.preventDefault();
+    if (input.value.trim()) sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    route();
+  };
+  return el("form", { class: "token-form", onsubmit: save },
+    el("p", {}, message),
+    el("p", { class: "muted" }, "Paste a read token (`gac token create --scope read`). It is kept in this tab only."),
+    input, " ", el("button", { type: "submit" }, "Use token"));
 }
 
 function el(tag, attrs, ...children) {
@@ -44,6 +65,12 @@ function show(...nodes) {
 }
 
 function fail(err) {
+  if (err instanceof NeedsToken) {
+    const had = sessionStorage.getItem(TOKEN_KEY);
+    sessionStorage.removeItem(TOKEN_KEY);
+    show(tokenForm(had ? `That token was refused: ${err.message}` : err.message));
+    return;
+  }
   show(el("div", { class: "error" }, `Could not load: ${err.message}`));
 }
 
