@@ -8,10 +8,14 @@ PY := $(VENV)/bin/python
 setup: $(VENV)/.installed
 
 # torch is pinned and installed first: an unpinned torch would pull a multi-GB CUDA build.
+# TORCH_INDEX: PyTorch's wheel index for the build this machine needs (CPU or a CUDA version).
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 

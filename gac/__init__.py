@@ -6,3 +6,4 @@ profiler_agent/, solver/.
 """
 
 __version__ = "0.1.0"
+DISTRIBUTION = "gpu-aligned-compression"  # the name on PyPI (`gac` there is another project)

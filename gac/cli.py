@@ -2,41 +2,84 @@
 
 Each component registers its own commands; imports stay inside the functions
 that need them so an agent machine (no DB stack) and a service machine (no
-torch) can both run the commands they have.
+torch) can both run the commands they have. A command whose component cannot be
+imported says which extra to install instead of vanishing.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+from typing import Annotated
+
 import typer
 
+from gac import DISTRIBUTION, __version__
+
 app = typer.Typer(
-    no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False, help="GAC: GPU-aligned compression."
+    no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,  # plain help: no <bool> on switches, readable at 80 columns
+    help="GAC: GPU-aligned compression."
 )
 
+# module with register(app) -> (the extra it needs, the top-level commands it adds, what that extra installs)
+COMPONENTS = {
+    "service.cli": ("service", ("serve", "align", "db", "token"), ("fastapi", "sqlalchemy", "alembic", "ortools")),
+    "profiler_agent.cli": ("agent", ("agent", "ingest", "profile"), ("torch",)),
+    "proof.cli": ("proof", ("proof",), ("torch", "safetensors", "tokenizers")),
+}
 
-def _register() -> None:
-    # Each component's commands need its own extras: an agent box has no DB stack, a
-    # service box no torch. Register what this install can run.
-    try:
-        from service.cli import register as register_service
-    except ImportError:
-        pass
-    else:
-        register_service(app)
-    try:
-        from profiler_agent.cli import register as register_agent
-    except ImportError:
-        pass
-    else:
-        register_agent(app)
-    try:
-        from proof.cli import register as register_proof
-    except ImportError:
-        pass
-    else:
-        register_proof(app)
+
+def _missing_module(modules: tuple[str, ...]) -> str | None:
+    """The first of modules this environment cannot import (found without importing it)."""
+    for name in modules:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):
+            return name
+    return None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gac {__version__} ({DISTRIBUTION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
+) -> None:
+    """GAC: GPU-aligned compression."""
+
+
+def _register() -> dict[str, tuple[str, str]]:
+    """Register every component this install can run; the others' commands -> (extra, import error)."""
+    unavailable: dict[str, tuple[str, str]] = {}
+    for module, (extra, commands, needs) in COMPONENTS.items():
+        missing = _missing_module(needs)
+        if missing is None:
+            try:
+                importlib.import_module(module).register(app)
+                continue
+            except ImportError as exc:
+                missing = exc.name or str(exc)
+        for command in commands:
+            unavailable.setdefault(command, (extra, f"no module {missing!r}"))
+    return unavailable
 
 
 def main() -> None:
-    _register()
+    unavailable = _register()
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if command in unavailable:
+        extra, error = unavailable[command]
+        typer.echo(
+            f"`gac {command}` is not available in this install ({error}): "
+            f"pip install '{DISTRIBUTION}[{extra}]'",
+            err=True,
+        )
+        raise SystemExit(2)
     app()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from gac import DISTRIBUTION
 
 if TYPE_CHECKING:
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
@@ -45,7 +46,7 @@ def _agent_version() -> str | None:
     from importlib import metadata
 
     try:
-        return metadata.version("gac")
+        return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return None
 
@@ -365,7 +366,7 @@ def register(app: typer.Typer) -> None:
         try:
             from service.ingest.service import ingest_local
         except ImportError as err:
-            console.print(f"[red]`gac profile` needs the service extra (pip install 'gac[service]'): {err}[/red]")
+            console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}[service]'): {err}[/red]")
             raise typer.Exit(2) from err
         from profiler_agent.delivery import make_batches
 
