@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 out_console = Console()
 
-ServerOpt = Annotated[Optional[str], typer.Option("--server", envvar="GAC_SERVER", help="Service URL, e.g. http://host:8000")]
-TokenOpt = Annotated[Optional[str], typer.Option("--token", envvar="GAC_TOKEN", help="Ingest token (Bearer)")]
-SpoolOpt = Annotated[Optional[Path], typer.Option("--spool-dir", envvar="GAC_AGENT_SPOOL_DIR", help="Where undelivered batches wait")]
+# Defaults come from profiler_agent.settings.AgentSettings (GAC_SERVER, GAC_TOKEN, GAC_DATA_DIR, ...).
+ServerOpt = Annotated[Optional[str], typer.Option("--server", help="Service URL, e.g. http://host:8000 (default: $GAC_SERVER)")]
+TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Ingest token (Bearer) (default: $GAC_TOKEN)")]
+SpoolOpt = Annotated[Optional[Path], typer.Option(
+    "--spool-dir", help="Where undelivered batches wait (default: $GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool)")]
 PlanOpt = Annotated[Optional[str], typer.Option("--plan", help="quick | paper | path to a YAML/JSON plan")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda:N")]
 DtypeOpt = Annotated[Optional[list[str]], typer.Option(
@@ -36,6 +38,14 @@ DtypeOpt = Annotated[Optional[list[str]], typer.Option(
                     "other plans keep only these")]
 RetriesOpt = Annotated[int, typer.Option("--retries", min=0, max=20, help="Retries per batch (exponential backoff + jitter)")]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU intra-op threads (fixed for the whole run; default: torch's)")]
+
+
+def client_settings(server: str | None, token: str | None) -> tuple[str | None, str | None]:
+    """--server and --token, else GAC_SERVER and GAC_TOKEN (read through the agent's settings class)."""
+    from profiler_agent.settings import AgentSettings
+
+    cfg = AgentSettings()
+    return server or cfg.server, token or cfg.token
 
 
 def _agent_name() -> str:
@@ -235,6 +245,7 @@ def register(app: typer.Typer) -> None:
         """Time a plan (and/or queued jobs) and deliver the results."""
         from profiler_agent.delivery import Spool
 
+        server, token = client_settings(server, token)
         if server is None and out is None:
             console.print("[red]give --server URL --token T, or --out FILE (offline), or both[/red]")
             raise typer.Exit(2)
@@ -284,6 +295,7 @@ def register(app: typer.Typer) -> None:
         """Send the batches a previous run could not deliver."""
         from profiler_agent.delivery import Deliverer, DeliveryStats, Spool
 
+        server, token = client_settings(server, token)
         spool = Spool(spool_dir)
         records = spool.records()
         if not records:
@@ -328,6 +340,7 @@ def register(app: typer.Typer) -> None:
         """Upload a results file (one batch per line); safe to repeat: ingest is idempotent."""
         from profiler_agent.delivery import Deliverer, DeliveryError, DeliveryStats, RejectedError, read_batch_file
 
+        server, token = client_settings(server, token)
         if server is None or not token:
             console.print("[red]--server and --token (or GAC_SERVER / GAC_TOKEN) are required[/red]")
             raise typer.Exit(2)

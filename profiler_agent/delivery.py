@@ -29,18 +29,14 @@ from gac.contracts.ids import new_id
 from gac.contracts.measurements import Batch, BatchReceipt, Measurement, PlatformDescriptor, RunInfo
 
 DEFAULT_BATCH_SIZE = 1000
-SPOOL_ENV = "GAC_AGENT_SPOOL_DIR"
 RETRYABLE_STATUS = {408, 429}
 
 
 def default_spool_dir() -> Path:
-    """$GAC_AGENT_SPOOL_DIR, else the platform's user data dir (e.g. ~/.local/share/gac/spool)."""
-    env = os.environ.get(SPOOL_ENV)
-    if env:
-        return Path(env)
-    from platformdirs import user_data_dir
+    """$GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool (by default the user data dir, e.g. ~/.local/share/gac/spool)."""
+    from profiler_agent.settings import AgentSettings
 
-    return Path(user_data_dir("gac", appauthor=False)) / "spool"
+    return AgentSettings().spool_dir
 
 
 class DeliveryError(Exception):

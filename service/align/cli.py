@@ -219,7 +219,7 @@ def align_command(
     db: Annotated[str | None, typer.Option(help="database URL instead of the embedded default")] = None,
     measurements: Annotated[Path | None, typer.Option(help="align against a measurements file (batch JSONL or CSV) instead")] = None,
     platform: Annotated[str | None, typer.Option(help="platform id or fingerprint; overrides the manifest's target")] = None,
-    token: Annotated[str | None, typer.Option(envvar="GAC_TOKEN", help="API token for --server")] = None,
+    token: Annotated[str | None, typer.Option(help="API token for --server (default: $GAC_TOKEN)")] = None,
     enqueue_missing: Annotated[bool, typer.Option("--enqueue-missing", help="queue a profiling job for missing curves")] = False,
     objective: Annotated[str | None, typer.Option(help="importance | latency | frontier (default: the manifest's, else latency when measured)")] = None,
     epsilon: Annotated[float | None, typer.Option(min=0.0, max=0.5, help="latency objective: importance it may give up (default 0.005)")] = None,
@@ -238,6 +238,9 @@ def align_command(
     if sum(x is not None for x in (server, db, measurements)) > 1:
         err.print("[red]give at most one of --server, --db, --measurements[/red]")
         raise typer.Exit(2)
+    from profiler_agent.settings import AgentSettings
+
+    token = token or AgentSettings().token
     body = _load_manifest(manifest)
     if objective is not None:
         if objective not in ("importance", "latency", "frontier"):

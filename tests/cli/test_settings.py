@@ -1,0 +1,35 @@
+"""Every client command reads GAC_SERVER, GAC_TOKEN, GAC_DATA_DIR and GAC_AGENT_SPOOL_DIR through
+the agent's settings class; GAC_DATA_DIR moves the spool along with the embedded database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from profiler_agent.delivery import default_spool_dir
+from tests.agent.test_runner_delivery import TINY, closed_port_url
+
+
+def test_data_dir_moves_the_spool(monkeypatch, tmp_path):
+    monkeypatch.delenv("GAC_AGENT_SPOOL_DIR", raising=False)
+    monkeypatch.setenv("GAC_DATA_DIR", str(tmp_path / "data"))
+    assert default_spool_dir() == tmp_path / "data" / "spool"
+    monkeypatch.setenv("GAC_AGENT_SPOOL_DIR", str(tmp_path / "elsewhere"))
+    assert default_spool_dir() == tmp_path / "elsewhere"
+
+
+def test_agent_run_takes_server_and_token_from_the_environment(tmp_path):
+    (tmp_path / "p.yaml").write_text(TINY)
+    env = {k: v for k, v in os.environ.items() if k not in ("GAC_AGENT_SPOOL_DIR", "GAC_SERVER", "GAC_TOKEN")}
+    env |= {"GAC_DATA_DIR": str(tmp_path / "data"), "GAC_SERVER": closed_port_url(), "GAC_TOKEN": "t"}
+    out = subprocess.run(
+        [sys.executable, "-m", "gac", "agent", "run", "--plan", str(tmp_path / "p.yaml"), "--threads", "1", "--quiet", "--retries", "0"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    # Nothing listens at GAC_SERVER: the run spools its batches under GAC_DATA_DIR and says so.
+    assert out.returncode == 1, out.stderr
+    spool = tmp_path / "data" / "spool" / "spool.jsonl"
+    records = [json.loads(line) for line in spool.read_text().splitlines()]
+    assert records and all(r["server"] == env["GAC_SERVER"] for r in records)
