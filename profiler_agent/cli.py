@@ -18,6 +18,7 @@ from rich.table import Table
 from gac import DISTRIBUTION
 
 if TYPE_CHECKING:
+    import httpx
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
     from profiler_agent.delivery import DeliveryStats
@@ -46,6 +47,31 @@ def client_settings(server: str | None, token: str | None) -> tuple[str | None, 
 
     cfg = AgentSettings()
     return server or cfg.server, token or cfg.token
+
+
+def check_server(server: str, token: str, client: "httpx.Client", need_server: bool) -> None:
+    """Before any timing: a token the service refuses fails now, not after the profile.
+
+    An unreachable service is fine for a plain run (results are spooled and sent later) but
+    not for --jobs, which needs the queue."""
+    import httpx
+
+    try:
+        r = client.get(f"{server.rstrip('/')}/v1/auth/token", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    except httpx.TransportError as err:
+        if need_server:
+            console.print(f"[red]cannot reach {server} ({type(err).__name__}): --jobs needs the service[/red]")
+            raise typer.Exit(1) from err
+        console.print(f"[yellow]cannot reach {server} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
+        return
+    if r.status_code == 404:
+        return  # an older service without the check: the first upload will tell
+    if r.status_code == 401:
+        console.print(f"[red]{server} refuses this token (unknown, malformed or revoked): check --token / GAC_TOKEN[/red]")
+        raise typer.Exit(2)
+    if r.status_code == 200 and r.json().get("scope") not in ("ingest", "admin"):
+        console.print(f"[red]token {r.json().get('name')!r} has scope {r.json().get('scope')!r}: delivering results needs ingest[/red]")
+        raise typer.Exit(2)
 
 
 def _agent_name() -> str:
@@ -95,7 +121,8 @@ class _Session:
     platform: "PlatformDescriptor"
 
 
-def open_session(device: str, threads: int | None) -> _Session:
+def open_session(device: str, threads: int | None, timing: bool = True) -> _Session:
+    """Device, timer and platform; `timing` False for commands that time nothing (no load warning)."""
     from profiler_agent.platform import detect_platform, parse_device
     from profiler_agent.timing import make_timer
 
@@ -106,7 +133,8 @@ def open_session(device: str, threads: int | None) -> _Session:
     except (RuntimeError, ValueError) as err:
         console.print(f"[red]device error:[/red] {err}")
         raise typer.Exit(2) from err
-    _warn_if_busy(platform)
+    if timing:
+        _warn_if_busy(platform)
     return _Session(str(dev), timer, platform)
 
 
@@ -255,14 +283,15 @@ def register(app: typer.Typer) -> None:
         if jobs and server is None:
             console.print("[red]--jobs needs --server[/red]")
             raise typer.Exit(2)
+        import httpx
+
+        client = httpx.Client(timeout=30.0)
+        if server is not None:
+            check_server(server, token, client, need_server=jobs)  # type: ignore[arg-type]
         session = open_session(device, threads)
         console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
         plans = [] if (jobs and plan is None) else [_load_plan(plan, dtype, session.platform)]
         spool = Spool(spool_dir)
-
-        import httpx
-
-        client = httpx.Client(timeout=30.0)
         exit_code = 0
         try:
             for p in plans:
@@ -271,7 +300,10 @@ def register(app: typer.Typer) -> None:
                 deliverer = sinks[0]
                 if deliverer is not None:
                     deliverer.drain()  # what an earlier run could not send goes first
-                result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
+                try:
+                    result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
+                except KeyboardInterrupt:
+                    _interrupted(sinks)
                 _close_sinks(sinks)
                 out_console.print(_summary_table(result, p))
                 _print_failures(result)
@@ -324,7 +356,7 @@ def register(app: typer.Typer) -> None:
 
         from profiler_agent.dtypes import choose_dtype
 
-        session = open_session(device, threads)
+        session = open_session(device, threads, timing=False)
         doc = session.platform.model_dump(mode="json", exclude_none=True)
         doc["fingerprint"] = session.platform.fingerprint()
         out_console.print_json(json.dumps(doc))
@@ -467,6 +499,10 @@ def _run_jobs(server, token, session, spool, out, batch_size, client, dtypes, ad
             with Heartbeat(jc, job.id, max(5.0, lease_seconds / 3), lease_seconds):
                 result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
                 _close_sinks(sinks)
+        except KeyboardInterrupt:
+            # Give the job back at once (not after its lease), keeping what was measured.
+            _safe(jc.fail, job.id, f"interrupted on agent {_agent_name()}")
+            _interrupted(sinks)
         except Exception as err:  # report the job as failed, then stop
             _safe(jc.fail, job.id, f"{type(err).__name__}: {err}")
             raise
@@ -480,6 +516,14 @@ def _run_jobs(server, token, session, spool, out, batch_size, client, dtypes, ad
         else:
             _safe(jc.complete, job.id, len(result.measurements), str(run.id))
     return code
+
+
+def _interrupted(sinks: list) -> None:
+    """Ctrl-C: deliver (or spool) every point measured so far, say so, and stop."""
+    _close_sinks(sinks)
+    _report_sinks(sinks)
+    console.print("[yellow]interrupted: every point measured so far was delivered or spooled (`gac agent flush` sends the spool)[/yellow]")
+    raise typer.Exit(130)
 
 
 def _safe(fn: Callable[..., object], *args: object) -> None:

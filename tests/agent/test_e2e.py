@@ -204,3 +204,67 @@ def test_job_lease_heartbeat_and_failure(live_service):
     assert (extended - job.lease_expires_at).total_seconds() > 500  # 60 s lease -> 600 s
     out = jc.fail(job.id, "disk on fire")
     assert out["error"] == "disk on fire" and out["status"] in ("queued", "failed")
+
+
+def test_a_refused_token_fails_before_any_timing(live_service, tmp_path):
+    (tmp_path / "p.yaml").write_text(TINY)
+    out = tmp_path / "r.jsonl"
+    res = CliRunner().invoke(cli_app(), ["agent", "run", "--server", live_service.url, "--token", "gac_wrong",
+                                         "--plan", str(tmp_path / "p.yaml"), "--out", str(out), "--threads", "1"])
+    assert res.exit_code == 2, res.output
+    assert "refuses this token" in res.output
+    assert not out.exists()  # nothing was timed
+    read_only = CliRunner().invoke(cli_app(), ["agent", "run", "--server", live_service.url, "--token", live_service.read_token,
+                                               "--plan", str(tmp_path / "p.yaml"), "--out", str(out), "--threads", "1"])
+    assert read_only.exit_code == 2 and "needs ingest" in read_only.output and not out.exists()
+
+
+def test_ctrl_c_keeps_every_point_measured_so_far(live_service, tmp_path, monkeypatch, threads_one):
+    """An operator's Ctrl-C after the third point: those points reach the service, exit code 130."""
+    import profiler_agent.runner as runner
+
+    real_one = runner.PlanRunner._one
+    calls = {"n": 0}
+
+    def one_then_interrupt(self, point, timing, out):  # type: ignore[no-untyped-def]
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # what SIGINT raises in the main thread, at this exact point
+        calls["n"] += 1
+        return real_one(self, point, timing, out)
+
+    monkeypatch.setattr(runner.PlanRunner, "_one", one_then_interrupt)
+    (tmp_path / "p.yaml").write_text(TINY)
+    res = CliRunner().invoke(cli_app(), ["agent", "run", "--server", live_service.url, "--token", live_service.ingest_token,
+                                         "--plan", str(tmp_path / "p.yaml"), "--threads", "1", "--quiet",
+                                         "--spool-dir", str(tmp_path / "spool")])
+    assert res.exit_code == 130, res.output
+    assert "interrupted" in res.output
+    fingerprint = detect_platform("cpu").fingerprint()
+    assert len(stored(live_service, fingerprint)) == 3
+
+
+def test_ctrl_c_gives_a_claimed_job_back_at_once(live_service, tmp_path, monkeypatch, threads_one):
+    import profiler_agent.runner as runner
+
+    platform = detect_platform("cpu")
+    plan = loads_plan(TINY)
+    job_id = _create_job(live_service, plan.to_document(), platform.fingerprint())
+    real_one = runner.PlanRunner._one
+    calls = {"n": 0}
+
+    def one_then_interrupt(self, point, timing, out):  # type: ignore[no-untyped-def]
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        calls["n"] += 1
+        return real_one(self, point, timing, out)
+
+    monkeypatch.setattr(runner.PlanRunner, "_one", one_then_interrupt)
+    res = CliRunner().invoke(cli_app(), ["agent", "run", "--jobs", "--server", live_service.url, "--token",
+                                         live_service.ingest_token, "--threads", "1", "--quiet",
+                                         "--spool-dir", str(tmp_path / "spool")])
+    assert res.exit_code == 130, res.output
+    job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {live_service.admin_token}"}).json()
+    assert job["status"] == "queued" and "interrupted" in (job["error"] or "")  # not leased for minutes
+    assert len(stored(live_service, platform.fingerprint())) == 2  # the points measured before Ctrl-C
+    again = JobClient(live_service.url, live_service.ingest_token, agent="next").claim(platform)
+    assert again is not None and again.id == job_id  # another agent can take it now

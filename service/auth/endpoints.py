@@ -1,0 +1,26 @@
+"""GET /v1/auth/token: which token the caller holds, so agents check it before hours of timing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from service.deps import Credentials, SessionDep, SettingsDep, require
+from service.auth.tokens import Scope
+
+router = APIRouter(prefix="/v1/auth", tags=["auth"])
+
+
+class TokenInfo(BaseModel):
+    name: str
+    scope: str
+    created_at: datetime
+
+
+@router.get("/token", responses={401: {"description": "no token, or an unknown or revoked one"}})
+def current_token(session: SessionDep, settings: SettingsDep, creds: Credentials) -> TokenInfo:
+    """The caller's token: its name and scope (any valid token may ask)."""
+    token = require(Scope.read, session, settings, creds)
+    return TokenInfo(name=token.name, scope=token.scope, created_at=token.created_at)
