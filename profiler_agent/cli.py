@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from profiler_agent.delivery import DeliveryStats
     from profiler_agent.runner import RunResult
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 out_console = Console()
 
 # Defaults come from profiler_agent.settings.AgentSettings (GAC_SERVER, GAC_TOKEN, GAC_DATA_DIR, ...).

@@ -461,6 +461,9 @@ def read_batch_file(path: Path | str) -> Iterator[tuple[int, Batch | None, str |
                 data = json.loads(line)
                 if isinstance(data, dict) and "batch" in data and "measurements" not in data:
                     data = data["batch"]
+                if not isinstance(data, dict):
+                    yield lineno, None, f"line {lineno}: a batch is a JSON object, not {type(data).__name__}"
+                    continue
                 yield lineno, read_document(data), None
             except (json.JSONDecodeError, ValidationError) as err:
                 yield lineno, None, f"line {lineno}: {err}".splitlines()[0][:500] + _first_error(err)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema (Alembic migrations).")
 token_app = typer.Typer(no_args_is_help=True, help="API tokens for agents and users.")
@@ -18,10 +18,14 @@ token_app = typer.Typer(no_args_is_help=True, help="API tokens for agents and us
 def _settings():  # type: ignore[no-untyped-def]
     from service.settings import Settings
 
+    from pydantic import ValidationError
+
     try:
         return Settings()
-    except ValueError as exc:
-        err.print(f"[red]configuration error:[/red] {exc}")
+    except ValidationError as exc:
+        for e in exc.errors(include_url=False):
+            where = f"GAC_{'_'.join(str(p) for p in e['loc']).upper()}: " if e["loc"] else ""
+            err.print(f"[red]configuration error:[/red] {where}{e['msg'].removeprefix('Value error, ')}")
         raise typer.Exit(2) from exc
 
 

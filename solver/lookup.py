@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from pydantic import ValidationError
+
 from gac.contracts.measurements import Batch, Dtype, Measurement, Op, parse_shape_key, shape_key, validate_shape
 
 
@@ -109,8 +111,10 @@ class FileLookup:
                     continue
                 try:
                     batch = Batch.model_validate_json(line)
-                except ValueError as exc:
-                    raise ValueError(f"{path}:{lineno}: not a gac.batch/v1 batch: {exc}") from exc
+                except ValidationError as exc:
+                    e = exc.errors(include_url=False)[0]
+                    where = ".".join(str(p) for p in e["loc"]) or "the line"
+                    raise ValueError(f"{path}:{lineno}: not a gac.batch/v1 batch: {where}: {e['msg']}") from exc
                 by_platform[batch.platform.fingerprint()].extend(batch.measurements)
         chosen = _choose_platform(sorted(by_platform), platform, str(path))
         return cls.from_measurements(by_platform[chosen], chosen)
@@ -118,18 +122,28 @@ class FileLookup:
     @classmethod
     def from_csv(cls, path: str | Path, platform: str | None = None) -> "FileLookup":
         """Read rows `op,dtype,shape,sweep_axis,median_us[,p10_us,p90_us,n][,platform]`; shape as
-        'k=4096,m=1024,n=512'. The spread columns are optional, and may be empty in a row."""
+        'k=4096,m=1024,n=512'. The spread columns are optional, and may be empty in a row.
+
+        The service's curve download (`op,dtype,axis,fixed,<axis>,median_us,...`, one curve per
+        file) is read too."""
         rows: dict[str, list[Row]] = defaultdict(list)
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
+            columns = set(reader.fieldnames or ())
+            download = {"op", "dtype", "axis", "fixed", "median_us"} <= columns
             needed = {"op", "dtype", "shape", "sweep_axis", "median_us"}
-            if reader.fieldnames is None or not needed <= set(reader.fieldnames):
-                raise ValueError(f"{path}: CSV needs columns {sorted(needed)}, got {reader.fieldnames}")
+            if not download and not needed <= columns:
+                raise ValueError(f"{path}: CSV needs columns {sorted(needed)} (or a curve download's), got {reader.fieldnames}")
             for lineno, rec in enumerate(reader, 2):
                 try:
                     op, dtype = Op(rec["op"]), Dtype(rec["dtype"])
-                    shape = validate_shape(op, parse_shape_key(rec["shape"]))
-                    axis = rec["sweep_axis"]
+                    if download:
+                        axis = rec["axis"]
+                        shape = validate_shape(op, {**parse_shape_key(rec["fixed"]), axis: int(rec[axis])})
+                        rec = {**rec, "n": rec.get("samples") or ""}
+                    else:
+                        shape = validate_shape(op, parse_shape_key(rec["shape"]))
+                        axis = rec["sweep_axis"]
                     if axis not in shape:
                         raise ValueError(f"sweep_axis {axis!r} not in shape")
                     median = float(rec["median_us"])

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 
 
 def _load_manifest(path: Path) -> dict[str, Any]:
@@ -112,7 +112,14 @@ def _from_file(measurements: Path, body: dict) -> dict:
         manifest = Manifest.model_validate(body)
     except ValidationError as exc:
         raise _validation_exit(exc) from exc
-    lookup = FileLookup.from_csv(measurements) if measurements.suffix == ".csv" else FileLookup.from_jsonl(measurements)
+    try:
+        lookup = FileLookup.from_csv(measurements) if measurements.suffix == ".csv" else FileLookup.from_jsonl(measurements)
+    except OSError as exc:
+        err.print(f"[red]cannot read {measurements}: {exc.strerror}[/red]")
+        raise typer.Exit(2) from exc
+    except ValueError as exc:  # the readers name the file and line
+        err.print(str(exc).splitlines()[0], style="red", markup=False)
+        raise typer.Exit(2) from exc
     try:
         result = align(manifest, lookup)
     except BudgetBelowFeasible as exc:

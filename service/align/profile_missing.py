@@ -17,7 +17,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 
 CONFIRM_ABOVE_S = 120.0  # ask before timing for longer than this (unless --yes)
 RULES_ONLY = "rules only"

@@ -69,7 +69,9 @@ def download_curve(
     else:
         buf = io.StringIO()
         writer = csv.writer(buf)
-        writer.writerow(["op", "dtype", "axis", "fixed", c.axis, "median_us", "p10_us", "p90_us", "mean_us", "n", "measurements"])
+        # The swept value's column is named after the axis; the sample count is "samples", so an
+        # axis named n (a GEMM's N) cannot collide with it.
+        writer.writerow(["op", "dtype", "axis", "fixed", c.axis, "median_us", "p10_us", "p90_us", "mean_us", "samples", "measurements"])
         for p in curve.points:
             writer.writerow([c.op, c.dtype, c.axis, c.fixed_key, p.x, p.median_us, p.p10_us, p.p90_us, p.mean_us, p.n, p.measurements])
         body, media = buf.getvalue(), "text/csv"

@@ -1,0 +1,93 @@
+"""A user's mistakes end in one clear line and a non-zero exit, never a traceback; a results file
+with a bad line still delivers every valid batch in it; the service's own curve download is a
+measurements file `gac align` reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests import factories as f
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ROOT / "examples" / "cpu-demo-lowrank.json"
+
+
+def gac(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gac", *args], capture_output=True, text=True, timeout=300,
+                          env=env or os.environ.copy(), stdin=subprocess.DEVNULL)
+
+
+def assert_clean_failure(out: subprocess.CompletedProcess, *needles: str) -> None:
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert "Traceback" not in text and "╭─" not in text, text  # rich's traceback frame
+    for n in needles:
+        assert n in text, text
+
+
+def test_bad_files_and_settings(tmp_path):
+    (tmp_path / "list.jsonl").write_text("[1, 2, 3]\n")
+    (tmp_path / "bad.csv").write_text("x,y\n1,2\n")
+    (tmp_path / "broken.json").write_text('{"schema": "gac.manifest/v1"')
+    (tmp_path / "list.json").write_text("[]")
+    cases = [
+        (("align", str(MANIFEST), "--measurements", str(tmp_path / "nope.jsonl")), ("cannot read", "nope.jsonl")),
+        (("align", str(MANIFEST), "--measurements", str(tmp_path / "bad.csv")), ("bad.csv", "needs columns")),
+        (("align", str(MANIFEST), "--measurements", str(tmp_path / "list.jsonl")), ("list.jsonl:1",)),
+        (("align", str(tmp_path / "broken.json")), ("broken.json", "not valid JSON")),
+        (("align", str(tmp_path / "list.json")), ("list.json", "object")),
+        (("align", str(MANIFEST), "--objective", "fastest"), ("--objective",)),
+        (("ingest", str(tmp_path / "list.jsonl"), "--server", "http://127.0.0.1:9", "--token", "t"), ("line 1", "JSON object")),
+        (("ingest", str(tmp_path / "list.jsonl")), ("--server",)),
+    ]
+    for args, needles in cases:
+        assert_clean_failure(gac(*args), *needles)
+    env = os.environ | {"GAC_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:5432/postgres", "GAC_DATA_DIR": str(tmp_path)}
+    env.pop("GAC_SECRET_KEY", None)
+    assert_clean_failure(gac("serve", env=env), "GAC_SECRET_KEY must be set")
+
+
+@pytest.mark.slow
+def test_ingest_reports_a_bad_line_and_sends_the_rest(live_service, tmp_path):
+    good = f.batch(rows=5, plat=f.platform(device_name="After the bad line"))
+    path = tmp_path / "results.jsonl"
+    path.write_text("[1, 2, 3]\n" + json.dumps(f.body(good)) + "\n")
+    out = gac("ingest", str(path), "--server", live_service.url, "--token", live_service.ingest_token)
+    assert_clean_failure(out, "line 1")
+    page = httpx.get(f"{live_service.url}/v1/measurements", params={"platform": good.platform.fingerprint()},
+                     headers=f.auth(live_service.read_token)).json()
+    assert page["total"] == 5
+
+
+def test_a_curve_download_is_a_measurements_file(client, ingest_token, tmp_path):
+    from solver.lookup import FileLookup
+    from tests.service.test_align_api import manifest, measured_platform
+
+    plat = measured_platform(client, ingest_token)
+    for c in client.get(f"/v1/platforms/{plat.fingerprint()}/curves").json():  # axis n (a GEMM's N) and k
+        curve = client.get(f"/v1/curves/{c['id']}").json()
+        download = client.get(f"/v1/curves/{c['id']}/download")
+        assert download.status_code == 200
+        (tmp_path / "curve.csv").write_text(download.text)
+        meta = curve["curve"]
+        read = FileLookup.from_csv(tmp_path / "curve.csv").curve(meta["op"], meta["dtype"], curve_fixed(meta), meta["axis"])
+        assert {x: p.latency_us for x, p in read.items()} == {p["x"]: p["median_us"] for p in curve["points"]}
+        assert {p.n for p in read.values()} == {p["n"] for p in curve["points"]}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(manifest()))
+    out = gac("align", str(path), "--measurements", str(tmp_path / "curve.csv"), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["schema"] == "gac.alignment/v1"
+
+
+def curve_fixed(meta: dict) -> dict[str, int]:
+    from gac.contracts.measurements import parse_shape_key
+
+    return meta["fixed"] if isinstance(meta.get("fixed"), dict) else parse_shape_key(meta["fixed_key"])
