@@ -81,7 +81,8 @@ def test_curve_downloads(client, ingest_token):
     r = client.get(f"/v1/curves/{curve_id}/download")
     assert r.headers["content-type"].startswith("text/csv") and "attachment" in r.headers["content-disposition"]
     rows = list(csv.DictReader(io.StringIO(r.text)))
-    assert len(rows) == 32 and rows[0]["n"] == "20" and float(rows[16]["median_us"]) == 20.0 * 1.4
+    # The axis is n: its column holds the swept value, the sample count is "samples".
+    assert len(rows) == 32 and rows[0]["n"] == "1" and rows[0]["samples"] == "20" and float(rows[16]["median_us"]) == 20.0 * 1.4
     j = client.get(f"/v1/curves/{curve_id}/download", params={"format": "json"}).json()
     assert [p["x"] for p in j["points"]] == list(range(1, 33))
     assert client.get(f"/v1/curves/{curve_id}/download", params={"format": "xml"}).status_code == 422
