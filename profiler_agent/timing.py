@@ -2,8 +2,8 @@
 
 Both take samples until a noise rule is met: at least `min_samples`, then stop
 as soon as the relative spread (p90 - p10) / median is below `target_spread`,
-or when the per-point time cap or sample cap is reached. See design.md
-"Timing method".
+or when the per-point time cap or sample cap is reached (the stopping rule is
+documented with gac.contracts.plans.Timing).
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ class CudaTimer(Timer):
 
     Each sample is one kernel call on a cold L2: a buffer at least twice the
     device's L2 size is overwritten before the start event, so the sample
-    includes the kernel's real DRAM traffic (design.md "Timing method").
+    includes the kernel's real DRAM traffic, as a weight read in a real forward pass does.
     """
 
     name = "cuda-events+l2-flush"

@@ -8,7 +8,7 @@ passes a DB-backed LatencyLookup; the CLI and tests pass a FileLookup or None
 from solver.align import RULES_ONLY, AlignOptions, BudgetBelowFeasible, align, budget_params
 from solver.candidates import CandidateOptions
 from solver.crosscheck import CrossCheckDisagreement
-from solver.frontier import cliff_free_frontier, cliffs
+from solver.frontier import cliff_free_frontier, dominated_dims
 from solver.lookup import CurvePoint, FileLookup, LatencyLookup
 from solver.mckp import InfeasibleBudget, MckpSolution, solve_mckp
 
@@ -26,6 +26,6 @@ __all__ = [
     "align",
     "budget_params",
     "cliff_free_frontier",
-    "cliffs",
+    "dominated_dims",
     "solve_mckp",
 ]

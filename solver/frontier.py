@@ -25,7 +25,7 @@ def cliff_free_frontier(curve: Mapping[int, float], rel_tol: float = 0.0) -> lis
     return kept
 
 
-def cliffs(curve: Mapping[int, float], rel_tol: float = 0.0) -> list[int]:
+def dominated_dims(curve: Mapping[int, float], rel_tol: float = 0.0) -> list[int]:
     """The complement: dimensions some larger dimension beats or ties (the cliff points)."""
     keep = set(cliff_free_frontier(curve, rel_tol))
     return sorted(d for d in curve if d not in keep)

@@ -1,4 +1,5 @@
-"""What each weight kind costs and which kernels its dimension shapes (design.md table).
+"""What each weight kind costs and which kernels its dimension shapes (docs/architecture.md:
+adding a weight kind starts here).
 
 Every kind's parameter count is linear in d (params = unit * d); the solver
 relies on that only for reporting, never for correctness.

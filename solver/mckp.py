@@ -1,7 +1,7 @@
 """Our exact multiple-choice knapsack solver (one candidate per item, total cost <= budget, max value).
 
 Integers in, integers out, so the optimum can be compared with OR-Tools by
-equality. Two exact methods share one normalization (design.md "Solver speed"):
+equality. Two exact methods share one normalization (docs/architecture.md, "The solver"):
 
 - dense: a DP table over the normalized budget, for small tables;
 - core: LP relaxation -> exact Lagrangian fixing of the items whose bound rules

@@ -1,6 +1,6 @@
 """The align output (`gac.alignment/v1`): one cliff-free dimension per weight or group, with evidence.
 
-Contract fields (design.md "Align result"): budget, total_params, objective,
+Contract fields (other tools read them: never rename or drop): budget, total_params, objective,
 weights[name, dim_before, dim, params, candidates[dim, latency_us, source]],
 solver{method, seconds, cross_check{method, objective, agrees}}. The rest is
 optional evidence; add freely, never rename the contract fields.

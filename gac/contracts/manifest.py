@@ -1,6 +1,6 @@
 """The align input (`gac.manifest/v1`): each weight's compressor-chosen dimension and importance.
 
-Field names are a public contract (design.md "Manifest"): add optional fields,
+Field names are a public contract (other tools write them): add optional fields,
 never rename or drop. Every limit lives in the model so a 422 names the field.
 """
 

@@ -46,26 +46,21 @@ def _validation_exit(exc: Exception) -> typer.Exit:
 
 
 def _via_server(server: str, token: str | None, body: dict, platform: str | None, enqueue: bool) -> dict:
-    import httpx
+    from gac.client import Client, GacApiError, GacConnectionError
 
-    params: dict[str, Any] = {"enqueue_missing": str(enqueue).lower()}
-    if platform:
-        params["platform"] = platform
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        r = httpx.post(f"{server.rstrip('/')}/v1/align", json=body, params=params, headers=headers, timeout=600)
-    except httpx.TransportError as exc:
-        err.print(f"[red]cannot reach {server}: {exc}[/red]")
+        with Client(server, token) as client:
+            stored = client.align(body, platform=platform, enqueue_missing=enqueue)
+    except GacConnectionError as exc:
+        err.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
-    if r.status_code >= 400:
-        detail = r.json().get("detail") if r.headers.get("content-type", "").startswith("application/json") else r.text
-        if isinstance(detail, list):
-            for d in detail:
-                err.print(f"[red]{d.get('field')}[/red]: {d.get('message')}")
-        else:
-            err.print(f"[red]{r.status_code}: {detail}[/red]")
-        raise typer.Exit(2 if r.status_code in (400, 422) else 1)
-    return r.json()
+    except GacApiError as exc:
+        for e in exc.field_errors:
+            err.print(f"[red]{e.field}[/red]: {e.message}")
+        if not exc.field_errors:
+            err.print(f"[red]{exc.status}: {exc.detail}[/red]")
+        raise typer.Exit(2 if exc.status in (400, 422) else 1) from exc
+    return stored.model_dump(mode="json", by_alias=True)
 
 
 def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool) -> dict:

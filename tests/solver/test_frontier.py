@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.frontier import cliff_free_frontier, cliffs
+from solver.frontier import cliff_free_frontier, dominated_dims
 
 curves = st.dictionaries(st.integers(1, 300), st.floats(1.0, 1000.0, allow_nan=False), min_size=1, max_size=40)
 
@@ -15,7 +15,7 @@ curves = st.dictionaries(st.integers(1, 300), st.floats(1.0, 1000.0, allow_nan=F
 def test_frontier_matches_definition(curve):
     expect = [d for d in sorted(curve) if all(curve[e] > curve[d] for e in curve if e > d)]
     assert cliff_free_frontier(curve) == expect
-    assert sorted(set(cliffs(curve)) | set(expect)) == sorted(curve)
+    assert sorted(set(dominated_dims(curve)) | set(expect)) == sorted(curve)
 
 
 @settings(max_examples=100, deadline=None)
@@ -34,3 +34,13 @@ def test_staircase():
     # A cliff: 20 is slower than 24, so 17..23 all lose to 24.
     curve = {16: 1.0, 20: 3.0, 24: 2.0, 32: 4.0}
     assert cliff_free_frontier(curve) == [16, 24, 32]
+
+
+def test_solver_cliffs_is_always_the_module():
+    """`from solver import cliffs` must not depend on import order (no function shadows the module)."""
+    import inspect
+
+    import solver
+    from solver import cliffs
+
+    assert inspect.ismodule(cliffs) and inspect.ismodule(solver.cliffs)

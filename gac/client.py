@@ -1,0 +1,640 @@
+"""A typed Python client of the GAC service's HTTP API (`/v1/...`).
+
+    from gac.client import Client
+
+    with Client("http://127.0.0.1:8000", token="gac_...") as gac:
+        stored = gac.align(Path("manifest.json"), platform="3f2a9c01")
+        print(stored.result.latency.speedup, [w.dim for w in stored.result.weights])
+        for p in gac.platforms():
+            print(p.id, p.label)
+
+Answers are the shared contract models (gac/contracts) where one exists (AlignmentResult,
+BatchReceipt, PlatformDescriptor, Manifest and Batch going out), and the small models below for
+the service's own read shapes. They ignore fields they do not know, so a newer service that adds
+optional fields does not break an older client.
+
+Every refusal of the service is raised as GacApiError(status, error, detail), carrying its
+documented body {"error": ..., "detail": ...}; detail is a message, or for bad input a list of
+FieldError(field, message). A service that cannot be reached (refused, reset, timed out, a bad
+address) is raised as GacConnectionError, naming the URL. Both derive from GacClientError.
+
+This module is part of the base install: it needs httpx and pydantic only, never the service,
+the solver or the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+from uuid import UUID
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gac.contracts.alignment import AlignmentResult
+from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
+from gac.contracts.manifest import Manifest
+from gac.contracts.measurements import Batch, BatchReceipt, Dtype, Op, PlatformDescriptor
+
+__all__ = [
+    "AlignmentSummary",
+    "Client",
+    "Curve",
+    "CurveCliffs",
+    "CurvePoint",
+    "CurveSummary",
+    "FieldError",
+    "GacApiError",
+    "GacClientError",
+    "GacConnectionError",
+    "Job",
+    "JobMatch",
+    "Listing",
+    "Modulus",
+    "Platform",
+    "Step",
+    "StoredAlignment",
+    "StoredMeasurement",
+]
+
+DEFAULT_TIMEOUT_S = 30.0
+ALIGN_TIMEOUT_S = 600.0  # a large manifest with a cross-check can take minutes
+JobStatus = Literal["queued", "leased", "done", "failed", "cancelled"]
+DeviceKind = Literal["cuda", "cpu", "rocm"]
+
+
+# -- errors
+
+
+class GacClientError(Exception):
+    """Anything this client raises on purpose: the service refused (GacApiError) or could not be reached."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One bad input, as the service names it: field is a dotted path such as 'body.budget.params'."""
+
+    field: str
+    message: str
+    type: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+class GacApiError(GacClientError):
+    """The service answered with an error status; its {"error", "detail"} body, parsed.
+
+    status: the HTTP status (401, 404, 422, 503, ...)
+    error: the service's kind of error ("ValidationError", "NotFound", "Unauthorized", ...)
+    detail: a message, or for bad input a list of FieldError naming each field
+    """
+
+    def __init__(
+        self, status: int, error: str, detail: str | list[FieldError], *,
+        method: str = "", url: str = "", retry_after: float | None = None,
+    ) -> None:
+        self.status = status
+        self.error = error
+        self.detail = detail
+        self.method = method
+        self.url = url
+        self.retry_after = retry_after  # seconds, when the service said when to try again (503)
+        super().__init__(self._message())
+
+    @property
+    def field_errors(self) -> list[FieldError]:
+        """The per-field errors (empty when detail is a plain message)."""
+        return list(self.detail) if isinstance(self.detail, list) else []
+
+    @property
+    def fields(self) -> list[str]:
+        """The names of the bad fields, e.g. ['body.target.platform']."""
+        return [e.field for e in self.field_errors]
+
+    def _message(self) -> str:
+        where = f" ({self.method} {self.url})" if self.url else ""
+        if isinstance(self.detail, list):
+            text = "; ".join(str(e) for e in self.detail) or "invalid input"
+        else:
+            text = self.detail
+        return f"{self.status} {self.error}: {text}{where}"
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> GacApiError:
+        status = response.status_code
+        error, detail = f"HTTP{status}", response.text[:1000] or response.reason_phrase
+        try:
+            body = response.json()
+        except ValueError:
+            body = None  # not JSON: a proxy's page, say; keep its text
+        if isinstance(body, dict) and "detail" in body:
+            error = str(body.get("error") or error)
+            detail = _detail(body["detail"])
+        request = response.request
+        return cls(status, error, detail, method=request.method, url=str(request.url), retry_after=_retry_after(response))
+
+
+class GacConnectionError(GacClientError):
+    """The service could not be reached or did not answer in time; nothing was received from it."""
+
+    def __init__(self, message: str, *, url: str) -> None:
+        self.url = url
+        super().__init__(message)
+
+
+def _detail(raw: Any) -> str | list[FieldError]:
+    if isinstance(raw, list):
+        out = []
+        for item in raw:
+            if isinstance(item, Mapping):
+                out.append(FieldError(str(item.get("field", "")), str(item.get("message", "")), str(item.get("type", ""))))
+            else:
+                out.append(FieldError("", str(item)))
+        return out
+    return raw if isinstance(raw, str) else json.dumps(raw)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+# -- what the service answers (its read shapes; see the service's schemas.py files)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Platform(_Out):
+    """A platform as the service stores it (GET /v1/platforms[/{ref}])."""
+
+    id: int
+    fingerprint: str
+    label: str
+    descriptor: PlatformDescriptor
+    first_seen: datetime
+    last_seen: datetime
+    curves: int = 0
+    runs: int = 0
+    agents: int = 0  # distinct agents that measured it
+
+
+class StoredMeasurement(_Out):
+    """One stored point (GET /v1/measurements); id is the service's, uuid the agent's."""
+
+    id: int
+    uuid: UUID
+    platform_id: int
+    curve_id: int
+    run_id: UUID
+    op: str
+    dtype: str
+    shape: dict[str, int]
+    sweep_axis: str
+    median_us: float
+    p10_us: float
+    p90_us: float
+    mean_us: float
+    n: int
+    timer: str
+    backend: str | None = None
+    kernel: str | None = None
+    measured_at: datetime
+    stop: str | None = None
+    samples_discarded: int | None = None
+    sm_clock_mhz: int | None = None
+    throttle_reasons: int | None = None
+
+
+class CurveSummary(_Out):
+    id: int
+    platform_id: int
+    op: str
+    dtype: str
+    axis: str
+    fixed: dict[str, int]
+    fixed_key: str
+    points: int  # distinct values of the swept axis
+    measurements: int
+    x_min: int
+    x_max: int
+    updated_at: datetime
+    version: int  # changes whenever the curve gains data
+
+
+class CurvePoint(_Out):
+    """All measurements of one dimension on one curve, combined."""
+
+    x: int
+    median_us: float
+    p10_us: float
+    p90_us: float
+    mean_us: float
+    n: int
+    measurements: int
+
+
+class Curve(_Out):
+    """Latency against the swept dimension (GET /v1/platforms/{ref}/curve, /v1/curves/{id})."""
+
+    curve: CurveSummary
+    points: list[CurvePoint]
+
+
+class Step(_Out):
+    """An upward step of a curve: latency jumps from before_us at x_before to after_us at x."""
+
+    x_before: int
+    x: int
+    before_us: float
+    after_us: float
+    size_pct: float
+    z: float
+    confidence: float
+
+
+class Modulus(_Out):
+    m: int
+    agreement: float
+
+
+class CurveCliffs(_Out):
+    """One curve's analysis: steps, cliff-free frontier, the modulus that explains it."""
+
+    curve: CurveSummary
+    steps: list[Step]
+    frontier: list[int]
+    modulus: Modulus | None = None
+    noise_pct: float
+    tolerance: float
+    notes: list[str] = Field(default_factory=list)
+
+
+class JobMatch(_Out):
+    fingerprint: str | None = None
+    device_kind: DeviceKind | None = None
+    device_name: str | None = None
+
+
+class Job(_Out):
+    """A profiling job of the queue (GET /v1/jobs[/{id}]); plan is a gac.plan/v1 document."""
+
+    id: int
+    plan: dict[str, Any]
+    plan_name: str
+    points: int
+    match: JobMatch
+    priority: int
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    lease_owner: str | None = None  # shown to callers with a token only
+    lease_expires_at: datetime | None = None
+    source: str
+    points_done: int | None = None
+    run_id: UUID | None = None
+    error: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+
+
+class StoredAlignment(_Out):
+    """An alignment as stored: its id, when, the jobs queued for missing data, and the gac.alignment/v1 result."""
+
+    id: UUID
+    created_at: datetime
+    platform_id: int | None = None
+    jobs: list[int] = Field(default_factory=list)
+    result: AlignmentResult
+
+
+class AlignmentSummary(_Out):
+    """A line of GET /v1/alignments; fetch the whole result with Client.alignment(id)."""
+
+    id: UUID
+    created_at: datetime
+    model: str
+    compressor: str | None = None
+    platform_id: int | None = None
+    weights: int
+    budget: int
+    total_params: int
+    aligned_share_before: float
+    aligned_share_after: float
+    predicted_unaligned_us: float | None = None
+    predicted_aligned_us: float | None = None
+
+
+class _Page(_Out):
+    items: list[Any]
+    total: int
+    next_cursor: str | None = None
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class Listing(Generic[T]):
+    """A paginated listing: iterate it for every item across all pages (each iteration starts over).
+
+    `total` is the service's count of matching items, as of the last page read (the first page is
+    read for it if none was).
+    """
+
+    def __init__(self, fetch: Callable[[str | None], tuple[list[T], int, str | None]]) -> None:
+        self._fetch = fetch
+        self._total: int | None = None
+
+    def __iter__(self) -> Iterator[T]:
+        cursor: str | None = None
+        while True:
+            items, total, cursor = self._fetch(cursor)
+            self._total = total
+            yield from items
+            if cursor is None:
+                return
+
+    @property
+    def total(self) -> int:
+        if self._total is None:
+            self._total = self._fetch(None)[1]
+        return self._total
+
+
+# -- the client
+
+
+ManifestLike = Manifest | Mapping[str, Any] | os.PathLike[str]
+BatchLike = Batch | ColumnBatch | Mapping[str, Any]
+
+
+class Client:
+    """The GAC service at `url`, optionally with an API token (read, ingest or admin).
+
+    Use it as a context manager, or call close(), to release its connections.
+    """
+
+    def __init__(
+        self, url: str, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None, http: httpx.Client | None = None,
+    ) -> None:
+        """timeout: seconds per request (align has its own, longer one). transport: an httpx
+        transport to send through (e.g. httpx.ASGITransport over an app in-process). http: an
+        httpx.Client to share with other code; it is left open by close()."""
+        self.url = url.rstrip("/")
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._timeout = timeout
+        self._own_http = http is None
+        self._closed = False
+        self._http = http if http is not None else httpx.Client(timeout=timeout, transport=transport)
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+    def close(self) -> None:
+        self._closed = True
+        if self._own_http:
+            self._http.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called (or a with block ended)."""
+        return self._closed
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing
+
+    def _request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+                 content: bytes | None = None, content_type: str | None = None,
+                 timeout: float | None = None) -> httpx.Response:
+        query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
+        headers = (self._headers | {"Content-Type": content_type}) if content_type else self._headers
+        try:
+            response = self._http.request(method, f"{self.url}{path}", params=query, content=content, headers=headers,
+                                          timeout=timeout if timeout is not None else self._timeout)
+        except httpx.TimeoutException as exc:
+            target = f"{self.url}{path}"
+            raise GacConnectionError(f"{method} {target}: no answer in time ({type(exc).__name__})", url=target) from exc
+        except (httpx.TransportError, httpx.InvalidURL) as exc:  # refused, reset, unknown host, a bad URL...
+            target = f"{self.url}{path}"
+            why = str(exc) or type(exc).__name__
+            raise GacConnectionError(f"cannot reach the GAC service at {self.url} ({method} {path}): {why}", url=target) from exc
+        if response.status_code >= 400:
+            raise GacApiError.from_response(response)
+        return response
+
+    def _get(self, path: str, model: type[T], params: Mapping[str, Any] | None = None) -> T:
+        return _parse(self._request("GET", path, params=params), model)
+
+    def _get_list(self, path: str, model: type[T], params: Mapping[str, Any] | None = None) -> list[T]:
+        response = self._request("GET", path, params=params)
+        return [_parse_obj(response, model, item) for item in _json(response, list)]
+
+    def _listing(self, path: str, model: type[T], params: Mapping[str, Any]) -> Listing[T]:
+        def fetch(cursor: str | None) -> tuple[list[T], int, str | None]:
+            response = self._request("GET", path, params={**params, "cursor": cursor})
+            page = _parse(response, _Page)
+            return [_parse_obj(response, model, item) for item in page.items], page.total, page.next_cursor
+
+        return Listing(fetch)
+
+    # -- health
+
+    def ready(self) -> dict[str, str]:
+        """GET /readyz: the service is up, its database reachable and its schema current (else GacApiError 503)."""
+        return _json(self._request("GET", "/readyz"), dict)
+
+    # -- align
+
+    def align(self, manifest: ManifestLike, platform: str | int | None = None, enqueue_missing: bool = False,
+              *, timeout: float | None = ALIGN_TIMEOUT_S) -> StoredAlignment:
+        """POST /v1/align: align a manifest (a Manifest, its JSON document as a dict, or a path to a .json file).
+
+        platform (id, fingerprint or unique prefix) overrides the manifest's target; without
+        either the alignment uses rules only. enqueue_missing queues a profiling job for the
+        curves the platform lacks (needs an ingest token); their ids are in the answer's jobs.
+        The manifest is checked by the service: bad fields come back as GacApiError 422 naming them.
+        """
+        body = _manifest_body(manifest)
+        response = self._request("POST", "/v1/align", params={"platform": platform, "enqueue_missing": enqueue_missing},
+                                 content=body, content_type="application/json", timeout=timeout)
+        return _parse(response, StoredAlignment)
+
+    def alignment(self, alignment_id: UUID | str) -> StoredAlignment:
+        """GET /v1/alignments/{id}: a stored alignment with its whole result."""
+        return self._get(f"/v1/alignments/{_path_part(alignment_id)}", StoredAlignment)
+
+    def alignments(self, platform: str | int | None = None, *, page_size: int = 50) -> Listing[AlignmentSummary]:
+        """GET /v1/alignments, newest first, every page: summaries (Client.alignment for the whole result)."""
+        return self._listing("/v1/alignments", AlignmentSummary, {"platform": platform, "limit": page_size})
+
+    # -- platforms, curves, cliffs
+
+    def platforms(self, device_kind: DeviceKind | None = None, name: str | None = None, *,
+                  page_size: int = 50) -> Listing[Platform]:
+        """GET /v1/platforms, most recently seen first, every page; name matches a substring of the device name."""
+        return self._listing("/v1/platforms", Platform, {"device_kind": device_kind, "name": name, "limit": page_size})
+
+    def platform(self, ref: str | int) -> Platform:
+        """GET /v1/platforms/{ref}: by id, fingerprint, or a unique fingerprint prefix (8+ characters)."""
+        return self._get(f"/v1/platforms/{_path_part(ref)}", Platform)
+
+    def curves(self, platform: str | int, op: Op | str | None = None, dtype: Dtype | str | None = None,
+               axis: str | None = None) -> list[CurveSummary]:
+        """GET /v1/platforms/{ref}/curves: every curve measured on a platform."""
+        return self._get_list(f"/v1/platforms/{_path_part(platform)}/curves", CurveSummary,
+                              {"op": op, "dtype": dtype, "axis": axis})
+
+    def curve(self, platform: str | int, op: Op | str, dtype: Dtype | str, shape: Mapping[str, int] | str,
+              axis: str) -> Curve:
+        """GET /v1/platforms/{ref}/curve: one curve, latency against `axis` with the other shape fields fixed.
+
+        shape holds the fixed fields ({"m": 2048, "k": 128}, or "k=128,m=2048"); a value for the
+        swept axis itself, if present, is ignored.
+        """
+        return self._get(f"/v1/platforms/{_path_part(platform)}/curve", Curve,
+                         {"op": op, "dtype": dtype, "axis": axis, "fixed": _fixed_key(shape, axis)})
+
+    def curve_by_id(self, curve_id: int) -> Curve:
+        """GET /v1/curves/{id}."""
+        return self._get(f"/v1/curves/{int(curve_id)}", Curve)
+
+    def cliffs(self, platform: str | int, op: Op | str | None = None, dtype: Dtype | str | None = None,
+               axis: str | None = None) -> list[CurveCliffs]:
+        """GET /v1/platforms/{ref}/cliffs: the cliff analysis of each of a platform's curves (filtered)."""
+        return self._get_list(f"/v1/platforms/{_path_part(platform)}/cliffs", CurveCliffs,
+                              {"op": op, "dtype": dtype, "axis": axis})
+
+    def curve_cliffs(self, curve: int | Curve | CurveSummary) -> CurveCliffs:
+        """GET /v1/curves/{id}/cliffs: one curve's steps, cliff-free frontier and modulus."""
+        curve_id = curve.curve.id if isinstance(curve, Curve) else curve.id if isinstance(curve, CurveSummary) else int(curve)
+        return self._get(f"/v1/curves/{curve_id}/cliffs", CurveCliffs)
+
+    # -- measurements
+
+    def upload(self, batch: BatchLike, *, by_columns: bool = False) -> BatchReceipt:
+        """POST /v1/batches (an ingest token): store a batch whole or not at all; re-sending it is safe.
+
+        A Batch goes by row (application/json), or by column with by_columns=True (the agent's
+        layout: half the bytes); a ColumnBatch goes by column; a dict is sent as the document it
+        is, by its "schema". The receipt counts new rows and duplicates; replay is true when the
+        batch had been stored before.
+        """
+        if isinstance(batch, Batch) and by_columns:
+            batch = ColumnBatch.of(batch)
+        if isinstance(batch, ColumnBatch):
+            body = batch.model_dump_json(by_alias=True, exclude_none=True).encode()
+            media = COLUMNS_MEDIA_TYPE
+        elif isinstance(batch, Batch):
+            body, media = batch.model_dump_json(by_alias=True).encode(), "application/json"
+        elif isinstance(batch, Mapping):
+            body = json.dumps(batch, separators=(",", ":"), default=str).encode()
+            media = COLUMNS_MEDIA_TYPE if batch.get("schema") == COLUMNS_SCHEMA else "application/json"
+        else:
+            raise TypeError(f"upload takes a Batch, a ColumnBatch or a batch document (dict), not {type(batch).__name__}")
+        return _parse(self._request("POST", "/v1/batches", content=body, content_type=media), BatchReceipt)
+
+    def measurements(self, platform: str | int | None = None, op: Op | str | None = None,
+                     dtype: Dtype | str | None = None, axis: str | None = None, run: UUID | str | None = None,
+                     *, page_size: int = 500) -> Listing[StoredMeasurement]:
+        """GET /v1/measurements in id order, every page (keyset pagination: stable while rows arrive)."""
+        params = {"platform": platform, "op": op, "dtype": dtype, "axis": axis, "run": run, "limit": page_size}
+        return self._listing("/v1/measurements", StoredMeasurement, params)
+
+    # -- jobs
+
+    def jobs(self, status: JobStatus | None = None, *, page_size: int = 100) -> Listing[Job]:
+        """GET /v1/jobs, every page, optionally only those in one status."""
+        return self._listing("/v1/jobs", Job, {"status": status, "limit": page_size})
+
+    def job(self, job_id: int) -> Job:
+        """GET /v1/jobs/{id}."""
+        return self._get(f"/v1/jobs/{int(job_id)}", Job)
+
+
+# -- helpers
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)  # Op and Dtype are str enums: str() is their value
+
+
+def _path_part(value: Any) -> str:
+    """A value placed in a URL path, escaped so that it stays one segment."""
+    return quote(str(value), safe="")
+
+
+def _fixed_key(shape: Mapping[str, int] | str, axis: str) -> str:
+    if isinstance(shape, str):
+        return shape
+    return ",".join(f"{k}={int(v)}" for k, v in sorted(shape.items()) if k != axis)
+
+
+def _manifest_body(manifest: ManifestLike) -> bytes:
+    if isinstance(manifest, Manifest):
+        return manifest.model_dump_json(by_alias=True, exclude_none=True).encode()
+    if isinstance(manifest, Mapping):
+        return json.dumps(manifest, separators=(",", ":")).encode()
+    if isinstance(manifest, os.PathLike):
+        path = Path(manifest)
+        try:
+            text = path.read_bytes()
+        except OSError as exc:
+            raise GacClientError(f"cannot read manifest {path}: {exc}") from exc
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            raise GacClientError(f"manifest {path} is not JSON: {exc}") from exc
+        return text
+    raise TypeError(f"align takes a Manifest, its document (dict) or a path, not {type(manifest).__name__}")
+
+
+def _json(response: httpx.Response, kind: type) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, kind):
+        raise _unexpected(response, f"expected a JSON {kind.__name__}, got {response.text[:200]!r}")
+    return body
+
+
+def _parse(response: httpx.Response, model: type[T]) -> T:
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        raise _unexpected(response, f"not a {model.__name__}: {exc}") from exc
+
+
+def _parse_obj(response: httpx.Response, model: type[T], item: Any) -> T:
+    try:
+        return model.model_validate(item)
+    except ValidationError as exc:
+        raise _unexpected(response, f"not a {model.__name__}: {exc}") from exc
+
+
+def _unexpected(response: httpx.Response, why: str) -> GacApiError:
+    """A success status with a body this client cannot read: not the GAC service, or an incompatible one."""
+    request = response.request
+    return GacApiError(response.status_code, "UnexpectedResponse", why, method=request.method, url=str(request.url))
