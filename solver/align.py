@@ -63,6 +63,7 @@ class AlignOptions:
     cross_check_max_items: int = 2_000
     cross_check_time_limit_s: float = 60.0
     baselines: bool = True
+    paper_dp_max_items: int = 600  # the paper's DP is O(items x candidates x budget/u): skipped above (70B: 560)
     importance_bits: int = 20
     objective: str | None = None  # "importance", "latency", "frontier"; None: the manifest's, else latency when measured
     epsilon: float | None = None  # None: the manifest's, else DEFAULT_EPSILON
@@ -159,7 +160,7 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
         ),
         **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=_predicted(cands, chosen, model),
-        baselines=_baselines(items, cands, costs, budget, objective(items, chosen), copts.align, warnings, model) if opts.baselines else [],
+        baselines=_baselines(items, cands, costs, budget, objective(items, chosen), copts.align, warnings, model, max_paper_items=opts.paper_dp_max_items) if opts.baselines else [],
         missing=_missing(cands, model, copts),
         warnings=warnings,
         rule_items=rules,
@@ -241,7 +242,7 @@ def _align_for_latency(
         ),
         **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=latency,
-        baselines=_baselines(items, cands, costs, budget, obj, copts.align, warnings, model, ref_dims) if opts.baselines else [],
+        baselines=_baselines(items, cands, costs, budget, obj, copts.align, warnings, model, ref_dims, opts.paper_dp_max_items) if opts.baselines else [],
         missing=_missing(cands, model, copts),
         warnings=warnings,
         objective_kind=kind,  # type: ignore[arg-type]
@@ -469,6 +470,7 @@ def _baselines(
     warnings: list[str],
     model: LatencyModel | None = None,
     importance_dims: list[int] | None = None,
+    max_paper_items: int = AlignOptions.paper_dp_max_items,
 ) -> list[Baseline]:
     ctx = _Context(items, cands, budget, ours, align, model)
     out = [
@@ -477,6 +479,12 @@ def _baselines(
     ]
     if importance_dims is not None:
         out.append(_baseline(ctx, "importance-only", importance_dims))
+    if len(items) > max_paper_items:
+        warnings.append(
+            f"paper-dp baselines skipped: {len(items)} items is over {max_paper_items} "
+            "(the paper's DP grows with items x candidates x budget)"
+        )
+        return out
     # The paper's DP over the same candidate sets, with float values as in the paper.
     u = 8 * min(row_count(w) for it in items for w in it.members)
     fvalues = [[math.fsum(w.importance * unit_params(w) * (c.dim - w.dim) for w in ic.item.members) for c in ic.candidates] for ic in cands]
