@@ -46,7 +46,9 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("gac_write") else "BEGIN")
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # UTC sessions: under another server time zone psycopg cannot read back the earliest
+    # timestamps the contract accepts (0001-01-01T00:00:00Z is "too small" once shifted).
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args={"options": "-c timezone=UTC"})
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

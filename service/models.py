@@ -217,6 +217,7 @@ class Job(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer)
     lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id"))  # only this token reports on the lease
     lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     source: Mapped[str] = mapped_column(String(64))  # who asked: "api", "align-missing", ...
     dedupe_key: Mapped[str | None] = mapped_column(String(64), index=True)

@@ -9,7 +9,6 @@ recognised as the same batch.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -33,6 +32,7 @@ from gac.contracts.measurements import (
     StopReason,
     Text,
     ThrottleMask,
+    Timestamp,
     check_consistent,
 )
 
@@ -63,7 +63,7 @@ class MeasurementColumns(BaseModel):
     timer: list[Text]
     backend: list[OptText] | None = None
     kernel: list[OptText] | None = None
-    measured_at: list[datetime | None] | None = None
+    measured_at: list[Timestamp | None] | None = None
     stop: list[StopReason | None] | None = None
     samples_discarded: list[SampleCount | None] | None = None
     sm_clock_mhz: list[ClockMhz | None] | None = None

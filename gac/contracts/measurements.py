@@ -20,6 +20,10 @@ BATCH_SCHEMA = "gac.batch/v1"
 MAX_DIM = 1 << 20  # no real tensor dimension is above a million
 MAX_BATCH_ROWS = 10_000
 MAX_LATENCY_US = 3.6e9  # one hour: anything above is a broken timer
+# What the integer columns of both databases hold (service/models.py): a value past these would
+# be refused by Postgres and overflow SQLite's driver, so the contract refuses it first.
+MAX_INT32 = 2**31 - 1  # INTEGER
+MAX_INT64 = 2**63 - 1  # BIGINT
 
 
 class Op(StrEnum):
@@ -132,6 +136,16 @@ ClockMhz = Annotated[int, Field(ge=0, le=100_000)]
 ThrottleMask = Annotated[int, Field(ge=0, le=2**62)]  # NVML clocks-throttle bitmask
 
 
+# Times are stored in UTC, and Python (so every reader of the service) holds years 1..9999 only:
+# a time whose UTC value leaves them, like 0001-01-01T00:00:00+01:00 or 9999-12-31T23:59:59-14:00,
+# could not be stored or read back. pydantic-core compares with the offset applied (naive times
+# count as UTC, as the service stores them), in Rust: nothing per row in Python.
+EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+LATEST = datetime.max.replace(tzinfo=timezone.utc)
+# Every time in the batch contracts (row and column layouts) is one of these.
+Timestamp = Annotated[datetime, Field(ge=EARLIEST, le=LATEST)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -151,8 +165,8 @@ class PlatformDescriptor(_Strict):
     sm_count: Annotated[int | None, Field(default=None, ge=1, le=100_000)] = None
     cores: Annotated[int | None, Field(default=None, ge=1, le=100_000)] = None
     threads: Annotated[int | None, Field(default=None, ge=1, le=100_000)] = None
-    memory_bytes: Annotated[int | None, Field(default=None, ge=0)] = None
-    l2_bytes: Annotated[int | None, Field(default=None, ge=0)] = None
+    memory_bytes: Annotated[int | None, Field(default=None, ge=0, le=MAX_INT64)] = None  # BIGINT
+    l2_bytes: Annotated[int | None, Field(default=None, ge=0, le=MAX_INT64)] = None  # BIGINT
     driver_version: OptText = None
     cuda_runtime: OptText = None
     cublas_version: OptText = None
@@ -199,7 +213,7 @@ class RunInfo(_Strict):
     agent: Text  # the agent's stable name, e.g. its hostname
     plan: Text = "adhoc"
     agent_version: OptText = None
-    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: Timestamp = Field(default_factory=lambda: datetime.now(timezone.utc))
 
 
 class Measurement(_Strict):
@@ -218,7 +232,7 @@ class Measurement(_Strict):
     timer: Text  # how it was timed, e.g. "cpu-perf-counter" or "cuda-events+l2-flush"
     backend: OptText = None  # the implementation that actually ran (e.g. SDPA "flash")
     kernel: OptText = None
-    measured_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    measured_at: Timestamp = Field(default_factory=lambda: datetime.now(timezone.utc))
     # How the timer got its figure, when it says (see design.md "Timing method").
     stop: StopReason | None = None
     samples_discarded: SampleCount | None = None  # e.g. samples preempted off-CPU

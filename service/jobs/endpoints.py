@@ -22,39 +22,42 @@ def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, _: A
 
 @router.get("")
 def list_jobs(
-    session: SessionDep, _: Reader, status: JobStatus | None = None,
+    session: SessionDep, reader: Reader, status: JobStatus | None = None,
     cursor: AfterId = 0, limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> Page[JobOut]:
-    return service.list_jobs(session, status, cursor, limit)
+    # Open reads show the queue, not who holds which lease: lease_owner needs a token.
+    return service.list_jobs(session, status, cursor, limit, show_owner=reader is not None)
 
 
 @router.post("/claim", response_model=JobOut, responses={204: {"description": "No job for this platform now."}})
-def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, _: IngestToken):  # type: ignore[no-untyped-def]
-    """Lease the most urgent job this platform may run; 204 when there is none."""
-    job = service.claim(session, settings, body.platform, body.agent, body.lease_seconds)
+def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, token: IngestToken):  # type: ignore[no-untyped-def]
+    """Lease the most urgent job this platform may run; 204 when there is none.
+
+    The lease belongs to this token: another token's heartbeat, complete or fail gets 403."""
+    job = service.claim(session, settings, body.platform, body.agent, body.lease_seconds, token.id)
     if job is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return service.to_out(job)
 
 
 @router.get("/{job_id}")
-def get_job(job_id: RowId, session: SessionDep, _: Reader) -> JobOut:
-    return service.to_out(service.get(session, job_id))
+def get_job(job_id: RowId, session: SessionDep, reader: Reader) -> JobOut:
+    return service.to_out(service.get(session, job_id), show_owner=reader is not None)
 
 
 @router.post("/{job_id}/heartbeat")
-def heartbeat(job_id: RowId, body: HeartbeatRequest, session: SessionDep, settings: SettingsDep, _: IngestToken) -> JobOut:
-    return service.to_out(service.heartbeat(session, settings, job_id, body.agent, body.lease_seconds))
+def heartbeat(job_id: RowId, body: HeartbeatRequest, session: SessionDep, settings: SettingsDep, token: IngestToken) -> JobOut:
+    return service.to_out(service.heartbeat(session, settings, job_id, body.agent, body.lease_seconds, token.id))
 
 
 @router.post("/{job_id}/complete")
-def complete(job_id: RowId, body: CompleteRequest, session: SessionDep, _: IngestToken) -> JobOut:
-    return service.to_out(service.complete(session, job_id, body.agent, body.points, body.run_id))
+def complete(job_id: RowId, body: CompleteRequest, session: SessionDep, token: IngestToken) -> JobOut:
+    return service.to_out(service.complete(session, job_id, body.agent, body.points, body.run_id, token.id))
 
 
 @router.post("/{job_id}/fail")
-def fail(job_id: RowId, body: FailRequest, session: SessionDep, _: IngestToken) -> JobOut:
-    return service.to_out(service.fail(session, job_id, body.agent, body.error))
+def fail(job_id: RowId, body: FailRequest, session: SessionDep, token: IngestToken) -> JobOut:
+    return service.to_out(service.fail(session, job_id, body.agent, body.error, token.id))
 
 
 @router.delete("/{job_id}")

@@ -6,11 +6,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gac.contracts.measurements import PlatformDescriptor
+from gac.contracts.measurements import PRINTABLE, PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 
 JobStatus = Literal["queued", "leased", "done", "failed", "cancelled"]
-AgentName = Annotated[str, Field(min_length=1, max_length=200)]
+# Text that reaches a String column: no NUL (Postgres refuses it), no more than the column holds.
+AgentName = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
 LeaseSeconds = Annotated[int, Field(ge=5, le=86_400)]
 
 
@@ -23,7 +24,9 @@ class JobMatch(_In):
 
     fingerprint: Annotated[str | None, Field(min_length=64, max_length=64, pattern="^[0-9a-f]{64}$")] = None
     device_kind: Literal["cuda", "cpu", "rocm"] | None = None
-    device_name: Annotated[str | None, Field(min_length=1, max_length=200, description="case-insensitive substring")] = None
+    device_name: Annotated[
+        str | None, Field(min_length=1, max_length=200, pattern=PRINTABLE, description="case-insensitive substring")
+    ] = None
 
 
 class JobCreate(_In):
@@ -52,7 +55,7 @@ class CompleteRequest(_In):
 
 class FailRequest(_In):
     agent: AgentName
-    error: Annotated[str, Field(min_length=1, max_length=2000)]
+    error: Annotated[str, Field(min_length=1, max_length=2000, pattern=PRINTABLE)]
 
 
 class JobOut(BaseModel):

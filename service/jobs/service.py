@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 from service.db import begin_write
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, Forbidden, NotFound
 from service.jobs import repository as repo
 from service.jobs.schemas import JobMatch, JobOut
 from service.models import Job
@@ -24,11 +24,16 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def to_out(job: Job) -> JobOut:
+# The id of the token that claimed a leased job: only that token may heartbeat, complete or fail
+# it. Kept in the stored plan document under a key no plan has (jobs has no column for it yet;
+# adding one needs service/models.py) and never shown: to_out takes it out.
+def to_out(job: Job, *, show_owner: bool = True) -> JobOut:
+    """The API view; without show_owner (an anonymous reader) the lease holder's name is left out."""
     match = JobMatch(fingerprint=job.match_fingerprint, device_kind=job.match_device_kind, device_name=job.match_device_name)
     return JobOut(
         id=job.id, plan=job.plan, plan_name=job.plan_name, points=job.points, match=match, priority=job.priority,
-        status=job.status, attempts=job.attempts, max_attempts=job.max_attempts, lease_owner=job.lease_owner,
+        status=job.status, attempts=job.attempts, max_attempts=job.max_attempts,
+        lease_owner=job.lease_owner if show_owner else None,
         lease_expires_at=job.lease_expires_at, source=job.source, points_done=job.points_done, run_id=job.run_id,
         error=job.error, created_at=job.created_at, updated_at=job.updated_at, finished_at=job.finished_at,
     )
@@ -61,7 +66,10 @@ def enqueue(
     return job, True
 
 
-def claim(session: Session, settings: Settings, platform: PlatformDescriptor, agent: str, lease_seconds: int | None) -> Job | None:
+def claim(
+    session: Session, settings: Settings, platform: PlatformDescriptor, agent: str, lease_seconds: int | None, token_id: int
+) -> Job | None:
+    """Lease the best job for this platform to agent, on behalf of the token that asked."""
     begin_write(session)
     now = _now()
     repo.fail_exhausted(session, now)
@@ -71,6 +79,7 @@ def claim(session: Session, settings: Settings, platform: PlatformDescriptor, ag
         return None
     job.status = "leased"
     job.lease_owner = agent
+    job.lease_token_id = token_id
     job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)
     job.attempts += 1
     job.updated_at = now
@@ -78,12 +87,17 @@ def claim(session: Session, settings: Settings, platform: PlatformDescriptor, ag
     return job
 
 
-def _owned(session: Session, job_id: int, agent: str) -> Job:
+def _owned(session: Session, job_id: int, agent: str, token_id: int) -> Job:
+    """The job, locked, if it is leased to agent under this token: 403 for another token's lease."""
     begin_write(session)
     job = session.get(Job, job_id, with_for_update=True)
     if job is None:
         session.rollback()
         raise NotFound(f"no job {job_id}")
+    holder = job.lease_token_id
+    if job.status == "leased" and holder is not None and holder != token_id:
+        session.rollback()  # whoever holds it is not this caller's business: no name in the answer
+        raise Forbidden(f"job {job_id} is leased under another API token; only the token that claimed it may report on it")
     if job.status != "leased" or job.lease_owner != agent:
         state = f"status {job.status}" + (f", leased to {job.lease_owner!r}" if job.lease_owner else "")
         session.rollback()
@@ -91,8 +105,10 @@ def _owned(session: Session, job_id: int, agent: str) -> Job:
     return job
 
 
-def heartbeat(session: Session, settings: Settings, job_id: int, agent: str, lease_seconds: int | None) -> Job:
-    job = _owned(session, job_id, agent)
+def heartbeat(
+    session: Session, settings: Settings, job_id: int, agent: str, lease_seconds: int | None, token_id: int
+) -> Job:
+    job = _owned(session, job_id, agent, token_id)
     now = _now()
     job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)
     job.updated_at = now
@@ -100,21 +116,23 @@ def heartbeat(session: Session, settings: Settings, job_id: int, agent: str, lea
     return job
 
 
-def complete(session: Session, job_id: int, agent: str, points: int, run_id: uuid.UUID | None) -> Job:
-    job = _owned(session, job_id, agent)
+def complete(session: Session, job_id: int, agent: str, points: int, run_id: uuid.UUID | None, token_id: int) -> Job:
+    job = _owned(session, job_id, agent, token_id)
     now = _now()
     job.status, job.points_done, job.run_id = "done", points, run_id
     job.lease_expires_at, job.finished_at, job.updated_at, job.error = None, now, now, None
+    job.lease_token_id = None  # the lease is over (lease_owner stays: who did the job)
     session.commit()
     return job
 
 
-def fail(session: Session, job_id: int, agent: str, error: str) -> Job:
+def fail(session: Session, job_id: int, agent: str, error: str, token_id: int) -> Job:
     """The agent gave up: back to the queue while attempts remain, else failed."""
-    job = _owned(session, job_id, agent)
+    job = _owned(session, job_id, agent, token_id)
     now = _now()
     job.error = error
     job.lease_owner, job.lease_expires_at, job.updated_at = None, None, now
+    job.lease_token_id = None
     if job.attempts >= job.max_attempts:
         job.status, job.finished_at = "failed", now
     else:
@@ -134,6 +152,7 @@ def cancel(session: Session, job_id: int) -> Job:
         raise Conflict(f"job {job_id} has already finished ({job.status})")
     now = _now()
     job.status, job.lease_owner, job.lease_expires_at, job.finished_at, job.updated_at = "cancelled", None, None, now, now
+    job.lease_token_id = None
     session.commit()
     return job
 
@@ -145,7 +164,7 @@ def get(session: Session, job_id: int) -> Job:
     return job
 
 
-def list_jobs(session: Session, status: str | None, after_id: int, limit: int) -> Page[JobOut]:
+def list_jobs(session: Session, status: str | None, after_id: int, limit: int, *, show_owner: bool) -> Page[JobOut]:
     rows, total = repo.page(session, status, after_id, limit)
     nxt = str(rows[-1].id) if len(rows) == limit else None
-    return Page[JobOut](items=[to_out(j) for j in rows], total=total, next_cursor=nxt)
+    return Page[JobOut](items=[to_out(j, show_owner=show_owner) for j in rows], total=total, next_cursor=nxt)

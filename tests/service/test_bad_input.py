@@ -64,6 +64,14 @@ CASES = {
     "unknown field": (_set("platform.colour", "blue"), "platform.colour"),
     "wrong schema": (_set("schema", "gac.batch/v0"), "schema"),
     "no rows": (_set("measurements", []), "measurements"),
+    # Times whose UTC value leaves years 1..9999: no reader could load them back.
+    "started_at after year 9999 in UTC": (_set("run.started_at", "9999-12-31T23:59:59-14:00"), "run.started_at"),
+    "started_at before year 1 in UTC": (_set("run.started_at", "0001-01-01T00:00:00+14:00"), "run.started_at"),
+    "measured_at before year 1 in UTC": (_set("measurements.3.measured_at", "0001-01-01T00:00:00+01:00"), "measurements.3.measured_at"),
+    "measured_at after year 9999 in UTC": (_set("measurements.3.measured_at", "9999-12-31T23:00:00-01:00"), "measurements.3.measured_at"),
+    # Integers past what a BIGINT holds (SQLite's driver overflows, Postgres refuses).
+    "memory_bytes past BIGINT": (_set("platform.memory_bytes", 2**63), "platform.memory_bytes"),
+    "l2_bytes past BIGINT": (_set("platform.l2_bytes", 2**63), "platform.l2_bytes"),
 }
 
 
@@ -77,6 +85,29 @@ def test_bad_field_is_named_and_nothing_is_stored(case, client, session, ingest_
     fields = [d["field"] for d in r.json()["detail"]]
     assert any(name.startswith(f"body.{field}") for name in fields), fields
     assert nothing_stored(session)
+
+
+@pytest.mark.parametrize(
+    "column,value",
+    [("measured_at", "0001-01-01T00:00:00+01:00"), ("measured_at", "9999-12-31T23:59:59-14:00"), ("throttle_reasons", 2**63)],
+)
+def test_bad_column_value_is_named_and_nothing_is_stored(column, value, client, session, ingest_token):
+    doc = f.columns_body(f.batch(rows=5))
+    doc["measurements"][column] = [None, None, value, None, None]
+    r = client.post("/v1/batches", content=json.dumps(doc), headers=f.auth(ingest_token) | f.COLUMNS)
+    assert r.status_code == 422, r.text
+    assert f"body.measurements.{column}.2" in [d["field"] for d in r.json()["detail"]]
+    assert nothing_stored(session)
+
+
+def test_a_refused_time_leaves_every_reader_working(client, ingest_token):
+    good = f.batch(rows=3)
+    assert client.post("/v1/batches", json=f.body(good), headers=f.auth(ingest_token)).status_code == 201
+    bad = f.body(f.batch(rows=3))
+    bad["measurements"][1]["measured_at"] = "0001-01-01T00:00:00+01:00"
+    assert client.post("/v1/batches", json=bad, headers=f.auth(ingest_token)).status_code == 422
+    page = client.get("/v1/measurements")
+    assert page.status_code == 200 and page.json()["total"] == 3
 
 
 def test_nan_latency_is_refused(client, session, ingest_token):

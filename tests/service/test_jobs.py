@@ -45,6 +45,51 @@ def test_only_the_lease_owner_may_report(client, admin_token, ingest_token):
     assert r.status_code == 409 and "agent-1" in r.json()["detail"]
 
 
+def test_only_the_claiming_token_may_report(client, settings, admin_token, ingest_token):
+    """Another token gets 403 even when it names the lease owner's agent; the owner's lease is untouched."""
+    from tests.conftest import make_token
+
+    other = make_token(settings, "ingest")
+    job = enqueue(client, admin_token, max_attempts=3)
+    assert claim(client, ingest_token, lease=60).status_code == 200
+    calls = [
+        ("heartbeat", {"agent": "agent-1", "lease_seconds": 600}),
+        ("complete", {"agent": "agent-1", "points": 2}),
+        ("fail", {"agent": "agent-1", "error": "not mine"}),
+    ]
+    for token in (other, admin_token):
+        for action, body in calls:
+            r = client.post(f"/v1/jobs/{job['id']}/{action}", json=body, headers=f.auth(token))
+            assert r.status_code == 403, (action, r.text)
+            assert set(r.json()) == {"error", "detail"} and r.json()["error"] == "Forbidden"
+            assert "another API token" in r.json()["detail"] and "agent-1" not in r.json()["detail"]
+    still = client.get(f"/v1/jobs/{job['id']}", headers=f.auth(ingest_token)).json()
+    assert (still["status"], still["lease_owner"], still["error"], still["attempts"]) == ("leased", "agent-1", None, 1)
+    assert still["plan"] == job["plan"]  # the lease's bookkeeping never shows in the plan
+
+    # The owner fails it back to the queue; now the other token claims it, and owns it alone.
+    r = client.post(f"/v1/jobs/{job['id']}/fail", json={"agent": "agent-1", "error": "OOM"}, headers=f.auth(ingest_token))
+    assert r.status_code == 200 and r.json()["status"] == "queued"
+    assert claim(client, other).json()["id"] == job["id"]
+    r = client.post(f"/v1/jobs/{job['id']}/complete", json={"agent": "agent-1", "points": 2}, headers=f.auth(ingest_token))
+    assert r.status_code == 403
+    r = client.post(f"/v1/jobs/{job['id']}/complete", json={"agent": "agent-1", "points": 2}, headers=f.auth(other))
+    assert r.status_code == 200 and r.json()["status"] == "done" and r.json()["plan"] == job["plan"]
+
+
+def test_lease_owner_needs_a_token_to_read(client, admin_token, ingest_token, read_token):
+    job = enqueue(client, admin_token)
+    claim(client, ingest_token)
+    listed = client.get("/v1/jobs")
+    assert listed.status_code == 200 and listed.json()["items"][0]["status"] == "leased"
+    assert listed.json()["items"][0]["lease_owner"] is None
+    assert client.get(f"/v1/jobs/{job['id']}").json()["lease_owner"] is None
+    assert "agent-1" not in listed.text
+    for token in (read_token, ingest_token, admin_token):
+        assert client.get("/v1/jobs", headers=f.auth(token)).json()["items"][0]["lease_owner"] == "agent-1"
+        assert client.get(f"/v1/jobs/{job['id']}", headers=f.auth(token)).json()["lease_owner"] == "agent-1"
+
+
 def test_platform_matching_and_priority(client, admin_token, ingest_token):
     gpu = f.platform(device_kind="cuda", device_name="NVIDIA H100 80GB HBM3", compute_capability="9.0")
     enqueue(client, admin_token, match={"device_kind": "cuda", "device_name": "h100"})
@@ -111,6 +156,23 @@ def test_job_input_errors(client, admin_token, ingest_token):
     job = enqueue(client, admin_token)
     assert client.delete(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)).json()["status"] == "cancelled"
     assert client.delete(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)).status_code == 409
+
+
+def test_job_text_fields_refuse_what_a_column_cannot_store(client, admin_token, ingest_token):
+    """NUL (Postgres refuses it in text) and text past the column: 422 naming the field on both backends."""
+    job = enqueue(client, admin_token)
+    body = {"platform": f.platform().model_dump(mode="json"), "agent": "bad\x00name"}
+    r = client.post("/v1/jobs/claim", json=body, headers=f.auth(ingest_token))
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body.agent", r.text
+    r = client.post("/v1/jobs/claim", json=body | {"agent": "a" * 201}, headers=f.auth(ingest_token))
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body.agent", r.text
+    r = client.post("/v1/jobs", json={"plan": PLAN, "match": {"device_name": "h\x00100"}}, headers=f.auth(admin_token))
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body.match.device_name", r.text
+    assert claim(client, ingest_token, agent="a" * 200).json()["lease_owner"] == "a" * 200  # the longest name fits
+    r = client.post(f"/v1/jobs/{job['id']}/fail", json={"agent": "a" * 200, "error": "boom\x00"}, headers=f.auth(ingest_token))
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body.error", r.text
+    r = client.post(f"/v1/jobs/{job['id']}/fail", json={"agent": "a" * 200, "error": "€" * 2000}, headers=f.auth(ingest_token))
+    assert r.status_code == 200 and r.json()["error"] == "€" * 2000
 
 
 @pytest.mark.slow
