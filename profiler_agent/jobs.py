@@ -87,14 +87,26 @@ class Heartbeat:
         self.jobs, self.job_id, self.interval_s, self.lease_seconds = jobs, job_id, interval_s, lease_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{job_id}", daemon=True)
+        self._counted = threading.Condition()
+        self.sent = 0
         self.failures = 0
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
                 self.jobs.heartbeat(self.job_id, self.lease_seconds)
+                ok = True
             except (httpx.HTTPError, JobError):
-                self.failures += 1  # the service may be briefly down; the lease covers a few misses
+                ok = False  # the service may be briefly down; the lease covers a few misses
+            with self._counted:
+                self.sent += ok
+                self.failures += not ok
+                self._counted.notify_all()
+
+    def wait_for(self, beats: int, timeout: float) -> bool:
+        """Block until `beats` heartbeats were acknowledged (True) or the timeout passed (False)."""
+        with self._counted:
+            return self._counted.wait_for(lambda: self.sent >= beats, timeout)
 
     def __enter__(self) -> "Heartbeat":
         self._thread.start()

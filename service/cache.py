@@ -56,6 +56,8 @@ class ResponseCache:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._generation = 0  # bumped by expire_all: every entry must be confirmed again
+        self._polled = threading.Condition(self._lock)
+        self.polls = 0  # confirm_all calls so far: lets a caller wait for the poller, not the clock
 
     def fresh(self, key: Hashable, now: float) -> tuple[int, bytes] | None:
         with self._lock:
@@ -105,6 +107,21 @@ class ResponseCache:
                     self._bytes -= len(body)
                 elif checked < now:
                     self._data[key] = (version, body, now, generation)
+            self._count_poll()
+
+    def polled_nothing(self) -> None:
+        """A poll that found no cached curve to confirm still counts as a poll."""
+        with self._lock:
+            self._count_poll()
+
+    def _count_poll(self) -> None:  # with the lock held
+        self.polls += 1
+        self._polled.notify_all()
+
+    def wait_for_polls(self, polls: int, timeout: float) -> bool:
+        """Block until confirm_all has run `polls` times in all (True) or the timeout passed."""
+        with self._polled:
+            return self._polled.wait_for(lambda: self.polls >= polls, timeout)
 
     def expire_all(self) -> None:
         with self._lock:

@@ -42,6 +42,7 @@ async def confirm_forever(cache: ResponseCache, engine: Engine, freshness: float
             await asyncio.sleep(freshness / 3)  # an entry stays fresh through one slow poll
             ids, generation = cache.stamp()
             if not ids:
+                cache.polled_nothing()
                 continue
             started = time.monotonic()
             try:

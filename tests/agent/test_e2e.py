@@ -5,7 +5,6 @@ service restart mid-run; concurrent agents never claim the same job."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from datetime import datetime
 
@@ -23,6 +22,7 @@ from profiler_agent.jobs import Heartbeat, JobClient
 from profiler_agent.platform import detect_platform
 from profiler_agent.runner import PlanRunner
 from profiler_agent.timing import CpuTimer
+from tests import factories as f
 
 pytestmark = pytest.mark.slow
 
@@ -133,11 +133,6 @@ def test_service_restart_mid_run_spools_then_drains(live_service, tmp_path, thre
     assert len(rows) == plan.n_points()
 
 
-def _jobs_available(svc) -> bool:
-    r = httpx.post(f"{svc.url}/v1/jobs/claim", json={}, headers={"Authorization": f"Bearer {svc.ingest_token}"})
-    return r.status_code not in (404, 405)
-
-
 def _create_job(svc, plan_doc: dict, fingerprint: str) -> object:
     r = httpx.post(f"{svc.url}/v1/jobs", json={"plan": plan_doc, "match": {"fingerprint": fingerprint}},
                    headers={"Authorization": f"Bearer {svc.admin_token}"})
@@ -146,8 +141,6 @@ def _create_job(svc, plan_doc: dict, fingerprint: str) -> object:
 
 
 def test_two_agents_never_claim_the_same_job(live_service):
-    if not _jobs_available(live_service):
-        pytest.skip("the service has no job endpoints yet")
     platform = detect_platform("cpu")
     created = {_create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint()) for _ in range(8)}
     claimed: dict[str, list] = {"a": [], "b": []}
@@ -173,8 +166,6 @@ def test_two_agents_never_claim_the_same_job(live_service):
 
 
 def test_agent_runs_a_queued_job(live_service, tmp_path, threads_one):
-    if not _jobs_available(live_service):
-        pytest.skip("the service has no job endpoints yet")
     platform = detect_platform("cpu")
     plan = loads_plan(TINY)
     job_id = _create_job(live_service, plan.to_document(), platform.fingerprint())
@@ -190,18 +181,17 @@ def test_agent_runs_a_queued_job(live_service, tmp_path, threads_one):
 
 
 def test_job_lease_heartbeat_and_failure(live_service):
-    if not _jobs_available(live_service):
-        pytest.skip("the service has no job endpoints yet")
     platform = detect_platform("cpu")
     job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
     jc = JobClient(live_service.url, live_service.ingest_token, agent="hb")
     job = jc.claim(platform, lease_seconds=60)
     assert job is not None and job.id == job_id and job.plan == loads_plan(TINY)
-    with Heartbeat(jc, job.id, interval_s=0.2, lease_seconds=600) as hb:
-        time.sleep(0.7)
+    with Heartbeat(jc, job.id, interval_s=0.05, lease_seconds=600) as hb:
+        assert hb.wait_for(2, timeout=30), f"{hb.sent} heartbeats acknowledged, {hb.failures} failed"
     assert hb.failures == 0
-    extended = datetime.fromisoformat(jc.heartbeat(job.id, 600)["lease_expires_at"])
-    assert (extended - job.lease_expires_at).total_seconds() > 500  # 60 s lease -> 600 s
+    seen = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers=f.auth(live_service.read_token)).json()
+    extended = datetime.fromisoformat(seen["lease_expires_at"])
+    assert (extended - job.lease_expires_at).total_seconds() > 500  # the heartbeats took the 60 s lease to 600 s
     out = jc.fail(job.id, "disk on fire")
     assert out["error"] == "disk on fire" and out["status"] in ("queued", "failed")
 

@@ -104,8 +104,8 @@ def test_samples_spent_off_cpu_are_discarded():
 
         r = timer.time(sometimes_descheduled, Timing(time_cap_ms=200, median_ci=0))
         assert r.extra["preempted"] > 0 and not r.extra.get("preempted_fallback")
-        assert r.p90_us < 1000  # no 2 ms sample was kept
-        assert 250 < r.median_us < 600
+        assert r.p90_us < 1000  # no 2 ms sample was kept (a busy sample preempted that long is off-CPU too)
+        assert r.median_us >= 300  # the kept samples timed the 300 µs busy call (wall time, never less)
 
         asleep = timer.time(lambda: time.sleep(0.0005), Timing(time_cap_ms=50))
         assert asleep.extra.get("preempted_fallback") and asleep.n >= 10  # never an empty point

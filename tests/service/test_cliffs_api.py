@@ -106,10 +106,8 @@ def test_etags_spare_unchanged_curves(client, ingest_token):
 
 def test_other_workers_writes_show_within_the_cache_freshness(client, settings, ingest_token):
     """Two service processes over one database: a reader caches a curve's body; a write through
-    the other one shows once the reader's confirmation of that version is older than
-    GAC_READ_CACHE_SECONDS, and at once with 0."""
-    import time
-
+    the other one shows at once with GAC_READ_CACHE_SECONDS=0, and with 0.5 as soon as the
+    reader's poller has looked again (waited for by counting polls, not by sleeping)."""
     from fastapi.testclient import TestClient
 
     from service.app import create_app
@@ -121,12 +119,12 @@ def test_other_workers_writes_show_within_the_cache_freshness(client, settings, 
     readers = {s: create_app(settings.model_copy(update={"read_cache_seconds": s})) for s in (0.0, 0.5)}
     try:
         with TestClient(readers[0.0]) as checks_always, TestClient(readers[0.5]) as lags:
-            before = {s: c.get(path).json()["curve"]["version"] for s, c in ((0.0, checks_always), (0.5, lags))}
+            assert all(c.get(path).json()["curve"]["points"] == 32 for c in (checks_always, lags))
+            polls = readers[0.5].state.responses.polls
             post(client, ingest_token, staircase_batch(plat, 16, range(33, 49)))  # through the other "worker"
             assert checks_always.get(path).json()["curve"]["points"] == 48
-            maybe_stale = lags.get(path).json()["curve"]  # allowed to lag, by at most 0.5 s
-            assert (maybe_stale["version"], maybe_stale["points"]) == (before[0.5], 32) or maybe_stale["points"] == 48
-            time.sleep(0.6)
+            # Two polls after the write: the second one started after it, so it saw the new version.
+            assert readers[0.5].state.responses.wait_for_polls(polls + 2, timeout=30)
             assert lags.get(path).json()["curve"]["points"] == 48
     finally:
         for app in readers.values():
@@ -168,10 +166,15 @@ def test_cached_curves_are_confirmed_in_the_background(client, settings, ingest_
         with TestClient(reader) as c:
             c.get(f"/v1/curves/{curve_id}")
             cache = reader.state.responses
-            time.sleep(1.0)  # three freshness periods: only the poller can have confirmed it
-            assert cache.fresh(("curve", curve_id), time.monotonic()) is not None
+            read_at = time.monotonic()
+            # Polls until one confirms the entry after the read: then it is fresh past the read's
+            # own freshness window, which only the poller can have done.
+            assert cache.wait_for_polls(cache.polls + 2, timeout=30)
+            confirmed = cache.fresh(("curve", curve_id), read_at + 0.3 + 1e-3)
+            assert confirmed is not None
+            polls = cache.polls
             post(client, ingest_token, staircase_batch(plat, 16, range(33, 49)))  # another "worker"
-            time.sleep(0.5)
+            assert cache.wait_for_polls(polls + 2, timeout=30)
             assert cache.stamp()[0] == set()  # dropped: the next read rebuilds it
             assert c.get(f"/v1/curves/{curve_id}").json()["curve"]["points"] == 48
     finally:
