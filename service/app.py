@@ -14,6 +14,7 @@ from gac import __version__
 from gac.contracts.columns import ColumnBatch
 from gac.contracts.measurements import Batch
 from service.align.endpoints import router as align_router
+from service.align.limits import AlignSlots
 from service.auth.endpoints import router as auth_router
 from service.cliffs.endpoints import router as cliffs_router
 from service.curves.endpoints import router as curves_router
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.align_slots = AlignSlots(settings.align_concurrency_per_token)
     app.state.responses = ResponseCache(settings.read_cache_seconds, settings.read_cache_mb * 2**20)
     install_error_handlers(app)
     for router in (health_router, ingest_router, platforms_router, measurements_router, curves_router, cliffs_router, jobs_router, align_router, auth_router):

@@ -55,6 +55,13 @@ class Unprocessable(GacError):
     status_code = 422
 
 
+class TooManyRequests(GacError):
+    status_code = 429
+
+    def __init__(self, detail: Any, retry_after_s: int) -> None:
+        super().__init__(detail, headers={"Retry-After": str(retry_after_s)})
+
+
 class SolverDisagreement(GacError):
     """Our exact solver and OR-Tools found different optima: a bug, reported loudly, never hidden."""
 

@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     read_cache_seconds: float = Field(default=1.0, ge=0, le=60)
     read_cache_mb: int = Field(default=256, ge=1)
 
+    # Who may spend the service's CPU on alignments: a token (read scope or above) unless opened.
+    open_align: bool = False
+    align_concurrency_per_token: int = Field(default=2, ge=1)  # per worker process; past it: 429
+    align_max_weights: int = Field(default=100_000, ge=1)  # per request; past it: 413
+
     job_lease_seconds: int = Field(default=600, ge=5)
     job_max_attempts: int = Field(default=3, ge=1)
 

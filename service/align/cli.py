@@ -211,8 +211,17 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
         err.print(f"queued {points} points for platform {target[:16]} as job(s) {queued['jobs']}: "
                       "its agents (`gac agent run --jobs`) measure them; align again afterwards")
         return queued
-    pm.measure(result, session, yes, server, token, db)
-    return run(here, False)
+    # What gets measured can ask for more: a step found in the new points moves the look-ahead
+    # past it. A few rounds settle it; each says what it adds.
+    for round_ in range(pm.MAX_ROUNDS):
+        if round_:
+            err.print(f"the new measurements call for {len(pm.missing_points(result))} more points (look-ahead past a step they revealed)")
+        pm.measure(result, session, yes, server, token, db)
+        stored = run(here, False)
+        result = stored["result"]
+        if not result.get("missing"):
+            break
+    return stored
 
 
 def align_command(

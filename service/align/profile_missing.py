@@ -20,6 +20,7 @@ from rich.console import Console
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 
 CONFIRM_ABOVE_S = 120.0  # ask before timing for longer than this (unless --yes)
+MAX_ROUNDS = 3  # measure, align, and again while the new points ask for more
 RULES_ONLY = "rules only"
 
 

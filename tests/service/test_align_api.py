@@ -52,7 +52,7 @@ def manifest(target: str | None = None, dims=(100.3, 37.0, 70.9, 150.2), budget=
 
 def test_align_with_measured_cliffs(client, ingest_token):
     plat = measured_platform(client, ingest_token)
-    r = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "importance"})
+    r = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "importance"}, headers=f.auth(ingest_token))
     assert r.status_code == 201, r.text
     stored = r.json()
     res = stored["result"]
@@ -74,7 +74,7 @@ def test_align_with_measured_cliffs(client, ingest_token):
 def test_latency_objective_round_trips(client, ingest_token):
     """The default with measurements: latency priced, the frontier and speed-ups stored and served back."""
     plat = measured_platform(client, ingest_token)
-    r = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "frontier", "epsilon": 0.01})
+    r = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "frontier", "epsilon": 0.01}, headers=f.auth(ingest_token))
     assert r.status_code == 201, r.text
     stored = r.json()
     res = stored["result"]
@@ -82,12 +82,12 @@ def test_latency_objective_round_trips(client, ingest_token):
     assert res["frontier"] and all(p["params"] <= res["budget"] for p in res["frontier"])
     assert res["latency"]["importance_kept"] >= 0.99
     assert client.get(f"/v1/alignments/{stored['id']}").json()["result"] == res
-    bad = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "fastest"})
+    bad = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "fastest"}, headers=f.auth(ingest_token))
     assert bad.status_code == 422 and "objective" in bad.text
 
 
-def test_rules_only_without_a_target(client):
-    r = client.post("/v1/align", json=manifest())
+def test_rules_only_without_a_target(client, read_token):
+    r = client.post("/v1/align", json=manifest(), headers=f.auth(read_token))
     res = r.json()["result"]
     assert r.status_code == 201 and res["platform"] == "rules only"
     assert all(c["source"] == "rule" for w in res["weights"] for c in w["candidates"])
@@ -122,10 +122,10 @@ def test_missing_curves_become_a_profiling_job(client, ingest_token):
         (lambda d: d["weights"][0].pop("importance"), "body.weights.0"),
     ],
 )
-def test_align_errors_name_the_field(client, mutate, field):
+def test_align_errors_name_the_field(client, read_token, mutate, field):
     doc = manifest()
     mutate(doc)
-    r = client.post("/v1/align", json=doc)
+    r = client.post("/v1/align", json=doc, headers=f.auth(read_token))
     assert r.status_code == 422, r.text
     assert any(d["field"].startswith(field) for d in r.json()["detail"]), r.json()
     if field == "body.budget":
@@ -148,3 +148,37 @@ def test_cli_json_is_exactly_the_document(client, settings, ingest_token, tmp_pa
     assert table.returncode == 0 and "layers.0.proj" in table.stdout and "cross-check" in table.stdout
     bad = subprocess.run([sys.executable, "-m", "gac", "align", str(tmp_path / "nope.json")], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "cannot read" in bad.stderr
+
+
+def test_alignments_need_a_token_unless_opened(client, app, read_token):
+    r = client.post("/v1/align", json=manifest())
+    assert r.status_code == 401 and r.json()["error"] == "Unauthorized" and "token" in r.json()["detail"]
+    app.state.settings.open_align = True  # the operator opened them (GAC_OPEN_ALIGN=true)
+    try:
+        assert client.post("/v1/align", json=manifest()).status_code == 201
+    finally:
+        app.state.settings.open_align = False
+
+
+def test_per_token_limits_answer_413_and_429(client, app, read_token, ingest_token):
+    settings = app.state.settings
+    settings.align_max_weights = 3
+    try:
+        r = client.post("/v1/align", json=manifest(), headers=f.auth(read_token))  # 4 weights
+        assert r.status_code == 413 and "GAC_ALIGN_MAX_WEIGHTS" in r.json()["detail"]
+    finally:
+        settings.align_max_weights = 100_000
+    slots = app.state.align_slots
+    from service.models import ApiToken
+    from sqlalchemy import select
+
+    with app.state.sessionmaker() as s:
+        reader_id = s.scalars(select(ApiToken.id).where(ApiToken.scope == "read")).one()
+    # This token already runs as many alignments as it may (held here as a running request would).
+    with slots.slot(reader_id), slots.slot(reader_id):
+        busy = client.post("/v1/align", json=manifest(), headers=f.auth(read_token))
+        assert busy.status_code == 429 and int(busy.headers["Retry-After"]) > 0
+        assert busy.json()["error"] == "TooManyRequests"
+        # Another token is not held back by this one's load.
+        assert client.post("/v1/align", json=manifest(), headers=f.auth(ingest_token)).status_code == 201
+    assert client.post("/v1/align", json=manifest(), headers=f.auth(read_token)).status_code == 201

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -66,7 +67,10 @@ def test_local_profile_missing_measures_exactly_the_missing_points(app, settings
 
     out = gac(["align", str(path), "--profile-missing", "--yes", "--threads", "1", "--json"], env)
     assert out.returncode == 0, out.stderr
-    assert f"profiling {wanted} missing points" in out.stderr and f"measured {wanted} points" in out.stderr
+    assert f"profiling {wanted} missing points" in out.stderr
+    # Each round measures what the alignment still lacks (new points can move the look-ahead).
+    rounds = [int(n) for n in re.findall(r"measured (\d+) points", out.stderr)]
+    assert rounds and rounds[0] == wanted
     doc = json.loads(out.stdout)
     assert doc["platform"] == this_fingerprint()
     assert doc["missing"] == [] and doc["latency"]["complete"] is True
@@ -77,7 +81,7 @@ def test_local_profile_missing_measures_exactly_the_missing_points(app, settings
 
     engine = create_engine(settings.url)
     with engine.connect() as c:
-        assert c.execute(text("select count(*) from measurements")).scalar_one() == wanted
+        assert c.execute(text("select count(*) from measurements")).scalar_one() == sum(rounds)
     engine.dispose()
     again = gac(["align", str(path), "--platform", doc["platform"], "--json"], env)
     assert again.returncode == 0 and json.loads(again.stdout)["missing"] == []

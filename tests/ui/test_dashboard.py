@@ -58,7 +58,7 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
         "weights": [{"name": "w0", "kind": "linear_out", "out_features": 96, "in_features": 256, "dim": 71.4, "importance": 1.0}],
     }
     manifest["budget"] = {"params": 80 * 256}
-    assert httpx.post(f"{live_service.url}/v1/align", json=manifest, timeout=120).status_code == 201
+    assert httpx.post(f"{live_service.url}/v1/align", json=manifest, headers=f.auth(live_service.read_token), timeout=120).status_code == 201
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     problems: list[str] = []
@@ -150,7 +150,7 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     assert r.status_code == 201
     fp = plat.fingerprint()
     weights = out_weights(DIMS)
-    post = lambda doc: httpx.post(f"{live_service.url}/v1/align", json=doc, timeout=120)  # noqa: E731
+    post = lambda doc: httpx.post(f"{live_service.url}/v1/align", json=doc, headers=f.auth(live_service.read_token), timeout=120)  # noqa: E731
 
     # The model name is user data with markup: the page must show it as typed.
     model = 'frontier <b>model</b> & "co"'
