@@ -1,12 +1,19 @@
-"""Speed of the two-resource tradeoff solver (solver/tradeoff.py) on Llama-like instances, against CP-SAT.
+"""Speed of the two-resource tradeoff solver (solver/tradeoff.py) on Llama-like instances, against OR-Tools.
 
-For each size (Llama-3-8B-like 224 items, 70B-like 560, and 5,000 items) and importance kind
-(lognormal per weight, or uniform: importance proportional to params), over a few seeds:
-time of the importance optimum (construction), one epsilon point (0.5 %), the 50-point
-frontier, the proven gap of the epsilon point, and CP-SAT's time on 3 sampled frontier points
-(min latency s.t. params <= budget and importance >= the point's), with ours/CP-SAT.
+Families: size (Llama-3-8B-like 224 items, 70B-like 560, 5,000 items) x importance kind
+(lognormal per weight; uniform: importance proportional to params, the default without
+scores; near: every score within 0.1 % of the others, near-tied) x budget (mid: the
+candidate windows are centred on it; tight / loose: 20 % / 80 % of the way from the
+smallest to the largest total). Per instance: the importance optimum (construction), one
+epsilon point, the 50-point frontier, and on 3 sampled frontier points our time for that
+point (a fresh fastest() call) against CP-SAT (solver.crosscheck.crosscheck_point: min
+latency s.t. params <= budget and importance >= the point's; CP-SAT is the OR-Tools backend
+that takes both constraints), with the ratio and whether both optima are identical.
+A disagreement is printed loudly and the run exits non-zero.
 
-    .venv/bin/python benchmarks/frontier.py [--sizes 8B,70B,5k] [--seeds 3] [--cpsat-limit 60]
+    .venv/bin/python benchmarks/frontier.py                   # 8B, every kind, mid budget, CP-SAT 10 s a point (~3 min)
+    .venv/bin/python benchmarks/frontier.py --heavy           # + tight/loose budgets, 70B and 5k sizes
+    .venv/bin/python benchmarks/frontier.py --sizes 8B --kinds uniform --budgets tight,loose --seeds 3
 """
 
 from __future__ import annotations
@@ -36,12 +43,18 @@ SIZES = {
     "70B": llama_shapes(80, 8192, 28672, 1024),
     "5k": llama_shapes(715, 4096, 14336, 1024)[:5000],
 }
+BUDGET_FRACTION = {"tight": 0.2, "loose": 0.8}  # of the way from the smallest to the largest total
 
 
-def make_instance(shapes, seed: int, importance: str, period: int = 32, rho: float = 0.15):
+def make_instance(shapes, seed: int, importance: str, period: int = 32, rho: float = 0.15, budget_kind: str = "mid"):
     """Every integer dim in a +-5 % window around a compressor's dim competes; staircase latency of `period`."""
     rng = random.Random(seed)
-    scores = [1.0 if importance == "uniform" else rng.lognormvariate(0, 0.5) for _ in shapes]
+    if importance == "uniform":
+        scores = [1.0 for _ in shapes]
+    elif importance == "near":
+        scores = [1.0 + 1e-3 * rng.random() for _ in shapes]
+    else:
+        scores = [rng.lognormvariate(0, 0.5) for _ in shapes]
     full = [o * i for o, i in shapes]
     budget = (1 - rho) * sum(full)
     raw = [rng.uniform(0.6, 1.4) for _ in shapes]
@@ -55,6 +68,10 @@ def make_instance(shapes, seed: int, importance: str, period: int = 32, rho: flo
         dims = list(range(max(1, math.floor(dstar) - half), min(top, math.ceil(dstar) + half) + 1))
         lat = [int(round(unit * (math.ceil(d / period) * period * 0.9 + d * 0.1) / 100)) for d in dims]
         items.append(TradeoffItem(unit, round(s / top_score * (1 << 20)) * unit, tuple(dims), tuple(lat)))
+    if budget_kind in BUDGET_FRACTION:
+        lo = sum(it.unit * min(it.dims) for it in items)
+        hi = sum(it.unit * max(it.dims) for it in items)
+        return items, int(lo + BUDGET_FRACTION[budget_kind] * (hi - lo))
     return items, int(budget)
 
 
@@ -66,50 +83,72 @@ def run_one(items, budget, epsilon: float, cpsat_limit: float) -> dict:
     t2 = time.perf_counter()
     front = tr.frontier(50)
     t3 = time.perf_counter()
-    row = {"opt_s": t1 - t0, "eps_s": t2 - t1, "frontier_s": t3 - t2, "points": len(front), "gap": eps.gap, "optimal": eps.optimal}
-    # Ours per point: the frontier time shared out over its points (a fair, if rough, per-point figure).
-    ours_per_point = (t3 - t2) / max(1, len(front))
-    ratios, cp_times, agree = [], [], []
+    row = {"opt_s": t1 - t0, "eps_s": t2 - t1, "frontier_s": t3 - t2, "points": len(front), "gap": eps.gap,
+           "optimal": eps.optimal, "ours_s": [], "cpsat_s": [], "ratio": [], "cpsat": [], "errors": []}
     if cpsat_limit > 0:
         for pt in [front[len(front) // 4], front[len(front) // 2], front[(3 * len(front)) // 4]]:
-            ok, _, status, secs = crosscheck_point(items, budget, pt, time_limit_s=cpsat_limit)
-            cp_times.append(secs)
-            ratios.append(ours_per_point / secs)
-            agree.append(f"{status}:{'=' if ok else ('!=' if ok is False else '?')}")
-    row.update(cpsat_s=cp_times, ratio=ratios, cpsat=agree)
+            s0 = time.perf_counter()
+            mine = tr.fastest(pt.value)
+            ours = time.perf_counter() - s0
+            ok, theirs, status, secs = crosscheck_point(items, budget, pt, time_limit_s=cpsat_limit)
+            row["ours_s"].append(ours)
+            row["cpsat_s"].append(secs)
+            row["ratio"].append(ours / secs)
+            row["cpsat"].append(f"{status}:{'=' if ok else ('!=' if ok is False else '?')}")
+            if ok is False or mine.point.latency != pt.latency:
+                row["errors"].append(f"point value {pt.value}: ours {pt.latency} (again {mine.point.latency}), CP-SAT {theirs} ({status})")
     return row
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="8B,70B,5k")
-    ap.add_argument("--kinds", default="lognormal,uniform")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--sizes", default="8B")
+    ap.add_argument("--kinds", default="lognormal,uniform,near")
+    ap.add_argument("--budgets", default="mid")
+    ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--epsilon", type=float, default=0.005)
-    ap.add_argument("--cpsat-limit", type=float, default=60.0, help="seconds per CP-SAT point; 0 skips CP-SAT")
+    ap.add_argument("--cpsat-limit", type=float, default=10.0, help="seconds per CP-SAT point; 0 skips CP-SAT")
+    ap.add_argument("--heavy", action="store_true", help="sizes 8B,70B,5k and budgets mid,tight,loose")
     args = ap.parse_args()
+    if args.heavy:
+        args.sizes, args.budgets = "8B,70B,5k", "mid,tight,loose"
+    errors: list[str] = []
     for size in args.sizes.split(","):
         for kind in args.kinds.split(","):
-            rows = []
-            for seed in range(1, args.seeds + 1):
-                items, budget = make_instance(SIZES[size], seed, kind)
-                row = run_one(items, budget, args.epsilon, args.cpsat_limit)
-                rows.append(row)
-                print(f"  {size} {kind} seed {seed}: optimum {row['opt_s']:.2f} s, eps point {row['eps_s']:.3f} s "
-                      f"(optimal={row['optimal']}, gap {row['gap']:.1e}), frontier {row['points']} pts {row['frontier_s']:.2f} s, "
-                      f"CP-SAT {', '.join(f'{s:.1f}' for s in row['cpsat_s'])} s {row['cpsat']}", flush=True)
+            for bkind in args.budgets.split(","):
+                rows = []
+                for seed in range(1, args.seeds + 1):
+                    items, budget = make_instance(SIZES[size], seed, kind, budget_kind=bkind)
+                    row = run_one(items, budget, args.epsilon, args.cpsat_limit)
+                    rows.append(row)
+                    print(f"  {size} {kind} {bkind} seed {seed}: optimum {row['opt_s']:.3f} s, eps point {row['eps_s']:.3f} s "
+                          f"(optimal={row['optimal']}, gap {row['gap']:.1e}), frontier {row['points']} pts {row['frontier_s']:.2f} s, "
+                          f"sampled points ours {', '.join(f'{s:.3f}' for s in row['ours_s'])} s, "
+                          f"CP-SAT {', '.join(f'{s:.2f}' for s in row['cpsat_s'])} s {row['cpsat']}", flush=True)
+                    for e in row["errors"]:
+                        msg = f"!!! DISAGREEMENT {size} {kind} {bkind} seed {seed}: {e}"
+                        print(msg, flush=True)
+                        errors.append(msg)
 
-            def stat(key: str) -> str:
-                xs = [r[key] for r in rows]
-                return f"{statistics.median(xs):.3f} / {max(xs):.3f}"
+                def stat(key: str) -> str:
+                    xs = [r[key] for r in rows]
+                    return f"{statistics.median(xs):.3f} / {max(xs):.3f}"
 
-            ratios = [x for r in rows for x in r["ratio"]]
-            cp = [x for r in rows for x in r["cpsat_s"]]
-            print(f"{size} {kind} ({len(items)} items, {args.seeds} seeds; median / worst): optimum {stat('opt_s')} s, "
-                  f"eps point {stat('eps_s')} s, frontier {stat('frontier_s')} s, gap {stat('gap')}"
-                  + (f", CP-SAT/pt {statistics.median(cp):.2f} / {max(cp):.2f} s, ours/CP-SAT {statistics.median(ratios):.3g} / {max(ratios):.3g}" if cp else ""),
-                  flush=True)
+                ratios = [x for r in rows for x in r["ratio"]]
+                cp = [x for r in rows for x in r["cpsat_s"]]
+                marks = [c for r in rows for c in r["cpsat"]]
+                same = f"{sum(c.endswith(':=') for c in marks)} of {len(marks)} proven identical, {sum(c.endswith(':!=') for c in marks)} different"
+                print(f"{size} {kind} {bkind} ({len(items)} items, {args.seeds} seeds; median / worst): optimum {stat('opt_s')} s, "
+                      f"eps point {stat('eps_s')} s, frontier {stat('frontier_s')} s, gap {statistics.median([r['gap'] for r in rows]):.1e} / {max(r['gap'] for r in rows):.1e}, "
+                      f"all eps proven {all(r['optimal'] for r in rows)}"
+                      + (f", CP-SAT/pt {statistics.median(cp):.2f} / {max(cp):.2f} s, ours/CP-SAT {statistics.median(ratios):.3g} / "
+                         f"{max(ratios):.3g}, sampled points: {same} (the rest unproven by CP-SAT in the limit)" if cp else ""),
+                      flush=True)
+    if errors:
+        print(f"\n!!! {len(errors)} DISAGREEMENT(S) WITH OR-TOOLS:", *errors, sep="\n", flush=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver.mckp import InfeasibleBudget, solve_mckp
+from solver.tradeoff_dp import WindowSolver, WindowTooLarge
 
 _REL_TOL = 1e-9  # float slack on bounds: pruning only ever keeps more than it must
 
@@ -262,6 +263,29 @@ class _Problem:
     hulls: _Hulls
     room: int  # budget minus every item's smallest cost
     stats: TradeoffStats = field(default_factory=TradeoffStats)
+    # (W, U) when every item keeps W / U importance per parameter (value = W / U * cost exactly), else None.
+    ratio: tuple[int, int] | None = None
+    _window: WindowSolver | None = None
+
+    @property
+    def window(self) -> WindowSolver:
+        if self._window is None:
+            self._window = WindowSolver(self.f.starts, self.f.cost, self.f.lat)
+        return self._window
+
+
+def _proportional(f: _Flat) -> tuple[int, int] | None:
+    """(W, U) in lowest terms when worth_i / unit_i == W / U for every item with a choice to make."""
+    multi = np.flatnonzero(np.diff(f.starts) > 1)
+    if len(multi) == 0:
+        return 0, 1
+    w0, u0 = int(f.worth[multi[0]]), int(f.unit[multi[0]])
+    g = math.gcd(w0, u0) or 1
+    w, u = w0 // g, u0 // g
+    worth, unit = f.worth[multi].astype(object), f.unit[multi].astype(object)
+    if all(int(x) == 0 for x in worth * u - unit * w):
+        return w, u
+    return None
 
 
 def _prepare(items: Sequence[TradeoffItem], budget: int) -> _Problem:
@@ -271,7 +295,7 @@ def _prepare(items: Sequence[TradeoffItem], budget: int) -> _Problem:
     room = budget - f.base_cost
     if room < 0:
         raise InfeasibleBudget(budget, f.base_cost)
-    return _Problem(f, _hulls(f), room)
+    return _Problem(f, _hulls(f), room, ratio=_proportional(f))
 
 
 def _point(p: _Problem, picks: np.ndarray) -> Point:
@@ -315,6 +339,11 @@ def _lagrangian_picks(p: _Problem, dual: _Dual, lam: float, mu: float) -> np.nda
 
 def _fastest(p: _Problem, need: int, incumbents: Sequence[np.ndarray], max_states: int | None = None) -> Point:
     """min latency s.t. cost <= room and value >= need (offset units), lexicographic ties."""
+    if p.ratio is not None:
+        try:
+            return _fastest_proportional(p, need, incumbents)
+        except WindowTooLarge:
+            pass  # the general method below
     f = p.f
     dual = _Dual(f, p.hulls, p.room, need)
     bound, lam, mu = dual.solve()
@@ -345,6 +374,25 @@ def _fastest(p: _Problem, need: int, incumbents: Sequence[np.ndarray], max_state
             p.stats.rounds = rounds
             return inc
         delta *= 16.0
+
+
+def _fastest_proportional(p: _Problem, need: int, incumbents: Sequence[np.ndarray]) -> Point:
+    """_fastest when value = W / U * cost: least latency with cost in [ceil(need U / W), room] (solver.tradeoff_dp)."""
+    f = p.f
+    w, u = p.ratio or (0, 1)
+    lo = -((-need * u) // w) if w > 0 else 0  # cost * W >= need * U
+    feasible = [q for q in incumbents if _feasible(p, q, need)]
+    if not feasible:
+        raise AssertionError("no feasible incumbent: the caller must pass the importance optimum")
+    ceiling = min(int(f.lat[f.starts[:-1] + q].sum()) for q in feasible)
+    ans = p.window.solve(lo, p.room, ceiling, prefer_cost=w > 0)
+    if ans is None:  # cannot happen: the incumbent lies in the window
+        raise AssertionError("the window DP lost the incumbent")
+    p.stats.fixed_items = ans.fixed
+    p.stats.max_states = max(p.stats.max_states, ans.cells)
+    p.stats.rounds = ans.rounds
+    p.stats.bound = float(ans.bound + f.base_lat)
+    return _point(p, ans.picks)
 
 
 def _bounded_dp(
@@ -537,10 +585,15 @@ class Tradeoff:
         self._v_top = int(sum(int(f.value[f.starts[i + 1] - 1]) for i in range(f.n)))
         self._t_top = int(sum(int(f.lat[f.span(i)].max()) for i in range(f.n)))
         imp = _importance_optimum(self._p)
+        self._imp_picks = imp
         # Among importance-optimal choices, the fastest (a DP at need = the optimum prunes hard).
         try:
-            self.importance_optimum = _fastest(self._p, _point(self._p, imp).value - f.base_value, [imp], MAX_STATES)
-        except _TooManyStates:
+            if self._p.ratio is not None:
+                # Proportional: the window DP or nothing (the general DP cannot tell tied states apart).
+                self.importance_optimum = _fastest_proportional(self._p, _point(self._p, imp).value - f.base_value, [imp])
+            else:
+                self.importance_optimum = _fastest(self._p, _point(self._p, imp).value - f.base_value, [imp], MAX_STATES)
+        except (_TooManyStates, WindowTooLarge):
             # Still importance-optimal; only its latency tie-break is unproven (stats say so).
             self.importance_optimum = _point(self._p, imp)
             self._p.stats.optimum_tie_proven = False
@@ -590,14 +643,23 @@ class Tradeoff:
         """Least latency whose kept importance is >= min_value (then most importance, fewest params)."""
         if min_value > self.max_value:
             raise ImportanceOutOfReach(min_value, self.max_value)
+        f = self._p.f
+        if self._p.ratio is not None:
+            # Proportional importance: one window DP, the importance optimum as the feasible ceiling.
+            try:
+                pt = _fastest_proportional(self._p, min_value - f.base_value, [self._imp_picks])
+                return Fastest(pt, pt.latency, True)
+            except WindowTooLarge:
+                pass
         lo, hi = self._bracket(min_value)
         if lo is None:  # the fast end already keeps enough
             return Fastest(hi, hi.latency, True)
-        if hi.value == min_value or lo.latency == hi.latency:
+        if hi is self.importance_optimum and not self.stats.optimum_tie_proven:
+            pass  # the optimum's latency is not proven the least of its ties: search below
+        elif hi.value == min_value or lo.latency == hi.latency:
             return Fastest(hi, hi.latency, True)
         # The weighted solves give a Lagrangian bound (the line through lo and hi when their weights were exact).
         bound = self._dual_bound(min_value)
-        f = self._p.f
         need = min_value - f.base_value
         try:
             pt = _fastest(self._p, need, [_picks_of(self._p, hi)], MAX_STATES)
@@ -642,6 +704,11 @@ class Tradeoff:
         Supported points first (dichotomic search, widest latency gap first), then, while fewer
         than `points`, the exact next point after the widest remaining gap.
         """
+        if self._p.ratio is not None:
+            try:
+                return self._frontier_proportional(points)
+            except WindowTooLarge:
+                pass
         fast, top = self._fastest_supported(), self.importance_optimum
         found: dict[int, Point] = {fast.value: fast, top.value: top}
         settled: set[tuple[int, int]] = set()
@@ -671,6 +738,44 @@ class Tradeoff:
             except _TooManyStates:
                 continue
             found.setdefault(nxt.value, nxt)
+        return _pareto(list(found.values()))
+
+    def _frontier_proportional(self, points: int) -> list[Point]:
+        """frontier() when importance is proportional to parameters: every point from the window DP.
+
+        The fast end is the least latency over the whole budget (then the most importance).
+        The widest latency gap (a, b) is split at the middle of its unexplored importance range
+        (a.value, u]: the least latency keeping at least that much is Pareto-optimal; when it is b
+        itself, nothing between the probe and b is, and the range shrinks to below the probe.
+        """
+        base = self._p.f.base_value
+        top = self.importance_optimum
+
+        def probe(want: int) -> Point:
+            return _fastest_proportional(self._p, want - base, [self._imp_picks])
+
+        fast = probe(base)
+        found: dict[int, Point] = {fast.value: fast, top.value: top}
+        # (a, b, u, tries): the importance range (a.value, u] is unexplored; tries: probes too large so far.
+        gaps = [(fast, top, top.value - 1, 0)] if top.value > fast.value else []
+        while len(found) < points:
+            gaps = [g for g in gaps if g[2] > g[0].value and g[1].latency > g[0].latency and g[3] < 4]
+            if not gaps:
+                break
+            k = max(range(len(gaps)), key=lambda i: gaps[i][1].latency - gaps[i][0].latency)
+            a, b, u, tries = gaps.pop(k)
+            # The middle of the range; after a too-large probe, nearer its top (narrower windows, cheaper).
+            want = u - (u - a.value - 1) // (2 << (2 * tries))  # in (a.value, u]
+            try:
+                pt = probe(want)
+            except WindowTooLarge:
+                gaps.append((a, b, u, tries + 1))
+                continue
+            if pt.value >= b.value:
+                gaps.append((a, b, want - 1, tries))
+            else:
+                found.setdefault(pt.value, pt)
+                gaps += [(a, pt, want - 1, tries), (pt, b, u, tries)]
         return _pareto(list(found.values()))
 
 

@@ -147,3 +147,93 @@ def test_sampled_frontier_points_agree_with_cpsat(seed):
         agrees, theirs, status, _ = crosscheck_point(items, budget, pt, time_limit_s=30.0, workers=1)
         assert status == "OPTIMAL", status
         assert agrees, (pt.latency, theirs)
+
+
+@st.composite
+def uniform_instances(draw):
+    """Importance proportional to params (every item's worth / unit the same): the window-DP path."""
+    n = draw(st.integers(1, 5))
+    ratio = draw(st.integers(0, 4))
+    period = draw(st.sampled_from([1, 3, 4]))
+    items = []
+    for _ in range(n):
+        unit = draw(st.sampled_from([2, 3, 4, 6]))
+        dims = sorted(draw(st.sets(st.integers(1, 24), min_size=1, max_size=5)))
+        noise = [draw(st.integers(0, 3)) for _ in dims]
+        lat = [unit * (-(-d // period)) * period + e for d, e in zip(dims, noise)]  # staircase + rounding noise
+        items.append(TradeoffItem(unit, ratio * unit, tuple(dims), tuple(lat)))
+    lo = sum(it.unit * min(it.dims) for it in items)
+    hi = sum(it.unit * max(it.dims) for it in items)
+    return items, draw(st.integers(lo, hi + 2))
+
+
+@SETTINGS
+@given(uniform_instances())
+def test_uniform_frontier_is_exactly_the_pareto_set(inst):
+    items, budget = inst
+    tr = Tradeoff(items, budget)
+    assert tr._p.ratio is not None  # the proportional path is the one under test
+    pts = _all_points(items, budget)
+    got = tr.frontier(points=10**6)
+    assert all(p.cost <= budget for p in got)
+    pairs = [(p.latency, p.value) for p in got]
+    assert pairs == _pareto(pts)  # from the fastest choice to the importance optimum, every one
+
+
+@SETTINGS
+@given(uniform_instances(), st.lists(st.integers(-5, 600), min_size=1, max_size=5))
+def test_uniform_fastest_matches_brute_force(inst, wants):
+    items, budget = inst
+    pts = _all_points(items, budget)
+    tr = Tradeoff(items, budget)
+    for want in wants:
+        expected = _best_for(pts, want)
+        if expected is None:
+            with pytest.raises(ImportanceOutOfReach):
+                tr.fastest(want)
+            continue
+        got = tr.fastest(want)
+        assert got.optimal and got.gap == 0.0 and got.lower_bound == got.point.latency
+        assert (got.point.latency, got.point.value, got.point.cost) == expected
+        assert got.point.cost <= budget
+
+
+@SETTINGS
+@given(uniform_instances())
+def test_uniform_epsilon_zero_is_the_importance_optimum(inst):
+    items, budget = inst
+    pts = _all_points(items, budget)
+    tr = Tradeoff(items, budget)
+    top = max(p[1] for p in pts)
+    assert tr.max_value == top
+    got = tr.fastest_within(0.0)
+    assert got.optimal and got.point.value == top and got.point.cost <= budget
+    assert (got.point.latency, got.point.value, got.point.cost) == _best_for(pts, top)
+    assert (tr.importance_optimum.latency, tr.importance_optimum.value) == (got.point.latency, top)
+
+
+def test_uniform_staircase_many_items_matches_the_general_dp():
+    """A bigger proportional instance: the window DP and the general closing DP agree point by point."""
+    import random
+
+    import solver.tradeoff as tt
+
+    rng = random.Random(7)
+    items = []
+    for _ in range(12):
+        unit = rng.choice([5, 8, 18])
+        lo = rng.randint(20, 60)
+        dims = tuple(range(lo, lo + rng.randint(8, 20)))
+        items.append(TradeoffItem(unit, 3 * unit, dims, tuple(round(unit * (4 * (-(-d // 4)) * 0.9 + 0.1 * d)) for d in dims)))
+    budget = int(0.9 * sum(it.unit * max(it.dims) for it in items))
+    tr = Tradeoff(items, budget)
+    assert tr._p.ratio == (3, 1)
+    top = tr.max_value
+    for eps in (0.0, 0.01, 0.05, 0.2):
+        want = tr.value_for(eps)
+        got = tr.fastest(want).point
+        p = tr._p
+        general = tt._Problem(p.f, p.hulls, p.room)  # ratio None: the general method
+        ref = tt._fastest(general, want - p.f.base_value, [tr._imp_picks], None)
+        assert (got.latency, got.value, got.cost) == (ref.latency, ref.value, ref.cost)
+        assert got.value >= want and got.cost <= budget and got.value <= top
