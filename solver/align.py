@@ -32,6 +32,7 @@ from solver.candidates import (
     LatencyModel,
     build_candidates,
     build_items,
+    candidate_notes,
     missing_curves,
 )
 from solver.crosscheck import CrossCheckDisagreement, CrossCheckResult, compare, crosscheck_point, solve_ortools
@@ -106,6 +107,7 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
     model = LatencyModel(lookup, manifest)
     items = build_items(manifest)
     cands = [build_candidates(it, model, copts) for it in items]
+    warnings.extend(candidate_notes(cands))  # e.g. "no cliffs": the platform's curves are smooth
 
     budget = budget_params(manifest)
     costs, values = integer_instance(cands, opts.importance_bits)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from gac.contracts.alignment import Candidate, MissingCurve
 from gac.contracts.manifest import Manifest, Weight
-from solver.curve_model import CurveModel, model_curve
+from solver.curve_model import MIN_POINTS, SMOOTH_NOTE, CliffOptions, CurveModel, frontier_from_estimates, frontier_of_sum, model_curve
 from solver.curve_model import Point as CurveModelPoint
 from solver.frontier import cliff_free_frontier
 from solver.kinds import Kernel, kernels, unit_params
@@ -36,6 +36,12 @@ class CandidateOptions:
     # with the frontier at no tolerance plus the compressor's own dim (rounded): a weight then
     # moves to a dim that no larger one beats, or stays where the compressor put it.
     cliff_free_only: bool = True
+    # The importance objective's frontier over the item's denoised latency: "noise" keeps a dim only
+    # when every larger one is slower beyond the noise of the difference, each curve's share as its
+    # model says (curve_model.frontier_of_sum: a line's dims all stay, a plateau split by noise
+    # keeps only its top); "independent" takes the estimates as independent (frontier_from_estimates:
+    # on a smooth curve it drops all dims but the window's top); "exact" compares them as they are.
+    frontier: str = "noise"
 
     def half_width(self, d_star: float) -> int:
         return min(self.max_window // 2, max(self.window, math.ceil(self.window_rel * d_star)))
@@ -94,6 +100,7 @@ class ItemCandidates:
     candidates: list[Candidate]
     measured: bool
     missing: list[tuple[Kernel, int, str]] = field(default_factory=list)  # (kernel, axis value, why)
+    notes: list[str] = field(default_factory=list)  # what the item's curves say (e.g. SMOOTH_NOTE)
 
 
 class LatencyModel:
@@ -107,6 +114,10 @@ class LatencyModel:
         self.tokens = [(m, w / total) for m, w in tokens]  # normalized: one token count = plain latency
         self._curves: dict[tuple, Mapping[int, CurvePoint]] = {}
         self._models: dict[tuple, CurveModel] = {}
+        self._own: dict[tuple, CurveModel] = {}  # each curve modelled on its own data alone
+        # Every curve the manifest's weights use: a tile size one of them shows is a hypothesis
+        # for the others of the same op and axis (the platform's kernels tile them alike).
+        self._kernels = {(k.op, k.fixed, k.axis): k for w in manifest.weights for m, _ in self.tokens for k in kernels(w, m)}
 
     def curve(self, k: Kernel) -> Mapping[int, CurvePoint]:
         key = (k.op, k.fixed, k.axis)
@@ -116,18 +127,42 @@ class LatencyModel:
 
     def model(self, k: Kernel) -> CurveModel:
         """The curve's noise-aware model: candidates and predictions use its denoised estimates,
-        so timing noise can neither invent a cliff nor make a dim look faster than it is."""
+        so timing noise can neither invent a cliff nor make a dim look faster than it is.
+
+        A curve that shows no period of its own is modelled again with the periods its siblings
+        (the manifest's other curves of the same op and axis) show, each tested on it alone: a
+        small GEMM whose steps hide in its noise still steps where the platform's tiles end."""
         key = (k.op, k.fixed, k.axis)
         if key not in self._models:
-            pts = [
-                CurveModelPoint(x, p.latency_us, p.p10_us, p.p90_us, p.n or 1)
-                for x, p in sorted(self.curve(k).items())
-            ]
-            self._models[key] = model_curve(pts)
+            own = self._own_model(key)
+            siblings = sorted({
+                p.m for other in self._kernels.values()
+                if (other.op, other.axis) == (k.op, k.axis) and (other.op, other.fixed, other.axis) != key
+                and (p := self._own_model((other.op, other.fixed, other.axis)).period) is not None
+            }) if own.period is None and len(own.estimates) >= MIN_POINTS else []
+            self._models[key] = model_curve(self._points(key), CliffOptions(periods=tuple(siblings))) if siblings else own
         return self._models[key]
+
+    def _points(self, key: tuple) -> list[CurveModelPoint]:
+        k = self._kernels.get(key) or Kernel(*key)
+        return [CurveModelPoint(x, p.latency_us, p.p10_us, p.p90_us, p.n or 1) for x, p in sorted(self.curve(k).items())]
+
+    def _own_model(self, key: tuple) -> CurveModel:
+        if key not in self._own:
+            self._own[key] = model_curve(self._points(key))
+        return self._own[key]
 
     def estimate(self, k: Kernel, x: int) -> float | None:
         return self.model(k).estimates.get(x) if x in self.curve(k) else None
+
+    def sigma(self, item: Item, d: int) -> float:
+        """The standard error of latency(item, d): the kernels' curves are measured apart."""
+        return math.sqrt(math.fsum((weight * self.model(k).sigma.get(k.scale * d, 0.0)) ** 2 for k, weight in self.kernel_terms(item)))
+
+    def smooth(self, item: Item) -> bool:
+        """No measured curve of the item steps anywhere: any dim is as fast as its size."""
+        terms = self.kernel_terms(item)
+        return bool(terms) and all(self.curve(k) and self.model(k).smooth for k, _ in terms)
 
     def kernel_terms(self, item: Item) -> list[tuple[Kernel, float]]:
         """(kernel, weight) pairs: the item's latency is sum weight * count * curve[scale * d]."""
@@ -147,9 +182,15 @@ class LatencyModel:
 def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, every_dim: bool = False) -> ItemCandidates:
     """Measured candidates in the item's window, else the rule.
 
-    every_dim=False (the importance objective): the cliff-free frontier of the denoised latency,
-    judged against measured dims up to the look-ahead above the window. every_dim=True (latency
-    priced): every measured dim of the window competes with its predicted latency.
+    A dim that a larger one is as fast as (by the item's denoised latency) holds fewer parameters
+    for no speed: it is dropped. every_dim=False (the importance objective): the cliff-free
+    frontier, judged against measured dims up to the look-ahead above the window, a larger dim
+    having to be slower beyond the noise (opts.frontier); when the whole window sits on one
+    plateau whose top lies above it, the window's top is the one candidate (as fast as any dim
+    of the window, and the most parameters). every_dim=True (latency priced): every dim of the
+    window that no larger dim of the window ties or beats, so the solver sees each real latency
+    difference and each plateau's largest allowed dim, and the compressor's own dim (rounded
+    down): pruning must not make a budget the compressor's dims meet infeasible.
     """
     lo, hi = item.window(opts)
     top = min(item.max_dim, hi + lookahead(item, model, opts))
@@ -159,20 +200,41 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
         curve = model.curve(k)
         have = {d for d in range(lo, top + 1) if k.scale * d in curve}
         dims = have if dims is None else dims & have
+    notes = [SMOOTH_NOTE] if model.lookup is not None and model.smooth(item) else []
     if model.lookup is not None and dims and min(dims) <= hi:
-        lat = {d: model.latency(item, d) for d in sorted(dims)}
-        if every_dim:
-            keep = [d for d in lat if d <= hi]
+        lat: dict[int, float] = {d: model.latency(item, d) for d in sorted(dims)}  # type: ignore[misc]
+        if every_dim:  # a dim above the window is no choice, so it dominates none
+            front = cliff_free_frontier({d: v for d, v in lat.items() if d <= hi})
+        elif opts.frontier == "noise" and opts.rel_tol == 0.0:
+            front = frontier_of_sum(list(lat), [(model.model(k), w, k.scale) for k, w in terms])
+        elif opts.frontier == "independent" and opts.rel_tol == 0.0:
+            front = frontier_from_estimates(lat, {d: model.sigma(item, d) for d in lat}, CliffOptions())
         else:
-            keep = [d for d in cliff_free_frontier(lat, opts.rel_tol) if d <= hi]  # type: ignore[arg-type]
-            if not opts.cliff_free_only:  # the budget fallback: the compressor's own dim as well
-                own = round(item.d_star)
-                if own in lat and own not in keep:
-                    keep = sorted([*keep, own])
-        if keep:
-            cands = [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep]
-            return ItemCandidates(item, cands, True, needed_points(item, model, opts))
-    return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed_points(item, model, opts))
+            front = cliff_free_frontier(lat, opts.rel_tol)
+        keep = [d for d in front if d <= hi]
+        if not keep:  # one plateau over the whole window: its best is the window's top
+            keep = [d for d in cliff_free_frontier({d: v for d, v in lat.items() if d <= hi}) if d <= hi][-1:]
+        if every_dim:  # the budget's escape: the compressor's own dim (rounded down) always fits
+            own = max(lo, min(hi, math.floor(item.d_star)))
+        elif not opts.cliff_free_only:  # the budget fallback: the compressor's own dim as well
+            own = round(item.d_star)
+        else:
+            own = None
+        if own in lat and own <= hi and own not in keep:
+            keep = sorted([*keep, own])
+        cands = [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep]
+        return ItemCandidates(item, cands, True, needed_points(item, model, opts), notes)
+    return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed_points(item, model, opts), notes)
+
+
+def candidate_notes(results: list[ItemCandidates]) -> list[str]:
+    """What the candidates' curves say that the result should tell (a warning each)."""
+    smooth = [r.item.name for r in results if SMOOTH_NOTE in r.notes]
+    if not smooth:
+        return []
+    names = ", ".join(smooth[:3]) + (" ..." if len(smooth) > 3 else "")
+    return [f"{len(smooth)} of {len(results)} items ({names}): {SMOOTH_NOTE}; their curves show no step, "
+            "so every dim of their windows is a candidate"]  # fmt: skip
 
 
 def lookahead(item: Item, model: LatencyModel, opts: CandidateOptions) -> int:

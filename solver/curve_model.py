@@ -107,6 +107,9 @@ class CliffOptions:
     # multiple of the period the data show (0: free, the period says a step may be there)
     min_agreement: float = 0.75  # below this no modulus "explains" the frontier
     min_multiples: int = 3  # a modulus needs this many measured multiples
+    pattern_multiples: int = 2  # the sawtooth test pools every step: two jumps of a period suffice
+    periods: tuple[int, ...] = ()  # periods seen elsewhere (the platform's other curves of the op)
+    prior_z: float = 3.0  # ... each tested alone when the curve's own scan finds none
     min_sigma_rel: float = 1e-4  # floor of a point's relative sigma (exact synthetic data)
 
 
@@ -121,6 +124,11 @@ class CurveModel:
     smooth: bool  # no significant step anywhere
     noise_pct: float  # a point's typical relative noise (median over the curve)
     notes: list[str] = field(default_factory=list)
+    # Which estimates move together: x -> its run (lone dims are runs of their own), and the
+    # standard error of its run's slope (us per unit of x; 0 when flat). Two estimates of one run
+    # differ by slope * dx, with noise slope_se * dx; estimates of different runs are independent.
+    run: dict[int, int] = field(default_factory=dict)
+    slope_se: dict[int, float] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,28 +240,76 @@ def segment(u: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: np.ndarray, sl
 
 def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> tuple[int, float] | None:
     """The m whose "jump right after each multiple of m" pattern the curve follows beyond a smooth
-    trend, and the pattern's significance (t); None when no m reaches t >= z.
+    trend, and the pattern's significance (t); None when no m stands out.
 
     In log latency a staircase is a trend minus J * ((x - 1) mod m) / m. Each m's sawtooth is
-    regressed, after removing a quadratic trend, against the curve; the evidence of all the
-    curve's steps adds up, so steps too small to see one by one (2 sigma) are found together.
+    regressed, after removing a trend, against the curve; the evidence of all the curve's steps
+    adds up, so steps too small to see one by one (2 sigma) are found together. The trend is
+    piecewise quadratic, each piece PERIODS_PER_PIECE periods of m long at least: one quadratic
+    over a long curve (a GEMM from 1 to 2048: launch-bound, then linear) leaves a misfit that
+    drowns the sawtooth.
     """
     xs = x.astype(int)
+    if len(xs) < MIN_POINTS:
+        return None
+
+    def testable(m: int) -> bool:
+        return np.count_nonzero(xs % m == 0) >= opts.pattern_multiples
+
+    def best_of(ms: list[int]) -> tuple[float, int] | None:
+        span = float(x[-1] - x[0] + 1)
+        groups: dict[int, list[int]] = {}
+        for m in ms:  # the finest trend (pieces a power of two) that leaves each piece 8 periods
+            pieces = 1
+            while span / (2 * pieces) >= PERIODS_PER_PIECE * m:
+                pieces *= 2
+            groups.setdefault(pieces, []).append(m)
+        found = [_best_sawtooth(xs, x, y, sigma, pieces, np.array(group)) for pieces, group in sorted(groups.items())]
+        return max((f for f in found if f is not None), default=None)
+
+    # The best m must beat the chance maximum of all the m's tried; a period seen elsewhere is
+    # one hypothesis (per period offered), so a weaker pattern confirms it.
+    for ms, z_min in (
+        ([m for m in range(2, int(xs[-1]) // opts.pattern_multiples + 1) if testable(m)], opts.z),
+        ([m for m in sorted(set(opts.periods)) if m >= 2 and testable(m)], opts.prior_z),
+    ):
+        best = best_of(ms) if ms else None
+        if best is not None and best[0] >= max(z_min, -NormalDist().inv_cdf(0.001 / len(ms))):
+            return best[1], best[0]
+    return None
+
+
+PERIODS_PER_PIECE = 8
+
+
+def _runs(labels: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) of each run of equal neighbouring labels."""
+    cuts = [0, *(np.flatnonzero(labels[1:] != labels[:-1]) + 1).tolist(), len(labels)]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _best_sawtooth(xs: np.ndarray, x: np.ndarray, y: np.ndarray, sigma: np.ndarray, pieces: int, ms: np.ndarray) -> tuple[float, int] | None:
+    """(t, m) of the m in ms whose sawtooth best explains log latency beyond a trend that is one
+    quadratic per piece (pieces of equal span)."""
     sw = y / sigma  # sqrt of the weights in log space (relative sigma)
-    u = (x - x[0]) / max(1.0, x[-1] - x[0])
-    trend, _ = np.linalg.qr(np.column_stack([np.ones_like(u), u, u * u]) * sw[:, None])
+    span = float(x[-1] - x[0] + 1)
+    piece = np.minimum(((x - x[0]) * pieces / span).astype(int), pieces - 1)
+    bases = []  # per piece: its points and an orthonormal basis of its weighted quadratic
+    for start, stop in _runs(piece):
+        u = (x[start:stop] - x[start]) / max(1.0, x[stop - 1] - x[start])
+        cols = np.column_stack([np.ones_like(u), u, u * u][:stop - start])  # independent columns only
+        bases.append((start, stop, np.linalg.qr(cols * sw[start:stop, None])[0]))
 
     def detrend(v: np.ndarray) -> np.ndarray:
         v = v * (sw if v.ndim == 1 else sw[:, None])
-        return v - trend @ (trend.T @ v)
+        out = np.empty_like(v)
+        for start, stop, q in bases:
+            out[start:stop] = v[start:stop] - q @ (q.T @ v[start:stop])
+        return out
 
     resid = detrend(np.log(y))
     scale = _MAD_TO_SIGMA * float(np.median(np.abs(resid - np.median(resid))))
     resid = np.clip(resid, -4 * scale, 4 * scale)  # lone spikes must not vote
-    ms = np.array([m for m in range(2, int(xs[-1]) // opts.min_multiples + 1)
-                   if np.count_nonzero(xs % m == 0) >= opts.min_multiples])
-    if len(ms) == 0:
-        return None
 
     def sawtooth(m: np.ndarray) -> np.ndarray:  # one detrended column per m
         return detrend(-((xs[:, None] - 1) % m[None, :]) / m[None, :])
@@ -262,13 +318,14 @@ def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpti
     for block in np.array_split(np.arange(len(ms)), max(1, len(ms) // 64)):  # bounded memory
         saws = sawtooth(ms[block])
         norms = np.sqrt((saws * saws).sum(axis=0))
-        t[block] = np.where(norms > 0, saws.T @ resid / np.where(norms > 0, norms, 1.0), -np.inf)
+        t[block] = np.where(norms > 1e-9, saws.T @ resid / np.where(norms > 1e-9, norms, 1.0), -np.inf)
     k = int(np.argmax(t))
+    if not np.isfinite(t[k]):
+        return None
     # Medians that scatter more than their sigma inflate every t alike: judge the best by the scatter.
     saw = sawtooth(ms[k:k + 1])[:, 0]
     left = resid - saw * (saw @ resid) / (saw @ saw)
-    t_best = float(t[k]) / max(1.0, _MAD_TO_SIGMA * float(np.median(np.abs(left - np.median(left)))))
-    return (int(ms[k]), t_best) if t_best >= opts.z else None
+    return float(t[k]) / max(1.0, _MAD_TO_SIGMA * float(np.median(np.abs(left - np.median(left))))), int(ms[k])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,23 +371,23 @@ def robust_fit(u: np.ndarray, y: np.ndarray, w: np.ndarray, idx: np.ndarray, slo
     return _Fit(idx, u0, level + a, b, 1.0 / W, 1.0 / suu if suu > 0 else 0.0)
 
 
-def split_lone_dims(runs: list[np.ndarray], u, y, w, opts: CliffOptions) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
-    """A dim that stands out of its run's robust fit becomes a run of its own.
+def split_lone_dims(runs: list[np.ndarray], u, y, w, opts: CliffOptions) -> list[tuple[np.ndarray, bool]]:  # type: ignore[no-untyped-def]
+    """A dim that stands out of its run's robust fit becomes a run of its own: (run, lone) pairs.
 
     It must stand out by z sigmas, and by more than noise alone would push the most extreme
     of the curve's points (a 0.1 % chance), so long curves do not grow fake spikes and dips.
     """
     z_lone = max(opts.z, -NormalDist().inv_cdf(0.001 / len(y)))
-    out: list[np.ndarray] = []
+    out: list[tuple[np.ndarray, bool]] = []
     for idx in runs:
         if len(idx) < MIN_LINE_POINTS:
-            out.append(idx)
+            out.append((idx, False))
             continue
         est, var = robust_fit(u, y, w, idx, opts.slope_z).at(u[idx])
         z = (y[idx] - est) / np.sqrt(1.0 / w[idx] + var)
         lone = (np.abs(z) >= z_lone) & (np.abs(y[idx] - est) > opts.min_rel * est)
         cuts = np.flatnonzero(lone | np.roll(lone, 1))  # a piece starts at a lone dim and right after it
-        out.extend(p for p in np.split(idx, cuts) if len(p))
+        out.extend((p, bool(lone[np.searchsorted(idx, p[0])] and len(p) == 1)) for p in np.split(idx, cuts) if len(p))
     return out
 
 
@@ -340,18 +397,20 @@ def run_cost(u: np.ndarray, y: np.ndarray, w: np.ndarray, idx: np.ndarray, slope
     return float(sums.rss(np.array([0]), len(idx))[0])
 
 
-def rejoin_runs(runs: list[np.ndarray], u, y, w, penalty: np.ndarray, opts: CliffOptions) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
+def rejoin_runs(runs: list[tuple[np.ndarray, bool]], u, y, w, penalty: np.ndarray, opts: CliffOptions) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
     """Join neighbouring runs, or the two sides of lone dims, that fit as one run for less than
     the price of the boundary between them.
 
     Lone dims taken out, a plateau the segmentation cut around a spike is one plateau again (its
     halves would otherwise be told apart by noise), and so is a plateau cut where nothing steps.
+    A run of one dim may join too (a spike right before a step leaves one dim after it), unless
+    it is a lone dim split off for standing out.
     """
     price = opts.slope_z**2
     out: list[np.ndarray] = []
-    host: int | None = None  # the last run of more than one point in out
-    for idx in runs:
-        if len(idx) > 1 and host is not None:
+    host: int | None = None  # the last run in out of more than one dim
+    for idx, lone in runs:
+        if not lone and host is not None:
             # Lone dims only come after the host (by construction); those past its end lie between.
             between = [r for r in out[host + 1:] if r[0] > out[host][-1]]
             if out[host][-1] + 1 + len(between) == idx[0]:
@@ -362,7 +421,7 @@ def rejoin_runs(runs: list[np.ndarray], u, y, w, penalty: np.ndarray, opts: Clif
                     out[host] = both
                     continue
         out.append(idx)
-        if len(idx) > 1:
+        if len(idx) > 1:  # a single dim that joins nothing (a spike the segmentation cut) hosts nothing
             host = len(out) - 1
     return out
 
@@ -446,6 +505,19 @@ def find_jumps(fits: list[_Fit], x: np.ndarray, u: np.ndarray, opts: CliffOption
     return steps
 
 
+def rises(fits: list[_Fit], x: np.ndarray, u: np.ndarray) -> list[int]:
+    """The last dim of each run (lone dims aside) after which the curve goes on higher, however
+    little: where a found period lets the segmentation cut for free, these are its multiples
+    even when the steps are too small to report one by one and noise thins the frontier."""
+    runs = sorted((f for f in fits if len(f.idx) > 1), key=lambda f: int(f.idx[0]))
+    out = []
+    for left, right in zip(runs, runs[1:]):
+        i, j = int(left.idx[-1]), int(right.idx[0])
+        if float(right.at(u[j])[0]) > float(left.at(u[i])[0]):
+            out.append(int(x[i]))
+    return out
+
+
 def robust_frontier(x: np.ndarray, u: np.ndarray, fits: list[_Fit], opts: CliffOptions) -> list[int]:
     """Dims every larger dim is slower than, by frontier_z times the noise of the difference.
 
@@ -465,6 +537,44 @@ def frontier_from_estimates(estimates: Mapping[int, float], sigma: Mapping[int, 
     est = np.array([estimates[int(d)] for d in x])
     var = np.array([sigma[int(d)] ** 2 for d in x])
     return _frontier(x, x, est, var, np.arange(len(x)), np.zeros(len(x)), opts)
+
+
+def frontier_of_sum(dims: Sequence[int], terms: Sequence[tuple[CurveModel, float, int]], opts: CliffOptions = CliffOptions()) -> list[int]:
+    """The robust frontier of a weighted sum of modelled curves (an item's kernels): d stays when
+    every larger d is slower beyond frontier_z times the noise of the difference, each curve's
+    share of that noise as its model says (one run: its slope's; different runs: independent).
+
+    terms: (model, weight, scale) with latency(d) = sum weight * model.estimates[scale * d]; every
+    scale * d must be modelled. A flat plateau still drops its smaller dims (a tie), a line
+    keeps every dim (its differences are as sure as its slope), and two runs the noise split
+    apart keep the smaller dim only when the larger run is slower beyond their noise.
+    """
+    d = np.array(sorted(set(dims)), dtype=int)
+    if len(d) == 0:
+        return []
+    est = np.zeros(len(d))
+    parts = []
+    for model, weight, scale in terms:
+        xs = (scale * d).tolist()
+        e = np.array([model.estimates[x] for x in xs])
+        est += weight * e
+        parts.append((weight, scale, np.array([model.sigma[x] for x in xs]), np.array([model.run.get(x, -1 - i) for i, x in enumerate(xs)]),
+                      np.array([model.slope_se.get(x, 0.0) for x in xs])))  # fmt: skip
+    faster_than_rest = est < np.append(np.minimum.accumulate(est[::-1])[::-1][1:], np.inf)
+    keep: list[int] = []
+    candidates = np.flatnonzero(faster_than_rest)
+    for block in np.array_split(candidates, max(1, len(candidates) // 128)):
+        i = block[:, None]
+        later = np.arange(len(d))[None, :] > i
+        var = np.zeros((len(block), len(d)))
+        for weight, scale, sig, run, slope_se in parts:
+            same = run[None, :] == run[i]
+            dx = scale * np.abs(d[None, :] - d[i])
+            var += weight**2 * np.where(same, (slope_se[i] * dx) ** 2, sig[i] ** 2 + sig[None, :] ** 2)
+        margin = np.maximum(opts.frontier_z * np.sqrt(var), opts.frontier_tol_min * est[i])
+        ok = np.all(~later | (est[None, :] - est[i] > margin), axis=1)
+        keep.extend(int(d[k]) for k in block[ok])
+    return keep
 
 
 def _frontier(x, u, est, var, run, slope_se, opts: CliffOptions) -> list[int]:  # type: ignore[no-untyped-def]
@@ -544,7 +654,11 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
     steps = find_jumps(fits, x, u, opts)
     frontier = robust_frontier(x, u, fits, opts)
     xs = [p.x for p in pts]
-    period = find_period(frontier, xs, opts) or find_period([s.x_before for s in steps if s.size_pct > 0], xs, opts)
+    period = (
+        find_period(frontier, xs, opts)
+        or find_period([s.x_before for s in steps if s.size_pct > 0], xs, opts)
+        or find_period(rises(fits, x, u), xs, opts)
+    )
 
     est, var = estimate_arrays(fits, u)
     segments = []
@@ -573,4 +687,6 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
         smooth=smooth,
         noise_pct=100 * float(np.median(sigma / y)),
         notes=notes,
+        run={int(xi): int(r) for xi, r in zip(x, point_fits(fits, len(x)))},
+        slope_se={int(x[i]): math.sqrt(f.var_b) / max(1.0, x[-1] - x[0]) for f in fits for i in f.idx},
     )

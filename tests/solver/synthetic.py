@@ -67,6 +67,19 @@ def measure(truth: Truth, xs: Iterable[int], how: Measure = Measure(), spikes: I
     return points
 
 
+def measure_fast(truth: Truth, xs: Iterable[int], how: Measure = Measure(), spikes: Iterable[int] = ()) -> list[Point]:
+    """measure(), all points drawn at once (another random stream): for curves of thousands of dims."""
+    rng = np.random.default_rng(how.seed)
+    xs = list(xs)
+    spiked = set(spikes)
+    mu = np.array([truth(x) * (1 + how.spike if x in spiked else 1.0) for x in xs])
+    samples = mu[:, None] * (1 + how.sample_noise * rng.standard_normal((len(xs), how.n)))
+    samples *= 1 + how.jitter * rng.standard_normal((len(xs), 1))
+    samples = np.maximum(samples, 1e-3 * mu[:, None])
+    p10, med, p90 = np.percentile(samples, [10, 50, 90], axis=1)
+    return [Point(int(x), float(m), float(a), float(b), how.n) for x, m, a, b in zip(xs, med, p10, p90)]
+
+
 def spike_dims(xs: list[int], count: int, seed: int, avoid: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
     """`count` distinct dims, none adjacent to another (each spike has plain neighbours)."""
     rng = np.random.default_rng(10_000 + seed)
@@ -77,3 +90,100 @@ def spike_dims(xs: list[int], count: int, seed: int, avoid: set[int] = frozenset
         if x not in avoid and all(abs(int(x) - c) > 2 for c in chosen):
             chosen.append(int(x))
     return sorted(chosen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole platforms and models: align() end to end
+
+
+def tiled(period: int, per_dim_us: float, const_us: float) -> Truth:
+    """A GEMM's tile quantization: the swept axis is padded up to a multiple of `period`, so
+    latency is flat within a tile and jumps by period * per_dim_us right after each multiple.
+    The relative step shrinks as the dim grows (about period / x at large x)."""
+    return lambda x: const_us + per_dim_us * period * -(-x // period)
+
+
+def gemm_truth(shape: dict[str, int], axis: str, period: int | None) -> Truth:
+    """A plausible GEMM on a 20 TFLOP/s, 1 TB/s device: compute padded to `period` along the
+    swept axis (None: no tiles, latency linear in the dim), a 5 us launch and the fixed operand's
+    memory traffic as the constant."""
+    other = [v for k, v in shape.items() if k not in (axis, "m")]
+    m, fixed = shape["m"], other[0] if other else 1
+    per_dim = 2.0 * m * fixed / 2e7  # us per unit of the swept axis
+    const = 5.0 + 2.0 * m * fixed / 1e6
+    return tiled(period, per_dim, const) if period else smooth(per_dim_us=per_dim, const_us=const)
+
+
+@dataclass(frozen=True)
+class CurveSpec:
+    """One measured curve of a platform: a gemm with its fixed shape, swept over 1..top."""
+
+    fixed: tuple[tuple[str, int], ...]
+    axis: str
+    top: int
+
+    def shape(self, x: int) -> dict[str, int]:
+        return {**dict(self.fixed), self.axis: x}
+
+
+def platform_rows(curves: Iterable[CurveSpec], period: int | None, how: Measure, spikes_per_dim: float = 0.0) -> tuple[list[tuple], dict[tuple, list[int]]]:
+    """FileLookup rows (op, dtype, shape, axis, median, p10, p90, n) measuring each curve at every
+    dim 1..top, and the spike dims planted per curve (keyed by (fixed, axis)). Each curve draws
+    its own noise from the seed and its index."""
+    rows: list[tuple] = []
+    planted: dict[tuple, list[int]] = {}
+    for i, c in enumerate(curves):
+        xs = list(range(1, c.top + 1))
+        spikes = spike_dims(xs, int(spikes_per_dim * len(xs)), how.seed * 1000 + i) if spikes_per_dim else []
+        planted[(c.fixed, c.axis)] = spikes
+        truth = gemm_truth(c.shape(1), c.axis, period)
+        pts = measure_fast(truth, xs, Measure(**{**vars(how), "seed": how.seed * 1000 + i}), spikes=spikes)
+        rows += [("gemm", "float16", c.shape(p.x), c.axis, p.median_us, p.p10_us, p.p90_us, p.n) for p in pts]
+    return rows, planted
+
+
+def llama_like_shapes(hidden: int = 2048) -> dict[str, tuple[int, int]]:
+    """(out_features, in_features) per projection of a Llama-like layer: MLP 2.75x wide, 8x GQA
+    (hidden 2048: a 1B model's layer; MLP 5632, K and V 256 wide)."""
+    mlp, kv = hidden * 11 // 4, hidden // 8
+    return {
+        "self_attn.q_proj": (hidden, hidden),
+        "self_attn.k_proj": (kv, hidden),
+        "self_attn.v_proj": (kv, hidden),
+        "self_attn.o_proj": (hidden, hidden),
+        "mlp.gate_proj": (mlp, hidden),
+        "mlp.up_proj": (mlp, hidden),
+        "mlp.down_proj": (hidden, mlp),
+    }
+
+
+def llama_like_manifest(layers: int, hidden: int = 2048, rho: float = 0.3, seed: int = 0, tokens: int = 512, objective: str | None = None) -> dict:
+    """An ASVD-style low-rank manifest of a Llama-like model: importance-driven, irregular ranks
+    (fractional, spread over each weight's whole range), the budget exactly their parameters."""
+    rng = np.random.default_rng(seed)
+    weights = []
+    for layer in range(layers):
+        for proj, (o, i) in llama_like_shapes(hidden).items():
+            full = min(o, i)
+            keep = float(np.clip((1 - rho) * rng.lognormal(0.0, 0.45), 0.03, 1.0))  # of the full params
+            rank = max(1.0, min(full, keep * o * i / (o + i)))
+            weights.append({"name": f"layers.{layer}.{proj}", "kind": "lowrank", "out_features": o, "in_features": i,
+                            "dim": round(rank, 1), "importance": round(float(rng.lognormal(0.0, 0.5)), 4)})  # fmt: skip
+    params = sum((w["out_features"] + w["in_features"]) * w["dim"] for w in weights)
+    doc = {"model": "llama-like", "budget": {"params": int(params)}, "workload": {"tokens": [tokens], "dtype": "float16"},
+           "weights": weights}  # fmt: skip
+    if objective is not None:
+        doc["objective"] = objective
+    return doc
+
+
+def lowrank_curves(manifest_doc: dict) -> list[CurveSpec]:
+    """The gemm curves a low-rank manifest's weights need, each swept over its whole range."""
+    (m,) = manifest_doc["workload"]["tokens"]
+    tops: dict[tuple, int] = {}
+    for w in manifest_doc["weights"]:
+        o, i = w["out_features"], w["in_features"]
+        full = min(o, i)
+        for fixed, axis in ((("k", i), ("m", m)), "n"), ((("m", m), ("n", o)), "k"):
+            tops[(fixed, axis)] = max(tops.get((fixed, axis), 0), full)
+    return [CurveSpec(fixed, axis, top) for (fixed, axis), top in sorted(tops.items())]

@@ -245,3 +245,32 @@ def test_the_generator_is_deterministic():
     assert spike_dims(XS, 8, 1) == spike_dims(XS, 8, 1)
     for p in measure(staircase(24), XS, how):
         assert p.p10_us <= p.median_us <= p.p90_us and p.n == 20
+
+
+@pytest.mark.parametrize("period", [24, 48, 96])
+def test_a_long_tiled_gemm_finds_its_period(period):
+    # 1..2048: launch-bound at first, then linear; its relative steps shrink to about 1 %. One
+    # quadratic trend over the whole curve left a misfit that hid the sawtooth (t 3.5 at P = 24).
+    from tests.solver.synthetic import gemm_truth
+
+    pts = measure(gemm_truth({"m": 512, "k": 2048, "n": 1}, "n", period), range(1, 2049), Measure(sample_noise=0.05, seed=1))
+    model = model_curve(pts)
+    assert model.period is not None and model.period.m == period
+    assert on_tops(model.frontier, step_tops(range(1, 2049), period) | {2048}) == 1.0
+
+
+def test_frontier_of_a_sum_of_curves_knows_which_estimates_move_together():
+    from solver.curve_model import frontier_of_sum
+
+    xs = list(range(16, 400))
+    line = model_curve(measure(smooth(per_dim_us=0.05, const_us=20.0), xs, Measure(sample_noise=0.05, seed=2)))
+    stairs = model_curve(measure(staircase(PERIOD, step=0.10, rise=0.0), XS, Measure(sample_noise=0.05, seed=2)))
+    dims = list(range(100, 200))
+    # One line: every difference is as sure as its slope, so every dim stays (taken as independent
+    # estimates, neighbours would look alike and all but the top would go).
+    assert frontier_of_sum(dims, [(line, 1.0, 1)]) == dims
+    assert len(frontier_from_estimates({d: line.estimates[d] for d in dims}, {d: line.sigma[d] for d in dims})) < len(dims) / 2
+    # Flat plateaus: only their tops (and the largest dim, which nothing beats), also when two curves add up.
+    tops = [d for d in dims if d % PERIOD == 0] + [199]
+    assert frontier_of_sum(dims, [(stairs, 1.0, 1)]) == tops
+    assert frontier_of_sum(dims, [(stairs, 1.0, 1), (stairs, 2.0, 1)]) == tops
