@@ -28,19 +28,33 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 from uuid import UUID
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gac.contracts.alignment import AlignmentResult
+from gac.contracts.api import (
+    AlignmentSummary,
+    Curve,
+    CurveCliffs,
+    CurvePoint,
+    CurveSummary,
+    DeviceKind,
+    Job,
+    JobMatch,
+    JobStatus,
+    Modulus,
+    Platform,
+    Step,
+    StoredAlignment,
+    StoredMeasurement,
+)
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.manifest import Manifest
-from gac.contracts.measurements import Batch, BatchReceipt, Dtype, Op, PlatformDescriptor
+from gac.contracts.measurements import Batch, BatchReceipt, Dtype, Op
 
 __all__ = [
     "AlignmentSummary",
@@ -65,8 +79,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT_S = 30.0
 ALIGN_TIMEOUT_S = 600.0  # a large manifest with a cross-check can take minutes
-JobStatus = Literal["queued", "leased", "done", "failed", "cancelled"]
-DeviceKind = Literal["cuda", "cpu", "rocm"]
 
 
 # -- errors
@@ -169,175 +181,12 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-# -- what the service answers (its read shapes; see the service's schemas.py files)
+# -- what the service answers: the shared read shapes (gac/contracts/api.py)
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+class _Page(BaseModel):
+    model_config = ConfigDict(extra="ignore")
 
-
-class Platform(_Out):
-    """A platform as the service stores it (GET /v1/platforms[/{ref}])."""
-
-    id: int
-    fingerprint: str
-    label: str
-    descriptor: PlatformDescriptor
-    first_seen: datetime
-    last_seen: datetime
-    curves: int = 0
-    runs: int = 0
-    agents: int = 0  # distinct agents that measured it
-
-
-class StoredMeasurement(_Out):
-    """One stored point (GET /v1/measurements); id is the service's, uuid the agent's."""
-
-    id: int
-    uuid: UUID
-    platform_id: int
-    curve_id: int
-    run_id: UUID
-    op: str
-    dtype: str
-    shape: dict[str, int]
-    sweep_axis: str
-    median_us: float
-    p10_us: float
-    p90_us: float
-    mean_us: float
-    n: int
-    timer: str
-    backend: str | None = None
-    kernel: str | None = None
-    measured_at: datetime
-    stop: str | None = None
-    samples_discarded: int | None = None
-    sm_clock_mhz: int | None = None
-    throttle_reasons: int | None = None
-
-
-class CurveSummary(_Out):
-    id: int
-    platform_id: int
-    op: str
-    dtype: str
-    axis: str
-    fixed: dict[str, int]
-    fixed_key: str
-    points: int  # distinct values of the swept axis
-    measurements: int
-    x_min: int
-    x_max: int
-    updated_at: datetime
-    version: int  # changes whenever the curve gains data
-
-
-class CurvePoint(_Out):
-    """All measurements of one dimension on one curve, combined."""
-
-    x: int
-    median_us: float
-    p10_us: float
-    p90_us: float
-    mean_us: float
-    n: int
-    measurements: int
-
-
-class Curve(_Out):
-    """Latency against the swept dimension (GET /v1/platforms/{ref}/curve, /v1/curves/{id})."""
-
-    curve: CurveSummary
-    points: list[CurvePoint]
-
-
-class Step(_Out):
-    """An upward step of a curve: latency jumps from before_us at x_before to after_us at x."""
-
-    x_before: int
-    x: int
-    before_us: float
-    after_us: float
-    size_pct: float
-    z: float
-    confidence: float
-
-
-class Modulus(_Out):
-    m: int
-    agreement: float
-
-
-class CurveCliffs(_Out):
-    """One curve's analysis: steps, cliff-free frontier, the modulus that explains it."""
-
-    curve: CurveSummary
-    steps: list[Step]
-    frontier: list[int]
-    modulus: Modulus | None = None
-    noise_pct: float
-    tolerance: float
-    notes: list[str] = Field(default_factory=list)
-
-
-class JobMatch(_Out):
-    fingerprint: str | None = None
-    device_kind: DeviceKind | None = None
-    device_name: str | None = None
-
-
-class Job(_Out):
-    """A profiling job of the queue (GET /v1/jobs[/{id}]); plan is a gac.plan/v1 document."""
-
-    id: int
-    plan: dict[str, Any]
-    plan_name: str
-    points: int
-    match: JobMatch
-    priority: int
-    status: JobStatus
-    attempts: int
-    max_attempts: int
-    lease_owner: str | None = None  # shown to callers with a token only
-    lease_expires_at: datetime | None = None
-    source: str
-    points_done: int | None = None
-    run_id: UUID | None = None
-    error: str | None = None
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None = None
-
-
-class StoredAlignment(_Out):
-    """An alignment as stored: its id, when, the jobs queued for missing data, and the gac.alignment/v1 result."""
-
-    id: UUID
-    created_at: datetime
-    platform_id: int | None = None
-    jobs: list[int] = Field(default_factory=list)
-    result: AlignmentResult
-
-
-class AlignmentSummary(_Out):
-    """A line of GET /v1/alignments; fetch the whole result with Client.alignment(id)."""
-
-    id: UUID
-    created_at: datetime
-    model: str
-    compressor: str | None = None
-    platform_id: int | None = None
-    weights: int
-    budget: int
-    total_params: int
-    aligned_share_before: float
-    aligned_share_after: float
-    predicted_unaligned_us: float | None = None
-    predicted_aligned_us: float | None = None
-
-
-class _Page(_Out):
     items: list[Any]
     total: int
     next_cursor: str | None = None

@@ -2,34 +2,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from service.curves.schemas import CurvePoint, CurveSummary
+from gac.contracts.api import CurveCliffs, CurvePoint, CurveSummary
+from gac.contracts.api import Modulus as ModulusOut
+from gac.contracts.api import Step as StepOut
 
-
-class StepOut(BaseModel):
-    x_before: int
-    x: int
-    before_us: float
-    after_us: float
-    size_pct: float
-    z: float
-    confidence: float
-
-
-class ModulusOut(BaseModel):
-    m: int
-    agreement: float
-
-
-class CurveCliffs(BaseModel):
-    """One curve's analysis: upward steps, cliff-free frontier, the modulus that explains it."""
-
-    curve: CurveSummary
-    steps: list[StepOut]
-    frontier: list[int]
-    modulus: ModulusOut | None
-    noise_pct: float
-    tolerance: float
-    notes: list[str]
+__all__ = ["ComparableCurve", "ComparedPoint", "Comparison", "CurveCliffs", "CurveSummary", "ModulusOut", "Rule", "StepOut"]
 
 
 class Rule(BaseModel):

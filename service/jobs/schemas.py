@@ -1,15 +1,17 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gac.contracts.api import Job as JobOut
+from gac.contracts.api import JobStatus
 from gac.contracts.measurements import PRINTABLE, PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 
-JobStatus = Literal["queued", "leased", "done", "failed", "cancelled"]
+__all__ = ["AgentName", "ClaimRequest", "CompleteRequest", "FailRequest", "HeartbeatRequest", "JobCreate", "JobMatch", "JobOut", "JobStatus"]
+
 # Text that reaches a String column: no NUL (Postgres refuses it), no more than the column holds.
 AgentName = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
 LeaseSeconds = Annotated[int, Field(ge=5, le=86_400)]
@@ -56,24 +58,3 @@ class CompleteRequest(_In):
 class FailRequest(_In):
     agent: AgentName
     error: Annotated[str, Field(min_length=1, max_length=2000, pattern=PRINTABLE)]
-
-
-class JobOut(BaseModel):
-    id: int
-    plan: dict
-    plan_name: str
-    points: int
-    match: JobMatch
-    priority: int
-    status: JobStatus
-    attempts: int
-    max_attempts: int
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    source: str
-    points_done: int | None
-    run_id: uuid.UUID | None
-    error: str | None
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
