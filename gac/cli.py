@@ -28,6 +28,7 @@ COMPONENTS = {
     "service.cli": ("service", ("serve", "align", "db", "token"), ("fastapi", "sqlalchemy", "alembic", "ortools")),
     "profiler_agent.cli": ("agent", ("agent", "ingest", "profile"), ("torch",)),
     "proof.cli": ("proof", ("proof",), ("torch", "safetensors", "tokenizers")),
+    "solver.cli": ("solver", ("import",), ("numpy",)),
 }
 
 
