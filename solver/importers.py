@@ -275,7 +275,7 @@ def _finish(
         doc["target"] = {"platform": target}
     try:
         if budget is None:
-            # GAC keeps the compressor's own parameter count (design.md: "under the same budget"),
+            # GAC keeps the compressor's own parameter count (it aligns under the same budget),
             # counted as the solver counts it (solver/kinds.py: unit_params * dim).
             m = Manifest.model_validate({**doc, "budget": {"ratio": 0.0}})
             own = math.fsum(unit_params(w) * w.dim for w in m.weights)

@@ -156,7 +156,7 @@ DTYPE_FIELDS = ("native_dtypes", "fast_dtype", "dtype_speed")
 
 
 class PlatformDescriptor(_Strict):
-    """Everything that decides which kernels run; see design.md "Platform identity"."""
+    """Everything that decides which kernels run; its fingerprint names the platform (docs/architecture.md, "Data flow")."""
 
     device_kind: Literal["cuda", "cpu", "rocm"]
     device_name: Text
@@ -233,7 +233,7 @@ class Measurement(_Strict):
     backend: OptText = None  # the implementation that actually ran (e.g. SDPA "flash")
     kernel: OptText = None
     measured_at: Timestamp = Field(default_factory=lambda: datetime.now(timezone.utc))
-    # How the timer got its figure, when it says (see design.md "Timing method").
+    # How the timer got its figure, when it says (the stopping rule: gac.contracts.plans.Timing).
     stop: StopReason | None = None
     samples_discarded: SampleCount | None = None  # e.g. samples preempted off-CPU
     sm_clock_mhz: ClockMhz | None = None  # NVML, during the point
