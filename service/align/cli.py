@@ -238,7 +238,7 @@ def align_command(
     profile_missing: Annotated[bool, typer.Option(
         "--profile-missing", help="measure the missing points on this machine (or queue them for the platform's agents), then align again",
     )] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="with --profile-missing: do not ask, however long it takes")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="with --profile-missing or --enqueue-missing: do not ask, however long it takes")] = False,
     device: Annotated[str, typer.Option(help="with --profile-missing: the device to measure on (cpu, cuda:N)")] = "cpu",
     threads: Annotated[int | None, typer.Option(min=1, help="with --profile-missing: CPU timing threads (as the platform was profiled)")] = None,
     wide: Annotated[bool, typer.Option("--wide", help="full weight names in the table")] = False,
@@ -273,7 +273,16 @@ def align_command(
             return _from_file(measurements, body)
         return _locally(db, body, platform, enqueue)
 
-    stored = run(platform, enqueue_missing)
+    stored = run(platform, False)
+    if enqueue_missing and not profile_missing and stored["result"].get("missing"):
+        # Queue only what the user has seen sized: points and estimated time first, and a
+        # question above the threshold (--yes skips it).
+        from service.align import profile_missing as pm
+
+        res = stored["result"]
+        estimated = sum(m.get("estimated_seconds") or 0.0 for m in res["missing"])
+        pm.confirm(len(pm.missing_points(res)), len(res["missing"]), estimated, f"as a job for platform {res['platform'][:16]}", yes)
+        stored = run(platform, True)
     if profile_missing and stored["result"].get("missing"):
         stored = _profile_and_realign(stored, run, server, token, db, device, threads, yes)
     document = json.dumps(stored["result"], indent=2)

@@ -133,3 +133,23 @@ def test_another_platforms_points_are_queued_not_measured_here(live_service, tmp
     jobs = httpx.get(f"{live_service.url}/v1/jobs", headers=f.auth(live_service.admin_token))
     assert jobs.status_code == 200, jobs.text
     assert any(j["source"] == "align-missing" for j in jobs.json()["items"])
+
+
+def test_enqueue_missing_is_sized_before_it_is_queued(live_service, tmp_path):
+    elsewhere = f.platform(device_name="Unsized GPU", device_kind="cuda")
+    batch = Batch(id=uuid.uuid4(), platform=elsewhere, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=[f.measurement(64)])
+    assert httpx.post(f"{live_service.url}/v1/batches", json=f.body(batch), headers=f.auth(live_service.ingest_token)).status_code == 201
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(tiny_manifest(elsewhere.fingerprint())))
+    args = ["align", str(path), "--server", live_service.url, "--token", live_service.ingest_token, "--enqueue-missing"]
+
+    def queued() -> int:
+        r = httpx.get(f"{live_service.url}/v1/jobs", headers=f.auth(live_service.admin_token))
+        return sum(j["source"] == "align-missing" for j in r.json()["items"])
+
+    unasked = gac(args, os.environ.copy())  # nothing measured at these shapes: minutes, as an upper bound
+    assert unasked.returncode == 2 and "missing points" in unasked.stderr and "pass --yes" in unasked.stderr
+    assert queued() == 0
+    asked = gac([*args, "--yes", "--json"], os.environ.copy())
+    assert asked.returncode == 0, asked.stderr
+    assert queued() == 1
