@@ -359,7 +359,10 @@ class Deliverer:
             self.stats.rejected_batches += 1
             self.stats.rejected_rows += len(batch.measurements)
             self.stats.errors.append(f"batch {batch.id} rejected: {err}")
-            self.log(f"batch {batch.id} rejected ({err}); kept in {self.spool.rejected_path}")
+            self.log(
+                f"batch {batch.id} rejected ({err}); kept in {self.spool.rejected_path}: once the cause is fixed, "
+                f"resend with `gac ingest {self.spool.rejected_path} --server {self.server} --token ...`"
+            )
             return False
         self.stats.merge_receipt(receipt)
         if not self._online:

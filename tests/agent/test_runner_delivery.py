@@ -143,9 +143,13 @@ def test_retry_policy_and_permanent_rejection(tmp_path):
 
     client = httpx.Client(transport=httpx.MockTransport(handler))
     spool = Spool(tmp_path)
-    d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=1, retries=3, backoff_s=0.001, client=client)
+    said: list[str] = []
+    d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=1, retries=3, backoff_s=0.001, client=client,
+                  log=said.append)
     d.add_many(rows)
     d.close()
+    # The operator is told where the rejected rows are and the command that resends them.
+    assert any(f"gac ingest {spool.rejected_path} --server http://svc" in line for line in said), said
     assert calls[0][1] == "Bearer tok"
     assert calls[0][0] == calls[1][0] == calls[2][0]  # the same batch id on every retry
     assert d.stats.inserted == 1 and d.stats.rejected_batches == 1 and d.stats.spooled_batches == 0
