@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+
 from gac import DISTRIBUTION
 
 if TYPE_CHECKING:
     import httpx
+
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
     from profiler_agent.delivery import DeliveryStats

@@ -16,10 +16,10 @@ from gac.contracts.measurements import Batch
 from service.align.endpoints import router as align_router
 from service.align.limits import AlignSlots
 from service.auth.endpoints import router as auth_router
+from service.cache import ResponseCache
 from service.cliffs.endpoints import router as cliffs_router
 from service.curves.endpoints import router as curves_router
 from service.curves.versions import confirm_forever
-from service.cache import ResponseCache
 from service.db import make_engine, make_sessionmaker
 from service.errors import install_error_handlers
 from service.health import router as health_router
@@ -30,8 +30,8 @@ from service.measurements.endpoints import router as measurements_router
 from service.metrics import MetricsMiddleware, metrics_endpoint
 from service.platforms.endpoints import router as platforms_router
 from service.settings import Settings
-from service.ui.endpoints import install_ui
 from service.startup import ensure_schema
+from service.ui.endpoints import install_ui
 
 
 def die_with_parent() -> None:

@@ -16,9 +16,9 @@ token_app = typer.Typer(no_args_is_help=True, help="API tokens for agents and us
 
 
 def _settings():  # type: ignore[no-untyped-def]
-    from service.settings import Settings
-
     from pydantic import ValidationError
+
+    from service.settings import Settings
 
     try:
         return Settings()

@@ -8,9 +8,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from sqlalchemy.exc import DataError, DBAPIError
-
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("gac.service")
 

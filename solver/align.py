@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import time
-from fractions import Fraction
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from gac.contracts.alignment import (
     AlignedWeight,

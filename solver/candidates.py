@@ -214,14 +214,15 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
         keep = [d for d in front if d <= hi]
         if not keep:  # one plateau over the whole window: its best is the window's top
             keep = [d for d in cliff_free_frontier({d: v for d, v in lat.items() if d <= hi}) if d <= hi][-1:]
-        if every_dim:  # the budget's escape: the compressor's own dim (rounded down) always fits
-            own = max(lo, min(hi, math.floor(item.d_star)))
-        elif not opts.cliff_free_only:  # the budget fallback: the compressor's own dim as well
-            own = round(item.d_star)
-        else:
-            own = None
-        if own in lat and own <= hi and own not in keep:
-            keep = sorted([*keep, own])
+        # The budget's escape: the compressor's own dim rounded down always fits a budget taken
+        # from its fractional dims (every_dim, and the importance objective's fallback); the
+        # fallback keeps the nearest dim too.
+        owns: set[int] = set()
+        if every_dim or not opts.cliff_free_only:
+            owns.add(max(lo, min(hi, math.floor(item.d_star))))
+        if not every_dim and not opts.cliff_free_only:
+            owns.add(round(item.d_star))
+        keep = sorted(set(keep) | {d for d in owns if d in lat and d <= hi})
         cands = [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep]
         return ItemCandidates(item, cands, True, needed_points(item, model, opts), notes)
     return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed_points(item, model, opts), notes)

@@ -24,9 +24,9 @@ geometrically, ending at a known feasible solution, where success is certain.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Query, Request, status
 from gac.contracts.manifest import Manifest
 from service.align import service
 from service.align.schemas import AlignmentSummary, StoredAlignment
-from service.deps import Credentials, Reader, SessionDep, SettingsDep, require
 from service.auth.tokens import Scope
+from service.deps import Credentials, Reader, SessionDep, SettingsDep, require
 from service.errors import PayloadTooLarge, Unprocessable
 from service.platforms.service import get_platform
 from service.schemas import Offset, Page

@@ -7,8 +7,8 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from service.deps import Credentials, SessionDep, SettingsDep, require
 from service.auth.tokens import Scope
+from service.deps import Credentials, SessionDep, SettingsDep, require
 
 router = APIRouter(prefix="/v1/auth", tags=["auth"])
 

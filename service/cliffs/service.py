@@ -8,16 +8,15 @@ from statistics import mean
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.cliffs.schemas import ComparableCurve, Comparison, ComparedPoint, CurveCliffs, ModulusOut, Rule, StepOut
+from service.cache import VersionedCache
+from service.cliffs.schemas import ComparableCurve, ComparedPoint, Comparison, CurveCliffs, ModulusOut, Rule, StepOut
 from service.curves import repository as curves_repo
 from service.curves.schemas import CurvePoint, CurveSummary
-from service.cache import VersionedCache
 from service.curves.service import combine, get_curve_by_id, list_curves
 from service.errors import NotFound
 from service.models import Curve as CurveRow
 from service.platforms.service import get_platform
 from solver.cliffs import CurveAnalysis, Point, analyze
-
 
 # Analyses and rendered responses, per curve version: recomputed when the curve gains data.
 _ANALYSES: VersionedCache[CurveAnalysis] = VersionedCache()

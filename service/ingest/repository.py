@@ -16,6 +16,7 @@ from service.ingest.known import STAMP_EVERY
 from service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
 from service.upsert import insert_ignoring_conflicts
 
+
 def _stale(now: datetime):  # type: ignore[no-untyped-def]
     return now - STAMP_EVERY
 

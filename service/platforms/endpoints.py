@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from service.deps import Reader, SessionDep
 from service.platforms import service
-from service.platforms.schemas import PlatformOut
 from service.platforms.repository import counts
+from service.platforms.schemas import PlatformOut
 from service.schemas import Offset, Page
 
 router = APIRouter(prefix="/v1/platforms", tags=["platforms"])

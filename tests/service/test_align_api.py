@@ -169,8 +169,9 @@ def test_per_token_limits_answer_413_and_429(client, app, read_token, ingest_tok
     finally:
         settings.align_max_weights = 100_000
     slots = app.state.align_slots
-    from service.models import ApiToken
     from sqlalchemy import select
+
+    from service.models import ApiToken
 
     with app.state.sessionmaker() as s:
         reader_id = s.scalars(select(ApiToken.id).where(ApiToken.scope == "read")).one()

@@ -246,3 +246,26 @@ def test_default_objective_is_latency_with_data_and_importance_without(tmp_path)
     assert align(m, _staircase_lookup(tmp_path), AlignOptions(cross_check="none")).objective_kind == "latency"
     rules = align(m, None, AlignOptions(cross_check="none"))
     assert rules.objective_kind == "importance" and rules.frontier == []
+
+
+@pytest.mark.parametrize("objective_kind", ["importance", "latency"])
+def test_a_budget_from_fractional_dims_stays_feasible_when_steps_are_wide(objective_kind):
+    """Steps 32 wide put every cliff-free dim above the compressor's (11.3 and 19.6): the budget,
+    taken from those fractional dims, must still be met by the compressor's dims rounded down
+    (rounding 19.6 to 20 would need 8 parameters more than the budget)."""
+    m_, in_, out_ = 8, 48, 40
+    rows = []
+    for x in range(1, 129):
+        lat = 10.0 + 5.0 * -(-x // 32)
+        rows.append((Op.gemm, Dtype.float32, {"m": m_, "n": x, "k": in_}, "n", lat, lat, lat, 20))
+        rows.append((Op.gemm, Dtype.float32, {"m": m_, "n": out_, "k": x}, "k", lat, lat, lat, 20))
+    dims = (11.3, 19.6)
+    manifest = Manifest.model_validate({
+        "schema": "gac.manifest/v1", "model": "wide-steps", "budget": {"params": int(sum(dims) * (in_ + out_))},
+        "workload": {"tokens": [m_], "dtype": "float32"}, "objective": objective_kind,
+        "weights": [{"name": f"w{i}", "kind": "lowrank", "out_features": out_, "in_features": in_, "dim": d, "importance": 1.0 + i}
+                    for i, d in enumerate(dims)],
+    })
+    result = align(manifest, FileLookup(rows, "wide"))
+    assert result.total_params <= result.budget == 2719
+    assert len(result.weights) == 2 and all(w.dim <= 36 for w in result.weights), result.warnings
