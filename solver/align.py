@@ -162,7 +162,7 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
         ),
         **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=_predicted(cands, chosen, model),
-        baselines=_baselines(items, cands, costs, budget, objective(items, chosen), copts.align, warnings, model, max_paper_items=opts.paper_dp_max_items) if opts.baselines else [],
+        baselines=_baselines(items, cands, budget, objective(items, chosen), copts.align, warnings, model, max_paper_items=opts.paper_dp_max_items) if opts.baselines else [],
         missing=_missing(cands, model, copts),
         warnings=warnings,
         rule_items=rules,
@@ -244,7 +244,7 @@ def _align_for_latency(
         ),
         **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=latency,
-        baselines=_baselines(items, cands, costs, budget, obj, copts.align, warnings, model, ref_dims, opts.paper_dp_max_items) if opts.baselines else [],
+        baselines=_baselines(items, cands, budget, obj, copts.align, warnings, model, ref_dims, opts.paper_dp_max_items) if opts.baselines else [],
         missing=_missing(cands, model, copts),
         warnings=warnings,
         objective_kind=kind,  # type: ignore[arg-type]
@@ -465,7 +465,6 @@ class _Context:
 def _baselines(
     items: list[Item],
     cands: list[ItemCandidates],
-    costs: list[list[int]],
     budget: int,
     ours: float,
     align: int,
@@ -487,25 +486,13 @@ def _baselines(
             "(the paper's DP grows with items x candidates x budget)"
         )
         return out
-    # The paper's DP over the same candidate sets, with float values as in the paper.
+    # The paper's DP over the same candidate sets, then over its own window.
     u = 8 * min(row_count(w) for it in items for w in it.members)
-    fvalues = [[math.fsum(w.importance * unit_params(w) * (c.dim - w.dim) for w in ic.item.members) for c in ic.candidates] for ic in cands]
-    try:
-        res = bl.paper_dp(costs, fvalues, budget, u)
-    except bl.TooLarge as exc:
-        warnings.append(f"paper-dp baseline skipped: {exc}")
-        return out
-    except ValueError as exc:
-        warnings.append(f"paper-dp baseline failed: {exc}")
-        return out
-    b = _baseline(ctx, "paper-dp", [ic.candidates[j].dim for ic, j in zip(cands, res.picks)])
-    b.raw_total_params = res.raw_cost
-    b.raw_budget_violation = max(0, res.raw_cost - budget)
-    b.seconds = round(res.seconds, 6)
-    out.append(b)
-    own = _paper_own_window(ctx, u, warnings)
-    if own is not None:
-        out.append(own)
+    ours = [[c.dim for c in ic.candidates] for ic in cands]
+    for name, windows in (("paper-dp", ours), (PAPER_OWN, [paper_window(it) for it in items])):
+        b = _paper_dp_baseline(ctx, name, windows, u, warnings)
+        if b is not None:
+            out.append(b)
     return out
 
 
@@ -516,17 +503,19 @@ def paper_window(item: Item, align: int = 8, radius: int = PAPER_RADIUS) -> list
     return [d for d in dims if align <= d <= item.max_dim] or [max(align, min(item.max_dim, centre))]
 
 
-def _paper_own_window(ctx: _Context, u: int, warnings: list[str]) -> Baseline | None:
-    """The method GAC comes from, as published: its DP over its own window (rules, not measurements)."""
-    windows = [paper_window(it) for it in ctx.items]
+def _paper_dp_baseline(ctx: _Context, name: str, windows: list[list[int]], u: int, warnings: list[str]) -> Baseline | None:
+    """The paper's Algorithm 1 over these candidate dims per item, with float values as in the paper."""
     costs = [[it.unit * d for d in dims] for it, dims in zip(ctx.items, windows)]
     values = [[math.fsum(w.importance * unit_params(w) * (d - w.dim) for w in it.members) for d in dims] for it, dims in zip(ctx.items, windows)]
     try:
         res = bl.paper_dp(costs, values, ctx.budget, u)
-    except (bl.TooLarge, ValueError) as exc:
-        warnings.append(f"paper-dp-64 baseline skipped: {exc}")
+    except bl.TooLarge as exc:
+        warnings.append(f"{name} baseline skipped: {exc}")
         return None
-    b = _baseline(ctx, PAPER_OWN, [dims[j] for dims, j in zip(windows, res.picks)])
+    except ValueError as exc:
+        warnings.append(f"{name} baseline failed: {exc}")
+        return None
+    b = _baseline(ctx, name, [dims[j] for dims, j in zip(windows, res.picks)])
     b.raw_total_params = res.raw_cost
     b.raw_budget_violation = max(0, res.raw_cost - ctx.budget)
     b.seconds = round(res.seconds, 6)
