@@ -40,6 +40,7 @@ from proof.quality import Quality
 from proof.subjects import Subject, make_subject
 from solver.align import budget_params
 from solver.baselines import round_nearest
+from solver.candidates import PAPER_RADIUS
 from solver.kinds import original_params
 from solver.lookup import FileLookup, LatencyLookup
 
@@ -70,6 +71,7 @@ class ProofConfig:
     window: int = 16  # candidate window (+/- dims around each compressor dim) = what gets profiled
     window_rel: float = 0.0  # or this fraction of each dim, when larger
     rel_tol: float = REL_TOL
+    paper_radius: int = PAPER_RADIUS  # latency priced: multiples of 8 within this many steps compete too
     balance_tokens: bool = True  # weight each timed M by 1 / its measured total (proof.profile)
     threads: int = 1
     seed: int = 0
@@ -262,7 +264,7 @@ def gac_variants(
     lookup: LatencyLookup | None, log: Callable[[str], None] = print,
 ) -> tuple[dict[str, AlignmentResult], FrontierPick]:
     """The three objectives' alignments on one profile, and the frontier point within 1 % of unaligned quality."""
-    opts = align_options(cfg.window, cfg.rel_tol, cfg.window_rel)
+    opts = align_options(cfg.window, cfg.rel_tol, cfg.window_rel, cfg.paper_radius)
     alignments = objective_alignments(manifest, lookup, opts, have=alignment)
     for kind, res in alignments.items():
         log(f"[{method}] {kind}: dims {sorted(dims_of(res).values())}")
@@ -287,7 +289,7 @@ def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) 
                 log(f"[{method}] profiling: {done}/{total} points")
 
         ma = measured_alignment(
-            manifest, window=cfg.window, window_rel=cfg.window_rel, rel_tol=cfg.rel_tol, threads=cfg.threads,
+            manifest, window=cfg.window, window_rel=cfg.window_rel, rel_tol=cfg.rel_tol, paper_radius=cfg.paper_radius, threads=cfg.threads,
             on_point=progress, balance=cfg.balance_tokens,
         )
         name = f"{ma.platform.device_name} ({ma.platform.fingerprint()[:12]})"

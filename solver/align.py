@@ -34,6 +34,7 @@ from solver.candidates import (
     build_items,
     candidate_notes,
     missing_curves,
+    paper_window,
 )
 from solver.crosscheck import CrossCheckDisagreement, CrossCheckResult, compare, crosscheck_point, solve_ortools
 from solver.kinds import original_params, row_count, unit_params
@@ -73,7 +74,6 @@ class AlignOptions:
 
 DEFAULT_EPSILON = 0.005
 LATENCY_UNITS = 1 << 24  # integer latency resolution: the slowest total maps to about this many units
-PAPER_RADIUS = 8  # the paper's reference code searches +/- this many multiples of 8 (+/- 64 dims)
 PAPER_OWN = "paper-dp-64"  # the baseline: the paper's DP over its own window
 POINT_CHECK_TIME_LIMIT_S = 20.0  # CP-SAT on the chosen two-resource point; past it the check proves nothing
 
@@ -256,31 +256,9 @@ def _align_for_latency(
 
 def _missing(cands: list[ItemCandidates], model: LatencyModel, copts: CandidateOptions) -> list[MissingCurve]:
     """The points to profile, each curve with the time profiling it should take on this platform."""
-    missing = _with_paper_window(missing_curves(cands, model, copts), cands, model)
+    missing = missing_curves(cands, model, copts)
     for mc, seconds in zip(missing, estimate_profile(missing, model.lookup).per_curve):
         mc.estimated_seconds = round(seconds, 3)
-    return missing
-
-
-def _with_paper_window(missing: list[MissingCurve], cands: list[ItemCandidates], model: LatencyModel) -> list[MissingCurve]:
-    """Add the unmeasured dims of the paper's own window, so its baseline gets a predicted latency too."""
-    by_curve = {(mc.op, tuple(sorted(mc.fixed_shape.items())), mc.axis): mc for mc in missing}
-    for ic in cands:
-        for k, _ in model.kernel_terms(ic.item):
-            curve = model.curve(k)
-            need = [k.scale * d for d in paper_window(ic.item) if k.scale * d not in curve]
-            if not need:
-                continue
-            key = (k.op.value, k.fixed, k.axis)
-            mc = by_curve.get(key)
-            if mc is None:
-                mc = by_curve[key] = MissingCurve(op=k.op.value, dtype=model.dtype.value, fixed_shape=k.fixed_shape, axis=k.axis)
-                missing.append(mc)
-            mc.dims = sorted(set(mc.dims) | set(need))
-            if ic.item.name not in mc.items:
-                mc.items.append(ic.item.name)
-            if "paper's window" not in mc.reasons:
-                mc.reasons = sorted([*mc.reasons, "paper's window"])
     return missing
 
 
@@ -494,13 +472,6 @@ def _baselines(
         if b is not None:
             out.append(b)
     return out
-
-
-def paper_window(item: Item, align: int = 8, radius: int = PAPER_RADIUS) -> list[int]:
-    """The paper's own candidates: multiples of align within radius steps of round(d*/align)*align."""
-    centre = round(item.d_star / align) * align
-    dims = [centre + off * align for off in range(-radius, radius + 1)]
-    return [d for d in dims if align <= d <= item.max_dim] or [max(align, min(item.max_dim, centre))]
 
 
 def _paper_dp_baseline(ctx: _Context, name: str, windows: list[list[int]], u: int, warnings: list[str]) -> Baseline | None:

@@ -17,6 +17,8 @@ from solver.frontier import cliff_free_frontier
 from solver.kinds import Kernel, kernels, unit_params
 from solver.lookup import CurvePoint, LatencyLookup
 
+PAPER_RADIUS = 8  # the paper's reference code searches +/- this many multiples of 8 (+/- 64 dims)
+
 
 @dataclass(frozen=True)
 class CandidateOptions:
@@ -42,6 +44,10 @@ class CandidateOptions:
     # keeps only its top); "independent" takes the estimates as independent (frontier_from_estimates:
     # on a smooth curve it drops all dims but the window's top); "exact" compares them as they are.
     frontier: str = "noise"
+    # Latency priced (every_dim): the paper's window competes too, its multiples of align within
+    # this many steps of d* (+/- 64 dims). Wider than ours, and no longer a trap: a dim moves to a
+    # window's edge only when the latency it saves pays for the importance it costs.
+    paper_radius: int = PAPER_RADIUS
 
     def half_width(self, d_star: float) -> int:
         return min(self.max_window // 2, max(self.window, math.ceil(self.window_rel * d_star)))
@@ -194,24 +200,25 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
     """
     lo, hi = item.window(opts)
     top = min(item.max_dim, hi + lookahead(item, model, opts))
+    choices = set(range(lo, hi + 1)) | (set(paper_window(item, opts.align, opts.paper_radius)) if every_dim else set())
     terms = model.kernel_terms(item)
     dims: set[int] | None = None
     for k, _ in terms:
         curve = model.curve(k)
-        have = {d for d in range(lo, top + 1) if k.scale * d in curve}
+        have = {d for d in choices | set(range(hi + 1, top + 1)) if k.scale * d in curve}
         dims = have if dims is None else dims & have
     notes = [SMOOTH_NOTE] if model.lookup is not None and model.smooth(item) else []
-    if model.lookup is not None and dims and min(dims) <= hi:
+    if model.lookup is not None and dims and any(lo <= d <= hi for d in dims):
         lat: dict[int, float] = {d: model.latency(item, d) for d in sorted(dims)}  # type: ignore[misc]
-        if every_dim:  # a dim above the window is no choice, so it dominates none
-            front = cliff_free_frontier({d: v for d, v in lat.items() if d <= hi})
+        if every_dim:  # a look-ahead dim is no choice, so it dominates none
+            front = cliff_free_frontier({d: v for d, v in lat.items() if d in choices})
         elif opts.frontier == "noise" and opts.rel_tol == 0.0:
             front = frontier_of_sum(list(lat), [(model.model(k), w, k.scale) for k, w in terms])
         elif opts.frontier == "independent" and opts.rel_tol == 0.0:
             front = frontier_from_estimates(lat, {d: model.sigma(item, d) for d in lat}, CliffOptions())
         else:
             front = cliff_free_frontier(lat, opts.rel_tol)
-        keep = [d for d in front if d <= hi]
+        keep = [d for d in front if d in choices]
         if not keep:  # one plateau over the whole window: its best is the window's top
             keep = [d for d in cliff_free_frontier({d: v for d, v in lat.items() if d <= hi}) if d <= hi][-1:]
         # The budget's escape: the compressor's own dim rounded down always fits a budget taken
@@ -253,13 +260,16 @@ def lookahead(item: Item, model: LatencyModel, opts: CandidateOptions) -> int:
 
 def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions) -> list[tuple[Kernel, int, str]]:
     """(kernel, axis value, why) for every point the alignment and its prediction need but lack:
-    the window, the look-ahead above it, the original dim and the compressor's (floor and ceil).
+    the window, the look-ahead above it, the paper's window (the latency objective's wider choices
+    and the paper-DP baseline's), the original dim and the compressor's (floor and ceil).
     Without a lookup every one of them is missing: profiling them is what a first alignment asks for."""
     lo, hi = item.window(opts)
     top = min(item.max_dim, hi + lookahead(item, model, opts))
     wanted: dict[int, str] = {d: "window" for d in range(lo, hi + 1)}
     for d in range(hi + 1, top + 1):
         wanted.setdefault(d, "look-ahead")
+    for d in paper_window(item, opts.align, opts.paper_radius):
+        wanted.setdefault(d, "paper's window")
     wanted.setdefault(item.max_dim, "original dim")
     for d in {max(1, math.floor(item.d_star)), min(item.max_dim, math.ceil(item.d_star))}:
         wanted.setdefault(d, "compressor's dim")
@@ -268,6 +278,13 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions) -> li
         curve = model.curve(k)
         out += [(k, k.scale * d, why) for d, why in sorted(wanted.items()) if k.scale * d not in curve]
     return out
+
+
+def paper_window(item: Item, align: int = 8, radius: int = PAPER_RADIUS) -> list[int]:
+    """The paper's own candidates: multiples of align within radius steps of round(d*/align)*align."""
+    centre = round(item.d_star / align) * align
+    dims = [centre + off * align for off in range(-radius, radius + 1)]
+    return [d for d in dims if align <= d <= item.max_dim] or [max(align, min(item.max_dim, centre))]
 
 
 def rule_candidates(lo: int, hi: int, align: int) -> list[Candidate]:

@@ -57,9 +57,13 @@ def synthetic_measurements(missing, seed: int = 0) -> list[Measurement]:
     return out
 
 
+# The toy model's dims are 16-64: the paper's +/-64 would span each from 8 to twice its size. Scaled down.
+TOY_RADIUS = 2
+
+
 def synthetic_aligner(manifest):
     """Stands in for the profiled aligner: the points the rules-only alignment asks for, from a noisy staircase."""
-    opts = align_options(16)
+    opts = align_options(16, paper_radius=TOY_RADIUS)
     rules = align(manifest, None, opts)
     ms = synthetic_measurements(rules.missing)
     lookup = FileLookup.from_measurements(ms, "synthetic-cpu")
@@ -69,7 +73,9 @@ def synthetic_aligner(manifest):
 
 @pytest.fixture(scope="module")
 def run():
-    cfg = ProofConfig(model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=8, rounds=2, passes=1)
+    cfg = ProofConfig(
+        model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=8, rounds=2, passes=1, paper_radius=TOY_RADIUS,
+    )
     return run_proof(cfg, log=lambda _m: None, aligner=synthetic_aligner)
 
 
@@ -109,7 +115,7 @@ def test_dims_differ_where_they_should(run) -> None:
 def test_frontier_points_realign_to_themselves(run) -> None:
     r = run.results[0]
     lookup = profile_lookup(r.measurements, r.alignment)
-    opts = align_options(16)
+    opts = align_options(16, paper_radius=TOY_RADIUS)
     reachable = [p for p in r.alignments[FRONTIER].frontier if 0.5 <= p.importance_kept <= 1.0][-4:]
     assert reachable
     model = LatencyModel(lookup, r.manifest)

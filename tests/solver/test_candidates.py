@@ -100,12 +100,15 @@ def test_rule_fallback_says_so_and_lists_missing(tmp_path):
     assert [c.dim for c in res[1].candidates] == [96, 104]  # multiples of 8 in 90..111
     assert all(c.source == "rule" and c.latency_us is None for c in res[1].candidates)
     by_k = {mc.fixed_shape["k"]: mc for mc in missing_curves(res, model, opts)}
-    miss = by_k[128]  # b: never measured; the window, 10 dims of look-ahead and the original dim
+    miss = by_k[128]  # b: never measured; the window, 10 dims of look-ahead, the paper's window, the original dim
     assert miss.op == "gemm" and miss.axis == "n" and miss.fixed_shape == {"m": 64, "k": 128}
-    assert miss.items == ["b"] and miss.dims == [*range(90, 122), 256]
-    assert miss.reasons == ["look-ahead", "original dim", "window"]  # the compressor's 100, 101 lie in the window
-    # a is measured in its window, but its prediction still needs the original dim
-    assert by_k[64].items == ["a"] and by_k[64].dims == [256] and by_k[64].reasons == ["original dim"]
+    paper_b = range(104 - 64, 104 + 65, 8)  # multiples of 8 within +/-64 of round(100.5 / 8) * 8
+    assert miss.items == ["b"] and miss.dims == sorted({*range(90, 122), *paper_b, 256})
+    assert miss.reasons == ["look-ahead", "original dim", "paper's window", "window"]  # the compressor's 100, 101 lie in the window
+    # a is measured in its window (80..129), but its prediction still needs the original dim and the paper's window
+    paper_a = [d for d in range(96 - 64, 96 + 65, 8) if not 80 <= d < 130]
+    assert by_k[64].items == ["a"] and by_k[64].dims == [*paper_a, 256]
+    assert by_k[64].reasons == ["original dim", "paper's window"]
 
 
 def test_no_lookup_is_rules_only():
