@@ -146,8 +146,9 @@ def _summary(res: dict) -> None:
                 f"({lat['unaligned_us'] / lat['importance_only_us']:.3f}x); kept importance {lat.get('importance_kept', 1):.2%} of its"
             )
     else:
-        n = lat.get("missing_points", 0)
-        console.print(f"predicted      incomplete: {n} curve points missing (listed under `missing`; --profile-missing measures them)")
+        n = lat.get("missing_points") or sum(len(mc["dims"]) for mc in res.get("missing", []))
+        why = "no latency data" if res.get("platform") == "rules only" else "incomplete"
+        console.print(f"predicted      {why}: {n:,} curve points missing (listed under `missing`; --profile-missing measures them)")
     console.print(f"aligned dims   {res['aligned_share_before']:.0%} before -> {res['aligned_share_after']:.0%} after (% {res['align']})")
     console.print(f"budget         {res['budget']:,} params; used {res['total_params']:,} ({res['total_params'] / res['budget']:.2%})")
 
