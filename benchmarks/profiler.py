@@ -2,12 +2,13 @@
 
     .venv/bin/python benchmarks/profiler.py [--lo 64 --hi 160 --threads 1 --out-dir benchmarks/results]
 
-1. bfloat16 GEMM (M=256; N swept with K=256, K swept with N=256), every value
+1. GEMM in the platform's fast dtype (or --dtype; M=256; N swept with K=256, K swept with N=256), every value
    in lo..hi, each point timed twice, interleaved: by the stopping rule
    (profiler_agent.timing.CpuTimer) and by a fixed 100-repetition loop of
    individually timed calls; then the whole sweep again. Side by side: wall
    time per point, sample spread (p90-p10)/median, the relative half-width of
-   the median's 95 % CI, and how far the median moved on the repeat.
+   the median's 95 % CI, and how far the median moved on the repeat. Steps are found by the
+   solver's noise-aware detector (solver.cliffs.find_steps), as the dashboard and the solver find them.
 2. The same sweeps with adaptive refinement (coarse step 8, refine where the
    latency jumps > 6 %): the share of points it timed and how many of the
    exhaustive sweep's steps it found.
@@ -25,14 +26,17 @@ from pathlib import Path
 
 import torch
 
-from gac.contracts.measurements import Dtype, Op
-from profiler_agent.kernels import build_kernel
-from profiler_agent.plan_library import cliff_map_plan
-from profiler_agent.platform import detect_platform
-from profiler_agent.runner import run_plan
-from profiler_agent.timing import CpuTimer, TimingResult, fixed_loop, median_ci
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's solver, not benchmarks/solver.py
 
-STEP = 0.06  # a rise of more than 6 % between neighbouring values counts as a step
+from gac.contracts.measurements import Dtype, Op  # noqa: E402
+from profiler_agent.dtypes import choose_dtype  # noqa: E402
+from profiler_agent.kernels import build_kernel  # noqa: E402
+from profiler_agent.plan_library import cliff_map_plan  # noqa: E402
+from profiler_agent.platform import detect_platform  # noqa: E402
+from profiler_agent.runner import run_plan  # noqa: E402
+from profiler_agent.timing import CpuTimer, TimingResult, fixed_loop, median_ci  # noqa: E402
+from solver.cliffs import Point  # noqa: E402
+from solver.cliffs import find_steps as detect_steps  # noqa: E402
 
 
 def ci_rel(r: TimingResult) -> float:
@@ -40,34 +44,22 @@ def ci_rel(r: TimingResult) -> float:
     return max(r.median_us - lo, hi - r.median_us) / r.median_us
 
 
-def find_steps(curve: dict[int, float], ci: dict[int, float] | None = None, threshold: float = STEP) -> list[int]:
-    """Values v where the latency rises by more than `threshold` over v-1, the two
-    medians' 95 % CIs do not overlap (when known), and the level holds at v+1
-    (a one-point spike is noise, not a step)."""
-    steps = []
-    for b in sorted(curve):
-        a = b - 1
-        if a not in curve:
-            continue
-        ta, tb = curve[a], curve[b]
-        if tb / ta - 1 <= threshold:
-            continue
-        if ci is not None and tb * (1 - ci.get(b, 0)) <= ta * (1 + ci.get(a, 0)):
-            continue
-        after = curve.get(b + 1)
-        if after is not None and after / ta - 1 <= threshold / 2:
-            continue
-        steps.append(b)
-    return steps
+def find_steps(points: dict[int, Point]) -> list[int]:
+    """The first dim after each upward step the noise-aware detector finds."""
+    return [s.x for s in detect_steps([points[x] for x in sorted(points)]) if s.size_pct > 0]
 
 
-def simulate_adaptive(curve: dict[int, float], coarse_step: int, jump: float) -> set[int]:
+def as_point(x: int, r: TimingResult) -> Point:
+    return Point(x, r.median_us, r.p10_us, r.p90_us, r.n)
+
+
+def simulate_adaptive(curve: dict[int, Point], coarse_step: int, jump: float) -> set[int]:
     """The points adaptive refinement would time if the coarse pass saw these medians."""
     from profiler_agent.runner import values_to_refine
 
     full = sorted(curve)
     coarse = full[::coarse_step] + ([full[-1]] if (len(full) - 1) % coarse_step else [])
-    return set(coarse) | set(values_to_refine(full, coarse, {v: curve[v] for v in coarse}, jump))
+    return set(coarse) | set(values_to_refine(full, coarse, {v: curve[v].median_us for v in coarse}, jump))
 
 
 def _load() -> str:
@@ -86,31 +78,33 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="1 by default: on a shared 2-core VM two OpenMP threads stall when a core is taken")
     ap.add_argument("--reps", type=int, default=100, help="repetitions of the fixed-loop baseline")
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--dtype", choices=[d.value for d in Dtype], help="default: the platform's fast dtype")
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
     timer = CpuTimer(threads=args.threads)
     platform = detect_platform("cpu")
     print(f"platform: {platform.label()}  isa={platform.isa}  threads={platform.threads}  fp={platform.fingerprint()[:16]}")
-    plan = cliff_map_plan(adaptive=False, lo=args.lo, hi=args.hi)
+    dtype_name, why = choose_dtype(platform, args.dtype)
+    dtype = Dtype(dtype_name)
+    print(why)
+    plan = cliff_map_plan(adaptive=False, lo=args.lo, hi=args.hi, dtype=dtype)
     timing = plan.timing
 
     rows = []
-    curves: dict[str, dict[int, float]] = {"n": {}, "k": {}}
-    cis: dict[str, dict[int, float]] = {"n": {}, "k": {}}
+    curves: dict[str, dict[int, Point]] = {"n": {}, "k": {}}
     load0 = _load()
-    fixed_curves: dict[str, dict[int, float]] = {"n": {}, "k": {}}
+    fixed_curves: dict[str, dict[int, Point]] = {"n": {}, "k": {}}
     t0 = time.perf_counter()
     for sweep in plan.sweeps:
         for v in sweep.value_list():
             shape = sweep.shape_at(v)
             with torch.inference_mode():
-                k = build_kernel(Op.gemm, Dtype.bfloat16, shape)
+                k = build_kernel(Op.gemm, dtype, shape)
                 rule = timer.time(k.fn, timing)
                 fixed = fixed_loop(k.fn, reps=args.reps)
-            curves[sweep.axis][v] = rule.median_us
-            cis[sweep.axis][v] = ci_rel(rule)
-            fixed_curves[sweep.axis][v] = fixed.median_us
+            curves[sweep.axis][v] = as_point(v, rule)
+            fixed_curves[sweep.axis][v] = as_point(v, fixed)
             rows.append({
                 "axis": sweep.axis, "value": v, **{f"fixed_{a}": b for a, b in sweep.fixed.items()},
                 "rule_median_us": round(rule.median_us, 3), "rule_p10_us": round(rule.p10_us, 3),
@@ -129,7 +123,7 @@ def main() -> int:
     # move when the measurement is simply repeated a minute later?
     for r, (sweep, v) in zip(rows, [(s, v) for s in plan.sweeps for v in s.value_list()]):
         with torch.inference_mode():
-            k = build_kernel(Op.gemm, Dtype.bfloat16, sweep.shape_at(v))
+            k = build_kernel(Op.gemm, dtype, sweep.shape_at(v))
             rule2 = timer.time(k.fn, timing)
             fixed2 = fixed_loop(k.fn, reps=args.reps)
         r["rule_repeat_median_us"] = round(rule2.median_us, 3)
@@ -148,11 +142,11 @@ def main() -> int:
 
     # Adaptive refinement over the same grid.
     t1 = time.perf_counter()
-    adaptive = run_plan(cliff_map_plan(adaptive=True, lo=args.lo, hi=args.hi), timer)
+    adaptive = run_plan(cliff_map_plan(adaptive=True, lo=args.lo, hi=args.hi, dtype=dtype), timer)
     adaptive_s = time.perf_counter() - t1
-    a_curves: dict[str, dict[int, float]] = {"n": {}, "k": {}}
+    a_curves: dict[str, dict[int, Point]] = {"n": {}, "k": {}}
     for m in adaptive.measurements:
-        a_curves[m.sweep_axis][m.x] = m.median_us
+        a_curves[m.sweep_axis][m.x] = Point(m.x, m.median_us, m.p10_us, m.p90_us, m.n)
 
     print()
     print(f"load average during the run: {load0} -> {_load()} (2 cores; other sessions share them)")
@@ -171,10 +165,10 @@ def main() -> int:
     print(f"  stopping rule ended by: {stops}")
     ad_plan = cliff_map_plan(adaptive=True).sweeps[0].adaptive
     for axis in ("n", "k"):
-        ex = find_steps(curves[axis], cis[axis])
+        ex = find_steps(curves[axis])
         fx = find_steps(fixed_curves[axis])
-        print(f"  {axis}: steps, exhaustive, stopping rule (CI-separated): {ex}")
-        print(f"  {axis}: steps, exhaustive, fixed loop (no CI test):    {fx}")
+        print(f"  {axis}: steps, exhaustive, stopping rule: {ex}")
+        print(f"  {axis}: steps, exhaustive, fixed loop:    {fx}")
         # Same data, adaptive selection: which points would it have timed, and are both
         # sides of every exhaustive step among them?
         sim = simulate_adaptive(curves[axis], ad_plan.coarse_step, ad_plan.jump)
@@ -205,11 +199,11 @@ def main() -> int:
         ax.plot(xs, [r["rule_median_us"] for r in sub], "-", lw=1.4, label="stopping rule median")
         ax.plot(xs, [r["fixed_median_us"] for r in sub], ":", lw=1.0, label=f"fixed {args.reps}-rep median")
         ad = sorted(a_curves[axis].items())
-        ax.plot([x for x, _ in ad], [y for _, y in ad], "o", ms=3, label="adaptive points")
-        for s in find_steps(curves[axis], cis[axis]):
+        ax.plot([x for x, _ in ad], [p.median_us for _, p in ad], "o", ms=3, label="adaptive points")
+        for s in find_steps(curves[axis]):
             ax.axvline(s - 0.5, color="grey", lw=0.5, alpha=0.6)
         other = "K=256" if axis == "n" else "N=256"
-        ax.set_title(f"bf16 GEMM M=256, {other}, {axis.upper()} swept")
+        ax.set_title(f"{dtype.value} GEMM M=256, {other}, {axis.upper()} swept")
         ax.set_xlabel(axis.upper())
         ax.set_ylabel("latency (us)")
         ax.grid(alpha=0.3)

@@ -90,17 +90,17 @@ def paper_plan(dtypes: list[Dtype] | None = None) -> SweepPlan:
     )
 
 
-def cliff_map_plan(adaptive: bool = False, lo: int = 64, hi: int = 160) -> SweepPlan:
-    """bf16 GEMM N and K sweeps at unit step (the benchmark's exhaustive map);
+def cliff_map_plan(adaptive: bool = False, lo: int = 64, hi: int = 160, dtype: Dtype = BF16) -> SweepPlan:
+    """GEMM N and K sweeps at unit step (the benchmark's exhaustive map), bf16 unless said;
     with adaptive=True the same grid, refined only around steps."""
     ad = Adaptive(coarse_step=8, jump=0.06) if adaptive else None
     return SweepPlan(
         name="cliff-map-adaptive" if adaptive else "cliff-map",
         timing=Timing(time_cap_ms=400, warmup_ms=10, target_spread=0.05, median_ci=0.01),
         sweeps=[
-            Sweep(op=Op.gemm, dtypes=[BF16], axis="n", fixed={"m": 256, "k": 256},
+            Sweep(op=Op.gemm, dtypes=[dtype], axis="n", fixed={"m": 256, "k": 256},
                   values=ValueRange(start=lo, stop=hi, step=1), adaptive=ad),
-            Sweep(op=Op.gemm, dtypes=[BF16], axis="k", fixed={"m": 256, "n": 256},
+            Sweep(op=Op.gemm, dtypes=[dtype], axis="k", fixed={"m": 256, "n": 256},
                   values=ValueRange(start=lo, stop=hi, step=1), adaptive=ad),
         ],
     )
