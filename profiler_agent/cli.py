@@ -1,4 +1,4 @@
-"""`gac agent run|flush|platform`, `gac ingest` and `gac profile`: the agent's commands.
+"""`gac agent run|flush|platform|selftest`, `gac ingest` and `gac profile`: the agent's commands.
 
 torch is imported inside the commands that time kernels, and the service only
 inside `gac profile`, so each machine needs only what it runs.
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
     from profiler_agent.delivery import DeliveryStats
+    from profiler_agent.jobs import ProgressLine
     from profiler_agent.runner import RunResult
 
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
@@ -159,35 +160,43 @@ def _warn_if_busy(platform: "PlatformDescriptor") -> None:
 
 
 def run_with_progress(
-    session: _Session, plan: "SweepPlan", sink: Callable[["Measurement"], None], adaptive: bool, quiet: bool = False
+    session: _Session, plan: "SweepPlan", sink: Callable[["Measurement"], None], adaptive: bool, quiet: bool = False,
+    line: "ProgressLine | None" = None,
 ) -> "RunResult":
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    """Run a plan showing one progress line, '<label>: done/total points, ETA ...' (`line`, else
+    'plan NAME: ...'), then the last point timed as far as the width allows; the line's final
+    state stays on screen (and is written once to a log that is not a terminal)."""
+    from rich.progress import Progress, TextColumn
+    from rich.table import Column
 
+    from profiler_agent.jobs import ProgressLine
     from profiler_agent.runner import PlanRunner
     from profiler_agent.runner import Progress as RunProgress
 
+    line = line or ProgressLine(f"plan {plan.name}")
+
+    def text(done: int, total: int, last: str = "") -> str:
+        head = line.line(done, total)
+        room = console.width - len(head) - 3
+        return f"{head} | {last[:room]}" if last and room >= 20 else head
+
     with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("points"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[last]}"),
+        TextColumn("{task.description}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")),
         console=console,
         disable=quiet,
         transient=False,
     ) as bar:
-        task = bar.add_task(plan.name, total=plan.n_points(), last="")
+        task = bar.add_task(text(0, plan.n_points()), total=plan.n_points())
 
         def on_progress(p: RunProgress) -> None:
             last = p.error or (f"{p.point.op.value} {p.point.dtype.value} {p.point.axis}={p.point.shape[p.point.axis]}: "
                                f"{p.result.median_us:.1f} us" if p.result else "")
-            bar.update(task, completed=p.done, total=p.total, last=last[:60])
+            bar.update(task, completed=p.done, total=p.total, description=text(p.done, p.total, last))
 
         runner = PlanRunner(session.timer, session.device, on_progress=on_progress, on_measurement=sink, adaptive=adaptive)  # type: ignore[arg-type]
-        return runner.run(plan)
+        result = runner.run(plan)
+        bar.update(task, description=text(len(result.outcomes), len(result.outcomes)))  # the final state, without the last point
+        return result
 
 
 _SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
@@ -364,6 +373,16 @@ def register(app: typer.Typer) -> None:
         out_console.print_json(json.dumps(doc))
         console.print(choose_dtype(session.platform)[1], markup=False, highlight=False, soft_wrap=True)
 
+    @agent.command("selftest")
+    def agent_selftest(
+        device: DeviceOpt = "cpu",
+        as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout instead of a table")] = False,
+    ) -> None:
+        """Check this machine before it joins a fleet: device, CUDA stack, clocks, timer agreement, L2 flush, SDPA backends.
+
+        Exits 1 when a check fails (each failure says what to do), 2 for an unsupported --device."""
+        selftest(device, as_json)
+
     @app.command("ingest")
     def ingest(
         file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="results.jsonl written by `gac agent run --out`")],
@@ -432,6 +451,51 @@ def register(app: typer.Typer) -> None:
         console.print(f"stored {inserted} new rows ({dup} duplicates) for platform {session.platform.fingerprint()[:16]}")
 
 
+_STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def selftest(device: str, as_json: bool = False) -> None:
+    """`gac agent selftest`: run every check, print a table (or JSON), exit 1 if any failed."""
+    import json
+
+    from profiler_agent.platform import parse_device
+    from profiler_agent.selftest import exit_code, run_selftest
+
+    try:
+        dev = parse_device(device)
+    except (RuntimeError, ValueError) as err:  # torch refuses an unknown type; parse_device one the agent does not time on
+        console.print(f"[red]device error:[/red] {err}")
+        raise typer.Exit(2) from err
+    with console.status("selftest") as status:
+        results = run_selftest(dev, on_check=lambda name: status.update(f"selftest: {name}"))
+    code = exit_code(results)
+    if as_json:
+        doc = {"device": str(dev), "ok": code == 0, "failed": [r.name for r in results if r.status == "fail"],
+               "checks": [r.to_json() for r in results]}
+        typer.echo(json.dumps(doc, indent=2))  # plain: a console would wrap long strings
+    else:
+        t = Table(title=f"gac agent selftest --device {dev}")
+        t.add_column("check", no_wrap=True)
+        t.add_column("result", no_wrap=True)
+        t.add_column("detail", overflow="fold")
+        for r in results:
+            t.add_row(r.name, f"[{_STATUS_STYLE[r.status]}]{r.status}[/]", r.detail)
+        out_console.print(t)
+    for r in results:
+        if r.status in ("warn", "fail") and r.fix:
+            style = _STATUS_STYLE[r.status]
+            console.print(f"[{style}]{r.status}[/] {r.name}: {r.fix}", highlight=False)
+    counts = {s: sum(r.status == s for r in results) for s in ("ok", "warn", "fail", "skip")}
+    tally = f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail, {counts['skip']} skipped"
+    if code:
+        failed = ", ".join(r.name for r in results if r.status == "fail")
+        console.print(f"[bold red]selftest FAILED on {dev} ({tally}): {failed}[/]; fix the above before this box joins the fleet",
+                      highlight=False)
+    else:
+        console.print(f"[green]selftest passed on {dev}[/] ({tally})", highlight=False)
+    raise typer.Exit(code)
+
+
 def _open_sinks(server, token, session, run, spool, out, batch_size, client, retries=4) -> list:  # noqa: ANN001
     from profiler_agent.delivery import BatchFileWriter, Deliverer
 
@@ -475,11 +539,11 @@ def _run_jobs(server, token, session, spool, out, batch_size, client, dtypes, ad
     """Claim jobs until the queue has none for this platform; returns an exit code."""
     import httpx
 
-    from profiler_agent.jobs import Heartbeat, JobClient, JobError
+    from profiler_agent.jobs import Heartbeat, JobClient, JobError, ProgressLine, job_label
 
     jc = JobClient(server, token, agent=_agent_name(), client=client)
     code = 0
-    for _ in range(max_jobs):
+    for k in range(1, max_jobs + 1):
         try:
             job = jc.claim(session.platform, lease_seconds)
         except (httpx.HTTPError, JobError) as err:
@@ -488,19 +552,26 @@ def _run_jobs(server, token, session, spool, out, batch_size, client, dtypes, ad
         if job is None:
             console.print("no (more) jobs for this platform")
             return code
+        # n: this job and those before it, plus the queued jobs this platform could claim next
+        # (what the service lists), up to --max-jobs; unknown if the queue cannot be read.
+        queued = jc.queued_for(session.platform, limit=max_jobs - k) if k < max_jobs else 0
+        n = min(max_jobs, k + queued) if queued is not None else None
         try:
             p = job.plan.restricted(dtypes) if dtypes else job.plan
         except ValueError as err:  # this agent was told to skip every dtype the job needs
+            console.print(f"{job_label(k, n)}: skipped (id {job.id}, plan {job.plan.name}): {err}", markup=False, highlight=False)
             _safe(jc.fail, job.id, f"agent {_agent_name()} skips it: {err}")
             continue
-        console.print(f"job {job.id}: plan {p.name} ({p.n_points()} points)")
+        line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
         run = run_info(f"job:{job.id}:{p.name}")
         sinks = _open_sinks(server, token, session, run, spool, out, batch_size, client, retries)
         deliverer = sinks[0]
         try:
             with Heartbeat(jc, job.id, max(5.0, lease_seconds / 3), lease_seconds):
-                result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
+                result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet, line=line)
                 _close_sinks(sinks)
+            if quiet:  # no live line: its final state, once
+                console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
         except KeyboardInterrupt:
             # Give the job back at once (not after its lease), keeping what was measured.
             _safe(jc.fail, job.id, f"interrupted on agent {_agent_name()}")

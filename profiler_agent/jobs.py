@@ -2,11 +2,15 @@
 
 A claimed job carries a lease; a background heartbeat extends it while the
 agent runs the job's plan, and an expired lease sends the job back to the queue.
+While a job runs, its progress is one line: which job of how many, points done
+of the total, and the ETA from the rate measured so far (ProgressLine).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -75,9 +79,87 @@ class JobClient:
     def fail(self, job_id: int | str, error: str) -> dict[str, Any]:
         return self._post(f"/v1/jobs/{job_id}/fail", {"agent": self.agent, "error": (error or "unknown error")[:2000]}).json()
 
+    def queued_for(self, platform: PlatformDescriptor, limit: int = 1000, page_size: int = 500, max_pages: int = 2) -> int | None:
+        """How many queued jobs this platform could claim now, counted up to `limit`.
+
+        The service lists the queue (GET /v1/jobs?status=queued) but does not say which jobs
+        match a platform, so its claim rule is applied here (job_matches). None when the
+        queue cannot be read (an older service, a refused read, a network error) or is
+        longer than max_pages pages before `limit` matches: unknown, never guessed."""
+        count, cursor = 0, 0
+        fingerprint = platform.fingerprint()
+        for _ in range(max_pages):
+            try:
+                resp = self._client.get(f"{self.server}/v1/jobs", headers=self._headers,
+                                        params={"status": "queued", "limit": page_size, "cursor": cursor})
+                if resp.status_code != 200:
+                    return None
+                page = resp.json()
+            except (httpx.HTTPError, ValueError):
+                return None
+            for item in page.get("items") or []:
+                if job_matches(item.get("match") or {}, platform, fingerprint) and item.get("attempts", 0) < item.get("max_attempts", 1):
+                    count += 1
+                    if count >= limit:
+                        return count
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return count
+        return None
+
     def close(self) -> None:
         if self._own:
             self._client.close()
+
+
+def job_matches(match: dict[str, Any], platform: PlatformDescriptor, fingerprint: str | None = None) -> bool:
+    """The service's claim rule (service/jobs/repository.py:claimable): every field the job's
+    match sets must agree; device_name is a case-insensitive substring of the platform's."""
+    if match.get("fingerprint") and match["fingerprint"] != (fingerprint or platform.fingerprint()):
+        return False
+    if match.get("device_kind") and match["device_kind"] != platform.device_kind:
+        return False
+    return not (match.get("device_name") and str(match["device_name"]).lower() not in platform.device_name.lower())
+
+
+def format_duration(seconds: float) -> str:
+    """4.2s, 45s, 3m05s, 2h07m."""
+    if seconds < 9.95:
+        return f"{max(0.0, seconds):.1f}s"
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def job_label(k: int, n: int | None) -> str:
+    """'job 2 of 5'; 'job 2' when how many is unknown."""
+    return f"job {k}" + (f" of {n}" if n else "")
+
+
+@dataclass
+class ProgressLine:
+    """One line of progress: 'job 2 of 5: 30/120 points, ETA 3m00s (id 17, plan quick)', and when
+    done 'job 2 of 5: 120/120 points in 4m01s (id 17, plan quick)'. What counts comes first, so
+    a narrow terminal cuts the line's tail, not its figures.
+
+    The ETA is the time per point measured so far times the points left (the total grows
+    when adaptive sweeps refine, so the ETA can grow with it); '-' before the first point."""
+
+    label: str
+    about: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self, done: int, total: int, now: float | None = None) -> str:
+        elapsed = (time.monotonic() if now is None else now) - self.started
+        if done >= total:
+            text = f"{self.label}: {done}/{total} points in {format_duration(elapsed)}"
+        else:
+            eta = format_duration(elapsed / done * (total - done)) if done > 0 else "-"
+            text = f"{self.label}: {done}/{total} points, ETA {eta}"
+        return f"{text} {self.about}" if self.about else text
 
 
 class Heartbeat:
@@ -117,4 +199,4 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-__all__ = ["Heartbeat", "Job", "JobClient", "JobError"]
+__all__ = ["Heartbeat", "Job", "JobClient", "JobError", "ProgressLine", "format_duration", "job_label", "job_matches"]

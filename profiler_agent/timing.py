@@ -254,7 +254,7 @@ class CudaTimer(Timer):
             raise ValueError(f"flush buffer ({size} B) must be at least the L2 size ({l2} B)")
         self.flush_bytes = size
         self._flush = torch.empty(size // 4, dtype=torch.int32, device=self.device)
-        self._nvml = _NvmlProbe(self.device.index or 0)
+        self._nvml = _NvmlProbe(self.device)
 
     def _flush_l2(self) -> None:
         self._flush.fill_(1)  # a write over the whole buffer evicts every L2 line
@@ -298,17 +298,37 @@ class CudaTimer(Timer):
         return result
 
 
+def nvml_handle(nv: Any, dev: torch.device) -> tuple[Any, int | None]:
+    """The NVML handle of this CUDA device: by PCI bus id when torch reports it, else by index."""
+    props = torch.cuda.get_device_properties(dev)
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is not None:
+        try:
+            pci = f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+            handle = nv.nvmlDeviceGetHandleByPciBusId(pci)
+            return handle, int(nv.nvmlDeviceGetIndex(handle))
+        except Exception:  # noqa: BLE001 - fall back to the index mapping
+            pass
+    try:
+        index = int(torch.cuda._get_nvml_device_index(dev))  # honours CUDA_VISIBLE_DEVICES
+    except Exception:  # noqa: BLE001
+        index = dev.index or 0
+    return nv.nvmlDeviceGetHandleByIndex(index), index
+
+
+
 class _NvmlProbe:
     """SM clock (MHz) and clock-throttle reasons via nvidia-ml-py, when installed."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, device: torch.device) -> None:
         self._handle = None
         try:
             import pynvml
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            # By PCI bus id: the CUDA index differs from NVML's under CUDA_VISIBLE_DEVICES or another device order.
+            self._handle, _ = nvml_handle(pynvml, device)
         except Exception:  # noqa: BLE001 - no NVML: nothing recorded, nothing invented
             self._handle = None
 

@@ -1,8 +1,10 @@
-"""The agent's commands on this machine, without a service (the e2e tests add one)."""
+"""The agent's commands on this machine, without a service (the e2e tests add one; so does the
+job progress test at the end, which needs a queue)."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -153,9 +155,72 @@ def test_agent_package_does_not_pull_the_db_stack():
 
     code = (
         "import sys, importlib\n"
-        "for m in ('cli', 'delivery', 'jobs', 'runner', 'timing', 'kernels', 'platform', 'plan_library'):\n"
+        "for m in ('cli', 'delivery', 'jobs', 'runner', 'timing', 'kernels', 'platform', 'plan_library', 'selftest'):\n"
         "    importlib.import_module('profiler_agent.' + m)\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'fastapi', 'alembic', 'psycopg', 'service'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+# ---------------------------------------------------------------- one progress line per job
+
+
+def test_progress_line_says_job_k_of_n_points_and_eta():
+    from profiler_agent.jobs import ProgressLine, format_duration, job_label
+
+    line = ProgressLine(job_label(2, 5), "(id 17, plan quick)", started=100.0)
+    assert line.line(0, 120, now=100.0) == "job 2 of 5: 0/120 points, ETA - (id 17, plan quick)"
+    # 30 points in 60 s: 2 s a point, 90 left -> 3 minutes.
+    assert line.line(30, 120, now=160.0) == "job 2 of 5: 30/120 points, ETA 3m00s (id 17, plan quick)"
+    assert line.line(120, 120, now=341.0) == "job 2 of 5: 120/120 points in 4m01s (id 17, plan quick)"
+    unknown = ProgressLine(job_label(3, None), started=0.0)  # the queue could not be read: no n invented
+    assert unknown.line(1, 4, now=2.5) == "job 3: 1/4 points, ETA 7.5s"
+    assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]
+
+
+def test_job_match_rule_is_the_services():
+    from profiler_agent.jobs import job_matches
+    from profiler_agent.platform import detect_platform
+
+    p = detect_platform("cpu", dtypes=False)
+    assert job_matches({}, p) and job_matches({"fingerprint": None, "device_kind": None, "device_name": None}, p)
+    assert job_matches({"fingerprint": p.fingerprint(), "device_kind": "cpu", "device_name": p.device_name[:3].upper()}, p)
+    assert not job_matches({"fingerprint": "0" * 64}, p)
+    assert not job_matches({"device_kind": "cuda"}, p)
+    assert not job_matches({"device_name": "H100"}, p)
+
+
+@pytest.mark.slow
+def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_path):
+    """Two jobs for this platform and one for another: 'job 1 of 2', then 'job 2 of 2';
+    with --quiet (printed once per job) and without (the live line's final state)."""
+    import httpx
+
+    from gac.contracts.plans import loads_plan
+    from profiler_agent.platform import detect_platform
+
+    from .test_runner_delivery import TINY
+
+    torch.set_num_threads(1)  # what --threads 1 gives the agent: the thread count is part of the fingerprint
+    fingerprint = detect_platform("cpu").fingerprint()
+    plan = loads_plan(TINY).to_document()
+
+    def enqueue(match: dict) -> int:
+        r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": match},
+                       headers={"Authorization": f"Bearer {live_service.admin_token}"})
+        assert r.status_code == 201, r.text
+        return r.json()["id"]
+
+    elsewhere = enqueue({"device_kind": "cuda"})  # queued, but not for this platform: not counted
+    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token,
+            "--threads", "1", "--dtype", "float32", "--spool-dir", str(tmp_path / "spool")]
+    for quiet in (True, False):
+        first, second = enqueue({"fingerprint": fingerprint}), enqueue({"device_kind": "cpu"})
+        res = CliRunner().invoke(app, args + (["--quiet"] if quiet else []))
+        assert res.exit_code == 0, res.output
+        lines = [ln for ln in res.stderr.splitlines() if ln.startswith("job ")]
+        assert len(lines) == 2, res.stderr  # one line per job, however many points
+        assert re.fullmatch(rf"job 1 of 2: 5/5 points in [0-9.ms]+ \(id {first}, plan tiny\)", lines[0]), lines
+        assert re.fullmatch(rf"job 2 of 2: 5/5 points in [0-9.ms]+ \(id {second}, plan tiny\)", lines[1]), lines
+    assert httpx.get(f"{live_service.url}/v1/jobs/{elsewhere}").json()["status"] == "queued"
