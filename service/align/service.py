@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
 from gac.contracts.plans import plan_for_points
-from service.align.lookup import DbLookup
+from service.align.db_lookup import DbLookup
 from service.align.schemas import AlignmentSummary, StoredAlignment
 from service.db import begin_write
 from service.errors import NotFound, SolverDisagreement, Unprocessable
