@@ -25,8 +25,8 @@ app = typer.Typer(
 
 # module with register(app) -> (the extra it needs, the top-level commands it adds, what that extra installs)
 COMPONENTS = {
-    "service.cli": ("service", ("serve", "align", "db", "token"), ("fastapi", "sqlalchemy", "alembic", "ortools")),
-    "profiler_agent.cli": ("agent", ("agent", "ingest", "profile"), ("torch",)),
+    "service.cli": ("service", ("serve", "align", "db", "token"), ("fastapi", "sqlalchemy", "alembic", "cachetools", "ortools")),
+    "profiler_agent.cli": ("agent", ("agent", "ingest", "profile"), ("torch", "tenacity", "filelock")),
     "proof.cli": ("proof", ("proof",), ("torch", "safetensors", "tokenizers")),
     "solver.cli": ("solver", ("import",), ("numpy",)),
 }

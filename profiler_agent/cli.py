@@ -10,7 +10,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
-    from profiler_agent.delivery import DeliveryStats
-    from profiler_agent.jobs import ProgressLine
+    from profiler_agent.delivery import BatchFileWriter, Deliverer, DeliveryStats, Spool
+    from profiler_agent.jobs import Job, JobClient, ProgressLine
     from profiler_agent.runner import RunResult
+    from profiler_agent.timing import Timer
 
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 out_console = Console()
@@ -120,7 +121,7 @@ class _Session:
     """What one agent process sets up once: device, timer, platform."""
 
     device: str
-    timer: object
+    timer: "Timer"
     platform: "PlatformDescriptor"
 
 
@@ -193,7 +194,7 @@ def run_with_progress(
                                f"{p.result.median_us:.1f} us" if p.result else "")
             bar.update(task, completed=p.done, total=p.total, description=text(p.done, p.total, last))
 
-        runner = PlanRunner(session.timer, session.device, on_progress=on_progress, on_measurement=sink, adaptive=adaptive)  # type: ignore[arg-type]
+        runner = PlanRunner(session.timer, session.device, on_progress=on_progress, on_measurement=sink, adaptive=adaptive)
         result = runner.run(plan)
         bar.update(task, description=text(len(result.outcomes), len(result.outcomes)))  # the final state, without the last point
         return result
@@ -255,200 +256,374 @@ def run_info(plan_name: str) -> "RunInfo":
     return RunInfo(id=new_id(), agent=_agent_name(), plan=plan_name[:200], agent_version=_agent_version())
 
 
+# ---------------------------------------------------------------- gac agent run
+
+
+@dataclass(frozen=True)
+class AgentRunOptions:
+    """What `gac agent run` was asked to do, --server and --token filled in from the settings."""
+
+    server: str | None = None
+    token: str | None = None
+    plan: str | None = None
+    device: str = "cpu"
+    dtypes: list[str] | None = None
+    jobs: bool = False
+    out: Path | None = None
+    threads: int | None = None
+    spool_dir: Path | None = None
+    adaptive: bool = True
+    max_jobs: int = 1000
+    lease_seconds: int = 600
+    batch_size: int = 1000
+    quiet: bool = False
+    retries: int = 4
+
+    def usage_error(self) -> str | None:
+        """Why these options cannot make a run whose results go somewhere, or None."""
+        if self.server is None and self.out is None:
+            return "give --server URL --token T, or --out FILE (offline), or both"
+        if self.server is not None and not self.token:
+            return "--token (or GAC_TOKEN) is required with --server"
+        if self.jobs and self.server is None:
+            return "--jobs needs --server"
+        return None
+
+
+@dataclass(frozen=True)
+class _Agent:
+    """One `gac agent run` once set up: its options, session, spool and HTTP client."""
+
+    opts: AgentRunOptions
+    session: _Session
+    spool: "Spool"
+    client: "httpx.Client"
+
+
+@dataclass
+class _Sinks:
+    """Where one run's measurements go: the service (spooling what it cannot take now), a results file, or both."""
+
+    deliverer: "Deliverer | None"
+    writer: "BatchFileWriter | None"
+
+    @classmethod
+    def open(cls, agent: _Agent, run: "RunInfo") -> "_Sinks":
+        from profiler_agent.delivery import BatchFileWriter, Deliverer
+
+        o, platform = agent.opts, agent.session.platform
+        deliverer = None
+        if o.server is not None and o.token is not None:
+            deliverer = Deliverer(o.server, o.token, platform, run, spool=agent.spool, batch_size=o.batch_size, client=agent.client,
+                                  retries=o.retries, log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"))
+        writer = BatchFileWriter(o.out, platform, run, batch_size=o.batch_size) if o.out is not None else None
+        return cls(deliverer, writer)
+
+    def add(self, m: "Measurement") -> None:
+        if self.deliverer is not None:
+            self.deliverer.add(m)
+        if self.writer is not None:
+            self.writer.add(m)
+
+    def close(self) -> None:
+        if self.deliverer is not None:
+            self.deliverer.close()
+        if self.writer is not None:
+            self.writer.close()
+
+    def report(self) -> None:
+        if self.deliverer is not None:
+            console.print(_delivery_line(self.deliverer.stats))
+            for e in self.deliverer.stats.errors[:5]:
+                console.print(f"[yellow]{e}[/yellow]")
+        if self.writer is not None:
+            console.print(f"wrote {self.writer.rows} rows in {self.writer.batches} batch(es) to {self.writer.path}")
+
+    def undelivered(self) -> str | None:
+        """What the service did not get ('N rows spooled, M rejected'), or None when it got everything (or there is none)."""
+        st = self.deliverer.stats if self.deliverer is not None else None
+        if st is None or not (st.spooled_batches or st.rejected_batches):
+            return None
+        return f"{st.spooled_rows} rows spooled, {st.rejected_rows} rejected"
+
+    def interrupted(self) -> NoReturn:
+        """Ctrl-C: deliver (or spool) every point measured so far, say so, and stop."""
+        self.close()
+        self.report()
+        console.print("[yellow]interrupted: every point measured so far was delivered or spooled (`gac agent flush` sends the spool)[/yellow]")
+        raise typer.Exit(130)
+
+
+def run_agent(opts: AgentRunOptions) -> int:
+    """`gac agent run` once its options are valid: the plan (unless only --jobs), then the queue; the exit code."""
+    import httpx
+
+    from profiler_agent.delivery import Spool
+
+    with httpx.Client(timeout=30.0) as client:
+        if opts.server is not None and opts.token is not None:
+            check_server(opts.server, opts.token, client, need_server=opts.jobs)
+        session = open_session(opts.device, opts.threads)
+        console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
+        plan = None if (opts.jobs and opts.plan is None) else _load_plan(opts.plan, opts.dtypes, session.platform)
+        agent = _Agent(opts, session, Spool(opts.spool_dir), client)
+        exit_code = _run_plan(agent, plan) if plan is not None else 0
+        if opts.jobs:
+            exit_code = max(exit_code, _run_jobs(agent))
+        return exit_code
+
+
+def _run_plan(agent: _Agent, plan: "SweepPlan") -> int:
+    sinks = _Sinks.open(agent, run_info(plan.name))
+    if sinks.deliverer is not None:
+        sinks.deliverer.drain()  # what an earlier run could not send goes first
+    try:
+        result = run_with_progress(agent.session, plan, sinks.add, agent.opts.adaptive, agent.opts.quiet)
+    except KeyboardInterrupt:
+        sinks.interrupted()
+    sinks.close()
+    out_console.print(_summary_table(result, plan))
+    _print_failures(result)
+    sinks.report()
+    return 1 if sinks.undelivered() else 0
+
+
+def _run_jobs(agent: _Agent) -> int:
+    """Claim jobs until the queue has none for this platform; returns an exit code."""
+    import httpx
+
+    from profiler_agent.jobs import JobClient, JobError
+
+    o, platform = agent.opts, agent.session.platform
+    assert o.server is not None and o.token is not None  # usage_error() says --jobs needs both
+    jc = JobClient(o.server, o.token, agent=_agent_name(), client=agent.client)
+    code = 0
+    for k in range(1, o.max_jobs + 1):
+        try:
+            job = jc.claim(platform, o.lease_seconds)
+        except (httpx.HTTPError, JobError) as err:
+            console.print(f"[red]cannot claim a job: {err}[/red]")
+            return 1
+        if job is None:
+            console.print("no (more) jobs for this platform")
+            return code
+        # n: this job and those before it, plus the queued jobs this platform could claim next
+        # (what the service lists), up to --max-jobs; unknown if the queue cannot be read.
+        queued = jc.queued_for(platform, limit=o.max_jobs - k) if k < o.max_jobs else 0
+        n = min(o.max_jobs, k + queued) if queued is not None else None
+        code = max(code, _run_job(agent, jc, job, k, n))
+    return code
+
+
+def _run_job(agent: _Agent, jc: "JobClient", job: "Job", k: int, n: int | None) -> int:
+    """Time one claimed job and deliver its points; complete it, or fail it so that it is queued again. 1 if not all arrived."""
+    from profiler_agent.jobs import Heartbeat, ProgressLine, job_label
+
+    o = agent.opts
+    try:
+        p = job.plan.restricted(o.dtypes) if o.dtypes else job.plan
+    except ValueError as err:  # this agent was told to skip every dtype the job needs
+        console.print(f"{job_label(k, n)}: skipped (id {job.id}, plan {job.plan.name}): {err}", markup=False, highlight=False)
+        _safe(jc.fail, job.id, f"agent {_agent_name()} skips it: {err}")
+        return 0
+    line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
+    run = run_info(f"job:{job.id}:{p.name}")
+    sinks = _Sinks.open(agent, run)
+    try:
+        with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds):
+            result = run_with_progress(agent.session, p, sinks.add, o.adaptive, o.quiet, line=line)
+            sinks.close()
+        if o.quiet:  # no live line: its final state, once
+            console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
+    except KeyboardInterrupt:
+        # Give the job back at once (not after its lease), keeping what was measured.
+        _safe(jc.fail, job.id, f"interrupted on agent {_agent_name()}")
+        sinks.interrupted()
+    except Exception as err:  # report the job as failed, then stop
+        _safe(jc.fail, job.id, f"{type(err).__name__}: {err}")
+        raise
+    out_console.print(_summary_table(result, p))
+    sinks.report()
+    missing = sinks.undelivered()
+    if missing:
+        # Not all rows reached the service: let the lease lapse or mark it failed so it is re-queued.
+        _safe(jc.fail, job.id, missing)
+        return 1
+    _safe(jc.complete, job.id, len(result.measurements), str(run.id))
+    return 0
+
+
+def _safe(fn: Callable[..., object], *args: object) -> None:
+    try:
+        fn(*args)
+    except Exception as err:  # noqa: BLE001 - best effort: the lease expiry is the fallback
+        console.print(f"[yellow]{err}[/yellow]")
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def agent_run(
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+    plan: PlanOpt = None,
+    device: DeviceOpt = "cpu",
+    dtype: DtypeOpt = None,
+    jobs: Annotated[bool, typer.Option("--jobs", help="Also claim and run jobs from the service's queue")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Also append result batches to this JSONL file")] = None,
+    threads: ThreadsOpt = None,
+    spool_dir: SpoolOpt = None,
+    adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive", help="Refine adaptive sweeps only around steps")] = True,
+    max_jobs: Annotated[int, typer.Option("--max-jobs", min=1, help="Stop after this many jobs")] = 1000,
+    lease_seconds: Annotated[int, typer.Option("--lease-seconds", min=10)] = 600,
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size", min=1, max=5000,
+        help="rows per upload; the service takes up to GAC_MAX_BATCH_ROWS (5,000 unless set lower)",
+    )] = 1000,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar")] = False,
+    retries: RetriesOpt = 4,
+) -> None:
+    """Time a plan (and/or queued jobs) and deliver the results."""
+    server, token = client_settings(server, token)
+    opts = AgentRunOptions(
+        server=server, token=token, plan=plan, device=device, dtypes=dtype, jobs=jobs, out=out, threads=threads,
+        spool_dir=spool_dir, adaptive=adaptive, max_jobs=max_jobs, lease_seconds=lease_seconds, batch_size=batch_size,
+        quiet=quiet, retries=retries,
+    )
+    error = opts.usage_error()
+    if error is not None:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2)
+    raise typer.Exit(run_agent(opts))
+
+
+def agent_flush(
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+    spool_dir: SpoolOpt = None,
+    all_servers: Annotated[bool, typer.Option("--all-servers", help="Send every spooled batch to --server, whatever server it was meant for")] = False,
+    retries: RetriesOpt = 4,
+) -> None:
+    """Send the batches a previous run could not deliver."""
+    from profiler_agent.delivery import BatchSender, DeliveryStats, RetryPolicy, Spool
+
+    server, token = client_settings(server, token)
+    spool = Spool(spool_dir)
+    records = spool.records()
+    if not records:
+        console.print(f"spool {spool.path} is empty")
+        raise typer.Exit(0)
+    if server is None or not token:
+        servers = sorted({r.get("server", "?") for r in records})
+        console.print(f"[red]{len(records)} spooled batch(es) for {servers}: give --server and --token[/red]")
+        raise typer.Exit(2)
+    stats = DeliveryStats()
+    with BatchSender(server, token, RetryPolicy(retries)) as sender:
+        spool.drain(sender.send_document, sender.server, stats, all_servers=all_servers)
+    left = spool.records()
+    console.print(_delivery_line(stats).replace("sent", "flushed", 1) + f"; {len(left)} batch(es) left in {spool.path}")
+    for e in stats.errors[:5]:
+        console.print(f"[yellow]{e}[/yellow]")
+    raise typer.Exit(0 if not left and not stats.rejected_batches else 1)
+
+
+def agent_platform(device: DeviceOpt = "cpu", threads: ThreadsOpt = None) -> None:
+    """Print the detected platform and its fingerprint (JSON); its fast dtype and why on stderr."""
+    import json
+
+    from profiler_agent.dtypes import choose_dtype
+
+    session = open_session(device, threads, timing=False)
+    doc = session.platform.model_dump(mode="json", exclude_none=True)
+    doc["fingerprint"] = session.platform.fingerprint()
+    out_console.print_json(json.dumps(doc))
+    console.print(choose_dtype(session.platform)[1], markup=False, highlight=False, soft_wrap=True)
+
+
+def agent_selftest(
+    device: DeviceOpt = "cpu",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout instead of a table")] = False,
+) -> None:
+    """Check this machine before it joins a fleet: device, CUDA stack, clocks, timer agreement, L2 flush, SDPA backends.
+
+    Exits 1 when a check fails (each failure says what to do), 2 for an unsupported --device."""
+    selftest(device, as_json)
+
+
+def ingest(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="results.jsonl written by `gac agent run --out`")],
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+    retries: RetriesOpt = 4,
+) -> None:
+    """Upload a results file (one batch per line); safe to repeat: ingest is idempotent."""
+    from profiler_agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy, read_batch_file
+
+    server, token = client_settings(server, token)
+    if server is None or not token:
+        console.print("[red]--server and --token (or GAC_SERVER / GAC_TOKEN) are required[/red]")
+        raise typer.Exit(2)
+    stats, bad = DeliveryStats(), 0
+    with BatchSender(server, token, RetryPolicy(retries)) as sender:
+        for lineno, batch, error in read_batch_file(file):
+            if batch is None:
+                console.print(f"[red]{file}: {error}[/red]")
+                bad += 1
+                continue
+            try:
+                stats.merge_receipt(sender.send_document(batch.model_dump(mode="json", by_alias=True)))
+            except RejectedError as err:
+                console.print(f"[red]line {lineno}: batch {batch.id} rejected: {err}[/red]")
+                bad += 1
+            except DeliveryError as err:
+                console.print(f"[red]line {lineno}: {err}; stopping (re-run the command later: it is idempotent)[/red]")
+                bad += 1
+                break
+    console.print(_delivery_line(stats))
+    raise typer.Exit(1 if bad else 0)
+
+
+def profile(
+    plan: PlanOpt = None,
+    device: DeviceOpt = "cpu",
+    dtype: DtypeOpt = None,
+    threads: ThreadsOpt = None,
+    adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive")] = True,
+    quiet: Annotated[bool, typer.Option("--quiet")] = False,
+) -> None:
+    """Time a plan on this machine and store the results in the local embedded database."""
+    try:
+        from service.ingest.service import ingest_local
+    except ImportError as err:
+        console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}[service]'): {err}[/red]")
+        raise typer.Exit(2) from err
+    from profiler_agent.delivery import make_batches
+
+    session = open_session(device, threads)
+    console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
+    p = _load_plan(plan, dtype, session.platform)
+    rows: list[Measurement] = []
+    result = run_with_progress(session, p, rows.append, adaptive, quiet)
+    inserted = dup = 0
+    for batch in make_batches(session.platform, run_info(p.name), rows):
+        receipt = ingest_local(batch)
+        inserted += receipt.inserted
+        dup += receipt.duplicates
+    out_console.print(_summary_table(result, p))
+    _print_failures(result)
+    console.print(f"stored {inserted} new rows ({dup} duplicates) for platform {session.platform.fingerprint()[:16]}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the agent's commands to the `gac` application."""
     agent = typer.Typer(no_args_is_help=True, help="The profiler agent: time kernels on this machine and deliver the results.")
     app.add_typer(agent, name="agent")
-
-    @agent.command("run")
-    def agent_run(
-        server: ServerOpt = None,
-        token: TokenOpt = None,
-        plan: PlanOpt = None,
-        device: DeviceOpt = "cpu",
-        dtype: DtypeOpt = None,
-        jobs: Annotated[bool, typer.Option("--jobs", help="Also claim and run jobs from the service's queue")] = False,
-        out: Annotated[Optional[Path], typer.Option("--out", help="Also append result batches to this JSONL file")] = None,
-        threads: ThreadsOpt = None,
-        spool_dir: SpoolOpt = None,
-        adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive", help="Refine adaptive sweeps only around steps")] = True,
-        max_jobs: Annotated[int, typer.Option("--max-jobs", min=1, help="Stop after this many jobs")] = 1000,
-        lease_seconds: Annotated[int, typer.Option("--lease-seconds", min=10)] = 600,
-        batch_size: Annotated[int, typer.Option(
-            "--batch-size", min=1, max=5000,
-            help="rows per upload; the service takes up to GAC_MAX_BATCH_ROWS (5,000 unless set lower)",
-        )] = 1000,
-        quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar")] = False,
-        retries: RetriesOpt = 4,
-    ) -> None:
-        """Time a plan (and/or queued jobs) and deliver the results."""
-        from profiler_agent.delivery import Spool
-
-        server, token = client_settings(server, token)
-        if server is None and out is None:
-            console.print("[red]give --server URL --token T, or --out FILE (offline), or both[/red]")
-            raise typer.Exit(2)
-        if server is not None and not token:
-            console.print("[red]--token (or GAC_TOKEN) is required with --server[/red]")
-            raise typer.Exit(2)
-        if jobs and server is None:
-            console.print("[red]--jobs needs --server[/red]")
-            raise typer.Exit(2)
-        import httpx
-
-        client = httpx.Client(timeout=30.0)
-        if server is not None:
-            check_server(server, token, client, need_server=jobs)  # type: ignore[arg-type]
-        session = open_session(device, threads)
-        console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
-        plans = [] if (jobs and plan is None) else [_load_plan(plan, dtype, session.platform)]
-        spool = Spool(spool_dir)
-        exit_code = 0
-        try:
-            for p in plans:
-                run = run_info(p.name)
-                sinks = _open_sinks(server, token, session, run, spool, out, batch_size, client, retries)
-                deliverer = sinks[0]
-                if deliverer is not None:
-                    deliverer.drain()  # what an earlier run could not send goes first
-                try:
-                    result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet)
-                except KeyboardInterrupt:
-                    _interrupted(sinks)
-                _close_sinks(sinks)
-                out_console.print(_summary_table(result, p))
-                _print_failures(result)
-                _report_sinks(sinks)
-                if deliverer is not None and (deliverer.stats.rejected_batches or deliverer.stats.spooled_batches):
-                    exit_code = 1
-            if jobs:
-                exit_code = max(exit_code, _run_jobs(server, token, session, spool, out, batch_size, client, dtype, adaptive, max_jobs, lease_seconds, quiet, retries))
-        finally:
-            client.close()
-        raise typer.Exit(exit_code)
-
-    @agent.command("flush")
-    def agent_flush(
-        server: ServerOpt = None,
-        token: TokenOpt = None,
-        spool_dir: SpoolOpt = None,
-        all_servers: Annotated[bool, typer.Option("--all-servers", help="Send every spooled batch to --server, whatever server it was meant for")] = False,
-        retries: RetriesOpt = 4,
-    ) -> None:
-        """Send the batches a previous run could not deliver."""
-        from profiler_agent.delivery import Deliverer, DeliveryStats, Spool
-
-        server, token = client_settings(server, token)
-        spool = Spool(spool_dir)
-        records = spool.records()
-        if not records:
-            console.print(f"spool {spool.path} is empty")
-            raise typer.Exit(0)
-        if server is None or not token:
-            servers = sorted({r.get("server", "?") for r in records})
-            console.print(f"[red]{len(records)} spooled batch(es) for {servers}: give --server and --token[/red]")
-            raise typer.Exit(2)
-        sender = Deliverer(server, token, platform=None, run=None, spool=spool, retries=retries)  # type: ignore[arg-type]
-        stats = DeliveryStats()
-        try:
-            spool.drain(sender.send_document, sender.server, stats, all_servers=all_servers)
-        finally:
-            sender.close_client()
-        left = spool.records()
-        console.print(_delivery_line(stats).replace("sent", "flushed", 1) + f"; {len(left)} batch(es) left in {spool.path}")
-        for e in stats.errors[:5]:
-            console.print(f"[yellow]{e}[/yellow]")
-        raise typer.Exit(0 if not left and not stats.rejected_batches else 1)
-
-    @agent.command("platform")
-    def agent_platform(device: DeviceOpt = "cpu", threads: ThreadsOpt = None) -> None:
-        """Print the detected platform and its fingerprint (JSON); its fast dtype and why on stderr."""
-        import json
-
-        from profiler_agent.dtypes import choose_dtype
-
-        session = open_session(device, threads, timing=False)
-        doc = session.platform.model_dump(mode="json", exclude_none=True)
-        doc["fingerprint"] = session.platform.fingerprint()
-        out_console.print_json(json.dumps(doc))
-        console.print(choose_dtype(session.platform)[1], markup=False, highlight=False, soft_wrap=True)
-
-    @agent.command("selftest")
-    def agent_selftest(
-        device: DeviceOpt = "cpu",
-        as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout instead of a table")] = False,
-    ) -> None:
-        """Check this machine before it joins a fleet: device, CUDA stack, clocks, timer agreement, L2 flush, SDPA backends.
-
-        Exits 1 when a check fails (each failure says what to do), 2 for an unsupported --device."""
-        selftest(device, as_json)
-
-    @app.command("ingest")
-    def ingest(
-        file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="results.jsonl written by `gac agent run --out`")],
-        server: ServerOpt = None,
-        token: TokenOpt = None,
-        retries: RetriesOpt = 4,
-    ) -> None:
-        """Upload a results file (one batch per line); safe to repeat: ingest is idempotent."""
-        from profiler_agent.delivery import Deliverer, DeliveryError, DeliveryStats, RejectedError, read_batch_file
-
-        server, token = client_settings(server, token)
-        if server is None or not token:
-            console.print("[red]--server and --token (or GAC_SERVER / GAC_TOKEN) are required[/red]")
-            raise typer.Exit(2)
-        sender = Deliverer(server, token, platform=None, run=None, retries=retries)  # type: ignore[arg-type]
-        stats, bad = DeliveryStats(), 0
-        try:
-            for lineno, batch, error in read_batch_file(file):
-                if batch is None:
-                    console.print(f"[red]{file}: {error}[/red]")
-                    bad += 1
-                    continue
-                try:
-                    stats.merge_receipt(sender.send_document(batch.model_dump(mode="json", by_alias=True)))
-                except RejectedError as err:
-                    console.print(f"[red]line {lineno}: batch {batch.id} rejected: {err}[/red]")
-                    bad += 1
-                except DeliveryError as err:
-                    console.print(f"[red]line {lineno}: {err}; stopping (re-run the command later: it is idempotent)[/red]")
-                    bad += 1
-                    break
-        finally:
-            sender.close_client()
-        console.print(_delivery_line(stats))
-        raise typer.Exit(1 if bad else 0)
-
-    @app.command("profile")
-    def profile(
-        plan: PlanOpt = None,
-        device: DeviceOpt = "cpu",
-        dtype: DtypeOpt = None,
-        threads: ThreadsOpt = None,
-        adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive")] = True,
-        quiet: Annotated[bool, typer.Option("--quiet")] = False,
-    ) -> None:
-        """Time a plan on this machine and store the results in the local embedded database."""
-        try:
-            from service.ingest.service import ingest_local
-        except ImportError as err:
-            console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}[service]'): {err}[/red]")
-            raise typer.Exit(2) from err
-        from profiler_agent.delivery import make_batches
-
-        session = open_session(device, threads)
-        console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
-        p = _load_plan(plan, dtype, session.platform)
-        rows: list[Measurement] = []
-        result = run_with_progress(session, p, rows.append, adaptive, quiet)
-        inserted = dup = 0
-        for batch in make_batches(session.platform, run_info(p.name), rows):
-            receipt = ingest_local(batch)
-            inserted += receipt.inserted
-            dup += receipt.duplicates
-        out_console.print(_summary_table(result, p))
-        _print_failures(result)
-        console.print(f"stored {inserted} new rows ({dup} duplicates) for platform {session.platform.fingerprint()[:16]}")
+    agent.command("run")(agent_run)
+    agent.command("flush")(agent_flush)
+    agent.command("platform")(agent_platform)
+    agent.command("selftest")(agent_selftest)
+    app.command("ingest")(ingest)
+    app.command("profile")(profile)
 
 
 _STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
@@ -496,114 +671,5 @@ def selftest(device: str, as_json: bool = False) -> None:
     raise typer.Exit(code)
 
 
-def _open_sinks(server, token, session, run, spool, out, batch_size, client, retries=4) -> list:  # noqa: ANN001
-    from profiler_agent.delivery import BatchFileWriter, Deliverer
 
-    deliverer = (
-        Deliverer(server, token, session.platform, run, spool=spool, batch_size=batch_size, client=client, retries=retries,
-                  log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"))
-        if server is not None
-        else None
-    )
-    writer = BatchFileWriter(out, session.platform, run, batch_size=batch_size) if out is not None else None
-    return [deliverer, writer]
-
-
-def _fan_out(sinks: list) -> Callable[["Measurement"], None]:
-    live = [s for s in sinks if s is not None]
-
-    def add(m: "Measurement") -> None:
-        for s in live:
-            s.add(m)
-
-    return add
-
-
-def _close_sinks(sinks: list) -> None:
-    for s in sinks:
-        if s is not None:
-            s.close()
-
-
-def _report_sinks(sinks: list) -> None:
-    deliverer, writer = sinks
-    if deliverer is not None:
-        console.print(_delivery_line(deliverer.stats))
-        for e in deliverer.stats.errors[:5]:
-            console.print(f"[yellow]{e}[/yellow]")
-    if writer is not None:
-        console.print(f"wrote {writer.rows} rows in {writer.batches} batch(es) to {writer.path}")
-
-
-def _run_jobs(server, token, session, spool, out, batch_size, client, dtypes, adaptive, max_jobs, lease_seconds, quiet, retries) -> int:  # noqa: ANN001
-    """Claim jobs until the queue has none for this platform; returns an exit code."""
-    import httpx
-
-    from profiler_agent.jobs import Heartbeat, JobClient, JobError, ProgressLine, job_label
-
-    jc = JobClient(server, token, agent=_agent_name(), client=client)
-    code = 0
-    for k in range(1, max_jobs + 1):
-        try:
-            job = jc.claim(session.platform, lease_seconds)
-        except (httpx.HTTPError, JobError) as err:
-            console.print(f"[red]cannot claim a job: {err}[/red]")
-            return 1
-        if job is None:
-            console.print("no (more) jobs for this platform")
-            return code
-        # n: this job and those before it, plus the queued jobs this platform could claim next
-        # (what the service lists), up to --max-jobs; unknown if the queue cannot be read.
-        queued = jc.queued_for(session.platform, limit=max_jobs - k) if k < max_jobs else 0
-        n = min(max_jobs, k + queued) if queued is not None else None
-        try:
-            p = job.plan.restricted(dtypes) if dtypes else job.plan
-        except ValueError as err:  # this agent was told to skip every dtype the job needs
-            console.print(f"{job_label(k, n)}: skipped (id {job.id}, plan {job.plan.name}): {err}", markup=False, highlight=False)
-            _safe(jc.fail, job.id, f"agent {_agent_name()} skips it: {err}")
-            continue
-        line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
-        run = run_info(f"job:{job.id}:{p.name}")
-        sinks = _open_sinks(server, token, session, run, spool, out, batch_size, client, retries)
-        deliverer = sinks[0]
-        try:
-            with Heartbeat(jc, job.id, max(5.0, lease_seconds / 3), lease_seconds):
-                result = run_with_progress(session, p, _fan_out(sinks), adaptive, quiet, line=line)
-                _close_sinks(sinks)
-            if quiet:  # no live line: its final state, once
-                console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
-        except KeyboardInterrupt:
-            # Give the job back at once (not after its lease), keeping what was measured.
-            _safe(jc.fail, job.id, f"interrupted on agent {_agent_name()}")
-            _interrupted(sinks)
-        except Exception as err:  # report the job as failed, then stop
-            _safe(jc.fail, job.id, f"{type(err).__name__}: {err}")
-            raise
-        out_console.print(_summary_table(result, p))
-        _report_sinks(sinks)
-        st = deliverer.stats
-        if st.spooled_batches or st.rejected_batches:
-            # Not all rows reached the service: let the lease lapse or mark it failed so it is re-queued.
-            _safe(jc.fail, job.id, f"{st.spooled_rows} rows spooled, {st.rejected_rows} rejected")
-            code = 1
-        else:
-            _safe(jc.complete, job.id, len(result.measurements), str(run.id))
-    return code
-
-
-def _interrupted(sinks: list) -> None:
-    """Ctrl-C: deliver (or spool) every point measured so far, say so, and stop."""
-    _close_sinks(sinks)
-    _report_sinks(sinks)
-    console.print("[yellow]interrupted: every point measured so far was delivered or spooled (`gac agent flush` sends the spool)[/yellow]")
-    raise typer.Exit(130)
-
-
-def _safe(fn: Callable[..., object], *args: object) -> None:
-    try:
-        fn(*args)
-    except Exception as err:  # noqa: BLE001 - best effort: the lease expiry is the fallback
-        console.print(f"[yellow]{err}[/yellow]")
-
-
-__all__ = ["register"]
+__all__ = ["AgentRunOptions", "register", "run_agent"]

@@ -7,6 +7,8 @@ import threading
 from collections import OrderedDict
 from typing import Generic, Hashable, TypeVar
 
+from cachetools import LRUCache
+
 V = TypeVar("V")
 
 
@@ -14,24 +16,17 @@ class VersionedCache(Generic[V]):
     """Keys should name the database too (one process may serve several in tests)."""
 
     def __init__(self, size: int = 20_000) -> None:
-        self._data: OrderedDict[Hashable, tuple[int, V]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._size = size
+        self._data: LRUCache[Hashable, tuple[int, V]] = LRUCache(maxsize=size)
+        self._lock = threading.Lock()  # an LRUCache reorders on reads too: not thread-safe alone
 
     def get(self, key: Hashable, version: int) -> V | None:
         with self._lock:
             hit = self._data.get(key)
-            if hit is None or hit[0] != version:
-                return None
-            self._data.move_to_end(key)
-            return hit[1]
+        return hit[1] if hit is not None and hit[0] == version else None
 
     def put(self, key: Hashable, version: int, value: V) -> V:
         with self._lock:
             self._data[key] = (version, value)
-            self._data.move_to_end(key)
-            while len(self._data) > self._size:
-                self._data.popitem(last=False)
         return value
 
 

@@ -9,20 +9,26 @@ import threading
 import uuid
 from datetime import datetime, timedelta
 
+from cachetools import LRUCache
+
 # "Last seen" stamps are refreshed at most this often, so that concurrent batches from one
 # platform do not queue on one row lock; within it, a known id needs no statement at all.
 STAMP_EVERY = timedelta(seconds=30)
 
 
 class KnownIds:
+    """At most `size` ids, the least recently used forgotten first. How fresh an id is stays the
+    caller's to say (`now`: its transaction's clock, the one the stamps are written with), so
+    this is an LRU, not a TTL cache on a clock of its own."""
+
     def __init__(self, size: int = 10_000) -> None:
-        self._ids: dict[tuple, tuple[int, datetime]] = {}
-        self._lock = threading.Lock()
-        self._size = size
+        self._ids: LRUCache[tuple, tuple[int, datetime]] = LRUCache(maxsize=size)
+        self._lock = threading.Lock()  # an LRUCache reorders on reads too: not thread-safe alone
 
     def get(self, key: tuple, now: datetime) -> int | None:
         """The id, if stored within the last STAMP_EVERY."""
-        hit = self._ids.get(key)
+        with self._lock:
+            hit = self._ids.get(key)
         return hit[0] if hit is not None and now - hit[1] < STAMP_EVERY else None
 
     def clear(self) -> None:
@@ -32,8 +38,6 @@ class KnownIds:
     def put(self, key: tuple, value: int, now: datetime) -> None:
         """Only after the transaction that wrote or read it committed: a rolled-back id may not exist."""
         with self._lock:
-            if len(self._ids) >= self._size:
-                self._ids.clear()
             self._ids[key] = (value, now)
 
 

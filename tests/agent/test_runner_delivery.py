@@ -222,3 +222,33 @@ def test_service_older_than_the_column_layout_gets_batches_by_row(tmp_path):
     assert d.stats.inserted == 2 and d.stats.rejected_batches == 1 and d.stats.spooled_batches == 0
     rejected = [json.loads(line) for line in spool.rejected_path.read_text().splitlines()]
     assert read_document(rejected[0]["batch"]).measurements[0].id == rows[2].id
+
+
+def test_retry_after_is_waited_for_and_4xx_is_never_retried():
+    """The backoff is never shorter than the service's Retry-After; a 4xx other than 408/429 is final at once."""
+    import time
+
+    from profiler_agent.delivery import BatchSender, DeliveryError, RejectedError, RetryPolicy
+
+    answers = [httpx.Response(503, headers={"retry-after": "0.3"}, json={"error": "Unavailable"}),
+               httpx.Response(201, json={"batch_id": str(uuid.uuid4()), "platform_id": 1, "fingerprint": "f",
+                                         "inserted": 1, "duplicates": 0, "replay": False}),
+               httpx.Response(400, json={"error": "BadRequest"}),
+               httpx.Response(500, json={"error": "Internal"})]
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return answers[min(len(calls), len(answers)) - 1]
+
+    sender = BatchSender("http://svc/", "tok", RetryPolicy(retries=1, backoff_s=0.001),
+                         client=httpx.Client(transport=httpx.MockTransport(handler)))
+    started = time.perf_counter()
+    assert sender.send_document({"id": "a"}).inserted == 1
+    assert time.perf_counter() - started >= 0.3 and len(calls) == 2
+    with pytest.raises(RejectedError):
+        sender.send_document({"id": "b"})
+    assert len(calls) == 3  # not retried
+    with pytest.raises(DeliveryError, match="could not deliver batch c to http://svc: HTTP 500"):
+        sender.send_document({"id": "c"})
+    assert len(calls) == 5  # one retry, then given up

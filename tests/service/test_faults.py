@@ -1,6 +1,6 @@
 """The service SIGKILLed in the middle of an upload, on Postgres (issue 10).
 
-An agent's deliverer (profiler_agent/delivery.py, the real client) streams batches to a live
+An agent's deliverer (profiler_agent/delivery/, the real client) streams batches to a live
 service (uvicorn, 2 workers). The test holds the curve's row lock, so the next batch's write
 transaction copies its rows in and then waits, open, at its last statement before the commit;
 then the service is killed with SIGKILL: either its master alone (`kill -9 <pid>`: the workers

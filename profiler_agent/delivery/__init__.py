@@ -1,0 +1,42 @@
+"""Deliver measurements to the service: batches, retries, spool, drain.
+
+Rows are cut into batches (<= batch_size) with client-made ids (`codec`); each batch is
+POSTed with retries (exponential backoff + jitter) on connection errors, 408,
+429 and 5xx (`sender`). A batch that cannot be delivered is appended to a local spool
+(JSONL, `spool`) and re-sent on the next run or by `gac agent flush`. The service's
+ingest is idempotent by batch id and by measurement id, so re-sending after a
+crash or a lost answer is safe: nothing is lost and nothing is stored twice.
+A 4xx other than 408/429 is permanent: the batch goes to a rejected file.
+`deliverer` streams rows through all of this; `files` writes and reads offline results files.
+"""
+
+from profiler_agent.delivery.codec import (
+    DEFAULT_BATCH_SIZE,
+    batch_document,
+    document_rows,
+    make_batches,
+    read_document,
+)
+from profiler_agent.delivery.deliverer import Deliverer
+from profiler_agent.delivery.files import BatchFileWriter, read_batch_file
+from profiler_agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
+from profiler_agent.delivery.sender import BatchSender, RetryPolicy
+from profiler_agent.delivery.spool import Spool, default_spool_dir
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "BatchFileWriter",
+    "BatchSender",
+    "Deliverer",
+    "DeliveryError",
+    "DeliveryStats",
+    "RejectedError",
+    "RetryPolicy",
+    "Spool",
+    "batch_document",
+    "default_spool_dir",
+    "document_rows",
+    "make_batches",
+    "read_batch_file",
+    "read_document",
+]

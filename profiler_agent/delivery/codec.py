@@ -1,0 +1,96 @@
+"""Batches on the wire: cut rows into batches with client-made ids, lay them out by column, read either layout back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from gac.contracts.columns import COLUMNS_SCHEMA, ColumnBatch
+from gac.contracts.ids import new_id
+from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
+
+DEFAULT_BATCH_SIZE = 1000
+
+
+def check_batch_size(batch_size: int) -> int:
+    if not 1 <= batch_size <= 10_000:
+        raise ValueError(f"batch_size must be in 1..10000, got {batch_size}")
+    return batch_size
+
+
+def make_batches(
+    platform: PlatformDescriptor, run: RunInfo, rows: Iterable[Measurement], batch_size: int = DEFAULT_BATCH_SIZE
+) -> Iterator[Batch]:
+    """Cut rows into batches with fresh client-made ids."""
+    check_batch_size(batch_size)
+    chunk: list[Measurement] = []
+    for m in rows:
+        chunk.append(m)
+        if len(chunk) >= batch_size:
+            yield Batch(id=new_id(), platform=platform, run=run, measurements=chunk)
+            chunk = []
+    if chunk:
+        yield Batch(id=new_id(), platform=platform, run=run, measurements=chunk)
+
+
+class BatchBuffer:
+    """Rows added one at a time, handed on (`_emit`) as a batch with a fresh id every `batch_size` rows."""
+
+    def __init__(self, platform: PlatformDescriptor, run: RunInfo, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        self.platform = platform
+        self.run = run
+        self.batch_size = check_batch_size(batch_size)
+        self._pending: list[Measurement] = []
+
+    def _emit(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def add(self, m: Measurement) -> None:
+        self._pending.append(m)
+        if len(self._pending) >= self.batch_size:
+            self.flush()
+
+    def add_many(self, rows: Iterable[Measurement]) -> None:
+        for m in rows:
+            self.add(m)
+
+    def flush(self) -> None:
+        """Hand on the rows added since the last batch, if any."""
+        if self._pending:
+            batch = Batch(id=new_id(), platform=self.platform, run=self.run, measurements=self._pending)
+            self._pending = []
+            self._emit(batch)
+
+
+def batch_document(batch: Batch) -> dict[str, Any]:
+    """The batch as the agent sends and spools it: laid out by column, unset optional fields
+    left out (the service fills their defaults), so the service parses it about four times
+    faster than the same rows one object each, and it is about half the bytes."""
+    return ColumnBatch.of(batch).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def by_row(doc: dict[str, Any]) -> dict[str, Any]:
+    """A column-layout document as the same batch by row, for services older than the column layout."""
+    return read_document(doc).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def is_by_column(doc: dict[str, Any]) -> bool:
+    return doc.get("schema") == COLUMNS_SCHEMA
+
+
+def document_rows(doc: dict[str, Any]) -> int:
+    """Rows in a batch document of either layout (spools may hold both)."""
+    measurements = doc.get("measurements", [])
+    return len(measurements.get("id", [])) if isinstance(measurements, dict) else len(measurements)
+
+
+def read_document(doc: dict[str, Any]) -> Batch:
+    """A batch document of either layout, validated, as a Batch."""
+    if is_by_column(doc):
+        return ColumnBatch.model_validate(doc).to_batch()
+    return Batch.model_validate(doc)
+
+
+def compact_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, separators=(",", ":"))

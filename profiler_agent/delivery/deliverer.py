@@ -1,0 +1,105 @@
+"""The deliverer: measurements streamed into batches, sent as they fill, spooled when the service cannot take them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from gac.contracts.measurements import Batch, BatchReceipt, PlatformDescriptor, RunInfo
+from profiler_agent.delivery.codec import DEFAULT_BATCH_SIZE, BatchBuffer, batch_document
+from profiler_agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
+from profiler_agent.delivery.sender import BatchSender, RetryPolicy
+from profiler_agent.delivery.spool import Spool
+
+
+class Deliverer(BatchBuffer):
+    """Sends measurements as they come; spools what cannot be sent.
+
+    Use as a context manager, or call close() at the end: it sends the last
+    partial batch and tries to drain the spool once more.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        platform: PlatformDescriptor,
+        run: RunInfo,
+        spool: Spool | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        retries: int = 4,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        timeout_s: float = 30.0,
+        client: httpx.Client | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(platform, run, batch_size)
+        self.log = log or (lambda msg: None)
+        self.sender = BatchSender(server, token, RetryPolicy(retries, backoff_s, max_backoff_s), timeout_s, client, self.log)
+        self.server = self.sender.server
+        self.spool = spool or Spool()
+        self.stats = DeliveryStats()
+        self._online = True
+
+    def send_document(self, doc: dict[str, Any], retries: int | None = None) -> BatchReceipt:
+        """One batch document, with retries: see BatchSender.send_document."""
+        return self.sender.send_document(doc, retries)
+
+    def _emit(self, batch: Batch) -> None:
+        self.deliver(batch)
+
+    def deliver(self, batch: Batch) -> bool:
+        """Send a batch (spooling it if that fails); True when the service has it."""
+        doc = batch_document(batch)
+        try:
+            # Once the service was found down, each later batch gets one quick try:
+            # the run goes on at full speed and notices when the service is back.
+            receipt = self.send_document(doc, retries=None if self._online else 0)
+        except DeliveryError as err:
+            self.spool.add(self.server, batch)
+            self.stats.spooled_batches += 1
+            self.stats.spooled_rows += len(batch.measurements)
+            if self._online:
+                self.log(f"service unreachable, spooling to {self.spool.path}: {err}")
+            self._online = False
+            return False
+        except RejectedError as err:
+            self.spool.reject(self.server, doc, str(err))
+            self.stats.count_rejected(batch.id, len(batch.measurements), err)
+            self.log(
+                f"batch {batch.id} rejected ({err}); kept in {self.spool.rejected_path}: once the cause is fixed, "
+                f"resend with `gac ingest {self.spool.rejected_path} --server {self.server} --token ...`"
+            )
+            return False
+        self.stats.merge_receipt(receipt)
+        if not self._online:
+            self._online = True
+            self.log("service reachable again, draining the spool")
+            self.drain()
+        return True
+
+    def drain(self) -> int:
+        """Re-send spooled batches for this server."""
+        n = self.spool.drain(self.send_document, self.server, self.stats)
+        if n:
+            self.log(f"drained {n} spooled batch(es)")
+        return n
+
+    def close(self) -> None:
+        """Send the last partial batch, drain the spool if the service is up."""
+        self.flush()
+        if self._online:
+            self.drain()
+        self.close_client()
+
+    def close_client(self) -> None:
+        self.sender.close()
+
+    def __enter__(self) -> Deliverer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,117 @@
+"""The spool: batches that could not be sent, kept on disk (JSONL) until a later run or `gac agent flush` sends them."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from gac.contracts.measurements import Batch, BatchReceipt
+from profiler_agent.delivery.codec import batch_document, compact_json, document_rows
+from profiler_agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
+
+
+def default_spool_dir() -> Path:
+    """$GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool (by default the user data dir, e.g. ~/.local/share/gac/spool)."""
+    from profiler_agent.settings import AgentSettings
+
+    return AgentSettings().spool_dir
+
+
+def norm_server(url: str) -> str:
+    return url.rstrip("/")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _append(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(compact_json(record) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+class Spool:
+    """Undelivered batches, one JSON line each: {"server", "spooled_at", "batch"}."""
+
+    def __init__(self, directory: Path | str | None = None) -> None:
+        self.dir = Path(directory) if directory is not None else default_spool_dir()
+        self.path = self.dir / "spool.jsonl"
+        self.rejected_path = self.dir / "rejected.jsonl"
+        self._lock_path = self.dir / "spool.lock"
+
+    def lock(self) -> FileLock:
+        """So two agents on one machine never rewrite the spool at once."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return FileLock(self._lock_path)
+
+    def add(self, server: str, batch: Batch) -> None:
+        with self.lock():
+            _append(self.path, {"server": server, "spooled_at": _now(), "batch": batch_document(batch)})
+
+    def reject(self, server: str, batch_doc: dict[str, Any], error: str) -> None:
+        _append(self.rejected_path, {"server": server, "rejected_at": _now(), "error": error, "batch": batch_doc})
+
+    def records(self) -> list[dict[str, Any]]:
+        """Spooled records; a torn last line (crash mid-write) is skipped, not fatal."""
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def rows(self) -> int:
+        return sum(document_rows(r.get("batch", {})) for r in self.records())
+
+    def _rewrite(self, records: list[dict[str, Any]]) -> None:
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for r in records:
+                fh.write(compact_json(r) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)  # atomic: the spool is either the old or the new list
+
+    def drain(
+        self, send: Callable[[dict[str, Any]], BatchReceipt], server: str, stats: DeliveryStats, all_servers: bool = False
+    ) -> int:
+        """Re-send spooled batches for `server`; keep what still fails. Returns batches delivered."""
+        with self.lock():
+            records = self.records()
+            if not records:
+                return 0
+            keep: list[dict[str, Any]] = []
+            delivered = 0
+            offline = False
+            for rec in records:
+                if offline or (not all_servers and norm_server(rec.get("server", "")) != norm_server(server)):
+                    keep.append(rec)
+                    continue
+                try:
+                    stats.merge_receipt(send(rec["batch"]))
+                    delivered += 1
+                except RejectedError as err:
+                    self.reject(server, rec["batch"], str(err))
+                    stats.count_rejected(rec["batch"].get("id"), document_rows(rec["batch"]), err)
+                except DeliveryError as err:
+                    keep.append(rec)
+                    offline = True  # the service is down: stop trying, keep the rest in order
+                    stats.errors.append(str(err))
+            if len(keep) != len(records):
+                self._rewrite(keep)
+            stats.drained_batches += delivered
+            return delivered
