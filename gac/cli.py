@@ -1,8 +1,9 @@
 """The `gac` command line: one entry point, one sub-command group per component.
 
-Each component registers its own commands; imports stay inside the functions
-that need them so an agent machine (no DB stack) and a service machine (no
-torch) can both run the commands they have. A command whose component cannot be
+Each component registers its own commands; the commands that join components
+(gac.commands: `gac align`, `gac profile`) are registered the same way. Imports
+stay inside the functions that need them so an agent machine (no DB stack) and a
+service machine (no torch) can both run the commands they have. A command whose component cannot be
 imported says which extra to install instead of vanishing.
 """
 
@@ -23,10 +24,17 @@ app = typer.Typer(
     help="GAC: GPU-aligned compression."
 )
 
-# module with register(app) -> (the extra it needs, the top-level commands it adds, what that extra installs)
+_SERVICE = ("fastapi", "sqlalchemy", "alembic", "cachetools", "ortools")
+_AGENT = ("torch", "tenacity", "filelock")
+
+# module with register(app) -> (the extra(s) it needs, the top-level commands it adds, what those extras install).
+# The components register their own commands; gac.commands holds the commands that join components.
+# In this order, so `gac --help` lists the commands as it always has.
 COMPONENTS = {
-    "service.cli": ("service", ("serve", "align", "db", "token"), ("fastapi", "sqlalchemy", "alembic", "cachetools", "ortools")),
-    "profiler_agent.cli": ("agent", ("agent", "ingest", "profile"), ("torch", "tenacity", "filelock")),
+    "service.cli": ("service", ("serve", "db", "token"), _SERVICE),
+    "gac.commands.align": ("service", ("align",), _SERVICE),
+    "profiler_agent.cli": ("agent", ("agent", "ingest"), _AGENT),
+    "gac.commands.profile": ("agent,service", ("profile",), _AGENT + _SERVICE),
     "proof.cli": ("proof", ("proof",), ("torch", "safetensors", "tokenizers")),
     "solver.cli": ("solver", ("import",), ("numpy",)),
 }

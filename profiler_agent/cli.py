@@ -1,7 +1,8 @@
-"""`gac agent run|flush|platform|selftest`, `gac ingest` and `gac profile`: the agent's commands.
+"""`gac agent run|flush|platform|selftest` and `gac ingest`: the agent's commands.
 
-torch is imported inside the commands that time kernels, and the service only
-inside `gac profile`, so each machine needs only what it runs.
+torch is imported inside the commands that time kernels, so each machine needs
+only what it runs. `gac profile` (agent timing stored into the local database)
+joins the agent and the service: it lives in gac/commands/profile.py.
 """
 
 from __future__ import annotations
@@ -583,37 +584,6 @@ def ingest(
     raise typer.Exit(1 if bad else 0)
 
 
-def profile(
-    plan: PlanOpt = None,
-    device: DeviceOpt = "cpu",
-    dtype: DtypeOpt = None,
-    threads: ThreadsOpt = None,
-    adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive")] = True,
-    quiet: Annotated[bool, typer.Option("--quiet")] = False,
-) -> None:
-    """Time a plan on this machine and store the results in the local embedded database."""
-    try:
-        from service.ingest.service import ingest_local
-    except ImportError as err:
-        console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}[service]'): {err}[/red]")
-        raise typer.Exit(2) from err
-    from profiler_agent.delivery import make_batches
-
-    session = open_session(device, threads)
-    console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
-    p = _load_plan(plan, dtype, session.platform)
-    rows: list[Measurement] = []
-    result = run_with_progress(session, p, rows.append, adaptive, quiet)
-    inserted = dup = 0
-    for batch in make_batches(session.platform, run_info(p.name), rows):
-        receipt = ingest_local(batch)
-        inserted += receipt.inserted
-        dup += receipt.duplicates
-    out_console.print(_summary_table(result, p))
-    _print_failures(result)
-    console.print(f"stored {inserted} new rows ({dup} duplicates) for platform {session.platform.fingerprint()[:16]}")
-
-
 def register(app: typer.Typer) -> None:
     """Add the agent's commands to the `gac` application."""
     agent = typer.Typer(no_args_is_help=True, help="The profiler agent: time kernels on this machine and deliver the results.")
@@ -623,7 +593,6 @@ def register(app: typer.Typer) -> None:
     agent.command("platform")(agent_platform)
     agent.command("selftest")(agent_selftest)
     app.command("ingest")(ingest)
-    app.command("profile")(profile)
 
 
 _STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}

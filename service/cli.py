@@ -151,9 +151,6 @@ def token_revoke(name: Annotated[str, typer.Argument(help="the token's name")]) 
 
 
 def register(app: typer.Typer) -> None:
-    from service.align.cli import align_command
-
     app.command("serve")(serve)
-    app.command("align")(align_command)
     app.add_typer(db_app, name="db")
     app.add_typer(token_app, name="token")

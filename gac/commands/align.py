@@ -194,7 +194,7 @@ def _print(stored: dict, wide: bool = False) -> None:
 
 def _profile_and_realign(stored: dict, run, server, token, db, device, threads, yes) -> dict:  # noqa: ANN001
     """Measure the missing points here when this machine is the platform, else queue them; align again."""
-    from service.align import profile_missing as pm
+    from gac.commands import profile_missing as pm
 
     result = stored["result"]
     session = pm.this_machine(device, threads)
@@ -278,7 +278,7 @@ def align_command(
     if enqueue_missing and not profile_missing and stored["result"].get("missing"):
         # Queue only what the user has seen sized: points and estimated time first, and a
         # question above the threshold (--yes skips it).
-        from service.align import profile_missing as pm
+        from gac.commands import profile_missing as pm
 
         res = stored["result"]
         estimated = sum(m.get("estimated_seconds") or 0.0 for m in res["missing"])
@@ -293,3 +293,8 @@ def align_command(
         sys.stdout.write(document + "\n")
     else:
         _print(stored, wide)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `gac align` to the `gac` application."""
+    app.command("align")(align_command)
