@@ -40,7 +40,6 @@ from proof.quality import Quality
 from proof.subjects import Subject, make_subject
 from solver.align import budget_params
 from solver.baselines import round_nearest
-from solver.candidates import PAPER_RADIUS
 from solver.kinds import original_params
 from solver.lookup import FileLookup, LatencyLookup
 
@@ -71,7 +70,7 @@ class ProofConfig:
     window: int = 16  # candidate window (+/- dims around each compressor dim) = what gets profiled
     window_rel: float = 0.0  # or this fraction of each dim, when larger
     rel_tol: float = REL_TOL
-    paper_radius: int = PAPER_RADIUS  # latency priced: multiples of 8 within this many steps compete too
+    paper_radius: int = 0  # latency priced: also multiples of 8 within this many steps (the paper's window: 8)
     balance_tokens: bool = True  # weight each timed M by 1 / its measured total (proof.profile)
     threads: int = 1
     seed: int = 0

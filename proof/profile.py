@@ -25,7 +25,7 @@ from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Measurement, PlatformDescriptor
 from gac.contracts.plans import SweepPlan, Timing, plan_for_points
 from solver.align import AlignOptions, align
-from solver.candidates import PAPER_RADIUS, CandidateOptions
+from solver.candidates import CandidateOptions
 from solver.kinds import kernels
 from solver.lookup import FileLookup, LatencyLookup
 
@@ -51,7 +51,7 @@ class MeasuredAlignment:
 REL_TOL = 0.02
 
 
-def align_options(window: int, rel_tol: float = REL_TOL, window_rel: float = 0.0, paper_radius: int = PAPER_RADIUS) -> AlignOptions:
+def align_options(window: int, rel_tol: float = REL_TOL, window_rel: float = 0.0, paper_radius: int = 0) -> AlignOptions:
     """Candidates within d* +/- max(window, window_rel * d*), and (latency priced) the paper's window of
     multiples of 8 within +/- paper_radius steps: the windows are what gets profiled."""
     return AlignOptions(candidates=CandidateOptions(window=window, window_rel=window_rel, rel_tol=rel_tol, paper_radius=paper_radius))
@@ -107,7 +107,7 @@ def measured_alignment(
     threads: int | None = 1,
     rel_tol: float = REL_TOL,
     window_rel: float = 0.0,
-    paper_radius: int = PAPER_RADIUS,
+    paper_radius: int = 0,
     timing: Timing = PROFILE_TIMING,
     on_point: Callable[[int, int], None] | None = None,
     balance: bool = True,

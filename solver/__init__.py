@@ -9,7 +9,7 @@ from solver.align import RULES_ONLY, AlignOptions, BudgetBelowFeasible, align, b
 from solver.candidates import CandidateOptions
 from solver.crosscheck import CrossCheckDisagreement
 from solver.frontier import cliff_free_frontier, dominated_dims
-from solver.lookup import CurvePoint, FileLookup, LatencyLookup
+from solver.lookup import FileLookup, LatencyLookup, PointLatency
 from solver.mckp import InfeasibleBudget, MckpSolution, solve_mckp
 
 __all__ = [
@@ -18,7 +18,7 @@ __all__ = [
     "BudgetBelowFeasible",
     "CandidateOptions",
     "CrossCheckDisagreement",
-    "CurvePoint",
+    "PointLatency",
     "FileLookup",
     "InfeasibleBudget",
     "LatencyLookup",

@@ -407,7 +407,7 @@ def _predicted(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
     complete = True
     for ic, d in zip(cands, chosen):
         it = ic.item
-        values = (model.latency(it, it.max_dim), model.latency(it, round(it.d_star)), model.latency(it, d))
+        values = (model.original_latency(it), model.latency(it, round(it.d_star)), model.latency(it, d))
         if any(v is None for v in values):
             complete = False
             continue

@@ -626,7 +626,7 @@ def find_period(marked: Iterable[int], xs: Sequence[int], opts: CliffOptions = C
 
 
 def model_lookup_curve(curve: Mapping[int, Any], opts: CliffOptions = CliffOptions()) -> CurveModel:
-    """model_curve over a LatencyLookup curve (dim -> solver.lookup.CurvePoint)."""
+    """model_curve over a LatencyLookup curve (dim -> solver.lookup.PointLatency)."""
     return model_curve(
         (Point(x, p.latency_us, p.p10_us, p.p90_us, p.n) for x, p in curve.items()), opts
     )

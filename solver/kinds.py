@@ -101,3 +101,11 @@ def kernels(w: Weight, tokens: int) -> list[Kernel]:
             out.append(kv_proj)
         return out
     raise TypeError(f"unknown weight kind {type(w).__name__}")
+
+
+def original_points(w: Weight, tokens: int) -> list[tuple[Kernel, int]]:
+    """The kernels the uncompressed weight runs at M = tokens, each with its axis value. A low-rank
+    weight's original is one dense GEMM (out x in), not its factor pair at full rank (about twice the work)."""
+    if isinstance(w, LowRankWeight):
+        return [(_kernel(Op.gemm, "n", m=tokens, k=w.in_features), w.out_features)]
+    return [(k, k.scale * w.max_dim) for k in kernels(w, tokens)]

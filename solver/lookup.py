@@ -22,7 +22,9 @@ from gac.contracts.measurements import Batch, Dtype, Measurement, Op, parse_shap
 
 
 @dataclass(frozen=True)
-class CurvePoint:
+class PointLatency:
+    """One dim of a measured curve as the solver sees it (the wire form is gac.contracts.api.CurvePoint)."""
+
     latency_us: float  # median over the stored measurements at this point
     source: str = "measured"
     # The spread behind the median, when known: what a noise-aware curve model
@@ -41,7 +43,7 @@ class LatencyLookup(Protocol):
         """The platform these curves were measured on (id or fingerprint), for the result."""
         ...
 
-    def curve(self, op: Op, dtype: Dtype, fixed_shape: Mapping[str, int], axis: str) -> Mapping[int, CurvePoint]:
+    def curve(self, op: Op, dtype: Dtype, fixed_shape: Mapping[str, int], axis: str) -> Mapping[int, PointLatency]:
         """Axis value -> point, for the curve with every other shape field fixed; {} when unmeasured."""
         ...
 
@@ -53,13 +55,13 @@ CurveKey = tuple[Op, Dtype, str, str]  # op, dtype, shape_key without the axis, 
 Row = tuple[Op, Dtype, dict[str, int], str, float] | tuple[Op, Dtype, dict[str, int], str, float, float | None, float | None, int | None]
 
 
-def combine_runs(runs: list[tuple[float, float | None, float | None, int | None]]) -> CurvePoint:
+def combine_runs(runs: list[tuple[float, float | None, float | None, int | None]]) -> PointLatency:
     """Several runs of one point: the median of each figure, so one noisy run does not move the
     curve, and the samples summed (as the service combines them). A spread or count missing
     from any run is left unknown rather than guessed."""
     med = statistics.median(r[0] for r in runs)
     p10s, p90s, ns = [r[1] for r in runs], [r[2] for r in runs], [r[3] for r in runs]
-    return CurvePoint(
+    return PointLatency(
         med,
         p10_us=statistics.median(p10s) if None not in p10s else None,  # type: ignore[type-var]
         p90_us=statistics.median(p90s) if None not in p90s else None,  # type: ignore[type-var]
@@ -78,7 +80,7 @@ class FileLookup:
             p10, p90, n = (*spread, None, None, None)[:3]
             key = (Op(op), Dtype(dtype), shape_key(shape, without=axis), axis)
             samples[key][shape[axis]].append((median_us, p10, p90, n))
-        self._curves: dict[CurveKey, dict[int, CurvePoint]] = {
+        self._curves: dict[CurveKey, dict[int, PointLatency]] = {
             key: {x: combine_runs(v) for x, v in points.items()} for key, points in samples.items()
         }
         self._platform = platform
@@ -87,7 +89,7 @@ class FileLookup:
     def platform(self) -> str:
         return self._platform
 
-    def curve(self, op: Op, dtype: Dtype, fixed_shape: Mapping[str, int], axis: str) -> Mapping[int, CurvePoint]:
+    def curve(self, op: Op, dtype: Dtype, fixed_shape: Mapping[str, int], axis: str) -> Mapping[int, PointLatency]:
         return self._curves.get((Op(op), Dtype(dtype), shape_key(dict(fixed_shape)), axis), {})
 
     def __len__(self) -> int:

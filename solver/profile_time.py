@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gac.contracts.alignment import MissingCurve
 from gac.contracts.measurements import Dtype, Op, op_flops
 from gac.contracts.plans import Timing
-from solver.lookup import CurvePoint, LatencyLookup
+from solver.lookup import LatencyLookup, PointLatency
 
 MIN_SAMPLE_US = 1000.0  # the CPU timer batches calls into samples of at least this long
 POINT_OVERHEAD_S = 0.005  # allocating the inputs and recording the point
@@ -44,7 +44,7 @@ def _shape(mc: MissingCurve, dim: int) -> dict[str, int]:
     return {**mc.fixed_shape, mc.axis: dim}
 
 
-def _nearest(curve: dict[int, CurvePoint], xs: list[int], dim: int) -> int:
+def _nearest(curve: dict[int, PointLatency], xs: list[int], dim: int) -> int:
     i = bisect.bisect_left(xs, dim)
     near = xs[max(0, i - 1): i + 1]
     return min(near, key=lambda x: abs(x - dim))

@@ -23,7 +23,7 @@ from solver.curve_model import (
     segment,
 )
 from solver.frontier import cliff_free_frontier
-from solver.lookup import CurvePoint, FileLookup
+from solver.lookup import FileLookup, PointLatency
 from tests.solver.synthetic import Measure, measure, smooth, spike_dims, staircase, step_tops
 
 SEEDS = range(8)
@@ -219,15 +219,15 @@ def test_frontier_from_independent_estimates():
 
 
 def test_lookup_curves_carry_their_spread(tmp_path):
-    assert CurvePoint(3.0) == CurvePoint(3.0, "measured", None, None, None)  # old callers unchanged
+    assert PointLatency(3.0) == PointLatency(3.0, "measured", None, None, None)  # old callers unchanged
     p = tmp_path / "m.csv"
     p.write_text("op,dtype,shape,sweep_axis,median_us,p10_us,p90_us,n\n"
                  "gemm,float16,\"k=64,m=8,n=16\",n,3.0,2.5,3.5,10\n"
                  "gemm,float16,\"k=64,m=8,n=16\",n,5.0,4.0,6.0,20\n"
                  "gemm,float16,\"k=64,m=8,n=24\",n,2.0,,,\n")  # fmt: skip
     curve = FileLookup.from_csv(p).curve("gemm", "float16", {"m": 8, "k": 64}, "n")
-    assert curve[16] == CurvePoint(4.0, p10_us=3.25, p90_us=4.75, n=30)  # medians of re-runs, n summed
-    assert curve[24] == CurvePoint(2.0)  # spread unknown
+    assert curve[16] == PointLatency(4.0, p10_us=3.25, p90_us=4.75, n=30)  # medians of re-runs, n summed
+    assert curve[24] == PointLatency(2.0)  # spread unknown
     bad = tmp_path / "bad.csv"
     bad.write_text("op,dtype,shape,sweep_axis,median_us,p10_us\ngemm,float16,\"k=64,m=8,n=16\",n,3.0,3.5\n")
     with pytest.raises(ValueError, match="bad.csv:2"):

@@ -5,8 +5,8 @@ platform whose GEMMs are padded to tiles of 24 (48, 96) dims, measured the way t
 The figure: the share of chosen dims that are step tops. A step is the dims one tile holds,
 (k - 1) * P + 1 .. k * P; a chosen d is on a step top when no larger dim of its window on the same
 step is as good a choice, i.e. every larger dim of the window in d's step is a planted spike (the
-window's top counts for a step cut by it: the largest dim the window allows). The latency objective's
-window also holds the paper's (multiples of 8 within +/-64), so its choices are judged on both. Shares are summed
+window's top counts for a step cut by it: the largest dim the window allows). When the latency
+objective's window also holds the paper's (CandidateOptions.paper_radius), its choices are judged on both. Shares are summed
 over the seeds; each scenario's target is the issue's.
 """
 
@@ -61,7 +61,8 @@ def on_top(d: int, choices: set[int], period: int, spikes: set[int]) -> bool:
 
 def choices_of(item, objective: str) -> set[int]:  # type: ignore[no-untyped-def]
     lo, hi = item.window(CandidateOptions())
-    return set(range(lo, hi + 1)) | (set(paper_window(item)) if objective == "latency" else set())
+    radius = CandidateOptions().paper_radius
+    return set(range(lo, hi + 1)) | (set(paper_window(item, radius=radius)) if objective == "latency" and radius else set())
 
 
 @cache
