@@ -1,19 +1,24 @@
 """Speed of the two-resource tradeoff solver (solver/tradeoff.py) on Llama-like instances, against OR-Tools.
 
-Families: size (Llama-3-8B-like 224 items, 70B-like 560, 5,000 items) x importance kind
-(lognormal per weight; uniform: importance proportional to params, the default without
-scores; near: every score within 0.1 % of the others, near-tied) x budget (mid: the
-candidate windows are centred on it; tight / loose: 20 % / 80 % of the way from the
-smallest to the largest total). Per instance: the importance optimum (construction), one
-epsilon point, the 50-point frontier, and on 3 sampled frontier points our time for that
-point (a fresh fastest() call) against CP-SAT (solver.crosscheck.crosscheck_point: min
-latency s.t. params <= budget and importance >= the point's; CP-SAT is the OR-Tools backend
-that takes both constraints), with the ratio and whether both optima are identical.
-A disagreement is printed loudly and the run exits non-zero.
+Families: size (one Llama-3-8B layer, 7 items, where CP-SAT proves its optimum; Llama-3-8B-like
+224 items, 70B-like 560, 5,000 items) x importance kind (lognormal per weight; uniform:
+importance proportional to params, the default without scores; near: every score within
+0.1 % of the others, near-tied) x budget (mid: the candidate windows are centred on it;
+tight / loose: 20 % / 80 % of the way from the smallest to the largest total). Per instance:
+the importance optimum (construction), one epsilon point, the 50-point frontier (and how
+evenly it spreads: the widest latency gap between neighbours as a share of the range), and
+on 3 sampled frontier points our time for that point (a fresh fastest() call) against CP-SAT
+(solver.crosscheck.crosscheck_point: min latency s.t. params <= budget and importance >= the
+point's; CP-SAT is the OR-Tools backend that takes both constraints), with the ratio and
+whether both optima are identical. Past a few dozen items CP-SAT proves nothing within its
+limit: then only a faster choice found by CP-SAT would be a disagreement.
+A disagreement is printed loudly and the run exits non-zero; so is an epsilon point we could
+not prove, or an importance optimum whose latency among its ties is unproven.
 
     .venv/bin/python benchmarks/frontier.py                   # 8B, every kind, mid budget, CP-SAT 10 s a point (~3 min)
     .venv/bin/python benchmarks/frontier.py --heavy           # + tight/loose budgets, 70B and 5k sizes
     .venv/bin/python benchmarks/frontier.py --sizes 8B --kinds uniform --budgets tight,loose --seeds 3
+    .venv/bin/python benchmarks/frontier.py --sizes 1L --seeds 5 --cpsat-limit 60   # CP-SAT proves these
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ def llama_shapes(layers: int, hidden: int, inter: int, kv: int) -> list[tuple[in
 
 
 SIZES = {
+    "1L": llama_shapes(1, 4096, 14336, 1024),
     "8B": llama_shapes(32, 4096, 14336, 1024),
     "70B": llama_shapes(80, 8192, 28672, 1024),
     "5k": llama_shapes(715, 4096, 14336, 1024)[:5000],
@@ -83,8 +89,11 @@ def run_one(items, budget, epsilon: float, cpsat_limit: float) -> dict:
     t2 = time.perf_counter()
     front = tr.frontier(50)
     t3 = time.perf_counter()
-    row = {"opt_s": t1 - t0, "eps_s": t2 - t1, "frontier_s": t3 - t2, "points": len(front), "gap": eps.gap,
-           "optimal": eps.optimal, "ours_s": [], "cpsat_s": [], "ratio": [], "cpsat": [], "errors": []}
+    lats = [p.latency for p in front]
+    spread = max((b - a for a, b in zip(lats, lats[1:])), default=0) / max(1, lats[-1] - lats[0])
+    row = {"opt_s": t1 - t0, "eps_s": t2 - t1, "frontier_s": t3 - t2, "points": len(front), "spread": spread, "gap": eps.gap,
+           "optimal": eps.optimal, "tie_proven": tr.stats.optimum_tie_proven, "ours_s": [], "cpsat_s": [], "ratio": [],
+           "cpsat": [], "errors": []}
     if cpsat_limit > 0:
         for pt in [front[len(front) // 4], front[len(front) // 2], front[(3 * len(front)) // 4]]:
             s0 = time.perf_counter()
@@ -95,9 +104,14 @@ def run_one(items, budget, epsilon: float, cpsat_limit: float) -> dict:
             row["cpsat_s"].append(secs)
             row["ratio"].append(ours / secs)
             row["cpsat"].append(f"{status}:{'=' if ok else ('!=' if ok is False else '?')}")
-            if ok is False or mine.point.latency != pt.latency:
-                row["errors"].append(f"point value {pt.value}: ours {pt.latency} (again {mine.point.latency}), CP-SAT {theirs} ({status})")
+            if ok is False or mine.point.latency != pt.latency or not mine.optimal:
+                row["errors"].append(f"point value {pt.value}: ours {pt.latency} (again {mine.point.latency}, proven {mine.optimal}), "
+                                     f"CP-SAT {theirs} ({status})")
     return row
+
+
+def _stat(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.3f} / {max(xs):.3f}" if xs else "-"
 
 
 def main() -> int:
@@ -113,6 +127,7 @@ def main() -> int:
     if args.heavy:
         args.sizes, args.budgets = "8B,70B,5k", "mid,tight,loose"
     errors: list[str] = []
+    table: list[str] = []
     for size in args.sizes.split(","):
         for kind in args.kinds.split(","):
             for bkind in args.budgets.split(","):
@@ -121,33 +136,39 @@ def main() -> int:
                     items, budget = make_instance(SIZES[size], seed, kind, budget_kind=bkind)
                     row = run_one(items, budget, args.epsilon, args.cpsat_limit)
                     rows.append(row)
-                    print(f"  {size} {kind} {bkind} seed {seed}: optimum {row['opt_s']:.3f} s, eps point {row['eps_s']:.3f} s "
-                          f"(optimal={row['optimal']}, gap {row['gap']:.1e}), frontier {row['points']} pts {row['frontier_s']:.2f} s, "
+                    print(f"  {size} {kind} {bkind} seed {seed}: optimum {row['opt_s']:.3f} s (tie proven {row['tie_proven']}), "
+                          f"eps point {row['eps_s']:.3f} s (optimal={row['optimal']}, gap {row['gap']:.1e}), frontier {row['points']} pts "
+                          f"{row['frontier_s']:.2f} s (widest gap {row['spread']:.1%} of the range), "
                           f"sampled points ours {', '.join(f'{s:.3f}' for s in row['ours_s'])} s, "
                           f"CP-SAT {', '.join(f'{s:.2f}' for s in row['cpsat_s'])} s {row['cpsat']}", flush=True)
                     for e in row["errors"]:
                         msg = f"!!! DISAGREEMENT {size} {kind} {bkind} seed {seed}: {e}"
                         print(msg, flush=True)
                         errors.append(msg)
-
-                def stat(key: str) -> str:
-                    xs = [r[key] for r in rows]
-                    return f"{statistics.median(xs):.3f} / {max(xs):.3f}"
-
-                ratios = [x for r in rows for x in r["ratio"]]
-                cp = [x for r in rows for x in r["cpsat_s"]]
-                marks = [c for r in rows for c in r["cpsat"]]
-                same = f"{sum(c.endswith(':=') for c in marks)} of {len(marks)} proven identical, {sum(c.endswith(':!=') for c in marks)} different"
-                print(f"{size} {kind} {bkind} ({len(items)} items, {args.seeds} seeds; median / worst): optimum {stat('opt_s')} s, "
-                      f"eps point {stat('eps_s')} s, frontier {stat('frontier_s')} s, gap {statistics.median([r['gap'] for r in rows]):.1e} / {max(r['gap'] for r in rows):.1e}, "
-                      f"all eps proven {all(r['optimal'] for r in rows)}"
-                      + (f", CP-SAT/pt {statistics.median(cp):.2f} / {max(cp):.2f} s, ours/CP-SAT {statistics.median(ratios):.3g} / "
-                         f"{max(ratios):.3g}, sampled points: {same} (the rest unproven by CP-SAT in the limit)" if cp else ""),
-                      flush=True)
+                    if not row["optimal"] or not row["tie_proven"]:
+                        errors.append(f"!!! UNPROVEN {size} {kind} {bkind} seed {seed}: epsilon point optimal={row['optimal']} "
+                                      f"(gap {row['gap']:.1e}), importance optimum's tie proven={row['tie_proven']}")
+                table.append(_summary(size, kind, bkind, len(items), args.seeds, rows))
+                print(table[-1], flush=True)
+    print("\n| family | opt s | eps s | frontier s | widest gap | eps proven | fresh point s | CP-SAT s | ours/CP-SAT | CP-SAT |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(*table, sep="\n")
+    print("(median / worst over seeds and sampled points)")
     if errors:
-        print(f"\n!!! {len(errors)} DISAGREEMENT(S) WITH OR-TOOLS:", *errors, sep="\n", flush=True)
+        print(f"\n!!! {len(errors)} PROBLEM(S):", *errors, sep="\n", flush=True)
         return 1
     return 0
+
+
+def _summary(size: str, kind: str, bkind: str, n: int, seeds: int, rows: list[dict]) -> str:
+    """One table row: median / worst per measure, CP-SAT's verdicts counted."""
+    marks = [c for r in rows for c in r["cpsat"]]
+    same = f"{sum(c.endswith(':=') for c in marks)}/{len(marks)} proven =, {sum(c.endswith(':!=') for c in marks)} !=" if marks else "-"
+    proven = sum(r["optimal"] for r in rows)
+    return (f"| {size} {kind} {bkind} ({n} items, {seeds} seeds) | {_stat([r['opt_s'] for r in rows])} | {_stat([r['eps_s'] for r in rows])} | "
+            f"{_stat([r['frontier_s'] for r in rows])} | {_stat([r['spread'] for r in rows])} | {proven}/{len(rows)} | "
+            f"{_stat([x for r in rows for x in r['ours_s']])} | {_stat([x for r in rows for x in r['cpsat_s']])} | "
+            f"{_stat([x for r in rows for x in r['ratio']])} | {same} |")
 
 
 if __name__ == "__main__":

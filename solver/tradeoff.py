@@ -31,7 +31,8 @@ from fractions import Fraction
 import numpy as np
 
 from solver.mckp import InfeasibleBudget, solve_mckp
-from solver.tradeoff_dp import WindowSolver, WindowTooLarge
+from solver.tradeoff_core import CoreTooLarge, UnbudgetedSearch
+from solver.tradeoff_dp import WindowSolver, WindowTooLarge, hull_vertices
 
 _REL_TOL = 1e-9  # float slack on bounds: pruning only ever keeps more than it must
 
@@ -150,29 +151,13 @@ class _Hulls:
     width: np.ndarray  # d span of the segment
 
 
-def _hulls(f: _Flat) -> _Hulls:
-    seg_item: list[int] = []
-    seg_slope: list[float] = []
-    seg_width: list[int] = []
-    for i in range(f.n):
-        s = f.span(i)
-        xs, ys = f.dd[s].tolist(), f.lat[s].tolist()
-        hull: list[int] = []
-        for j in range(len(xs)):
-            while len(hull) >= 2:
-                a, b = hull[-2], hull[-1]
-                # b is on or above the segment a -> j: not a lower-hull vertex
-                if (ys[b] - ys[a]) * (xs[j] - xs[a]) >= (ys[j] - ys[a]) * (xs[b] - xs[a]):
-                    hull.pop()
-                else:
-                    break
-            hull.append(j)
-        # The hull starts at the smallest dim; only the part that falls can pay, but keep all segments.
-        for a, b in zip(hull, hull[1:]):
-            seg_item.append(i)
-            seg_slope.append((ys[b] - ys[a]) / (xs[b] - xs[a]))
-            seg_width.append(xs[b] - xs[a])
-    return _Hulls(np.array(seg_item, dtype=np.int64), np.array(seg_slope), np.array(seg_width, dtype=np.int64))
+def _hulls(f: _Flat, on_hull: np.ndarray) -> _Hulls:
+    """The segments between consecutive lower-hull vertices (on_hull, from tradeoff_dp.hull_vertices) of each item."""
+    vert = np.flatnonzero(on_hull)
+    same = f.item[vert[1:]] == f.item[vert[:-1]]
+    a, b = vert[:-1][same], vert[1:][same]
+    width = f.dd[b] - f.dd[a]
+    return _Hulls(f.item[a], (f.lat[b] - f.lat[a]) / width, width)
 
 
 class _Dual:
@@ -262,16 +247,27 @@ class _Problem:
     f: _Flat
     hulls: _Hulls
     room: int  # budget minus every item's smallest cost
+    on_hull: np.ndarray  # per candidate: a vertex of its item's lower convex hull of (cost, latency)
     stats: TradeoffStats = field(default_factory=TradeoffStats)
     # (W, U) when every item keeps W / U importance per parameter (value = W / U * cost exactly), else None.
     ratio: tuple[int, int] | None = None
     _window: WindowSolver | None = None
+    _value_window: WindowSolver | None = None
 
     @property
     def window(self) -> WindowSolver:
+        """The window DP over (cost, latency): the proportional case and the weighted solves' hulls."""
         if self._window is None:
-            self._window = WindowSolver(self.f.starts, self.f.cost, self.f.lat)
+            self._window = WindowSolver(self.f.starts, self.f.cost, self.f.lat, self.on_hull)
         return self._window
+
+    @property
+    def value_window(self) -> WindowSolver:
+        """The same over (importance, latency): the Lagrangian of the importance constraint alone."""
+        if self._value_window is None:
+            f = self.f
+            self._value_window = WindowSolver(f.starts, f.value, f.lat, hull_vertices(f.starts, f.value, f.lat))
+        return self._value_window
 
 
 def _proportional(f: _Flat) -> tuple[int, int] | None:
@@ -295,7 +291,8 @@ def _prepare(items: Sequence[TradeoffItem], budget: int) -> _Problem:
     room = budget - f.base_cost
     if room < 0:
         raise InfeasibleBudget(budget, f.base_cost)
-    return _Problem(f, _hulls(f), room, ratio=_proportional(f))
+    on_hull = hull_vertices(f.starts, f.cost, f.lat)
+    return _Problem(f, _hulls(f, on_hull), room, on_hull, ratio=_proportional(f))
 
 
 def _point(p: _Problem, picks: np.ndarray) -> Point:
@@ -315,12 +312,93 @@ def _better(a: Point, b: Point | None) -> bool:
 
 
 def _importance_optimum(p: _Problem) -> np.ndarray:
-    """Max kept importance within the budget (our exact MCKP), as local picks."""
+    """Max kept importance within the budget (our exact MCKP), as local picks.
+
+    Proportional importance first tries to fill the budget exactly (_fill_budget): every total is a
+    multiple of the costs' gcd, so a choice costing the largest such multiple within the room is
+    optimal, and the MCKP solver's subset-sum over thousands of tied items is skipped.
+    """
     f = p.f
+    if p.ratio is not None and p.ratio[0] > 0:
+        filled = _fill_budget(f, p.room)
+        if filled is not None:
+            return filled
     costs = [f.cost[f.span(i)].tolist() for i in range(f.n)]
     values = [f.value[f.span(i)].tolist() for i in range(f.n)]
     sol = solve_mckp(costs, values, p.room)
     return np.asarray(sol.choice, dtype=np.int64)
+
+
+FILL_TAIL = 24  # items whose subset-sum DP finishes the exact fill of the budget
+
+
+def _fill_budget(f: _Flat, room: int) -> np.ndarray | None:
+    """Local picks whose cost is the largest multiple of the costs' gcd within room, or None if not found.
+
+    Greedy on the items with the widest cost ranges (each takes its dearest candidate that still
+    fits), then an exact reachability DP (in gcd units) over the FILL_TAIL narrowest items for
+    what is left. None when the DP cannot hit it (the caller then runs the MCKP solver).
+    """
+    g = int(np.gcd.reduce(f.cost)) or 1
+    top = f.cost[f.starts[1:] - 1]
+    left = room // g * g
+    if int(top.sum()) <= left:
+        return np.diff(f.starts) - 1  # every item at its dearest candidate fits
+    head, tail = _fill_split(f, top, g)
+    picks = np.zeros(f.n, dtype=np.int64)
+    tail_top = int(top[tail].sum())
+    reserve = tail_top // 2  # left to the tail: about half its range, where its totals are dense
+    for i in head.tolist():
+        c = f.cost[f.span(i)]
+        j = max(0, int(np.searchsorted(c, left - reserve, side="right")) - 1)  # the dearest that keeps the reserve
+        picks[i] = j
+        left -= int(c[j])
+    if not 0 <= left <= tail_top:
+        return None
+    return _fill_tail(f, tail, left // g, g, picks)
+
+
+def _fill_split(f: _Flat, top: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
+    """(head by widest cost range first, tail): the FILL_TAIL narrowest items, plus the narrowest item that
+    lowers the gcd of the tail's costs while it is above g (else some remainders are out of the tail's reach)."""
+    own = np.gcd.reduceat(f.cost, f.starts[:-1])
+    in_tail = np.zeros(f.n, dtype=bool)
+    common, taken = 0, 0
+    for i in np.argsort(top, kind="stable").tolist():
+        lower = math.gcd(common, int(own[i]))
+        if taken < FILL_TAIL or lower < common:
+            in_tail[i] = True
+            common, taken = lower, taken + 1
+        elif common == g:
+            break
+    order = np.argsort(-top, kind="stable")
+    return order[~in_tail[order]], order[in_tail[order]]
+
+
+def _fill_tail(f: _Flat, tail: np.ndarray, target: int, g: int, picks: np.ndarray) -> np.ndarray | None:
+    """Picks of the tail items summing to exactly target (gcd units) by a reachability DP, or None."""
+    reach = np.zeros(target + 1, dtype=bool)
+    reach[0] = True
+    rows: list[np.ndarray] = []  # per tail item: the candidate that first reached each total
+    for i in tail.tolist():
+        c = (f.cost[f.span(i)] // g).tolist()
+        came = np.full(target + 1, -1, dtype=np.int64)
+        for j in range(len(c) - 1, -1, -1):
+            if c[j] <= target:
+                src = reach[: target + 1 - c[j]]
+                fresh = src & (came[c[j] :] < 0)
+                came[c[j] :][fresh] = j
+        rows.append(came)
+        reach = came >= 0
+    if not reach[target]:
+        return None
+    out = picks.copy()
+    at = target
+    for i, came in zip(tail.tolist()[::-1], rows[::-1]):
+        j = int(came[at])
+        out[i] = j
+        at -= int(f.cost[f.starts[i] + j] // g)
+    return out
 
 
 def _feasible(p: _Problem, picks: np.ndarray, need: int) -> bool:
@@ -337,14 +415,24 @@ def _lagrangian_picks(p: _Problem, dual: _Dual, lam: float, mu: float) -> np.nda
     return first - p.f.starts[:-1]
 
 
-def _fastest(p: _Problem, need: int, incumbents: Sequence[np.ndarray], max_states: int | None = None) -> Point:
-    """min latency s.t. cost <= room and value >= need (offset units), lexicographic ties."""
+def _fastest(p: _Problem, need: int, incumbents: Sequence[np.ndarray], max_states: int | None = None,
+             unbudgeted: bool = True) -> Point:
+    """min latency s.t. cost <= room and value >= need (offset units), lexicographic ties.
+
+    First without the budget (_fastest_unbudgeted; unbudgeted=False: the caller tried it), which
+    answers whenever its choice fits; else the dual bound and the closing DP over all three totals.
+    """
     if p.ratio is not None:
         try:
             return _fastest_proportional(p, need, incumbents)
         except WindowTooLarge:
             pass  # the general method below
     f = p.f
+    ceiling = min((int(f.lat[f.starts[:-1] + q].sum()) for q in incumbents if _feasible(p, q, need)), default=None)
+    if ceiling is not None and unbudgeted:
+        free = _fastest_unbudgeted(p, need, ceiling).exact
+        if free is not None and free.cost - f.base_cost <= p.room:
+            return free  # the best choice without the budget keeps within it: the best with it
     dual = _Dual(f, p.hulls, p.room, need)
     bound, lam, mu = dual.solve()
     p.stats.bound = bound + f.base_lat
@@ -374,6 +462,134 @@ def _fastest(p: _Problem, need: int, incumbents: Sequence[np.ndarray], max_state
             p.stats.rounds = rounds
             return inc
         delta *= 16.0
+
+
+OPTIMAL_STATES = 200_000  # states of the tie-break DP among importance-optimal choices before it gives up
+
+
+def _fastest_optimal(p: _Problem, imp: np.ndarray) -> Point:
+    """The fastest importance-optimal choice (then the fewest parameters), imp being one of them.
+
+    The importance optimum's LP (kept importance per parameter, as a window DP's Lagrangian over
+    [0, room] with the lost importance as the objective) fixes every candidate whose reduced cost
+    passes the optimum's gap: an importance-optimal choice loses exactly the optimum's importance,
+    so it spends at most that gap. A handful of items stay free; a DP over them keeps the states
+    that can still lose no more than the optimum, one per (lost importance, params) Pareto pair by
+    latency, and ends at the least latency among those that lose exactly that within the budget.
+    Raises _TooManyStates past OPTIMAL_STATES.
+    """
+    f = p.f
+    top = np.maximum.reduceat(f.value, f.starts[:-1])
+    g = int(np.gcd.reduce(f.value)) or 1
+    lost = (top[f.item] - f.value) // g  # importance lost per candidate, in units of its gcd (>= 0)
+    best = int(lost[f.starts[:-1] + imp].sum())
+    window = WindowSolver(f.starts, f.cost, lost, hull_vertices(f.starts, f.cost, lost))
+    lag = window.lagrange(0, p.room, *window.multiplier(0, p.room))
+    ok = lag.rc <= lag.den * best - lag.lbn
+    alive = np.add.reduceat(ok.astype(np.int64), f.starts[:-1])
+    pos = np.flatnonzero(ok)
+    first = pos[np.searchsorted(pos, f.starts[:-1])]
+    free = np.flatnonzero(alive > 1)
+    fixed = first[alive == 1]
+    room = p.room - int(f.cost[fixed].sum())
+    spare = best - int(lost[fixed].sum())  # what the free items may lose between them
+    keeps = [np.flatnonzero(ok[f.span(i)]) + f.starts[i] for i in free.tolist()]
+    low = np.array([int(lost[k].min()) for k in keeps] + [0], dtype=np.int64)
+    low_rest = np.cumsum(low[::-1])[::-1]  # the least the free items k.. lose
+    slack = lag.den * best - lag.lbn - int(lag.rc[fixed].sum())  # the reduced cost the free items may spend
+    states = (np.zeros(1, dtype=np.int64),) * 4  # (lost, params, latency, reduced cost)
+    trail: list[tuple[np.ndarray, np.ndarray]] = []
+    for k, cand in enumerate(keeps):
+        nl = (states[0][:, None] + lost[cand][None, :]).ravel()
+        nc = (states[1][:, None] + f.cost[cand][None, :]).ravel()
+        nt = (states[2][:, None] + f.lat[cand][None, :]).ravel()
+        nr = (states[3][:, None] + lag.rc[cand][None, :]).ravel()
+        live = np.flatnonzero((nl + low_rest[k + 1] <= spare) & (nc <= room) & (nr <= slack))
+        # Same loss: keep the states no other beats on both latency and params.
+        order = live[np.lexsort((nc[live], nt[live], nl[live]))]
+        new_group = np.ones(len(order), dtype=bool)
+        new_group[1:] = nl[order][1:] != nl[order][:-1]
+        run = _group_running_min(nc[order], new_group)
+        keep = np.ones(len(order), dtype=bool)
+        keep[1:] = new_group[1:] | (nc[order][1:] < run[:-1])
+        live = order[keep]
+        if len(live) > OPTIMAL_STATES:
+            raise _TooManyStates(f"{len(live)} importance-optimal states at free item {k + 1} of {len(keeps)}")
+        trail.append((live // len(cand), cand[live % len(cand)]))
+        states = (nl[live], nc[live], nt[live], nr[live])
+    done = np.flatnonzero(states[0] == spare)
+    if not len(done):
+        raise AssertionError("the importance optimum was lost by its own tie-break")
+    s_idx = int(done[np.lexsort((states[1][done], states[2][done]))[0]])
+    picks = first - f.starts[:-1]
+    for i, (parent, cand) in zip(free[::-1].tolist(), trail[::-1]):
+        picks[i] = int(cand[s_idx]) - int(f.starts[i])
+        s_idx = int(parent[s_idx])
+    p.stats.fixed_items = len(fixed)
+    return _point(p, picks)
+
+
+def _group_running_min(x: np.ndarray, new_group: np.ndarray) -> np.ndarray:
+    """Running minimum of x >= 0 that restarts where new_group is True (one accumulate: later groups are lifted above)."""
+    if not len(x):
+        return x
+    gid = np.cumsum(new_group) - 1
+    lift = int(x.max()) + 1
+    return gid * lift - np.maximum.accumulate(gid * lift - x)
+
+
+@dataclass
+class _Unbudgeted:
+    """What _fastest_unbudgeted found: the answer without the budget, and the fastest real choice met."""
+
+    exact: Point | None  # the lexicographic best keeping need with the budget left out (None: not reached)
+    seen: Point | None  # the fastest choice keeping need that any round returned (an incumbent)
+    too_large: bool = False  # the core DP outgrew its cap: near-tied importance, no exact DP will be small
+
+
+def _fastest_unbudgeted(p: _Problem, need: int, ceiling: int) -> _Unbudgeted:
+    """Least latency keeping value >= need with the budget left out (lexicographic ties).
+
+    solver.tradeoff_core on the Lagrangian of the importance constraint (a WindowSolver over
+    importance instead of cost). The target starts at the bound and doubles its slack up to
+    the ceiling, the latency of a choice keeping need, where success is certain; a round that
+    returns a choice above its target still gives a real choice, which lowers the ceiling.
+    When the core DP grows too large (near-tied importance), exact is None.
+    """
+    f = p.f
+    w = p.value_window
+    top = int(f.value[f.starts[1:] - 1].sum())
+    if need > top:
+        return _Unbudgeted(None, None)
+    lag = w.lagrange(need, top, *w.multiplier(need, top))
+    if not lag.safe:
+        return _Unbudgeted(None, None)
+    bound = lag.bound
+    p.stats.bound = float(bound + f.base_lat)
+    search = UnbudgetedSearch(f.starts, f.item, f.value, f.lat, f.cost, lag.rc, -lag.num, w.scale)
+    extra = 1  # doubling from one unit: the small rounds cost little, the last one at most twice the gap
+    target = min(ceiling, bound)
+    seen: Point | None = None
+    rounds = 0
+    while True:
+        rounds += 1
+        try:
+            pos = search.best(lag.den * target - lag.lbn, need, target)
+        except CoreTooLarge:
+            return _Unbudgeted(None, seen, too_large=True)
+        if pos is not None:
+            pt = _point(p, pos - f.starts[:-1])
+            if pt.latency - f.base_lat <= target:
+                p.stats.rounds = rounds
+                return _Unbudgeted(pt, pt)  # every choice at or below the target was in reach: exact
+            if target >= ceiling:
+                raise AssertionError("the unbudgeted search lost a choice at its ceiling")
+            seen = pt if _better(pt, seen) else seen
+            ceiling = min(ceiling, pt.latency - f.base_lat)  # a real choice: the search ends there at the latest
+        elif target >= ceiling:
+            return _Unbudgeted(None, seen)
+        target = min(ceiling, bound + extra)
+        extra *= 2
 
 
 def _fastest_proportional(p: _Problem, need: int, incumbents: Sequence[np.ndarray]) -> Point:
@@ -552,6 +768,8 @@ def _undominated(c: np.ndarray, v: np.ndarray, t: np.ndarray, c_eff: np.ndarray,
 MAX_STATES = 30_000  # the closing DP gives up here and reports the proven gap instead
 EXPAND_FACTOR = 8  # ... or when one item's expansion passes this many times the cap (time, not memory)
 BEAM_STATES = 2_000
+WEIGHT_LIMIT = 1 << 46  # p * (total importance) and q * (total latency), in gcd units, stay below it
+WINDOW_OBJECTIVE_LIMIT = 1 << 52  # a weighted score this large goes to our MCKP solver instead of the window DP
 
 
 @dataclass(frozen=True)
@@ -582,8 +800,12 @@ class Tradeoff:
         self._p = _prepare(self.items, budget)
         f = self._p.f
         self._costs = [f.cost[f.span(i)].tolist() for i in range(f.n)]
-        self._v_top = int(sum(int(f.value[f.starts[i + 1] - 1]) for i in range(f.n)))
-        self._t_top = int(sum(int(f.lat[f.span(i)].max()) for i in range(f.n)))
+        # Importance and latency in units of their gcds: the weighted scores stay small.
+        self._vg = int(np.gcd.reduce(f.value)) or 1
+        self._tg = int(np.gcd.reduce(f.lat)) or 1
+        self._v_norm, self._t_norm = f.value // self._vg, f.lat // self._tg
+        self._v_top = int(self._v_norm[f.starts[1:] - 1].sum())
+        self._t_top = int(np.maximum.reduceat(self._t_norm, f.starts[:-1]).sum())
         imp = _importance_optimum(self._p)
         self._imp_picks = imp
         # Among importance-optimal choices, the fastest (a DP at need = the optimum prunes hard).
@@ -592,7 +814,7 @@ class Tradeoff:
                 # Proportional: the window DP or nothing (the general DP cannot tell tied states apart).
                 self.importance_optimum = _fastest_proportional(self._p, _point(self._p, imp).value - f.base_value, [imp])
             else:
-                self.importance_optimum = _fastest(self._p, _point(self._p, imp).value - f.base_value, [imp], MAX_STATES)
+                self.importance_optimum = _fastest_optimal(self._p, imp)
         except (_TooManyStates, WindowTooLarge):
             # Still importance-optimal; only its latency tie-break is unproven (stats say so).
             self.importance_optimum = _point(self._p, imp)
@@ -606,14 +828,44 @@ class Tradeoff:
         return self.importance_optimum.value
 
     def weighted(self, p: int, q: int) -> Point:
-        """The exact optimum of p * importance - q * latency within the budget (a supported Pareto point)."""
-        f = self._p.f
-        values = [(p * f.value[f.span(i)] - q * f.lat[f.span(i)]).tolist() for i in range(f.n)]
-        sol = solve_mckp(self._costs, values, self._p.room)
-        pt = _point(self._p, np.asarray(sol.choice, dtype=np.int64))  # same candidate order as given
+        """The exact optimum of p * importance - q * latency within the budget (a supported Pareto point).
+
+        Importance and latency count in units of their gcds (Tradeoff._weights keeps p and q small
+        in those units). Fewest parameters among optima.
+        """
+        picks = self._weighted_picks(p, q)
+        pt = _point(self._p, picks)
         self._supported.setdefault(pt.value, pt)
-        self._duals.append((p, q, pt))
+        self._duals.append((p * self._tg, q * self._vg, pt))  # the same weights in the caller's units
         return pt
+
+    def _weighted_picks(self, p: int, q: int) -> np.ndarray:
+        """Local picks of weighted(p, q): the items' own optima when they fit the budget, else the window DP.
+
+        Without the budget every item takes its best score on its own (the cheapest among ties);
+        when that fits, nothing can beat it. Otherwise the window DP minimizes q t - p v over the
+        cost window [0, room] (the same lower hulls serve: the score differs from the latency by a
+        linear function of the cost per item); past its limits, our MCKP solver.
+        """
+        f, prob = self._p.f, self._p
+        score = p * self._v_norm - q * self._t_norm
+        best = np.maximum.reduceat(score, f.starts[:-1])
+        at = np.flatnonzero(score >= best[f.item])
+        first = at[np.searchsorted(at, f.starts[:-1])]
+        if int(f.cost[first].sum()) <= prob.room:
+            return first - f.starts[:-1]
+        obj = best[f.item] - score  # >= 0, least 0 per item
+        largest = int(obj.max(initial=0)) * f.n
+        if largest < WINDOW_OBJECTIVE_LIMIT:
+            window = WindowSolver(f.starts, f.cost, obj, prob.on_hull)
+            try:
+                ans = window.solve(0, prob.room, int(obj[f.starts[:-1]].sum()), prefer_cost=False)
+            except WindowTooLarge:
+                ans = None
+            if ans is not None:
+                return ans.picks
+        values = [(p * self._v_norm[f.span(i)] - q * self._t_norm[f.span(i)]).tolist() for i in range(f.n)]
+        return np.asarray(solve_mckp(self._costs, values, prob.room).choice, dtype=np.int64)
 
     def _dual_bound(self, want: int) -> Fraction:
         """A proven lower bound on the latency keeping `want`: the best Lagrangian bound of the weighted solves.
@@ -624,20 +876,36 @@ class Tradeoff:
         return max(Fraction(pt.latency) + Fraction(p * (want - pt.value), q) for p, q, pt in self._duals)
 
     def _weights(self, d_lat: int, d_val: int) -> tuple[int, int]:
-        """(p, q) with p / q close to d_lat / d_val, small enough that p * v and q * t stay in int64."""
-        p_max = max(1, (1 << 61) // max(1, self._v_top))
-        q_max = max(1, (1 << 61) // max(1, self._t_top))
-        g = math.gcd(d_lat, d_val) or 1
-        p, q = d_lat // g, d_val // g
+        """(p, q) with p / q close to d_lat / d_val (caller's units) as weights on importance and latency in gcd units.
+
+        Small enough that p * v and q * t stay below WEIGHT_LIMIT (the window DP scales them once more);
+        rounding only moves which supported point the weights pick, never its exactness.
+        """
+        p_max = max(1, WEIGHT_LIMIT // max(1, self._v_top))
+        q_max = max(1, WEIGHT_LIMIT // max(1, self._t_top))
+        p, q = d_lat * self._vg, d_val * self._tg  # p v / q t keeps its ratio in the normalized units
+        g = math.gcd(p, q) or 1
+        p, q = p // g, q // g
         shrink = max(p / p_max, q / q_max, 1.0)
         if shrink > 1.0:
             p, q = max(1, round(p / shrink)), max(1, round(q / shrink))
         return p, q
 
     def _fastest_supported(self) -> Point:
-        """The supported point at the smallest importance weight that still fits: the fast end."""
-        p, q = self._weights(1, max(1, self._v_top))  # one latency unit outweighs all importance
-        return self.weighted(p, q)
+        """The fast end: the least latency within the budget, then the most importance (a supported point).
+
+        Usually every item's fastest candidate (most importance, then fewest parameters among ties)
+        fits the budget and that is the answer; otherwise the weighted solve with one latency unit
+        outweighing all importance.
+        """
+        f = self._p.f
+        order = np.lexsort((f.cost, -f.value, f.lat, f.item))
+        first = order[f.starts[:-1]]  # per item, its best under (latency, -importance, cost)
+        if int(f.cost[first].sum()) <= self._p.room:
+            pt = _point(self._p, first - f.starts[:-1])
+            self._supported.setdefault(pt.value, pt)
+            return pt
+        return self.weighted(1, max(1, min(self._v_top + 1, WEIGHT_LIMIT // max(1, self._t_top))))
 
     def fastest(self, min_value: int) -> Fastest:
         """Least latency whose kept importance is >= min_value (then most importance, fewest params)."""
@@ -651,6 +919,16 @@ class Tradeoff:
                 return Fastest(pt, pt.latency, True)
             except WindowTooLarge:
                 pass
+        if min_value == self.max_value and self.stats.optimum_tie_proven:
+            return Fastest(self.importance_optimum, self.importance_optimum.latency, True)
+        fast = self._fastest_supported()
+        if fast.value >= min_value:  # the fast end already keeps enough
+            return Fastest(fast, fast.latency, True)
+        need = min_value - f.base_value
+        # Most questions leave the budget slack: the best choice without it, when it fits, is the answer.
+        free = _fastest_unbudgeted(self._p, need, self.importance_optimum.latency - f.base_lat)
+        if free.exact is not None and free.exact.cost - f.base_cost <= self._p.room:
+            return Fastest(free.exact, free.exact.latency, True)
         lo, hi = self._bracket(min_value)
         if lo is None:  # the fast end already keeps enough
             return Fastest(hi, hi.latency, True)
@@ -660,12 +938,17 @@ class Tradeoff:
             return Fastest(hi, hi.latency, True)
         # The weighted solves give a Lagrangian bound (the line through lo and hi when their weights were exact).
         bound = self._dual_bound(min_value)
-        need = min_value - f.base_value
         try:
-            pt = _fastest(self._p, need, [_picks_of(self._p, hi)], MAX_STATES)
+            if free.too_large:
+                raise _TooManyStates("the unbudgeted core DP outgrew its cap: the closing DP would too")
+            pt = _fastest(self._p, need, [_picks_of(self._p, hi)], MAX_STATES, unbudgeted=False)
         except _TooManyStates:
-            # Not proven: report the best of hi and a beam search's answer, with the proven bound.
-            best = _beam_point(self._p, need, _picks_of(self._p, hi))
+            # Not proven: report the best of hi, the unbudgeted search's fastest choice within the budget and
+            # a beam search below it, with the proven bound.
+            start = hi
+            if free.seen is not None and free.seen.cost - f.base_cost <= self._p.room and _better(free.seen, hi):
+                start = free.seen
+            best = _beam_point(self._p, need, _picks_of(self._p, start))
             lower = max(math.ceil(bound), math.ceil(self._p.stats.bound - 1e-6))
             if best.latency <= lower:
                 return Fastest(best, best.latency, True)
@@ -743,10 +1026,14 @@ class Tradeoff:
     def _frontier_proportional(self, points: int) -> list[Point]:
         """frontier() when importance is proportional to parameters: every point from the window DP.
 
-        The fast end is the least latency over the whole budget (then the most importance).
-        The widest latency gap (a, b) is split at the middle of its unexplored importance range
-        (a.value, u]: the least latency keeping at least that much is Pareto-optimal; when it is b
-        itself, nothing between the probe and b is, and the range shrinks to below the probe.
+        The fast end is the least latency over the whole budget (then the most importance), the
+        other end the importance optimum. Between them, the windows that start at a breakpoint of
+        the LP (every item at a vertex of its hull: the LP solution is a real choice, so the bound
+        is met at once) nearest to evenly spaced latencies (_breakpoint_probes). Where that leaves
+        a gap, probes split it: the widest latency gap (a, b) is split at the middle of its
+        unexplored importance range (a.value, u]: the least latency keeping at least that much is
+        Pareto-optimal; when it is b itself, nothing between the probe and b is, and the range
+        shrinks to below the probe.
         """
         base = self._p.f.base_value
         top = self.importance_optimum
@@ -756,8 +1043,16 @@ class Tradeoff:
 
         fast = probe(base)
         found: dict[int, Point] = {fast.value: fast, top.value: top}
+        if points > 2 and top.latency > fast.latency and (self._p.ratio or (0, 1))[0] > 0:
+            for want in self._breakpoint_wants(fast, top, points):
+                try:
+                    pt = probe(want)
+                except WindowTooLarge:
+                    continue
+                found.setdefault(pt.value, pt)
         # (a, b, u, tries): the importance range (a.value, u] is unexplored; tries: probes too large so far.
-        gaps = [(fast, top, top.value - 1, 0)] if top.value > fast.value else []
+        ordered = sorted(found.values(), key=lambda q: q.value)
+        gaps = [(a, b, b.value - 1, 0) for a, b in zip(ordered, ordered[1:])]
         while len(found) < points:
             gaps = [g for g in gaps if g[2] > g[0].value and g[1].latency > g[0].latency and g[3] < 4]
             if not gaps:
@@ -777,6 +1072,34 @@ class Tradeoff:
                 found.setdefault(pt.value, pt)
                 gaps += [(a, pt, want - 1, tries), (pt, b, u, tries)]
         return _pareto(list(found.values()))
+
+    def _breakpoint_wants(self, fast: Point, top: Point, points: int) -> list[int]:
+        """Importance to ask for at the LP breakpoints nearest to points - 2 evenly spaced latencies in (fast, top).
+
+        At a breakpoint's cost the LP takes whole hull segments only, so its solution is a real
+        choice and the window DP ends in its first round; the LP's latency there is the bound,
+        close to the answer's, so the targets stay evenly spread.
+        """
+        p, f = self._p, self._p.f
+        w = p.window
+        cost = w.cum * w.scale  # the LP's cost and latency at the end of each hull segment (offset units)
+        lat = int(w.lat[f.starts[:-1]].sum()) + np.cumsum(w.seg_t) + f.base_lat
+        inside = np.flatnonzero((cost > fast.cost - f.base_cost) & (cost <= p.room) & (lat > fast.latency) & (lat < top.latency))
+        if not len(inside):
+            return []
+        wanted = min(points - 2, len(inside))
+        targets = fast.latency + (top.latency - fast.latency) * np.arange(1, wanted + 1) / (wanted + 1)
+        picked = inside[np.unique(_nearest(lat[inside].astype(np.float64), targets))]
+        w_num, u_den = p.ratio or (0, 1)
+        # Importance W / U per parameter: keeping cost c (offsets) keeps base_value + ceil(c W / U).
+        return [f.base_value + -((-int(cost[b]) * w_num) // u_den) for b in picked.tolist()]
+
+
+def _nearest(sorted_x: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Per target, the index of the nearest value in sorted_x (non-empty, ascending)."""
+    right = np.clip(np.searchsorted(sorted_x, targets), 0, len(sorted_x) - 1)
+    left = np.clip(right - 1, 0, len(sorted_x) - 1)
+    return np.where(np.abs(sorted_x[left] - targets) <= np.abs(sorted_x[right] - targets), left, right)
 
 
 def _picks_of(p: _Problem, pt: Point) -> np.ndarray:

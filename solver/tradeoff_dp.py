@@ -20,13 +20,19 @@ Method (all decisions in integers):
    latency leaves few survivors per item (the step tops), and their cost differences
    share a large gcd.
 3. A dense DP over the surviving candidates' cost in units of that gcd: per cell, the
-   least latency; the cells that can still reach the window only. The answer is the least
+   least latency; a cell is dropped once the reduced cost spent so far, plus what its
+   distance from the window must still cost, passes the slack. The answer is the least
    latency over the window's cells (ties: the largest cost when importance grows with
    cost, else the smallest). With T at least the optimum it is exact, ties included:
-   every choice with latency <= T survives the fixing.
+   every choice with latency <= T survives the fixing and the cell pruning.
 
-T starts at the bound and rises geometrically up to a known feasible latency, where
-success is certain.
+The target T: first the LP bound itself (at a breakpoint of the LP its solution is a real
+choice, which settles the window in one small DP); then the bound of the group relaxation
+(solver.tradeoff_group: the cost modulo the latency period, within a unit of the optimum on
+staircases), rising geometrically up to a known feasible latency, where success is certain.
+
+Costs are kept in units of their gcd. The same solver serves any per-candidate objective in
+place of the latency (tradeoff.Tradeoff.weighted: q t - p v over the window [0, budget]).
 """
 
 from __future__ import annotations
@@ -35,18 +41,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver.tradeoff_group import GroupBound, period
+
 INT64_SAFE = 1 << 62
-DENSE_WORK_LIMIT = 60_000_000  # cells x surviving candidates of one DP; past it the caller falls back
+GROUP_INF = int(1 << 60)  # the group relaxation's "no choice"
+DENSE_WORK_LIMIT = 600_000_000  # cells x surviving candidates of one DP (some 10 s); past it the caller falls back
 _INF = np.int64(1) << np.int64(60)
-
-
-@dataclass
-class _Prune:
-    rc: np.ndarray  # per candidate: reduced cost above its item's least (scaled by den)
-    least: np.ndarray  # per item: the least reduced cost
-    num: int
-    den: int
-    slack: int  # the most reduced cost a choice at the target latency can spend
 
 
 class WindowTooLarge(RuntimeError):
@@ -64,67 +64,159 @@ class WindowAnswer:
     rounds: int  # DP runs until the target held
 
 
-def _hull_segments(starts: np.ndarray, cost: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(item, dc, dt) of every item's strict lower convex hull of (cost, latency), from its cheapest point."""
-    seg_i: list[int] = []
-    seg_c: list[int] = []
-    seg_t: list[int] = []
-    cs, ts = cost.tolist(), lat.tolist()
-    bounds = starts.tolist()
-    for i in range(len(bounds) - 1):
-        a0, b0 = bounds[i], bounds[i + 1]
-        if b0 - a0 < 2:
-            continue
-        hull: list[int] = []
-        for j in range(a0, b0):
-            cj, tj = cs[j], ts[j]
-            while len(hull) >= 2:
-                a, b = hull[-2], hull[-1]
-                # b on or above the segment a -> j: not a strict lower-hull vertex
-                if (ts[b] - ts[a]) * (cj - cs[a]) >= (tj - ts[a]) * (cs[b] - cs[a]):
-                    hull.pop()
-                else:
-                    break
-            hull.append(j)
-        for a, b in zip(hull, hull[1:]):
-            seg_i.append(i)
-            seg_c.append(cs[b] - cs[a])
-            seg_t.append(ts[b] - ts[a])
-    return np.array(seg_i, dtype=np.int64), np.array(seg_c, dtype=np.int64), np.array(seg_t, dtype=np.int64)
+@dataclass
+class _Lagrange:
+    """The Lagrangian bound of a window at lam = -num / den, everything scaled by den (integers)."""
+
+    num: int
+    den: int
+    rc: np.ndarray  # per candidate: den t + num c above its item's least
+    least: np.ndarray  # per item: the least den t + num c
+    lbn: int  # den * (the bound): sum of least plus the window term
+    safe: bool  # int64 cannot overflow in the DP's pruning arithmetic
+
+    @property
+    def bound(self) -> int:
+        return -((-self.lbn) // self.den)  # ceil: latencies are integers
+
+
+@dataclass
+class _Prune:
+    """Cell pruning inside the DP: reduced cost spent so far plus the window's distance within slack."""
+
+    lag: _Lagrange
+    slack: int  # the most reduced cost a choice at the target latency can spend
+    lo: int  # the window the distance term measures (the penalty is 0 inside it)
+    hi: int
+    group: GroupBound | None = None  # residue bounds on what the items to come add (solve() only)
+    dist: np.ndarray | None = None  # the group's window term per final residue
+    ok: np.ndarray | None = None  # the candidates the DP runs on (the group's completions use only these)
+
+
+@dataclass
+class _Layout:
+    """The surviving candidates of one DP, free items in DP order, costs relative to each item's cheapest survivor."""
+
+    picks: np.ndarray  # per item: the local index of its cheapest survivor (the only one of a fixed item)
+    first: np.ndarray  # per item: the flat position of that survivor
+    fixed: np.ndarray  # items with one survivor
+    free: np.ndarray  # items with more, in DP order
+    bounds: np.ndarray  # free item k owns s_pos[bounds[k]:bounds[k + 1]]
+    s_pos: np.ndarray
+    s_cost: np.ndarray  # cost above the item's cheapest survivor (sorted within an item)
+    s_t: np.ndarray
+    unit: np.ndarray  # the table's grid after each free item (in cost units)
+    base_cost: int  # every item at its cheapest survivor
+    base_lat: int  # the fixed items' latency
+
+
+@dataclass
+class _Run:
+    """A finished DP: per free item the argmin row, and the last row of least latencies."""
+
+    layout: _Layout
+    rows: list[tuple[int, int, np.ndarray]]  # (first cell, grid, argmin per cell) per free item
+    best: np.ndarray  # least latency per cell of the last row (INF: unreachable or pruned)
+    a: int  # the last row's first cell
+    g: int  # the last row's grid
+    cells: int  # the widest row
+
+    def costs(self) -> np.ndarray:
+        """The total cost of every cell of the last row."""
+        return self.layout.base_cost + self.g * np.arange(self.a, self.a + len(self.best), dtype=np.int64)
+
+
+def hull_vertices(starts: np.ndarray, cost: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Mask of the candidates on their item's strict lower convex hull of (cost, latency), cheapest to dearest.
+
+    Adding a linear function of the cost to an item's latencies (a multiplier, an importance
+    weight per parameter) keeps the same vertices, so one pass serves every objective of that form.
+    Vectorized: a point on or above the chord of its two neighbours is no vertex, whatever the
+    other points are, so every such point goes at once; repeating until none is left leaves the
+    hull (each pass is one array operation over all items; staircases need a handful).
+    """
+    n = len(cost)
+    alive = np.ones(n, dtype=bool)
+    end = np.zeros(n, dtype=bool)  # an item's first and last candidates are always vertices
+    end[starts[:-1]] = True
+    end[starts[1:] - 1] = True
+    idx = np.arange(n)
+    while True:
+        pos = idx[alive]
+        inner = np.flatnonzero(~end[pos])
+        if not len(inner):
+            return alive
+        a, b, c = pos[inner - 1], pos[inner], pos[inner + 1]
+        # b on or above the chord a -> c (integers, exact): b is no strict lower-hull vertex.
+        above = (lat[b] - lat[a]) * (cost[c] - cost[a]) >= (lat[c] - lat[a]) * (cost[b] - cost[a])
+        if not above.any():
+            return alive
+        alive[b[above]] = False
 
 
 class WindowSolver:
     """One instance (per item: candidates sorted by cost, the cheapest at cost 0), many windows.
 
     cost and lat are int64, non-negative, item by item; starts as in solver.tradeoff._Flat.
+    hull: hull_vertices(starts, cost, lat) when the caller has it (it serves every objective
+    that differs from lat by a linear function of the cost per item).
     """
 
-    def __init__(self, starts: np.ndarray, cost: np.ndarray, lat: np.ndarray) -> None:
+    def __init__(self, starts: np.ndarray, cost: np.ndarray, lat: np.ndarray, hull: np.ndarray | None = None) -> None:
         self.starts = starts
-        self.cost = cost
+        # Costs in units of their gcd (every total is a multiple of it): smaller numbers, no overflow in the scaling.
+        self.scale = int(np.gcd.reduce(cost)) or 1
+        self.cost = cost // self.scale
         self.lat = lat
         self.n = len(starts) - 1
         self.item = np.repeat(np.arange(self.n), np.diff(starts))
-        si, dc, dt = _hull_segments(starts, cost, lat)
-        order = np.lexsort((np.arange(len(si)), dt / np.maximum(dc, 1)))  # by slope; an item's segments stay in order
+        vert = np.flatnonzero(hull_vertices(starts, cost, lat) if hull is None else hull)
+        same = self.item[vert[1:]] == self.item[vert[:-1]]  # consecutive vertices of one item make a segment
+        dc = (self.cost[vert[1:]] - self.cost[vert[:-1]])[same]
+        dt = (lat[vert[1:]] - lat[vert[:-1]])[same]
+        order = np.lexsort((np.arange(len(dc)), dt / np.maximum(dc, 1)))  # by slope; an item's segments stay in order
         self.seg_c, self.seg_t = dc[order], dt[order]
         self.cum = np.cumsum(self.seg_c)
         self.falling = int(self.seg_c[self.seg_t < 0].sum())  # the cost where the LP is unconstrained
-        self.top = int(cost[starts[1:] - 1].sum())
+        self.top = int(self.cost[starts[1:] - 1].sum())
+        self.grid = 1  # the normalized costs' gcd
 
-    def _multiplier(self, lo: int, hi: int) -> tuple[int, int]:
-        """lam = num / den (den > 0) from the LP's break segment; any lam gives a valid bound."""
+    def _window(self, lo: int, hi: int) -> tuple[int, int]:
+        """A window in the caller's cost units as normalized units (the same choices fall inside)."""
+        return max(0, -((-lo) // self.scale)), min(self.top, hi // self.scale)
+
+    # -- bounds ---------------------------------------------------------------------------------
+
+    def multiplier(self, lo: int, hi: int) -> tuple[int, int]:
+        """lam = -num / den (den > 0, per normalized cost unit) from the LP's break segment for the window [lo, hi].
+
+        Any lam gives a valid bound; the LP's is the tightest linear one.
+        """
+        lo, hi = self._window(lo, hi)
         if len(self.seg_c) == 0 or lo <= self.falling <= hi:
             return 0, 1
         tau = min(max(self.falling, lo), hi)
         b = min(int(np.searchsorted(self.cum, tau, side="left")), len(self.cum) - 1)
         return -int(self.seg_t[b]), int(self.seg_c[b])
 
-    def _reduced(self, num: int, den: int) -> np.ndarray:
+    def lagrange(self, lo: int, hi: int, num: int, den: int) -> _Lagrange:
+        """The bound of the window [lo, hi] at lam = -num / den: den t >= sum least + (-num) lo (or hi when num > 0)."""
+        lo, hi = self._window(lo, hi)
+        return self._lagrange(lo, hi, num, den)
+
+    def _lagrange(self, lo: int, hi: int, num: int, den: int) -> _Lagrange:
         largest = den * int(self.lat.max(initial=0)) + abs(num) * int(self.cost.max(initial=0))
         if largest * max(1, self.n) < INT64_SAFE:
-            return den * self.lat + num * self.cost
-        return den * self.lat.astype(object) + num * self.cost.astype(object)
+            red = den * self.lat + num * self.cost
+        else:
+            red = den * self.lat.astype(object) + num * self.cost.astype(object)
+        safe = red.dtype != object and (den * int(self.lat.sum()) + abs(num) * self.top) < INT64_SAFE
+        least = np.minimum.reduceat(red, self.starts[:-1])
+        rc = red - least[self.item]
+        lbn = int(sum(int(x) for x in least)) + (-num * lo if num <= 0 else -num * hi)
+        return _Lagrange(num, den, rc, least, lbn, safe)
+
+    # -- one window -------------------------------------------------------------------------------
 
     def solve(self, lo: int, hi: int, ceiling: int, prefer_cost: bool = True) -> WindowAnswer | None:
         """Least latency with lo <= cost <= hi; ties: the largest cost (prefer_cost) else the smallest.
@@ -132,36 +224,49 @@ class WindowSolver:
         ceiling: the latency of some choice known to lie in the window (the search ends there).
         None when the window holds no choice. Raises WindowTooLarge past DENSE_WORK_LIMIT.
         """
-        lo = max(lo, 0)
-        hi = min(hi, self.top)
+        num, den = self.multiplier(lo, hi)
+        lo, hi = self._window(lo, hi)
         if lo > hi:
             return None
-        num, den = self._multiplier(lo, hi)
-        red = self._reduced(num, den)
-        safe = red.dtype != object and (den * int(self.lat.sum()) + abs(num) * self.top) < INT64_SAFE
-        least = np.minimum.reduceat(red, self.starts[:-1])
-        rc = red - least[self.item]
-        dt_b = -num
-        lbn = int(sum(int(x) for x in least)) + (dt_b * lo if dt_b >= 0 else dt_b * hi)
-        bound = -((-lbn) // den)  # ceil: latencies are integers
+        lag = self._lagrange(lo, hi, num, den)
+        target = min(max(lag.bound, 0), ceiling)
+        # The LP bound itself first, on the candidates it leaves (no group relaxation): where the LP
+        # solution is integral (at its breakpoints, say) that settles the window at once.
+        found = self._best_in(lo, hi, prefer_cost, _Prune(lag, lag.den * target - lag.lbn, lo, hi), lag.rc <= lag.den * target - lag.lbn)
+        if found is not None and found[1] <= target:
+            picks, latency, cost, fixed, cells = found
+            return WindowAnswer(picks, latency, cost * self.scale, lag.bound, fixed, cells, 1)
+        if found is not None:
+            ceiling = min(ceiling, found[1])
+        return self._search(lo, hi, ceiling, prefer_cost, lag)
+
+    def _search(self, lo: int, hi: int, ceiling: int, prefer_cost: bool, lag: _Lagrange) -> WindowAnswer | None:
+        """solve() past the LP bound: the group relaxation's bound, then targets rising geometrically to the ceiling."""
+        group, dist = self._group(lag, lo, hi, lag.den * ceiling - lag.lbn)
+        if group is not None and dist is not None:
+            excess = group.bound(dist)  # the residues' bound: within a unit of the optimum on staircases
+            if excess >= GROUP_INF:
+                return None  # no choice at or below the ceiling has a residue the window takes
+            need = group.candidate_bounds(dist)
+        else:
+            excess, need = 0, lag.rc
+        bound = -((-(lag.lbn + excess)) // lag.den)
         step = 1
         target = max(bound, 0)
-        rounds = 0
+        rounds = 1
         while True:
             rounds += 1
             target = min(target, ceiling)
-            slack = den * target - lbn
-            ok = rc <= slack
-            found = self._dense(ok, lo, hi, prefer_cost, _Prune(rc, least, num, den, slack) if safe else None)
+            slack = lag.den * target - lag.lbn
+            ok = need <= slack
+            found = self._best_in(lo, hi, prefer_cost, _Prune(lag, slack, lo, hi, group, dist, ok), ok)
             if found is not None:
                 picks, latency, cost, fixed, cells = found
-                ans = WindowAnswer(picks, latency, cost, bound, fixed, cells, rounds)
-                if latency <= target:
+                ans = WindowAnswer(picks, latency, cost * self.scale, bound, fixed, cells, rounds)
+                if ans.latency <= target:
                     return ans  # nothing at or below the target was fixed away: exact, ties included
-                # A real choice in the window: the optimum lies in (target, latency].
-                ceiling = min(ceiling, latency)
-                at_ceiling = rc <= den * ceiling - lbn
-                if int(at_ceiling.sum()) <= 2 * int(ok.sum()):
+                ceiling = min(ceiling, ans.latency)  # a real choice in the window: the optimum lies in (target, latency]
+                if int((need <= lag.den * ceiling - lag.lbn).sum()) <= 2 * int(ok.sum()):
                     target = ceiling  # a DP at the ceiling is certain to end the search, and little dearer
                     continue
             if target >= ceiling:
@@ -169,13 +274,40 @@ class WindowSolver:
             target += step
             step *= 8
 
-    def _dense(
-        self, ok: np.ndarray, lo: int, hi: int, prefer_cost: bool, prune: _Prune | None
-    ) -> tuple[np.ndarray, int, int, int, int] | None:
-        """The least latency over the surviving candidates (ok) with the cost in the window, or None.
+    def _group(self, lag: _Lagrange, lo: int, hi: int, cap: int) -> tuple[GroupBound | None, np.ndarray | None]:
+        """The group relaxation of the window over the candidates within cap, or (None, None) when it cannot help."""
+        if not lag.safe or lag.num == 0:
+            return None, None  # no window term to sharpen (or no int64 room for the products)
+        m = period(self.cost, lag.rc, self.starts, self.item, self.grid, 2 * lag.den)
+        if m <= 1:
+            return None, None
+        group = GroupBound(self.cost, lag.rc, self.starts, self.item, lag.rc <= cap, self.grid, m)
+        return group, group.distance(lo, hi, lag.num)
 
-        prune: also drop the cells whose reduced cost so far already passes the slack (the answer is
-        then exact only when its latency is within the target the slack came from).
+    def _best_in(self, lo: int, hi: int, prefer_cost: bool, prune: _Prune, ok: np.ndarray):
+        """(picks, latency, cost, fixed, cells) of the least latency in [lo, hi] among the choices prune keeps, or None."""
+        layout = self._layout(ok, prune.lag)
+        if layout is None:
+            return None
+        run = self._run(layout, lo, hi, prune if prune.lag.safe else None)
+        if run is None:
+            return None
+        costs = run.costs()
+        inside = np.flatnonzero((costs >= lo) & (costs <= hi) & (run.best < _INF))
+        if not len(inside):
+            return None
+        cell = _best_cell(run.best, inside, prefer_cost)
+        picks = self._trace(run, cell)
+        return picks, int(run.best[cell]), int(costs[cell]), len(layout.fixed), run.cells
+
+    # -- the DP ---------------------------------------------------------------------------------
+
+    def _layout(self, ok: np.ndarray, lag: _Lagrange) -> _Layout | None:
+        """The survivors (ok) arranged for the DP, or None when some item has none.
+
+        Items whose survivors lie on a coarse cost grid go first: the table stays in units of the
+        gcd of the items so far (a few off-grid items, e.g. a first dim inside a latency step,
+        would otherwise make every table fine-grained), and is refined only when a finer item comes.
         """
         st = self.starts
         alive = np.add.reduceat(ok.astype(np.int64), st[:-1])
@@ -184,109 +316,167 @@ class WindowSolver:
         pos = np.flatnonzero(ok)
         first = pos[np.searchsorted(pos, st[:-1])]
         picks = first - st[:-1]
+        fixed = np.flatnonzero(alive == 1)
         free = np.flatnonzero(alive > 1)
-        base_cost = int(self.cost[first].sum())
-        base_lat = int(self.lat[first[alive == 1]].sum())
-        if not len(free):
-            if lo <= base_cost <= hi:
-                return picks, base_lat, base_cost, self.n, 1
-            return None
-        # Survivors of the free items, shifted to each item's cheapest survivor. Items whose survivors
-        # lie on a coarse cost grid go first: the table stays in units of the gcd of the items so far
-        # (a few off-grid items, e.g. a first dim inside a latency step, would otherwise make every
-        # table fine-grained), and is refined only when a finer item comes.
         sel = ok & (alive > 1)[self.item]
         s_pos = np.flatnonzero(sel)
         s_item = self.item[s_pos]
         s_cost = self.cost[s_pos] - self.cost[first][s_item]
-        own = np.gcd.reduceat(s_cost, np.searchsorted(s_item, free))
+        own = np.gcd.reduceat(s_cost, np.searchsorted(s_item, free)) if len(free) else np.zeros(0, dtype=np.int64)
         order = np.lexsort((free, -own))
-        free = free[order]
-        lens = np.bincount(np.searchsorted(np.sort(free), s_item), minlength=len(free))[np.argsort(np.argsort(free))]
-        seg = np.searchsorted(s_item, free)  # where each free item's survivors start in s_pos
+        seg = np.searchsorted(s_item, free[order])  # where each free item's survivors start in s_pos
+        lens = alive[free[order]]
         bounds = np.zeros(len(free) + 1, dtype=np.int64)
         np.cumsum(lens, out=bounds[1:])
-        take = np.concatenate([np.arange(int(b), int(b) + int(n)) for b, n in zip(seg, lens)])
+        take = np.repeat(seg - bounds[:-1], lens) + np.arange(int(bounds[-1]))
         s_pos, s_cost = s_pos[take], s_cost[take]
-        s_t = self.lat[s_pos]
-        unit = np.gcd.accumulate(own[order])  # the table's unit after each item
-        top_c = s_cost[bounds[1:] - 1]  # survivors stay sorted by cost within an item
-        reach_hi = hi - base_cost
-        if reach_hi < 0 or lo - base_cost > int(top_c.sum()):
+        return _Layout(
+            picks=picks, first=first, fixed=fixed, free=free[order], bounds=bounds, s_pos=s_pos, s_cost=s_cost,
+            s_t=self.lat[s_pos], unit=np.gcd.accumulate(own[order]) if len(free) else own,
+            base_cost=int(self.cost[first].sum()), base_lat=int(self.lat[first[fixed]].sum()),
+        )
+
+    def _run(self, lay: _Layout, lo: int, hi: int, prune: _Prune | None) -> _Run | None:
+        """Least latency per reachable cost cell after every free item; None when no cell survives.
+
+        Cells that can no longer reach lo (what the items to come add at most is too little)
+        or already pass hi are dropped, and so are the cells prune rules out.
+        """
+        free, bounds = lay.free, lay.bounds
+        top_c = lay.s_cost[bounds[1:] - 1] if len(free) else np.zeros(0, dtype=np.int64)
+        if hi - lay.base_cost < 0 or lo - lay.base_cost > int(top_c.sum()):
             return None
-        # rest[k]: the most the free items k.. can still add (cells below lo - rest can never reach the window).
+        # rest[k]: the most the free items k.. can still add.
         rest = np.append(np.cumsum(top_c[::-1])[::-1], 0)
-        if prune is not None:
-            # Per cell after free item k: den * (latency - fixed) + num * (cost) - (least reduced costs) is the
-            # reduced cost spent so far; with the fixed items' it must stay within the slack.
-            shift = self.cost[first[free]]
-            shift_pre = np.concatenate(([0], np.cumsum(shift)))
-            least_pre = np.concatenate(([0], np.cumsum(prune.least[free])))
-            fixed_rc = int(prune.rc[first[alive == 1]].sum())
-            room_rc = prune.slack - fixed_rc
-        work = 0
-        best = np.full(1, base_lat, dtype=np.int64)  # cells a .. a + len(best) - 1, in units of g
-        a, g = 0, int(unit[0]) or 1
+        pruner = _CellPruner(self, lay, prune, rest) if prune is not None else None
+        if pruner is not None and not pruner.fixed_ok():
+            return None
+        best = np.full(1, lay.base_lat, dtype=np.int64)  # cells a .. a + len(best) - 1, in units of g
+        a, g = 0, int(lay.unit[0]) if len(free) else 1
+        g = g or 1
         rows: list[tuple[int, int, np.ndarray]] = []
-        cells = 1
-        pick_dtype = np.uint8 if int(lens.max()) < 256 else np.uint16
+        cells, work = 1, 0
+        pick_dtype = np.uint8 if len(free) == 0 or int(np.diff(bounds).max()) < 256 else np.uint16
         for k in range(len(free)):
             b0, b1 = int(bounds[k]), int(bounds[k + 1])
-            g_new = int(unit[k]) or 1
+            g_new = int(lay.unit[k]) or 1
             if g_new != g:  # refine the grid: g_new divides g
                 r = g // g_new
                 fine = np.full((len(best) - 1) * r + 1, _INF, dtype=np.int64)
                 fine[::r] = best
                 best, a, g = fine, a * r, g_new
-            cc, tt = s_cost[b0:b1] // g, s_t[b0:b1]
-            new_a = max(a, -((int(rest[k + 1]) - (lo - base_cost)) // g))  # ceil((lo - base - rest) / g)
-            new_b = min(a + len(best) - 1 + int(cc[-1]), reach_hi // g)
+            cc, tt = lay.s_cost[b0:b1] // g, lay.s_t[b0:b1]
+            new_a = max(a, -((int(rest[k + 1]) - (lo - lay.base_cost)) // g))  # ceil((lo - base - rest) / g)
+            new_b = min(a + len(best) - 1 + int(cc[-1]), (hi - lay.base_cost) // g)
             if new_b < new_a:
                 return None
-            width = new_b - new_a + 1
-            stack = np.full((len(cc), width), _INF, dtype=np.int64)
-            for j, (c, t) in enumerate(zip(cc.tolist(), tt.tolist())):
-                # candidate j moves cell x to x + c: targets new_a .. new_b from sources new_a - c ..
-                src_lo = max(a, new_a - c)
-                src_hi = min(a + len(best) - 1, new_b - c)
-                if src_hi < src_lo:
-                    continue
-                stack[j, src_lo + c - new_a : src_hi + c - new_a + 1] = best[src_lo - a : src_hi - a + 1] + t
-            work += width * len(cc)
+            work += (new_b - new_a + 1) * len(cc)
             if work > DENSE_WORK_LIMIT:
                 raise WindowTooLarge(f"dense DP past {DENSE_WORK_LIMIT} cell updates at free item {k + 1} of {len(free)}")
-            arg = np.argmin(stack, axis=0)
-            best = stack[arg, np.arange(width)]
-            if prune is not None:
-                spent = prune.den * (best - base_lat) + prune.num * (int(shift_pre[k + 1]) + g * np.arange(new_a, new_b + 1)) - int(least_pre[k + 1])
-                live = np.flatnonzero((spent <= room_rc) & (best < _INF))
-                if not len(live):
-                    return None
-                l0, l1 = int(live[0]), int(live[-1])
-                best = best[l0 : l1 + 1].copy()
-                best[spent[l0 : l1 + 1] > room_rc] = _INF
-                arg = arg[l0 : l1 + 1]
-                new_a, width = new_a + l0, l1 - l0 + 1
-            rows.append((new_a, g, arg.astype(pick_dtype)))
+            best, arg = _min_plus_row(best, a, new_a, new_b, cc, tt, pick_dtype)
             a = new_a
-            cells = max(cells, width)
-        # The window's cells: the least latency, ties by cost.
-        w_lo = max(-((base_cost - lo) // g), a)
-        window = best[w_lo - a : reach_hi // g - a + 1]
-        if not len(window):
+            if pruner is not None:
+                kept = pruner.trim(k, best, a, g)
+                if kept is None:
+                    return None
+                l0, l1 = kept
+                best, arg, a = best[l0:l1], arg[l0:l1], a + l0
+            rows.append((a, g, arg))
+            cells = max(cells, len(best))
+        return _Run(lay, rows, best, a, g, cells)
+
+    def _trace(self, run: _Run, cell: int) -> np.ndarray:
+        """Local picks per item of the choice the DP kept at `cell` of its last row."""
+        lay = run.layout
+        spent = (run.a + cell) * run.g  # above base_cost
+        out = lay.picks.copy()
+        for k in range(len(lay.free) - 1, -1, -1):
+            row_a, row_g, row = run.rows[k]
+            j = int(row[spent // row_g - row_a])
+            p = int(lay.s_pos[lay.bounds[k] + j])
+            out[int(lay.free[k])] = p - int(self.starts[lay.free[k]])
+            spent -= int(lay.s_cost[lay.bounds[k] + j])
+        return out
+
+
+class _CellPruner:
+    """Drops the cells whose reduced cost spent so far, plus the window's distance, passes the slack.
+
+    After free item k a cell x holds the least latency t of the items so far; their reduced
+    cost is den (t - fixed latency) + num (their cost) - their least, and the fixed items add
+    theirs. Every completion adds a non-negative reduced cost, and the final cost lies in
+    [cost so far, cost so far + what the rest can add], so the window term can only grow:
+    lam (cost - lo) when lam >= 0, -lam (hi - cost) otherwise.
+    """
+
+    def __init__(self, solver: WindowSolver, lay: _Layout, prune: _Prune, rest: np.ndarray) -> None:
+        lag = prune.lag
+        self.lay, self.prune, self.lag, self.rest = lay, prune, lag, rest
+        shift = solver.cost[lay.first[lay.free]]  # the free items' cheapest survivors' cost
+        self.shift_pre = np.concatenate(([0], np.cumsum(shift)))
+        self.least_pre = np.concatenate(([0], np.cumsum(lag.least[lay.free])))
+        fixed_rc = int(lag.rc[lay.first[lay.fixed]].sum())
+        self.room = prune.slack - fixed_rc
+        # The cost every unprocessed free item still holds at its cheapest survivor is in base_cost.
+        self.fixed_cost = lay.base_cost - int(shift.sum())
+        self.completions = None
+        if prune.group is not None and prune.dist is not None and prune.ok is not None:
+            self.completions = prune.group.completions(lay.free, prune.ok, prune.dist)
+
+    def fixed_ok(self) -> bool:
+        return self.room >= 0
+
+    def trim(self, k: int, best: np.ndarray, a: int, g: int) -> tuple[int, int] | None:
+        """(first, end) of the live cells after free item k, the dead ones inside set to INF; None if none lives."""
+        lag, lay = self.lag, self.lay
+        x = g * np.arange(a, a + len(best), dtype=np.int64)  # cost above base of the free items so far
+        spent = lag.den * (best - lay.base_lat) + lag.num * (int(self.shift_pre[k + 1]) + x) - int(self.least_pre[k + 1])
+        extra = self._distance(k, x)
+        if self.completions is not None:
+            group = self.prune.group
+            residue = ((self.fixed_cost + int(self.shift_pre[k + 1]) + x) // group.grid) % group.m
+            extra = np.maximum(extra, self.completions[k][residue])
+        spent += extra
+        dead = (spent > self.room) | (best >= _INF)
+        live = np.flatnonzero(~dead)
+        if not len(live):
             return None
-        m = int(window.min())
-        if m >= _INF:
-            return None
-        hits = np.flatnonzero(window == m)
-        spent_cost = (w_lo + int(hits[-1] if prefer_cost else hits[0])) * g  # above base_cost
-        out = picks.copy()
-        for k in range(len(free) - 1, -1, -1):
-            row_a, row_g, row = rows[k]
-            j = int(row[spent_cost // row_g - row_a])
-            p = int(s_pos[bounds[k] + j])
-            out[int(free[k])] = p - int(st[free[k]])
-            spent_cost -= int(s_cost[bounds[k] + j])
-        chosen = st[:-1] + out
-        cost = int(self.cost[chosen].sum())
-        return out, m, cost, self.n - len(free), cells
+        l0, l1 = int(live[0]), int(live[-1]) + 1
+        best[dead] = _INF
+        return l0, l1
+
+    def _distance(self, k: int, x: np.ndarray) -> np.ndarray:
+        lag, lay, prune = self.lag, self.lay, self.prune
+        low = lay.base_cost + x  # the least the final cost can be
+        if lag.num <= 0:
+            return -lag.num * np.maximum(0, low - prune.lo)
+        return lag.num * np.maximum(0, prune.hi - (low + int(self.rest[k + 1])))
+
+
+def _min_plus_row(
+    best: np.ndarray, a: int, new_a: int, new_b: int, cc: np.ndarray, tt: np.ndarray, pick_dtype: type
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row new_a..new_b of min_j best[x - c_j] + t_j, and the first minimizing j per cell."""
+    width = new_b - new_a + 1
+    out = np.full(width, _INF, dtype=np.int64)
+    arg = np.zeros(width, dtype=pick_dtype)
+    b = a + len(best) - 1
+    for j, (c, t) in enumerate(zip(cc.tolist(), tt.tolist())):
+        # candidate j moves cell x to x + c: targets new_a .. new_b from sources new_a - c ..
+        src_lo, src_hi = max(a, new_a - c), min(b, new_b - c)
+        if src_hi < src_lo:
+            continue
+        cand = best[src_lo - a : src_hi - a + 1] + t
+        d0 = src_lo + c - new_a
+        dst = out[d0 : d0 + len(cand)]
+        better = cand < dst
+        np.copyto(dst, cand, where=better)
+        np.copyto(arg[d0 : d0 + len(cand)], j, where=better)
+    return out, arg
+
+
+def _best_cell(best: np.ndarray, inside: np.ndarray, prefer_cost: bool) -> int:
+    """The cell with the least latency among `inside` (ascending), ties by cost."""
+    vals = best[inside]
+    hits = inside[vals == vals.min()]
+    return int(hits[-1] if prefer_cost else hits[0])

@@ -233,7 +233,7 @@ def test_uniform_staircase_many_items_matches_the_general_dp():
         want = tr.value_for(eps)
         got = tr.fastest(want).point
         p = tr._p
-        general = tt._Problem(p.f, p.hulls, p.room)  # ratio None: the general method
+        general = tt._Problem(p.f, p.hulls, p.room, p.on_hull)  # ratio None: the general method
         ref = tt._fastest(general, want - p.f.base_value, [tr._imp_picks], None)
         assert (got.latency, got.value, got.cost) == (ref.latency, ref.value, ref.cost)
         assert got.value >= want and got.cost <= budget and got.value <= top
