@@ -1,4 +1,5 @@
-"""One error type for the whole service, rendered as {"error": ClassName, "detail": ...}."""
+"""One error type for the whole service, rendered as {"error": ClassName, "detail": ...}, and the
+OpenAPI declaration of that body for each status a route can answer (`responses=errors(404, 422)`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,58 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import DataError, DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Mount
 
 log = logging.getLogger("gac.service")
+
+
+class FieldError(BaseModel):
+    """One bad input."""
+
+    field: str = Field(description="where, as a dotted path: body.measurements.3.median_us, query.limit, path.job_id")
+    message: str
+    type: str | None = Field(default=None, description="pydantic's error type (missing, greater_than, value_error, ...), when pydantic found it")
+
+
+class ErrorBody(BaseModel):
+    """Every error the service answers, whatever its status."""
+
+    error: str = Field(description="the kind of error: ValidationError, NotFound, Unauthorized, Conflict, DatabaseUnavailable, ...")
+    detail: str | list[FieldError] = Field(description="a message, or for bad input the list of bad fields")
+
+
+_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer", "minimum": 0}}}
+# What each status means on any route that declares it.
+ERROR_STATUSES: dict[int, dict[str, Any]] = {
+    400: {"description": "The URL carries a NUL character, or the body is not JSON this service can parse."},
+    401: {
+        "description": "No API token where one is needed, or an unknown, malformed or revoked one.",
+        "headers": {"WWW-Authenticate": {"description": "Bearer", "required": True, "schema": {"type": "string"}}},
+    },
+    403: {"description": "The token's scope does not allow this (or another token holds the job's lease)."},
+    404: {"description": "Nothing by that id, reference or key on this service."},
+    409: {"description": "The request conflicts with what is stored."},
+    413: {"description": "The body is over GAC_MAX_BODY_BYTES (or the manifest over GAC_ALIGN_MAX_WEIGHTS)."},
+    422: {"description": "The request does not validate: detail lists each bad field."},
+    429: {
+        "description": "This token runs its GAC_ALIGN_CONCURRENCY_PER_TOKEN alignments already: retry after Retry-After.",
+        "headers": {"Retry-After": {**_RETRY_AFTER["Retry-After"], "required": True}},
+    },
+    500: {"description": "Our exact solver and OR-Tools disagree: a bug, reported, never hidden."},
+    503: {"description": "The database is unavailable (retry after Retry-After) or not ready.", "headers": _RETRY_AFTER},
+}
+
+
+def errors(*statuses: int, database: bool = True) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` for a route's error statuses, each an ErrorBody.
+
+    Every route may also answer 400 (a NUL in the URL is refused before routing) and, when it
+    reads the database, 503 (the database is briefly away): both are declared without asking."""
+    codes = {400, *statuses, *((503,) if database else ())}
+    return {code: {"model": ErrorBody, **ERROR_STATUSES[code]} for code in sorted(codes)}
 
 
 class GacError(Exception):
@@ -105,6 +154,18 @@ def field_errors(errors: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at this request's path (mounted static files aside)."""
+    routes = [route for route in request.app.router.routes if not isinstance(route, Mount)]
+    return ", ".join(
+        method for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GacError)
     async def _gac_error(_: Request, exc: GacError) -> JSONResponse:
@@ -137,14 +198,19 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": "InternalError", "detail": "an internal error occurred; it has been logged"}, status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # The framework's own refusals (unknown route, wrong method, a body it cannot parse)
         # in the same shape as ours.
         kind = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, f"HTTP{exc.status_code}")
         detail = exc.detail
+        headers = getattr(exc, "headers", None)
         if detail == "There was an error parsing the body":
             detail = "the request body is not JSON this service can parse (malformed, or nested too deeply)"
-        return JSONResponse({"error": kind, "detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        if exc.status_code == 405 and (allowed := _allowed_methods(request)):
+            # Starlette names the methods of the first route on this path only; a path served by
+            # several routes (GET and DELETE /v1/jobs/{id}) allows all of theirs.
+            headers = {**(headers or {}), "Allow": allowed}
+        return JSONResponse({"error": kind, "detail": detail}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

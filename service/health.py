@@ -6,17 +6,17 @@ from fastapi import APIRouter, Request
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.db import ping, schema_status
-from service.errors import NotReady
+from service.errors import NotReady, errors
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", responses=errors(database=False))
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses=errors(503))
 def readyz(request: Request) -> dict[str, str]:
     engine = request.app.state.engine
     try:

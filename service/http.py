@@ -15,6 +15,13 @@ from service.curves.service import curve_row
 from service.metrics import READ_CACHE
 from service.models import Curve
 
+_ETAG = {"ETag": {"description": "the curve's version: send it back as If-None-Match", "required": True, "schema": {"type": "string"}}}
+# The OpenAPI responses of a versioned read (below): 200 with its ETag, or 304 when the caller holds it already.
+VERSIONED: dict[int | str, dict] = {
+    200: {"headers": _ETAG},
+    304: {"description": "Not modified: the If-None-Match sent is this version's ETag (no body).", "headers": _ETAG},
+}
+
 
 def _etag_response(request: Request, tag: str, body: Callable[[], bytes]) -> Response:
     """A JSON body with an ETag; a client that already holds this version gets 304 and no body."""

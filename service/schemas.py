@@ -7,6 +7,8 @@ from typing import Annotated, Generic, TypeVar
 from fastapi import Path, Query
 from pydantic import BaseModel
 
+from gac.contracts.measurements import PRINTABLE, SHAPE_FIELD_NAMES
+
 T = TypeVar("T")
 
 
@@ -22,3 +24,15 @@ RowId = Annotated[int, Path(ge=1, le=MAX_ID)]
 Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="next_cursor of the previous page")]
 AfterId = Annotated[int, Query(ge=0, le=MAX_ID, description="next_cursor of the previous page")]
 AfterBigId = Annotated[int, Query(ge=0, le=2**62, description="next_cursor of the previous page")]  # measurements
+
+# Text in a URL is anything but NUL, which is refused in any URL before routing (no database stores it).
+NO_NUL = PRINTABLE
+PlatformRef = Annotated[str, Path(pattern=NO_NUL, description="platform id, fingerprint or unique fingerprint prefix")]
+
+# A curve's natural key in a query: the swept axis, and the other shape fields as name=value pairs.
+_NAME = f"(?:{'|'.join(SHAPE_FIELD_NAMES)})"
+# The names any op has (which fit the op is the service's check, after the platform's: 404 first).
+Axis = Annotated[str, Query(max_length=32, json_schema_extra={"enum": list(SHAPE_FIELD_NAMES)}, description="the swept shape field, e.g. n")]
+FixedShape = Annotated[
+    str, Query(max_length=200, pattern=f"^{_NAME}=[0-9]+(?:,{_NAME}=[0-9]+)*$", description="the other shape fields, e.g. k=128,m=2048"),
+]

@@ -15,6 +15,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gac.contracts.measurements import (
+    AXIS_SCHEMA,
     MAX_BATCH_ROWS,
     SHAPE_FIELDS,
     Batch,
@@ -29,6 +30,7 @@ from gac.contracts.measurements import (
     PlatformDescriptor,
     RunInfo,
     SampleCount,
+    ShapeField,
     StopReason,
     Text,
     ThrottleMask,
@@ -38,7 +40,6 @@ from gac.contracts.measurements import (
 
 COLUMNS_SCHEMA = "gac.batch-columns/v1"
 COLUMNS_MEDIA_TYPE = "application/vnd.gac.batch-columns+json"
-ShapeField = Literal[tuple(sorted({f for fields in SHAPE_FIELDS.values() for f in fields}))]  # type: ignore[valid-type]
 # Columns every row fills (shape has its own layout), and optional ones: left out, or null at
 # a row, they mean the Measurement default.
 REQUIRED = tuple(name for name, f in Measurement.model_fields.items() if f.is_required() and name != "shape")
@@ -54,7 +55,7 @@ class MeasurementColumns(BaseModel):
     op: list[Op]
     dtype: list[Dtype]
     shape: dict[ShapeField, list[Dim | None]]  # one list per shape field, null where a row's op has no such field
-    sweep_axis: list[str]
+    sweep_axis: list[Annotated[str, Field(json_schema_extra=AXIS_SCHEMA)]]
     median_us: list[Latency]
     p10_us: list[Latency]
     p90_us: list[Latency]

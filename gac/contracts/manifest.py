@@ -143,6 +143,12 @@ Weight = Annotated[
 class Budget(_Model):
     """Exactly one of: a compression ratio rho, or an absolute parameter count."""
 
+    # The rule below, in the JSON Schema too: exactly one of the two is given and not null.
+    model_config = ConfigDict(json_schema_extra={"oneOf": [
+        {"required": ["ratio"], "properties": {"ratio": {"type": "number"}}},
+        {"required": ["params"], "properties": {"params": {"type": "integer"}}},
+    ]})
+
     ratio: Annotated[float | None, Field(default=None, ge=0, lt=1, allow_inf_nan=False)] = None
     params: Annotated[int | None, Field(default=None, ge=1, le=MAX_PARAMS)] = None
 
@@ -163,7 +169,8 @@ class Workload(_Model):
     # How much each token count matters (e.g. prefill vs decode share); default equal.
     token_weights: Annotated[
         list[Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]] | None,
-        Field(default=None, max_length=MAX_TOKEN_SHAPES),
+        # One per token count (checked below), not all zero: the schema says the latter.
+        Field(default=None, max_length=MAX_TOKEN_SHAPES, json_schema_extra={"contains": {"exclusiveMinimum": 0}}),
     ] = None
 
     @field_validator("token_weights")

@@ -10,7 +10,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -51,6 +51,13 @@ SHAPE_FIELDS: dict[Op, tuple[str, ...]] = {
 
 
 _FIELD_SETS = {op: set(fields) for op, fields in SHAPE_FIELDS.items()}
+# Every shape field of any op: what a sweep axis or a shape key can be.
+SHAPE_FIELD_NAMES: tuple[str, ...] = tuple(sorted({f for fields in SHAPE_FIELDS.values() for f in fields}))
+ShapeField = Literal[SHAPE_FIELD_NAMES]  # type: ignore[valid-type]
+# The same limit stated in the JSON Schema only, where the check stays in the op-aware validators
+# (whose messages name the op): the document says which names can ever pass.
+AXIS_SCHEMA: dict[str, Any] = {"enum": list(SHAPE_FIELD_NAMES)}
+SHAPE_KEYS_SCHEMA: dict[str, Any] = {"propertyNames": AXIS_SCHEMA, "minProperties": 1}
 
 
 def op_flops(op: Op, shape: dict[str, int]) -> int:
@@ -216,14 +223,30 @@ class RunInfo(_Strict):
     started_at: Timestamp = Field(default_factory=lambda: datetime.now(timezone.utc))
 
 
+# What _consistent checks of a measurement's op, stated in its JSON Schema: one branch per op,
+# naming the shape fields and the axis it can sweep (the percentiles' order cannot be stated).
+_SHAPE_PER_OP = {"oneOf": [
+    {
+        "properties": {
+            "op": {"const": op.value},
+            "shape": {"required": list(fields), "propertyNames": {"enum": list(fields)}},
+            "sweep_axis": {"enum": list(fields)},
+        },
+    }
+    for op, fields in SHAPE_FIELDS.items()
+]}
+
+
 class Measurement(_Strict):
     """One timed point: one kernel at one shape, with its latency statistics."""
+
+    model_config = ConfigDict(json_schema_extra=_SHAPE_PER_OP)
 
     id: UUID  # client-made, so a re-send is recognised row by row
     op: Op
     dtype: Dtype
-    shape: dict[str, Dim]
-    sweep_axis: str  # which shape field this point's curve sweeps
+    shape: Annotated[dict[str, Dim], Field(json_schema_extra=SHAPE_KEYS_SCHEMA)]  # exactly the op's SHAPE_FIELDS
+    sweep_axis: Annotated[str, Field(json_schema_extra=AXIS_SCHEMA)]  # which shape field this point's curve sweeps
     median_us: Latency
     p10_us: Latency
     p90_us: Latency

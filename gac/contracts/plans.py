@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
-from gac.contracts.measurements import MAX_DIM, SHAPE_FIELDS, Dtype, Op, shape_key, validate_shape
+from gac.contracts.measurements import AXIS_SCHEMA, MAX_DIM, PRINTABLE, SHAPE_FIELDS, Dtype, Op, shape_key, validate_shape
 
 PLAN_SCHEMA = "gac.plan/v1"
 MAX_SWEEPS = 1_000
@@ -77,7 +77,11 @@ def _values_kind(v: Any) -> str:
 # An explicit list of dimensions, or {start, stop, step}; the discriminator keeps
 # validation errors to the form the user wrote (values.list.1 / values.range.stop).
 SweepValues = Annotated[
-    Annotated[list[Annotated[int, Field(ge=1, le=MAX_DIM, strict=True)]], Tag("list")]
+    Annotated[
+        list[Annotated[int, Field(ge=1, le=MAX_DIM, strict=True)]],
+        Field(min_length=1, max_length=MAX_PLAN_POINTS, json_schema_extra={"uniqueItems": True}),
+        Tag("list"),
+    ]
     | Annotated[ValueRange, Tag("range")],
     Discriminator(_values_kind),
 ]
@@ -92,13 +96,42 @@ class Adaptive(_Strict):
     jump: Annotated[float, Field(gt=0, le=10)] = 0.08
 
 
+# What _shape_consistent checks, stated in the JSON Schema: one branch per op and axis, naming
+# the shape fields fixed; and adaptive refinement only over a range.
+_SWEEP_RULES: dict[str, Any] = {
+    "oneOf": [
+        {
+            "required": ["fixed"],
+            "properties": {
+                "op": {"const": op.value},
+                "axis": {"const": axis},
+                "fixed": {"required": [f for f in fields if f != axis], "propertyNames": {"enum": [f for f in fields if f != axis]}},
+            },
+        }
+        for op, fields in SHAPE_FIELDS.items()
+        for axis in fields
+    ],
+    "anyOf": [
+        {"not": {"required": ["adaptive"]}},
+        {"properties": {"adaptive": {"type": "null"}}},
+        {"properties": {"values": {"type": "object"}}},
+    ],
+}
+
+
 class Sweep(_Strict):
     """One op, some dtypes, one swept shape field, the others fixed."""
 
+    model_config = ConfigDict(json_schema_extra=_SWEEP_RULES)
+
     op: Op
-    dtypes: Annotated[list[Dtype], Field(min_length=1, max_length=3)]
-    axis: str
-    fixed: dict[str, Annotated[int, Field(ge=1, le=MAX_DIM, strict=True)]] = Field(default_factory=dict)
+    dtypes: Annotated[list[Dtype], Field(min_length=1, max_length=3, json_schema_extra={"uniqueItems": True})]
+    # Which names fit which op is checked below; the schema says which names exist.
+    axis: Annotated[str, Field(json_schema_extra=AXIS_SCHEMA)]
+    fixed: Annotated[
+        dict[str, Annotated[int, Field(ge=1, le=MAX_DIM, strict=True)]],
+        Field(json_schema_extra={"propertyNames": AXIS_SCHEMA}),
+    ] = Field(default_factory=dict)
     values: SweepValues
     timing: Timing | None = None
     adaptive: Adaptive | None = None
@@ -113,14 +146,10 @@ class Sweep(_Strict):
 
     @field_validator("values")
     @classmethod
-    def _values_nonempty(cls, v: list[int] | ValueRange) -> list[int] | ValueRange:
-        if isinstance(v, list):
-            if not v:
-                raise ValueError("values must not be empty")
-            if len(v) > MAX_PLAN_POINTS:
-                raise ValueError(f"values has {len(v)} entries, more than {MAX_PLAN_POINTS}")
-            if len(set(v)) != len(v):
-                raise ValueError("values has duplicates")
+    def _values_unique(cls, v: list[int] | ValueRange) -> list[int] | ValueRange:
+        # Not empty and not too long: said by the field (and so by the JSON Schema).
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("values has duplicates")
         return v
 
     @model_validator(mode="after")
@@ -182,7 +211,7 @@ class SweepPlan(_Strict):
     """A named list of sweeps, with default timing settings for all of them."""
 
     schema_: Literal["gac.plan/v1"] = Field(default=PLAN_SCHEMA, alias="schema")
-    name: Annotated[str, Field(min_length=1, max_length=200)]
+    name: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]  # a text column: no NUL
     description: Annotated[str | None, Field(max_length=2_000)] = None
     timing: Timing = Field(default_factory=Timing)
     sweeps: Annotated[list[Sweep], Field(min_length=1, max_length=MAX_SWEEPS)]

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from service.auth.tokens import Scope
 from service.deps import Credentials, SessionDep, SettingsDep, require
+from service.errors import errors
 
 router = APIRouter(prefix="/v1/auth", tags=["auth"])
 
@@ -19,7 +20,7 @@ class TokenInfo(BaseModel):
     created_at: datetime
 
 
-@router.get("/token", responses={401: {"description": "no token, or an unknown or revoked one"}})
+@router.get("/token", responses=errors(401))
 def current_token(session: SessionDep, settings: SettingsDep, creds: Credentials) -> TokenInfo:
     """The caller's token: its name and scope (any valid token may ask)."""
     token = require(Scope.read, session, settings, creds)

@@ -14,50 +14,54 @@ from service.cliffs import service
 from service.cliffs.schemas import ComparableCurve, Comparison, CurveCliffs, Rule
 from service.curves.service import fixed_key_for, get_curve_by_id
 from service.deps import Reader, SessionDep
-from service.http import per_curve_json
-from service.schemas import RowId
+from service.errors import errors
+from service.http import VERSIONED, per_curve_json
+from service.schemas import NO_NUL, Axis, FixedShape, PlatformRef, RowId
 
 router = APIRouter(prefix="/v1", tags=["cliffs"])
-Ref = Annotated[str, Query(max_length=64, description="platform id, fingerprint or unique prefix")]
+Ref = Annotated[str, Query(max_length=64, pattern=NO_NUL, description="platform id, fingerprint or unique prefix")]
 
 
-@router.get("/curves/{curve_id}/cliffs", response_model=CurveCliffs)
+@router.get("/curves/{curve_id}/cliffs", response_model=CurveCliffs, responses={**VERSIONED, **errors(401, 404, 422)})
 async def curve_cliffs(curve_id: RowId, _: Reader, request: Request) -> Response:
     """Steps (position, size, confidence), cliff-free frontier and explaining modulus of one curve."""
     return await per_curve_json(request, "cliffs", curve_id, service.curve_cliffs_json)
 
 
-@router.get("/platforms/{ref}/cliffs")
+@router.get("/platforms/{ref}/cliffs", responses=errors(401, 404, 422))
 def platform_cliffs(
-    ref: str, session: SessionDep, _: Reader, op: Op | None = None, dtype: Dtype | None = None,
-    axis: Annotated[str | None, Query(max_length=32)] = None,
+    ref: PlatformRef, session: SessionDep, _: Reader, op: Op | None = None, dtype: Dtype | None = None,
+    axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL)] = None,
 ) -> list[CurveCliffs]:
     return service.platform_cliffs(session, ref, op and op.value, dtype and dtype.value, axis)
 
 
-@router.get("/platforms/{ref}/rules")
-def platform_rules(ref: str, session: SessionDep, _: Reader) -> list[Rule]:
+@router.get("/platforms/{ref}/rules", responses=errors(401, 404, 422))
+def platform_rules(ref: PlatformRef, session: SessionDep, _: Reader) -> list[Rule]:
     """The alignment rules this platform's measurements imply, per op, dtype and axis."""
     return service.rules(session, ref)
 
 
-@router.get("/compare/curves")
+@router.get("/compare/curves", responses=errors(401, 404, 422))
 def comparable_curves(a: Ref, b: Ref, session: SessionDep, _: Reader) -> list[ComparableCurve]:
     """Curves both platforms have measured: what can be compared side by side."""
     return service.comparable(session, a, b)
 
 
-@router.get("/compare")
+@router.get("/compare", responses=errors(401, 404, 422))
 def compare(
-    a: Ref, b: Ref, session: SessionDep, _: Reader, op: Op, dtype: Dtype,
-    axis: Annotated[str, Query(max_length=32)], fixed: Annotated[str, Query(max_length=200)],
+    a: Ref, b: Ref, session: SessionDep, _: Reader, op: Op, dtype: Dtype, axis: Axis, fixed: FixedShape,
 ) -> Comparison:
     """The same sweep on two platforms: both curves, their cliffs, and b/a at every dimension."""
     key = fixed_key_for(op, axis, fixed)
     return service.compare(session, a, b, op.value, dtype.value, axis, key)
 
 
-@router.get("/curves/{curve_id}/download", response_class=Response, responses={200: {"content": {"text/csv": {}, "application/json": {}}}})
+@router.get(
+    "/curves/{curve_id}/download", response_class=Response,
+    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}, "application/json": {"schema": {"$ref": "#/components/schemas/Curve"}}}},
+               **errors(401, 404, 422)},
+)
 def download_curve(
     curve_id: RowId, session: SessionDep, _: Reader, format: Literal["csv", "json"] = "csv"
 ) -> Response:

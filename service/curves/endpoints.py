@@ -11,34 +11,32 @@ from gac.contracts.measurements import Dtype, Op
 from service.curves import service
 from service.curves.schemas import Curve, CurveSummary
 from service.deps import Reader, SessionDep
-from service.http import per_curve_json, versioned_json
-from service.schemas import RowId
+from service.errors import errors
+from service.http import VERSIONED, per_curve_json, versioned_json
+from service.schemas import NO_NUL, Axis, FixedShape, PlatformRef, RowId
 
 router = APIRouter(prefix="/v1", tags=["curves"])
 
 
-@router.get("/platforms/{ref}/curves")
+@router.get("/platforms/{ref}/curves", responses=errors(401, 404, 422))
 def list_curves(
-    ref: str, session: SessionDep, _: Reader, op: Op | None = None, dtype: Dtype | None = None,
-    axis: Annotated[str | None, Query(max_length=32)] = None,
+    ref: PlatformRef, session: SessionDep, _: Reader, op: Op | None = None, dtype: Dtype | None = None,
+    axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL)] = None,
 ) -> list[CurveSummary]:
     """Every curve measured on a platform, with its point count and range."""
     return service.list_curves(session, ref, op and op.value, dtype and dtype.value, axis)
 
 
-@router.get("/platforms/{ref}/curve", response_model=Curve)
+@router.get("/platforms/{ref}/curve", response_model=Curve, responses={**VERSIONED, **errors(401, 404, 422)})
 def get_curve(
-    ref: str, session: SessionDep, _: Reader, op: Op, dtype: Dtype,
-    axis: Annotated[str, Query(max_length=32, description="the swept shape field, e.g. n")],
-    fixed: Annotated[str, Query(max_length=200, description="the other shape fields, e.g. k=128,m=2048")],
-    request: Request,
+    ref: PlatformRef, session: SessionDep, _: Reader, op: Op, dtype: Dtype, axis: Axis, fixed: FixedShape, request: Request,
 ) -> Response:
     """One curve by its natural key: latency against the swept dimension."""
     row = service.find_curve(session, ref, op, dtype.value, axis, fixed)
     return versioned_json(request, "curve", session, row, service.curve_json)
 
 
-@router.get("/curves/{curve_id}", response_model=Curve)
+@router.get("/curves/{curve_id}", response_model=Curve, responses={**VERSIONED, **errors(401, 404, 422)})
 async def get_curve_by_id(curve_id: RowId, _: Reader, request: Request) -> Response:
     """One curve by id: latency against the swept dimension, repeated measurements combined."""
     return await per_curve_json(request, "curve", curve_id, service.curve_json)

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.measurements import BATCH_SCHEMA, Batch, BatchReceipt
 from service.deps import IngestToken, SessionDep, SettingsDep
+from service.errors import errors
 from service.ingest.incoming import Incoming
 from service.ingest.service import ingest_batch
 
@@ -44,7 +45,7 @@ def parse_batch(body: bytes, content_type: str) -> Incoming:
     except ValidationError as exc:
         errors = []
         for e in exc.errors(include_url=False):
-            if e["loc"] == ("schema",) and e.get("input") in _LAYOUT_HINT:
+            if e["loc"] == ("schema",) and isinstance(e.get("input"), str) and e["input"] in _LAYOUT_HINT:
                 e = dict(e, msg=f"{e['msg']}: {_LAYOUT_HINT[e['input']]}")
             errors.append(dict(e, loc=("body", *e["loc"])))
         raise RequestValidationError(errors) from None
@@ -54,7 +55,7 @@ def parse_batch(body: bytes, content_type: str) -> Incoming:
     "/batches",
     status_code=status.HTTP_201_CREATED,
     openapi_extra=BATCH_BODY,
-    responses={200: {"model": BatchReceipt, "description": "The batch had been stored before: nothing new stored."}},
+    responses={200: {"model": BatchReceipt, "description": "The batch had been stored before: nothing new stored."}, **errors(401, 403, 409, 413, 422)},
 )
 async def post_batch(
     request: Request, session: SessionDep, settings: SettingsDep, token: IngestToken, response: Response

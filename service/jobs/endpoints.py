@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from service.deps import AdminToken, IngestToken, Reader, SessionDep, SettingsDep
+from service.errors import errors
 from service.jobs import service
 from service.jobs.schemas import ClaimRequest, CompleteRequest, FailRequest, HeartbeatRequest, JobCreate, JobOut, JobStatus
 from service.schemas import AfterId, Page, RowId
@@ -14,13 +15,13 @@ from service.schemas import AfterId, Page, RowId
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(401, 403, 413, 422))
 def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, _: AdminToken) -> JobOut:
     job, _created = service.enqueue(session, settings, body.plan, body.match, priority=body.priority, max_attempts=body.max_attempts)
     return service.to_out(job)
 
 
-@router.get("")
+@router.get("", responses=errors(401, 422))
 def list_jobs(
     session: SessionDep, reader: Reader, status: JobStatus | None = None,
     cursor: AfterId = 0, limit: Annotated[int, Query(ge=1, le=500)] = 100,
@@ -29,7 +30,7 @@ def list_jobs(
     return service.list_jobs(session, status, cursor, limit, show_owner=reader is not None)
 
 
-@router.post("/claim", response_model=JobOut, responses={204: {"description": "No job for this platform now."}})
+@router.post("/claim", response_model=JobOut, responses={204: {"description": "No job for this platform now."}, **errors(401, 403, 413, 422)})
 def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, token: IngestToken):  # type: ignore[no-untyped-def]
     """Lease the most urgent job this platform may run; 204 when there is none.
 
@@ -40,26 +41,26 @@ def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, to
     return service.to_out(job)
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id:int}", responses=errors(401, 404, 422))
 def get_job(job_id: RowId, session: SessionDep, reader: Reader) -> JobOut:
     return service.to_out(service.get(session, job_id), show_owner=reader is not None)
 
 
-@router.post("/{job_id}/heartbeat")
+@router.post("/{job_id:int}/heartbeat", responses=errors(401, 403, 404, 409, 413, 422))
 def heartbeat(job_id: RowId, body: HeartbeatRequest, session: SessionDep, settings: SettingsDep, token: IngestToken) -> JobOut:
     return service.to_out(service.heartbeat(session, settings, job_id, body.agent, body.lease_seconds, token.id))
 
 
-@router.post("/{job_id}/complete")
+@router.post("/{job_id:int}/complete", responses=errors(401, 403, 404, 409, 413, 422))
 def complete(job_id: RowId, body: CompleteRequest, session: SessionDep, token: IngestToken) -> JobOut:
     return service.to_out(service.complete(session, job_id, body.agent, body.points, body.run_id, token.id))
 
 
-@router.post("/{job_id}/fail")
+@router.post("/{job_id:int}/fail", responses=errors(401, 403, 404, 409, 413, 422))
 def fail(job_id: RowId, body: FailRequest, session: SessionDep, token: IngestToken) -> JobOut:
     return service.to_out(service.fail(session, job_id, body.agent, body.error, token.id))
 
 
-@router.delete("/{job_id}")
+@router.delete("/{job_id:int}", responses=errors(401, 403, 404, 409, 413, 422))
 def cancel(job_id: RowId, session: SessionDep, _: AdminToken) -> JobOut:
     return service.to_out(service.cancel(session, job_id))

@@ -9,21 +9,22 @@ from fastapi import APIRouter, Query
 
 from gac.contracts.measurements import Dtype, Op
 from service.deps import Reader, SessionDep
+from service.errors import errors
 from service.measurements import service
 from service.measurements.schemas import MeasurementOut
-from service.schemas import AfterBigId, Page
+from service.schemas import NO_NUL, AfterBigId, Page
 
 router = APIRouter(prefix="/v1/measurements", tags=["measurements"])
 
 
-@router.get("")
+@router.get("", responses=errors(401, 404, 422))
 def list_measurements(
     session: SessionDep,
     _: Reader,
-    platform: Annotated[str | None, Query(max_length=64, description="platform id, fingerprint or prefix")] = None,
+    platform: Annotated[str | None, Query(max_length=64, pattern=NO_NUL, description="platform id, fingerprint or prefix")] = None,
     op: Op | None = None,
     dtype: Dtype | None = None,
-    axis: Annotated[str | None, Query(max_length=32)] = None,
+    axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL)] = None,
     run: uuid.UUID | None = None,
     cursor: AfterBigId = 0,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,

@@ -7,28 +7,29 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from service.deps import Reader, SessionDep
+from service.errors import errors
 from service.platforms import service
 from service.platforms.repository import counts
 from service.platforms.schemas import PlatformOut
-from service.schemas import Offset, Page
+from service.schemas import NO_NUL, Offset, Page, PlatformRef
 
 router = APIRouter(prefix="/v1/platforms", tags=["platforms"])
 
 
-@router.get("")
+@router.get("", responses=errors(401, 422))
 def list_platforms(
     session: SessionDep,
     _: Reader,
     device_kind: Literal["cuda", "cpu", "rocm"] | None = None,
-    name: Annotated[str | None, Query(max_length=200, description="substring of the device name")] = None,
+    name: Annotated[str | None, Query(max_length=200, pattern=NO_NUL, description="substring of the device name")] = None,
     cursor: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> Page[PlatformOut]:
     return service.list_platforms(session, device_kind=device_kind, name=name, offset=cursor, limit=limit)
 
 
-@router.get("/{ref}")
-def get_platform(ref: str, session: SessionDep, _: Reader) -> PlatformOut:
+@router.get("/{ref}", responses=errors(401, 404, 422))
+def get_platform(ref: PlatformRef, session: SessionDep, _: Reader) -> PlatformOut:
     """One platform by id, fingerprint, or unique fingerprint prefix."""
     platform = service.get_platform(session, ref)
     return service.to_out(platform, *counts(session, [platform.id])[platform.id])
