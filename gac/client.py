@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 from uuid import UUID
 
 import httpx
@@ -79,6 +80,7 @@ __all__ = [
 
 DEFAULT_TIMEOUT_S = 30.0
 ALIGN_TIMEOUT_S = 600.0  # a large manifest with a cross-check can take minutes
+POLL_FIRST_S, POLL_MAX_S = 0.05, 1.0  # following a 202: the first wait, and the longest (or the service's Retry-After)
 
 
 # -- errors
@@ -322,11 +324,32 @@ class Client:
         either the alignment uses rules only. enqueue_missing queues a profiling job for the
         curves the platform lacks (needs an ingest token); their ids are in the answer's jobs.
         The manifest is checked by the service: bad fields come back as GacApiError 422 naming them.
+        A large manifest is aligned off the request (the service answers 202): this call polls the
+        stored alignment until it is done, within timeout seconds.
         """
         body = _manifest_body(manifest)
         response = self._request("POST", "/v1/align", params={"platform": platform, "enqueue_missing": enqueue_missing},
                                  content=body, content_type="application/json", timeout=timeout)
+        if response.status_code == 202:  # a large manifest: aligned off the request, stored under the URL to poll
+            response = self._follow(response, timeout)
         return _parse(response, StoredAlignment)
+
+    def _follow(self, accepted: httpx.Response, timeout: float | None) -> httpx.Response:
+        """GET the Location of a 202 until it answers otherwise (the stored alignment, or its error)."""
+        location = accepted.headers.get("location") or str(_json(accepted, dict).get("poll") or "")
+        if not location:
+            raise _unexpected(accepted, "202 without a Location to poll")
+        path = urlsplit(location).path  # relative to this client's URL, like every route
+        deadline = time.monotonic() + (timeout if timeout is not None else ALIGN_TIMEOUT_S)
+        wait, response = POLL_FIRST_S, accepted
+        while response.status_code == 202:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GacConnectionError(f"GET {self.url}{path}: the alignment was not done in time", url=f"{self.url}{path}")
+            time.sleep(min(wait, remaining))
+            wait = min(wait * 1.5, _retry_after(response) or POLL_MAX_S, POLL_MAX_S)
+            response = self._request("GET", path, timeout=self._timeout)
+        return response
 
     def alignment(self, alignment_id: UUID | str) -> StoredAlignment:
         """GET /v1/alignments/{id}: a stored alignment with its whole result."""

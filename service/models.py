@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     UniqueConstraint,
@@ -247,5 +248,23 @@ class Alignment(Base):
     predicted_unaligned_us: Mapped[float | None] = mapped_column(Float)
     predicted_aligned_us: Mapped[float | None] = mapped_column(Float)
     manifest: Mapped[dict] = mapped_column(JSON)
-    result: Mapped[dict] = mapped_column(JSON)
+    result: Mapped[dict] = mapped_column(JSON)  # as served by default: compact when result_full is set
+    # zlib-compressed JSON of the whole result (every weight's candidates) when `result` is compact
+    result_full: Mapped[bytes | None] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)
+
+
+class AlignmentJob(Base):
+    """A large alignment being computed off the request (POST /v1/align answered 202); the
+    alignment it makes gets the same id. GET /v1/alignments/{id} answers 202 until it is stored."""
+
+    __tablename__ = "alignment_jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))  # queued, running, done, failed
+    weights: Mapped[int | None] = mapped_column(Integer)  # estimated from the body until it is parsed
+    error: Mapped[dict | None] = mapped_column(JSON)  # failed: {"status": HTTP status, "body": {"error", "detail"}}
+    timings: Mapped[dict | None] = mapped_column(JSON)  # seconds per phase: parse, candidates, solve, serialize, store
+    profiling_jobs: Mapped[list | None] = mapped_column(JSON)  # ids queued for missing points (enqueue_missing)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

@@ -70,12 +70,17 @@ class AlignOptions:
     objective: str | None = None  # "importance", "latency", "frontier"; None: the manifest's, else latency when measured
     epsilon: float | None = None  # None: the manifest's, else DEFAULT_EPSILON
     frontier_points: int = 50  # for objective "frontier"; "latency" reports a few around its choice
+    # The service answers first and checks after: above this many items the OR-Tools cross-check and
+    # the paper-DP baselines are not run; the result lists them in `pending` (cross-check status
+    # "pending"), and the caller runs align() again without this option to fill them in. None: inline.
+    defer_above: int | None = None
 
 
 DEFAULT_EPSILON = 0.005
 LATENCY_UNITS = 1 << 24  # integer latency resolution: the slowest total maps to about this many units
 PAPER_OWN = "paper-dp-64"  # the baseline: the paper's DP over its own window
 POINT_CHECK_TIME_LIMIT_S = 20.0  # CP-SAT on the chosen two-resource point; past it the check proves nothing
+PENDING = "pending"  # a cross-check's status while it waits to run (AlignOptions.defer_above)
 
 
 def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: AlignOptions | None = None) -> AlignmentResult:
@@ -133,7 +138,7 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
 
     check = _cross_check(opts, costs, values, budget, sol.value, len(items))
     cross = CrossCheck(method=check.method if check else "none", status=check.status if check else "not run")
-    if check is not None:
+    if check is not None and check.status != PENDING:
         cross.seconds = round(check.seconds, 6)
         cross.agrees = check.agrees
         if check.choice is not None:
@@ -162,10 +167,14 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
         ),
         **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=_predicted(cands, chosen, model),
-        baselines=_baselines(items, cands, budget, objective(items, chosen), copts.align, warnings, model, max_paper_items=opts.paper_dp_max_items) if opts.baselines else [],
+        baselines=_baselines(
+            items, cands, budget, objective(items, chosen), copts.align, warnings, model,
+            max_paper_items=opts.paper_dp_max_items, defer=_deferred(opts, len(items)),
+        ) if opts.baselines else [],
         missing=_missing(cands, model, copts),
         warnings=warnings,
         rule_items=rules,
+        pending=_pending(opts, len(items), cross),
     )
 
 
@@ -244,13 +253,16 @@ def _align_for_latency(
         ),
         **_shared_fields(manifest, lookup, items, chosen, copts.align),
         latency=latency,
-        baselines=_baselines(items, cands, budget, obj, copts.align, warnings, model, ref_dims, opts.paper_dp_max_items) if opts.baselines else [],
+        baselines=_baselines(
+            items, cands, budget, obj, copts.align, warnings, model, ref_dims, opts.paper_dp_max_items, defer=_deferred(opts, len(items)),
+        ) if opts.baselines else [],
         missing=_missing(cands, model, copts),
         warnings=warnings,
         objective_kind=kind,  # type: ignore[arg-type]
         epsilon=epsilon,
         frontier=frontier,
         rule_items=rules,
+        pending=_pending(opts, len(items), cross),
     )
 
 
@@ -291,6 +303,8 @@ def _cross_check_point(opts: AlignOptions, titems: list[TradeoffItem], budget: i
     """CP-SAT re-solves the chosen point with both constraints; a proven disagreement is an error."""
     if opts.cross_check == "none" or (opts.cross_check == "auto" and len(titems) > opts.cross_check_max_items):
         return CrossCheck(method="none", status="not run")
+    if _deferred(opts, len(titems)):
+        return CrossCheck(method="cp-sat", status=PENDING)
     limit = min(opts.cross_check_time_limit_s, POINT_CHECK_TIME_LIMIT_S)
     agrees, theirs, status, seconds = crosscheck_point(titems, budget, best.point, time_limit_s=limit)
     if agrees is False and best.optimal:
@@ -369,8 +383,23 @@ def _cross_check(
         return None
     if backend == "auto":
         backend = "scip"
+    if _deferred(opts, n):
+        return CrossCheckResult(backend, PENDING, None, None, 0.0)
     res = solve_ortools(costs, values, budget, backend=backend, time_limit_s=opts.cross_check_time_limit_s)
     return compare(ours, res)
+
+
+def _deferred(opts: AlignOptions, n: int) -> bool:
+    """Whether this instance's checks wait for later (AlignOptions.defer_above)."""
+    return opts.defer_above is not None and n > opts.defer_above
+
+
+def _pending(opts: AlignOptions, n: int, cross: CrossCheck) -> list[str]:
+    """What the result still lacks and a later align() without defer_above fills in."""
+    out = ["cross_check"] if cross.status == PENDING else []
+    if opts.baselines and _deferred(opts, n) and n <= opts.paper_dp_max_items:
+        out.append("baselines")
+    return out
 
 
 def _aligned_weight(ic: ItemCandidates, d: int, model: LatencyModel, align: int) -> AlignedWeight:
@@ -450,6 +479,7 @@ def _baselines(
     model: LatencyModel | None = None,
     importance_dims: list[int] | None = None,
     max_paper_items: int = AlignOptions.paper_dp_max_items,
+    defer: bool = False,
 ) -> list[Baseline]:
     ctx = _Context(items, cands, budget, ours, align, model)
     out = [
@@ -463,6 +493,8 @@ def _baselines(
             f"paper-dp baselines skipped: {len(items)} items is over {max_paper_items} "
             "(the paper's DP grows with items x candidates x budget)"
         )
+        return out
+    if defer:  # run later, by align() without AlignOptions.defer_above (listed in the result's `pending`)
         return out
     # The paper's DP over the same candidate sets, then over its own window.
     u = 8 * min(row_count(w) for it in items for w in it.members)

@@ -136,5 +136,12 @@ class AlignmentResult(_Model):
     epsilon: float | None = None
     frontier: list[FrontierPoint] = Field(default_factory=list)
     rule_items: list[str] = Field(default_factory=list)  # items without measurements: rule candidates, no latency
+    # What the service is still computing for this alignment and writes onto the stored one when done
+    # ("cross_check", "baselines"): the answer came first; GET /v1/alignments/{id} shows them once empty.
+    pending: list[str] = Field(default_factory=list)
+    # "full": every weight lists all its candidates. "compact" (the default above 1,000 weights): each
+    # weight lists only its chosen candidate; ?candidates=full on GET /v1/alignments/{id} gives them all.
+    candidate_lists: Literal["full", "compact"] = "full"
+    candidates_total: int | None = None  # how many candidates the full lists hold (set in the compact form)
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)

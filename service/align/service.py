@@ -1,27 +1,49 @@
-"""Align a manifest against a platform's measured curves, store the result, queue what was missing."""
+"""Align a manifest against a platform's measured curves, store the result, queue what was missing.
+
+Results are stored and served as JSON text, never rebuilt as Python objects on the way: a
+100,000-weight result is tens of MB. Large ones are stored twice: compact in `result` (each
+weight's chosen candidate; served by default) and whole, compressed, in `result_full`.
+
+What runs in the worker processes (service/align/limits.py) is here too, as plain functions of
+picklable arguments: run_task (parse, align, store a manifest body) and complete_pending (the
+cross-check and paper-DP baselines a stored alignment still lacks).
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 import uuid
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from pydantic import ValidationError
+from sqlalchemy import JSON, Engine, Text, cast, func, insert, literal, select, update
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, load_only
 
-from gac.contracts.alignment import AlignmentResult
+from gac.contracts.alignment import AlignmentResult, CrossCheck
 from gac.contracts.manifest import Manifest
 from gac.contracts.plans import plan_for_points
+from service.align import limits
 from service.align.db_lookup import DbLookup
-from service.align.schemas import AlignmentSummary, StoredAlignment
-from service.db import begin_write
-from service.errors import NotFound, SolverDisagreement, Unprocessable
+from service.align.schemas import AlignmentJobStatus, AlignmentSummary, StoredAlignment, StoredHead
+from service.db import begin_write, make_engine, make_sessionmaker
+from service.errors import GacError, NotFound, PayloadTooLarge, SolverDisagreement, Unprocessable, field_errors, is_outage
 from service.jobs.schemas import JobMatch
 from service.jobs.service import enqueue
-from service.models import Alignment, Platform
+from service.models import Alignment, AlignmentJob, Platform, utcnow
 from service.platforms import repository as platforms
 from service.schemas import Page
 from service.settings import Settings
-from solver.align import BudgetBelowFeasible, align
+from solver.align import AlignOptions, BudgetBelowFeasible, align
 from solver.crosscheck import CrossCheckDisagreement
+
+log = logging.getLogger("gac.service")
 
 
 def resolve_platform(session: Session, manifest: Manifest, override: str | None) -> Platform | None:
@@ -36,27 +58,95 @@ def resolve_platform(session: Session, manifest: Manifest, override: str | None)
     return platform
 
 
-def run_alignment(session: Session, manifest: Manifest, platform: Platform | None) -> AlignmentResult:
+def run_alignment(session: Session, manifest: Manifest, platform: Platform | None, defer_above: int | None = None) -> AlignmentResult:
+    """align() over the platform's curves. defer_above: leave the checks of larger instances pending
+    (the service answers first; complete_pending runs them)."""
     lookup = DbLookup(session, platform) if platform is not None else None
     try:
-        return align(manifest, lookup)
+        return align(manifest, lookup, AlignOptions(defer_above=defer_above))
     except BudgetBelowFeasible as exc:
         raise Unprocessable([{"field": "body.budget", "message": str(exc)}]) from exc
     except CrossCheckDisagreement as exc:
         raise SolverDisagreement(str(exc)) from exc
 
 
-def store(session: Session, manifest: Manifest, platform: Platform | None, result: AlignmentResult) -> Alignment:
+# -- the stored forms
+
+
+def compact_json(result: AlignmentResult) -> str:
+    """The result with each weight's chosen candidate only (the result object is left as it was)."""
+    weights = result.weights
+    saved = [w.candidates for w in weights]
+    try:
+        for w, cands in zip(weights, saved):
+            w.candidates = [c for c in cands if c.dim == w.dim][:1]
+        compact = result.model_copy(update={"candidate_lists": "compact", "candidates_total": sum(map(len, saved))})
+        return compact.model_dump_json(by_alias=True)
+    finally:
+        for w, cands in zip(weights, saved):
+            w.candidates = cands
+
+
+@dataclass
+class Texts:
+    """A result as stored: `result` as served by default, `full` (compressed) when that is compact."""
+
+    result: str
+    full: bytes | None = None
+
+    @classmethod
+    def of(cls, result: AlignmentResult, weights: int, compact_above: int | None = None) -> Texts:
+        if weights <= (limits.COMPACT_ABOVE_WEIGHTS if compact_above is None else compact_above):
+            return cls(result.model_dump_json(by_alias=True))
+        whole = result.__pydantic_serializer__.to_json(result, by_alias=True)
+        with ThreadPoolExecutor(1) as deflate:  # zlib lets go of the GIL: compress while the compact form is made
+            full = deflate.submit(zlib.compress, whole, 1)
+            return cls(compact_json(result), full.result())
+
+    def served(self, candidates: str | None, result: AlignmentResult) -> Part:
+        """The result text in the form asked for ("full", "compact"; None: as stored)."""
+        if candidates == "full" and self.full is not None:
+            return Deflated(self.full)
+        if candidates == "compact" and self.full is None:
+            return compact_json(result)
+        return self.result
+
+
+@dataclass
+class StoredRow:
+    """What store() wrote: the row's own fields, the result object and its stored texts."""
+
+    id: uuid.UUID
+    created_at: datetime
+    platform_id: int | None
+    weights: int
+    result: AlignmentResult
+    texts: Texts
+
+
+def _json_text(session: Session, text: str):  # type: ignore[no-untyped-def]
+    """A JSON document serialized already, bound as it is (the JSON type would encode it again)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(literal(text, Text), JSON)
+    return literal(text, Text)
+
+
+def store(
+    session: Session, manifest: Manifest, platform: Platform | None, result: AlignmentResult, *,
+    alignment_id: uuid.UUID | None = None, texts: Texts | None = None,
+) -> StoredRow:
+    """Insert the alignment; texts: the result serialized already (else Texts.of, by size)."""
+    texts = texts or Texts.of(result, len(manifest.weights))
+    row = StoredRow(alignment_id or uuid.uuid4(), utcnow(), platform.id if platform else None, len(manifest.weights), result, texts)
     begin_write(session)
-    row = Alignment(
-        id=uuid.uuid4(), model=manifest.model, compressor=manifest.compressor,
-        platform_id=platform.id if platform else None, weights=len(manifest.weights), budget=result.budget,
-        total_params=result.total_params, objective=result.objective,
+    session.execute(insert(Alignment).values(
+        id=row.id, model=manifest.model, compressor=manifest.compressor, platform_id=row.platform_id,
+        weights=row.weights, budget=result.budget, total_params=result.total_params, objective=result.objective,
         aligned_share_before=result.aligned_share_before, aligned_share_after=result.aligned_share_after,
         predicted_unaligned_us=result.latency.unaligned_us, predicted_aligned_us=result.latency.aligned_us,
-        manifest=manifest.model_dump(mode="json", by_alias=True), result=result.model_dump(mode="json", by_alias=True),
-    )
-    session.add(row)
+        manifest=_json_text(session, manifest.model_dump_json(by_alias=True)), result=_json_text(session, texts.result),
+        result_full=texts.full, created_at=row.created_at,
+    ))
     session.commit()
     return row
 
@@ -77,11 +167,111 @@ def enqueue_missing(session: Session, settings: Settings, result: AlignmentResul
     return [job.id]
 
 
-def to_stored(row: Alignment, jobs: list[int] | None = None) -> StoredAlignment:
-    return StoredAlignment(
-        id=row.id, created_at=row.created_at, platform_id=row.platform_id, jobs=jobs or [],
-        result=AlignmentResult.model_validate(row.result),
-    )
+def to_stored(row: StoredRow | Alignment, jobs: list[int] | None = None) -> StoredAlignment:
+    result = row.result if isinstance(row, StoredRow) else AlignmentResult.model_validate(row.result)
+    return StoredAlignment(id=row.id, created_at=row.created_at, platform_id=row.platform_id, jobs=jobs or [], result=result)
+
+
+@dataclass(frozen=True)
+class Deflated:
+    """zlib-compressed bytes, inflated piece by piece as they are sent."""
+
+    data: bytes
+
+
+Part = bytes | str | Deflated
+CHUNK = 1 << 20
+
+
+def response_body(head: StoredHead, result: Part) -> tuple[Part, ...]:
+    """A StoredAlignment document in parts, its result as the stored text is: no parse, and no
+    tens of MB encoded, inflated or copied in one go (each holds the GIL): see chunks()."""
+    return head.model_dump_json()[:-1].encode() + b',"result":', result, b"}"
+
+
+def chunks(parts: tuple[Part, ...], size: int = CHUNK) -> Iterator[bytes]:
+    """The parts' bytes in pieces of about `size`."""
+    for part in parts:
+        if isinstance(part, Deflated):
+            inflate = zlib.decompressobj()
+            for start in range(0, len(part.data), size // 8):
+                if out := inflate.decompress(part.data[start:start + size // 8]):
+                    yield out
+            if out := inflate.flush():
+                yield out
+        else:
+            for start in range(0, len(part), size):
+                piece = part[start:start + size]
+                yield piece.encode() if isinstance(piece, str) else piece
+
+
+def server_timing(timings: dict[str, float] | None) -> dict[str, str]:
+    """Where the alignment's time went, as a Server-Timing header (milliseconds per phase)."""
+    if not timings:
+        return {}
+    return {"Server-Timing": ", ".join(f"{k};dur={1000 * v:.1f}" for k, v in timings.items())}
+
+
+def align_timings(result: AlignmentResult, seconds: float) -> dict[str, float]:
+    """align()'s wall time split: our solve, the inline cross-check and paper-DP baselines, and the
+    rest ("candidates": items, candidates, missing points and the result's assembly)."""
+    solve = result.solver.seconds
+    check = result.solver.cross_check.seconds or 0.0
+    baselines = sum(b.seconds or 0.0 for b in result.baselines)
+    return {"candidates": max(0.0, seconds - solve - check - baselines), "solve": solve, "check": check, "baselines": baselines}
+
+
+# -- reading
+
+
+@dataclass
+class Answer:
+    """An HTTP answer made off the request's thread (a worker process, say): status, JSON body, headers."""
+
+    status: int
+    body: bytes | tuple[Part, ...]  # in parts: a large result is sent as it is read (chunks())
+    headers: dict[str, str] = field(default_factory=dict)
+    alignment_id: uuid.UUID | None = None
+    pending: bool = False  # the stored alignment awaits complete_pending
+
+
+def error_answer(exc: GacError) -> Answer:
+    return Answer(exc.status_code, json.dumps({"error": type(exc).__name__, "detail": exc.detail}).encode(), dict(exc.headers or {}))
+
+
+def read(session: Session, alignment_id: uuid.UUID, candidates: str | None) -> Answer:
+    """GET /v1/alignments/{id}: the stored alignment (200), the job still making it (202), the
+    error that job ended with, or 404."""
+    has_full = Alignment.result_full.is_not(None).label("has_full")
+    found = session.execute(
+        select(Alignment.id, Alignment.created_at, Alignment.platform_id, Alignment.weights, cast(Alignment.result, Text), has_full,
+               AlignmentJob.profiling_jobs, AlignmentJob.timings)
+        .outerjoin(AlignmentJob, AlignmentJob.id == Alignment.id).where(Alignment.id == alignment_id)
+    ).one_or_none()
+    if found is None:
+        return _job_answer(session, alignment_id)
+    aid, created_at, platform_id, weights, text, has_full, jobs, timings = found
+    if has_full and candidates == "full":
+        text = Deflated(session.scalar(select(Alignment.result_full).where(Alignment.id == aid)))
+    elif not has_full and (candidates == "compact" or (candidates is None and weights > limits.COMPACT_ABOVE_WEIGHTS)):
+        text = compact_json(AlignmentResult.model_validate_json(text))  # small, or stored before compact forms
+    head = StoredHead(id=aid, created_at=created_at, platform_id=platform_id, jobs=jobs or [])
+    return Answer(200, response_body(head, text), server_timing(timings))
+
+
+def _job_answer(session: Session, alignment_id: uuid.UUID) -> Answer:
+    job = session.get(AlignmentJob, alignment_id)
+    if job is None or job.status == "done":  # done: the alignment was stored, and since deleted
+        raise NotFound(f"no alignment {alignment_id}")
+    if job.status == "failed":
+        error = job.error or {}
+        return Answer(int(error.get("status", 500)), json.dumps(error.get("body", {})).encode(), dict(error.get("headers") or {}))
+    if job.updated_at < utcnow() - timedelta(seconds=limits.JOB_STALE_S):
+        body = {"error": "AlignmentLost", "detail": f"no news of this alignment for over {limits.JOB_STALE_S} s: the process running it stopped; post the manifest again"}
+        return Answer(500, json.dumps(body).encode())
+    poll = f"/v1/alignments/{alignment_id}"
+    status = AlignmentJobStatus(id=job.id, status=job.status, weights=job.weights, created_at=job.created_at, poll=poll)  # type: ignore[arg-type]
+    return Answer(202, status.model_dump_json().encode(), {"Location": poll, "Retry-After": str(limits.POLL_AFTER_S)})
 
 
 def get(session: Session, alignment_id: uuid.UUID) -> Alignment:
@@ -91,11 +281,200 @@ def get(session: Session, alignment_id: uuid.UUID) -> Alignment:
     return row
 
 
+_SUMMARY = tuple(AlignmentSummary.model_fields)
+
+
 def list_alignments(session: Session, platform_id: int | None, offset: int, limit: int) -> Page[AlignmentSummary]:
     query = select(Alignment)
     if platform_id is not None:
         query = query.where(Alignment.platform_id == platform_id)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.scalars(query.order_by(Alignment.created_at.desc()).offset(offset).limit(limit)).all()
+    total = session.scalar(select(func.count()).select_from(query.with_only_columns(Alignment.id).subquery())) or 0
+    # Only the summary's columns: a stored manifest and result can be tens of MB each.
+    rows = session.scalars(
+        query.options(load_only(*(getattr(Alignment, f) for f in _SUMMARY))).order_by(Alignment.created_at.desc()).offset(offset).limit(limit)
+    ).all()
     items = [AlignmentSummary.model_validate(r, from_attributes=True) for r in rows]
     return Page[AlignmentSummary](items=items, total=total, next_cursor=str(offset + limit) if offset + limit < total else None)
+
+
+# -- jobs: a large alignment off the request
+
+
+def create_job(session: Session, alignment_id: uuid.UUID, weights: int) -> AlignmentJobStatus:
+    begin_write(session)
+    now = utcnow()
+    session.add(AlignmentJob(id=alignment_id, status="queued", weights=weights, created_at=now, updated_at=now))
+    session.commit()
+    poll = f"/v1/alignments/{alignment_id}"
+    return AlignmentJobStatus(id=alignment_id, status="queued", weights=weights, created_at=now, poll=poll)
+
+
+def update_job(session: Session, alignment_id: uuid.UUID, **values: object) -> None:
+    begin_write(session)
+    session.execute(update(AlignmentJob).where(AlignmentJob.id == alignment_id).values(**values, updated_at=utcnow()))
+    session.commit()
+
+
+def fail_job(session: Session, alignment_id: uuid.UUID, answer: Answer) -> None:
+    error = {"status": answer.status, "body": json.loads(answer.body), "headers": answer.headers}
+    update_job(session, alignment_id, status="failed", error=error)
+
+
+# -- in a worker process
+
+
+@dataclass(frozen=True)
+class AlignTask:
+    """One manifest body to align in a worker process, as POST /v1/align received it."""
+
+    settings: Settings
+    body: bytes
+    platform: str | None = None
+    enqueue_missing: bool = False  # the caller's token was checked for it already
+    candidates: str | None = None  # the form to answer in (synchronous tasks)
+    job_id: uuid.UUID | None = None  # a 202's job: kept up to date, and the alignment's id; nothing answered
+    defer_above: int | None = None  # limits.INLINE_CHECK_MAX_ITEMS
+    compact_above: int | None = None  # limits.COMPACT_ABOVE_WEIGHTS
+
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def _engine(url: str) -> Engine:
+    if url not in _ENGINES:
+        _ENGINES[url] = make_engine(url)
+    return _ENGINES[url]
+
+
+def parse_manifest(body: bytes, settings: Settings) -> Manifest:
+    """A manifest body, with the errors FastAPI's own parsing would name (body.weights.3.dim, ...)."""
+    try:
+        manifest = Manifest.model_validate_json(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        for e in errors:
+            e["loc"] = ("body", *e["loc"])
+        raise Unprocessable(field_errors(errors)) from None
+    if len(manifest.weights) > settings.align_max_weights:
+        raise PayloadTooLarge(
+            f"{len(manifest.weights)} weights: this service aligns at most {settings.align_max_weights} per request (GAC_ALIGN_MAX_WEIGHTS)"
+        )
+    return manifest
+
+
+def align_and_store(
+    session: Session, settings: Settings, manifest: Manifest, platform_ref: str | None, enqueue: bool, *,
+    candidates: str | None = None, job_id: uuid.UUID | None = None, timings: dict[str, float] | None = None,
+    defer_above: int | None = None, compact_above: int | None = None,
+) -> Answer:
+    """Align, queue the missing points (enqueue: the token was checked for it), store: the 201 answer
+    (for a job, whose id the alignment takes, the job row brought up to date instead).
+    Raises GacError for what the caller answers as an error."""
+    timings = dict(timings or {})
+    target = resolve_platform(session, manifest, platform_ref)
+    if enqueue and target is None:
+        raise Unprocessable([{"field": "query.enqueue_missing", "message": "needs a target platform (manifest target or ?platform=)"}])
+    t0 = time.perf_counter()
+    result = run_alignment(session, manifest, target, limits.INLINE_CHECK_MAX_ITEMS if defer_above is None else defer_above)
+    timings |= align_timings(result, time.perf_counter() - t0)
+    jobs = enqueue_missing(session, settings, result, target) if enqueue and target is not None else []
+    t1 = time.perf_counter()
+    texts = Texts.of(result, len(manifest.weights), compact_above)
+    timings["serialize"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    row = store(session, manifest, target, result, alignment_id=job_id, texts=texts)
+    timings["store"] = time.perf_counter() - t2
+    body: tuple[Part, ...] = ()
+    if job_id is None:
+        head = StoredHead(id=row.id, created_at=row.created_at, platform_id=row.platform_id, jobs=jobs)
+        body = response_body(head, texts.served(candidates, result))
+    else:
+        update_job(session, job_id, status="done", timings=timings, profiling_jobs=jobs)
+    return Answer(201, body, server_timing(timings), row.id, bool(result.pending))
+
+
+def run_task(task: AlignTask) -> Answer:
+    """Parse, align and store one manifest body (in a worker process): the answer POST /v1/align
+    gives, or for a job (task.job_id) the job row brought up to date (done, or failed with it)."""
+    t0 = time.perf_counter()
+    with make_sessionmaker(_engine(task.settings.url))() as session:
+        try:
+            if task.job_id is not None:
+                update_job(session, task.job_id, status="running")
+            manifest = parse_manifest(task.body, task.settings)
+            return align_and_store(
+                session, task.settings, manifest, task.platform, task.enqueue_missing, candidates=task.candidates,
+                job_id=task.job_id, timings={"parse": time.perf_counter() - t0},
+                defer_above=task.defer_above, compact_above=task.compact_above,
+            )
+        except GacError as exc:
+            session.rollback()
+            answer = error_answer(exc)
+        except DBAPIError as exc:
+            session.rollback()
+            if not is_outage(exc):
+                answer = _internal(exc)
+            else:
+                log.warning("alignment failed, the database is unavailable: %s", str(exc.orig).splitlines()[0][:200])
+                body = {"error": "DatabaseUnavailable", "detail": "the database is unavailable; retry shortly"}
+                answer = Answer(503, json.dumps(body).encode(), {"Retry-After": "2"})
+        except Exception as exc:  # a bug: logged whole, answered without internals
+            session.rollback()
+            answer = _internal(exc)
+        if task.job_id is not None:
+            fail_job(session, task.job_id, answer)
+        return answer
+
+
+def _internal(exc: Exception) -> Answer:
+    log.exception("alignment failed", exc_info=exc)
+    return Answer(500, json.dumps({"error": "InternalError", "detail": "an internal error occurred; it has been logged"}).encode())
+
+
+def complete_pending(settings: Settings, alignment_id: uuid.UUID) -> list[str]:
+    """Run what a stored alignment left pending (the cross-check, the paper-DP baselines) and write
+    it onto the stored result, in a worker process. align() runs again without defer_above on the
+    stored manifest and platform: the same instance when the platform's curves did not change since
+    (its dims are compared; otherwise the check says so and proves nothing). Returns what it filled in."""
+    with make_sessionmaker(_engine(settings.url))() as session:
+        row = session.get(Alignment, alignment_id)
+        if row is None:
+            return []
+        stored = AlignmentResult.model_validate(row.result)
+        if not stored.pending:
+            return []
+        pending = list(stored.pending)
+        manifest = Manifest.model_validate(row.manifest)
+        platform = session.get(Platform, row.platform_id) if row.platform_id is not None else None
+        try:
+            checked: AlignmentResult | str = run_alignment(session, manifest, platform)
+        except SolverDisagreement as exc:
+            log.error("alignment %s: the cross-check disagrees with our solver: %s", alignment_id, exc.detail)
+            checked = f"disagrees: {exc.detail}"
+        except Exception as exc:  # noqa: BLE001 - recorded on the alignment, logged whole
+            log.exception("alignment %s: its pending checks failed", alignment_id, exc_info=exc)
+            checked = f"failed: {type(exc).__name__}"
+        if isinstance(checked, AlignmentResult) and [w.dim for w in checked.weights] != [w.dim for w in stored.weights]:
+            checked = "not run: the platform's measurements changed before the check ran (align again)"
+
+        def fill(result: AlignmentResult) -> AlignmentResult:
+            result.pending = []
+            if isinstance(checked, AlignmentResult):
+                result.solver.cross_check = checked.solver.cross_check
+                result.baselines = checked.baselines
+                result.warnings = checked.warnings
+                return result
+            method = result.solver.cross_check.method
+            result.solver.cross_check = CrossCheck(method=method, status=checked, agrees=False if checked.startswith("disagrees") else None)
+            result.warnings = [*result.warnings, f"cross-check {checked}"]
+            return result
+
+        text = fill(stored).model_dump_json(by_alias=True)
+        values: dict[str, object] = {"result": _json_text(session, text)}
+        if row.result_full is not None:
+            whole = fill(AlignmentResult.model_validate_json(zlib.decompress(row.result_full)))
+            values["result_full"] = zlib.compress(whole.__pydantic_serializer__.to_json(whole, by_alias=True), 1)
+        begin_write(session)
+        session.execute(update(Alignment).where(Alignment.id == alignment_id).values(**values))
+        session.commit()
+        return pending
