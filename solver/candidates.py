@@ -5,9 +5,11 @@ An item is one weight, or a group of weights that must share one dimension.
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 from gac.contracts.alignment import Candidate, MissingCurve
 from gac.contracts.manifest import Manifest, Weight
@@ -67,16 +69,17 @@ class Item:
         kinds = {w.kind for w in self.members}
         return kinds.pop() if len(kinds) == 1 else "mixed"
 
-    @property
+    # Cached: read per candidate and per point (build_items has added every member by then).
+    @cached_property
     def d_star(self) -> float:
         # A group's compressor dims may differ slightly: take their mean as the window centre.
         return sum(w.dim for w in self.members) / len(self.members)
 
-    @property
+    @cached_property
     def max_dim(self) -> int:
         return min(w.max_dim for w in self.members)
 
-    @property
+    @cached_property
     def unit(self) -> int:
         return sum(unit_params(w) for w in self.members)
 
@@ -103,11 +106,22 @@ def build_items(manifest: Manifest) -> list[Item]:
 
 
 @dataclass
+class NeededPoints:
+    """Points one kernel's curve lacks for an item, in runs (ranges or lists) each with why."""
+
+    kernel: Kernel
+    runs: list[tuple[Sequence[int], str]]
+
+    def has(self, x: int) -> bool:
+        return any(x in xs for xs, _ in self.runs)
+
+
+@dataclass
 class ItemCandidates:
     item: Item
     candidates: list[Candidate]
     measured: bool
-    missing: list[tuple[Kernel, int, str]] = field(default_factory=list)  # (kernel, axis value, why)
+    missing: list[NeededPoints] = field(default_factory=list)  # what its prediction lacks, per kernel
     notes: list[str] = field(default_factory=list)  # what the item's curves say (e.g. SMOOTH_NOTE)
 
 
@@ -123,6 +137,8 @@ class LatencyModel:
         self._curves: dict[tuple, Mapping[int, PointLatency]] = {}
         self._models: dict[tuple, CurveModel] = {}
         self._own: dict[tuple, CurveModel] = {}  # each curve modelled on its own data alone
+        self._terms: dict[tuple[int, ...], list[tuple[Kernel, float]]] = {}  # per item's members: kernel_terms
+        self._original: dict[tuple[int, ...], list[tuple[Kernel, int, float]]] = {}  # ... and original_terms
         # Every curve the manifest's weights use: a tile size one of them shows is a hypothesis
         # for the others of the same op and axis (the platform's kernels tile them alike).
         self._kernels = {(k.op, k.fixed, k.axis): k for w in manifest.weights for m, _ in self.tokens for k in kernels(w, m)}
@@ -178,11 +194,19 @@ class LatencyModel:
 
     def kernel_terms(self, item: Item) -> list[tuple[Kernel, float]]:
         """(kernel, weight) pairs: the item's latency is sum weight * count * curve[scale * d]."""
-        return [(k, tw * k.count) for w in item.members for m, tw in self.tokens for k in kernels(w, m)]
+        key = tuple(map(id, item.members))  # the manifest's weights, alive as long as this model
+        if (terms := self._terms.get(key)) is None:
+            terms = self._terms[key] = [(k, tw * k.count) for w in item.members for m, tw in self.tokens for k in kernels(w, m)]
+        return terms
 
     def original_terms(self, item: Item) -> list[tuple[Kernel, int, float]]:
         """(kernel, axis value, weight) of the uncompressed weights (solver.kinds.original_points)."""
-        return [(k, x, tw * k.count) for w in item.members for m, tw in self.tokens for k, x in original_points(w, m)]
+        key = tuple(map(id, item.members))
+        if (terms := self._original.get(key)) is None:
+            terms = self._original[key] = [
+                (k, x, tw * k.count) for w in item.members for m, tw in self.tokens for k, x in original_points(w, m)
+            ]
+        return terms
 
     def original_latency(self, item: Item) -> float | None:
         """The uncompressed weights' predicted latency, or None when a point is missing."""
@@ -222,7 +246,7 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
     choices = set(range(lo, hi + 1)) | wide
     terms = model.kernel_terms(item)
     dims: set[int] | None = None
-    for k, _ in terms:
+    for k, _ in terms if model.lookup is not None else ():
         curve = model.curve(k)
         have = {d for d in choices | set(range(hi + 1, top + 1)) if k.scale * d in curve}
         dims = have if dims is None else dims & have
@@ -280,29 +304,29 @@ def lookahead(item: Item, model: LatencyModel, opts: CandidateOptions) -> int:
     return ahead
 
 
-def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions) -> list[tuple[Kernel, int, str]]:
-    """(kernel, axis value, why) for every point the alignment and its prediction need but lack:
-    the window, the look-ahead above it, the paper's window (the latency objective's wider choices
-    and the paper-DP baseline's), the original dim and the compressor's (floor and ceil).
+def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions) -> list[NeededPoints]:
+    """Per kernel, every point the alignment and its prediction need but lack, in runs each with
+    why: the window, the look-ahead above it, the paper's window (the latency objective's wider
+    choices and the paper-DP baseline's), the original dim and the compressor's (floor and ceil).
     Without a lookup every one of them is missing: profiling them is what a first alignment asks for."""
     lo, hi = item.window(opts)
     top = min(item.max_dim, hi + lookahead(item, model, opts))
-    wanted: dict[int, str] = {d: "window" for d in range(lo, hi + 1)}
-    for d in range(hi + 1, top + 1):
-        wanted.setdefault(d, "look-ahead")
-    for d in paper_window(item, opts.align, max(PAPER_RADIUS, opts.paper_radius)):  # the paper-dp-64 baseline's too
-        wanted.setdefault(d, "paper's window")
-    for d in {max(1, math.floor(item.d_star)), min(item.max_dim, math.ceil(item.d_star))}:
-        wanted.setdefault(d, "compressor's dim")
-    out: list[tuple[Kernel, int, str]] = []
+    runs: list[tuple[Sequence[int], str]] = [(range(lo, hi + 1), "window"), (range(hi + 1, top + 1), "look-ahead")]
+    beyond = [d for d in paper_window(item, opts.align, max(PAPER_RADIUS, opts.paper_radius)) if not lo <= d <= top]
+    own = sorted({max(1, math.floor(item.d_star)), min(item.max_dim, math.ceil(item.d_star))} - set(beyond))
+    runs += [(beyond, "paper's window"), ([d for d in own if not lo <= d <= top], "compressor's dim")]
+    out: list[NeededPoints] = []
     for k, _ in model.kernel_terms(item):
-        curve = model.curve(k)
-        out += [(k, k.scale * d, why) for d, why in sorted(wanted.items()) if k.scale * d not in curve]
-    seen = {(k.curve_key, x) for k, x, _ in out}
-    for k, x, _ in model.original_terms(item):
-        if x not in model.curve(k) and (k.curve_key, x) not in seen:
-            seen.add((k.curve_key, x))
-            out.append((k, x, "original dim"))
+        curve, s = model.curve(k), k.scale
+        if not curve:  # nothing measured (rules only): every run, without a lookup per point
+            scaled = [(range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs]
+        else:
+            scaled = [([s * d for d in r if s * d not in curve], why) for r, why in runs]
+        if kept := [(xs, why) for xs, why in scaled if len(xs)]:
+            out.append(NeededPoints(k, kept))
+    for k, x, _ in model.original_terms(item):  # a few per item: the dense weights' kernels
+        if x not in model.curve(k) and not any(need.kernel.curve_key == k.curve_key and need.has(x) for need in out):
+            out.append(NeededPoints(k, [([x], "original dim")]))
     return out
 
 
@@ -317,24 +341,52 @@ def rule_candidates(lo: int, hi: int, align: int) -> list[Candidate]:
     """Multiples of align in [lo, hi]; the window's top when none falls inside (tiny dims)."""
     first = -(-lo // align) * align
     dims = list(range(first, hi + 1, align)) or [hi]
-    return [Candidate(dim=d, latency_us=None, source="rule") for d in dims]
+    return [_rule_candidate(d) for d in dims]
+
+
+@lru_cache(maxsize=65_536)
+def _rule_candidate(d: int) -> Candidate:
+    """One (immutable) rule candidate per dim, shared: thousands of weights list the same ones."""
+    return Candidate(dim=d, latency_us=None, source="rule")
 
 
 def missing_curves(results: list[ItemCandidates], model: LatencyModel, opts: CandidateOptions) -> list[MissingCurve]:
     """What to profile, merged by curve: every point some item needs and the platform lacks."""
-    merged: dict[tuple, tuple[Kernel, set[int], list[str], set[str]]] = {}
+    merged: dict[tuple, tuple[Kernel, list[Sequence[int]], dict[str, None], set[str]]] = {}  # kernel, runs, item names, whys
     for r in results:
-        for k, x, why in r.missing:
-            entry = merged.setdefault(k.curve_key, (k, set(), [], set()))
-            entry[1].add(x)
-            entry[3].add(why)
-            if not entry[2] or entry[2][-1] != r.item.name:
-                if r.item.name not in entry[2]:
-                    entry[2].append(r.item.name)
+        for need in r.missing:
+            entry = merged.get(need.kernel.curve_key)
+            if entry is None:
+                entry = merged[need.kernel.curve_key] = (need.kernel, [], {}, set())
+            entry[1].extend(xs for xs, _ in need.runs)
+            entry[2][r.item.name] = None
+            entry[3].update(why for _, why in need.runs)
     return [
         MissingCurve(
             op=k.op.value, dtype=model.dtype.value, fixed_shape=k.fixed_shape, axis=k.axis,
-            dims=sorted(xs), items=names, reasons=sorted(whys),
+            dims=union(runs), items=list(names), reasons=sorted(whys),
         )
-        for k, xs, names, whys in merged.values()
+        for k, runs, names, whys in merged.values()
     ]
+
+
+def union(runs: Iterable[Sequence[int]]) -> list[int]:
+    """The sorted values of many runs: the contiguous ones merged as intervals (an alignment of
+    thousands of weights lists a few hundred points per weight, mostly in overlapping windows)."""
+    spans: list[tuple[int, int]] = []
+    loose: set[int] = set()
+    for xs in runs:
+        if isinstance(xs, range) and xs.step == 1:
+            spans.append((xs.start, xs.stop))
+        else:
+            loose.update(xs)
+    merged: list[list[int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        elif a < b:
+            merged.append([a, b])
+    starts = [a for a, _ in merged]
+    out = [x for a, b in merged for x in range(a, b)]
+    out += [x for x in loose if not (i := bisect.bisect_right(starts, x)) or x >= merged[i - 1][1]]
+    return sorted(out)

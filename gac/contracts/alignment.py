@@ -24,6 +24,8 @@ class _Model(BaseModel):
 
 
 class Candidate(_Model):
+    model_config = ConfigDict(extra="ignore", frozen=True)  # immutable: one rule candidate serves every weight
+
     dim: int
     latency_us: float | None = None  # workload-weighted sum over the item's kernels; None for rule candidates
     source: Source
