@@ -26,6 +26,7 @@ from gac.contracts.alignment import (
 from gac.contracts.manifest import Manifest
 from solver import baselines as bl
 from solver.candidates import (
+    PAPER_RADIUS,
     CandidateOptions,
     Item,
     ItemCandidates,
@@ -68,6 +69,7 @@ class AlignOptions:
     paper_dp_max_items: int = 600  # the paper's DP is O(items x candidates x budget/u): skipped above (70B: 560)
     importance_bits: int = 20
     objective: str | None = None  # "importance", "latency", "frontier"; None: the manifest's, else latency when measured
+    window: str | None = None  # the latency objective's candidates, "gac" or "paper"; None: the manifest's, else "gac"
     epsilon: float | None = None  # None: the manifest's, else DEFAULT_EPSILON
     frontier_points: int = 50  # for objective "frontier"; "latency" reports a few around its choice
     # The service answers first and checks after: above this many items the OR-Tools cross-check and
@@ -102,13 +104,22 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
     if lookup is None and kind != "importance":
         warnings.append(f"objective {kind!r} needs latency data: solved for importance only")
         kind = "importance"
+    window = opts.window or manifest.window or "gac"
+    if window == "paper" and kind == "importance":
+        warnings.append("window 'paper' widens the latency objective's candidates: the importance objective's answer "
+                        "over the paper's window is the paper-dp-64 baseline")
     if kind != "importance":
         # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
-        reference = align(manifest, lookup, replace(opts, objective="importance", baselines=False))
+        reference = align(manifest, lookup, replace(opts, objective="importance", baselines=False, window="gac"))
+        if window == "paper":
+            copts = replace(copts, paper_radius=max(copts.paper_radius, PAPER_RADIUS))
+            opts = replace(opts, candidates=copts)
         model = LatencyModel(lookup, manifest)
         items = build_items(manifest)
         cands = [build_candidates(it, model, copts, every_dim=True) for it in items]
-        return _align_for_latency(manifest, lookup, opts, kind, epsilon, model, items, cands, reference)
+        result = _align_for_latency(manifest, lookup, opts, kind, epsilon, model, items, cands, reference)
+        result.window = window  # type: ignore[assignment]
+        return result
     model = LatencyModel(lookup, manifest)
     items = build_items(manifest)
     cands = [build_candidates(it, model, copts) for it in items]

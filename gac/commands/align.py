@@ -133,6 +133,8 @@ def _summary(res: dict) -> None:
     goal = {"importance": "importance (the paper's objective)",
             "latency": f"latency, keeping at least {1 - (res.get('epsilon') or 0):.1%} of the importance objective's kept importance",
             "frontier": "the speed/importance frontier"}[kind]  # fmt: skip
+    if res.get("window") == "paper":
+        goal += ", over the paper's window (multiples of 8 within +/- 64)"
     console.print(f"[bold]{res['model']}[/bold] on {res['platform']}: optimized for {goal}")
     if lat.get("complete") and lat.get("unaligned_us") and lat.get("aligned_us"):
         orig = f", original {lat['original_us']:,.1f}" if lat.get("original_us") else ""
@@ -235,6 +237,9 @@ def align_command(
     enqueue_missing: Annotated[bool, typer.Option("--enqueue-missing", help="queue a profiling job for missing curves")] = False,
     objective: Annotated[str | None, typer.Option(help="importance | latency | frontier (default: the manifest's, else latency when measured)")] = None,
     epsilon: Annotated[float | None, typer.Option(min=0.0, max=0.5, help="latency objective: importance it may give up (default 0.005)")] = None,
+    window: Annotated[str | None, typer.Option(
+        help="latency objective's candidates: gac (+/- max(16, 5 %) of each dim, default) or paper (also multiples of 8 within +/- 64)",
+    )] = None,
     dtype: Annotated[str | None, typer.Option(help="align for this dtype instead of the manifest's workload dtype")] = None,
     profile_missing: Annotated[bool, typer.Option(
         "--profile-missing", help="measure the missing points on this machine (or queue them for the platform's agents), then align again",
@@ -261,6 +266,11 @@ def align_command(
         body["objective"] = objective
     if epsilon is not None:
         body["epsilon"] = epsilon
+    if window is not None:
+        if window not in ("gac", "paper"):
+            err.print(f"[red]--window must be gac or paper, not {window!r}[/red]")
+            raise typer.Exit(2)
+        body["window"] = window
     if dtype is not None:
         body.setdefault("workload", {"tokens": [1024]})["dtype"] = dtype
     if profile_missing and measurements:

@@ -136,6 +136,7 @@ class AlignmentResult(_Model):
     # importance-only optimum's kept importance) or "frontier" (the same point, and the whole trade-off).
     objective_kind: Literal["importance", "latency", "frontier"] = "importance"
     epsilon: float | None = None
+    window: Literal["gac", "paper"] | None = None  # the latency objective's candidate window (the manifest's `window`)
     frontier: list[FrontierPoint] = Field(default_factory=list)
     rule_items: list[str] = Field(default_factory=list)  # items without measurements: rule candidates, no latency
     # What the service is still computing for this alignment and writes onto the stored one when done

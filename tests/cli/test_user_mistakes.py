@@ -44,6 +44,7 @@ def test_bad_files_and_settings(tmp_path):
         (("align", str(tmp_path / "broken.json")), ("broken.json", "not valid JSON")),
         (("align", str(tmp_path / "list.json")), ("list.json", "object")),
         (("align", str(MANIFEST), "--objective", "fastest"), ("--objective",)),
+        (("align", str(MANIFEST), "--window", "wide"), ("--window", "gac or paper")),
         (("ingest", str(tmp_path / "list.jsonl"), "--server", "http://127.0.0.1:9", "--token", "t"), ("line 1", "JSON object")),
         (("ingest", str(tmp_path / "list.jsonl")), ("--server",)),
     ]

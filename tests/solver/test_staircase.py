@@ -145,3 +145,30 @@ def test_a_staircase_platform_has_no_smooth_note():
     model = LatencyModel(lookup, manifest)
     results = [build_candidates(it, model, CandidateOptions()) for it in build_items(manifest)]
     assert candidate_notes(results) == [] and not any(r.notes for r in results)
+
+
+def test_the_paper_window_is_the_manifests_switch():
+    """`window: paper` adds the paper's multiples of 8 within +/- 64 to the latency objective's
+    candidates: never slower than the narrow window (a superset, same reference), still on step tops."""
+    manifest, lookup, planted = platform("clean", 24, 0)
+    opts = AlignOptions(objective="latency", cross_check="none", baselines=False)
+    narrow = align(manifest, lookup, opts)
+    wide = align(Manifest.model_validate({**manifest.model_dump(by_alias=True, exclude_none=True), "window": "paper"}), lookup, opts)
+    assert (narrow.window, wide.window) == ("gac", "paper")
+    def latency(res):  # type: ignore[no-untyped-def]  # the chosen dims' (the dense originals are not measured here)
+        return sum(c.latency_us for w in res.weights for c in w.candidates if c.dim == w.dim)
+
+    assert latency(wide) <= latency(narrow) * (1 + 1e-9) and wide.total_params <= wide.budget
+    beyond = 0
+    for item, w in zip(build_items(manifest), wide.weights):
+        lo, hi = item.window(CandidateOptions())
+        paper = set(paper_window(item))
+        outside = {c.dim for c in w.candidates} - set(range(lo, hi + 1))
+        assert outside <= paper
+        beyond += len(outside)
+        assert on_top(w.dim, set(range(lo, hi + 1)) | paper, 24, spikes_of(item, planted))
+    assert beyond > 0
+    # The importance objective's candidates do not change; it says where the paper's window is used.
+    importance = align(Manifest.model_validate({**manifest.model_dump(by_alias=True, exclude_none=True), "window": "paper"}), lookup,
+                       AlignOptions(objective="importance", cross_check="none", baselines=False))
+    assert importance.window is None and any("paper-dp-64" in w for w in importance.warnings)
