@@ -232,7 +232,8 @@ BatchLike = Batch | ColumnBatch | Mapping[str, Any]
 
 
 class Client:
-    """The GAC service at `url`, optionally with an API token (read, ingest or admin).
+    """The GAC service at `url`, optionally with an API token (read, ingest or admin; default:
+    $GAC_TOKEN, as the CLI). Alignments need one unless the service runs with GAC_OPEN_ALIGN.
 
     Use it as a context manager, or call close(), to release its connections.
     """
@@ -246,6 +247,7 @@ class Client:
         httpx.Client to share with other code; it is left open by close()."""
         self.url = url.rstrip("/")
         self._headers = {"Accept": "application/json"}
+        token = token if token is not None else os.environ.get("GAC_TOKEN")
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._timeout = timeout

@@ -26,7 +26,7 @@ from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Batch, BatchReceipt, RunInfo
 from tests import factories as f
-from tests.conftest import free_port
+from tests.fixtures.live_service import free_port
 
 M, IN, OUT = 64, 256, 256  # gemm m, and the weights' in/out features
 
@@ -181,7 +181,7 @@ def test_measurements_iterate_across_pages(live_service):
 
 
 @pytest.mark.slow  # the real service under uvicorn
-def test_bad_input_is_a_gac_api_error_naming_the_field(live_service):
+def test_bad_input_is_a_gac_api_error_naming_the_field(live_service, monkeypatch):
     with Client(live_service.url, token=live_service.ingest_token) as gac:
         doc = manifest()
         doc["weights"][1]["dim"] = -3
@@ -206,11 +206,11 @@ def test_bad_input_is_a_gac_api_error_naming_the_field(live_service):
         assert missing.value.fields == []
         with pytest.raises(GacApiError) as no_job:
             gac.job(999_999)
-        assert no_job.value.status == 404
+        assert (no_job.value.status, no_job.value.error) == (404, "NotFound") and no_job.value.detail
 
         with pytest.raises(GacApiError) as axis:
             gac.curve("1", "gemm", "bfloat16", {"m": 1, "n": 2}, "q")
-        assert axis.value.status == 404  # no platform 1 on an empty service
+        assert (axis.value.status, axis.value.error) == (404, "NotFound") and axis.value.detail  # no platform 1 on an empty service
         plat = f.platform(device_name="Client Bad Input CPU")
         gac.upload(f.batch(3, plat=plat))
         with pytest.raises(GacApiError) as axis:
@@ -234,13 +234,17 @@ def test_bad_input_is_a_gac_api_error_naming_the_field(live_service):
         with pytest.raises(GacApiError) as forbidden:
             reader.upload(f.batch(2))
         assert forbidden.value.status == 403
-    with Client(live_service.url) as anonymous:
+    with Client(live_service.url, token="") as anonymous:  # "": none, not even $GAC_TOKEN
         with pytest.raises(GacApiError) as anon:
             anonymous.align(manifest(), enqueue_missing=True)
         assert anon.value.status == 401
         with pytest.raises(GacApiError) as anon:
             anonymous.upload(f.batch(2))
         assert anon.value.status == 401 and "token" in str(anon.value.detail)
+    # Without a token argument the client sends $GAC_TOKEN, as the CLI does.
+    monkeypatch.setenv("GAC_TOKEN", live_service.read_token)
+    with Client(live_service.url) as from_env:
+        assert from_env.align(manifest()).result.weights
     # Both kinds of failure share one base to catch.
     assert issubclass(GacApiError, GacClientError) and issubclass(GacConnectionError, GacClientError)
 

@@ -2,7 +2,7 @@
 
 Revision ID: 0006
 Revises: 0005
-Create Date: 2026-11-24 12:00:00
+Create Date: 2026-11-23 12:00:00
 
 A large POST /v1/align answers 202 and runs off the request: alignment_jobs holds its state
 until the alignment (same id) is stored. A large alignment stores its compact form (each weight's
