@@ -143,7 +143,8 @@ class GacApiError(GacClientError):
     @classmethod
     def from_response(cls, response: httpx.Response) -> GacApiError:
         status = response.status_code
-        error, detail = f"HTTP{status}", response.text[:1000] or response.reason_phrase
+        error = f"HTTP{status}"
+        detail: str | list[FieldError] = response.text[:1000] or response.reason_phrase
         try:
             body = response.json()
         except ValueError:

@@ -183,7 +183,7 @@ def _cublaslt_candidates() -> list[str]:
     paths: list[str] = []
     # The library torch itself loaded, when it came from the nvidia-cublas wheel.
     try:
-        import nvidia.cublas  # type: ignore[import-not-found]
+        import nvidia.cublas
 
         for root in getattr(nvidia.cublas, "__path__", []):
             paths += sorted(glob.glob(os.path.join(root, "lib", "libcublasLt.so*")))

@@ -35,6 +35,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -560,11 +561,16 @@ def check_cpu_timer(dev: torch.device, timer: Timer | None = None, shapes: Seque
             return r.median_us, not r.extra.get("preempted_fallback")
 
         with torch.inference_mode():
-            agreements.append(compare(_gemm_label(m, n, k), ours, lambda fn=kernel.fn: cpu_reference_us(fn, stats=ref_stats), repeats))
+            agreements.append(compare(_gemm_label(m, n, k), ours, partial(cpu_reference_us, kernel.fn, stats=ref_stats), repeats))
     preempted = discarded / (kept + discarded) if kept + discarded else None
     total = ref_stats.kept + ref_stats.dropped
     ref_preempted = ref_stats.dropped / total if total else None
     return judge_agreement(name, "torch.utils.benchmark", agreements, _cpu_busy(os.cpu_count(), preempted, ref_preempted))
+
+
+def _timer_us(timer: Timer, fn: Callable[[], object]) -> float:
+    """Our CUDA timer's median for fn (the side compared with a reference)."""
+    return timer.time(fn, CUDA_TIMING).median_us
 
 
 def cuda_events_reference_us(fn: Callable[[], object], dev: torch.device, flush_bytes: int, budget_s: float = REFERENCE_S) -> float:
@@ -636,8 +642,8 @@ def check_cuda_timer(dev: torch.device, platform: PlatformDescriptor | None, tim
         with torch.inference_mode():
             agreements.append(compare(
                 f"{_gemm_label(m, n, k)} {dtype}",
-                lambda fn=kernel.fn: timer.time(fn, CUDA_TIMING).median_us,
-                lambda fn=kernel.fn: cuda_events_reference_us(fn, dev, max(timer.flush_bytes, 256 << 20)),
+                partial(_timer_us, timer, kernel.fn),
+                partial(cuda_events_reference_us, kernel.fn, dev, max(timer.flush_bytes, 256 << 20)),
                 repeats,
             ))
         del kernel
@@ -683,8 +689,8 @@ def check_triton_timer(dev: torch.device, platform: PlatformDescriptor | None, t
         with torch.inference_mode():
             agreements.append(compare(
                 f"{_gemm_label(m, n, k)} {dtype}",
-                lambda fn=kernel.fn: timer.time(fn, CUDA_TIMING).median_us,
-                lambda fn=kernel.fn: triton_reference_us(do_bench, fn, dev),
+                partial(_timer_us, timer, kernel.fn),
+                partial(triton_reference_us, do_bench, kernel.fn, dev),
                 repeats,
             ))
         del kernel

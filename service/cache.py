@@ -45,7 +45,7 @@ class ResponseCache:
     """
 
     def __init__(self, freshness: float, max_bytes: int) -> None:
-        self._data: OrderedDict[Hashable, tuple[int, bytes, float, int]] = OrderedDict()
+        self._data: OrderedDict[tuple[str, int], tuple[int, bytes, float, int]] = OrderedDict()
         self._lock = threading.Lock()
         self._freshness = freshness
         self._max_bytes = max_bytes
@@ -54,7 +54,7 @@ class ResponseCache:
         self._polled = threading.Condition(self._lock)
         self.polls = 0  # confirm_all calls so far: lets a caller wait for the poller, not the clock
 
-    def fresh(self, key: Hashable, now: float) -> tuple[int, bytes] | None:
+    def fresh(self, key: tuple[str, int], now: float) -> tuple[int, bytes] | None:
         with self._lock:
             hit = self._data.get(key)
             if hit is None or hit[3] != self._generation or now - hit[2] > self._freshness:
@@ -62,7 +62,7 @@ class ResponseCache:
             self._data.move_to_end(key)
             return hit[0], hit[1]
 
-    def confirm(self, key: Hashable, version: int, now: float) -> bytes | None:
+    def confirm(self, key: tuple[str, int], version: int, now: float) -> bytes | None:
         """The body if it was built from this version (now confirmed current), else None."""
         with self._lock:
             hit = self._data.get(key)
@@ -72,7 +72,7 @@ class ResponseCache:
             self._data.move_to_end(key)
             return hit[1]
 
-    def put(self, key: Hashable, version: int, body: bytes, now: float) -> bytes:
+    def put(self, key: tuple[str, int], version: int, body: bytes, now: float) -> bytes:
         with self._lock:
             old = self._data.pop(key, None)
             self._bytes -= len(old[1]) if old else 0

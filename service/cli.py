@@ -15,7 +15,7 @@ db_app = typer.Typer(no_args_is_help=True, help="Database schema (Alembic migrat
 token_app = typer.Typer(no_args_is_help=True, help="API tokens for agents and users.")
 
 
-def _settings():  # type: ignore[no-untyped-def]
+def _settings():
     from pydantic import ValidationError
 
     from service.settings import Settings
@@ -49,11 +49,11 @@ def serve(
             err.print(f"[red]refusing to start:[/red] {status.explain()}")
             raise typer.Exit(1)
     console.print(f"GAC service on http://{host or settings.host}:{port or settings.port}  database: {_safe_url(settings.url)}")
-    bind = {"host": host or settings.host, "port": port or settings.port, "log_level": "info"}
+    where, at = host or settings.host, port or settings.port
     if workers == 1:
-        uvicorn.run(create_app(settings), **bind)
+        uvicorn.run(create_app(settings), host=where, port=at, log_level="info")
     else:  # each worker builds its own app (and engine) from the same GAC_ settings
-        uvicorn.run("service.app:create_app", factory=True, workers=workers, **bind)
+        uvicorn.run("service.app:create_app", factory=True, workers=workers, host=where, port=at, log_level="info")
 
 
 def _safe_url(url: str) -> str:
@@ -89,7 +89,7 @@ def db_current() -> None:
         raise typer.Exit(1)
 
 
-def _session():  # type: ignore[no-untyped-def]
+def _session():
     from service.db import make_engine, make_sessionmaker
     from service.startup import ensure_schema
 

@@ -30,7 +30,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False})
 
         @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        def _pragmas(dbapi_conn, _record) -> None:
             dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
@@ -39,7 +39,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         @event.listens_for(engine, "begin")
-        def _begin(conn) -> None:  # type: ignore[no-untyped-def]
+        def _begin(conn) -> None:
             # A deferred transaction that reads and then writes fails at once
             # (SQLITE_BUSY) when another writer got there first; writers take
             # the lock up front and wait their turn instead.

@@ -58,7 +58,7 @@ def require(scope: Scope, session: Session, settings: Settings, creds: HTTPAutho
     return token
 
 
-def _require(scope: Scope):  # type: ignore[no-untyped-def]
+def _require(scope: Scope):
     def dependency(session: SessionDep, settings: SettingsDep, creds: Credentials) -> ApiToken:
         return require(scope, session, settings, creds)
 

@@ -4,6 +4,7 @@ OpenAPI declaration of that body for each status a route can answer (`responses=
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -142,7 +143,7 @@ def is_outage(exc: DBAPIError) -> bool:
     return False
 
 
-def field_errors(errors: list[dict[str, Any]]) -> list[dict[str, str]]:
+def field_errors(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     """Pydantic errors as [{"field": "body.measurements.3.median_us", "message": ...}].
 
     Only strings go out: pydantic's ctx can hold exception objects that JSON cannot carry.

@@ -36,7 +36,7 @@ class MetricsMiddleware:
         start = time.perf_counter()
         status = {"code": 500}
 
-        async def send_wrapper(message):  # type: ignore[no-untyped-def]
+        async def send_wrapper(message):
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
             await send(message)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
+from uuid import UUID  # `uuid` is also a column name below
 
 from sqlalchemy import (
     JSON,
@@ -46,12 +47,12 @@ class UtcDateTime(TypeDecorator):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value, dialect):  # type: ignore[no-untyped-def]
+    def process_bind_param(self, value, dialect):
         if value is not None and value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value.astimezone(timezone.utc) if value is not None else None
 
-    def process_result_value(self, value, dialect):  # type: ignore[no-untyped-def]
+    def process_result_value(self, value, dialect):
         if value is not None and value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value
@@ -182,8 +183,8 @@ class Measurement(Base):
     # per-row trigger checks cost Postgres 40 % of a COPY (migration 0004) and guard nothing
     # the ingest transaction does not already guarantee.
     curve_id: Mapped[int] = mapped_column(Integer)
-    run_id: Mapped[uuid.UUID] = mapped_column(Uuid, index=True)
-    batch_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    run_id: Mapped[UUID] = mapped_column(Uuid, index=True)
+    batch_id: Mapped[UUID] = mapped_column(Uuid)
     x: Mapped[int] = mapped_column(Integer)  # the swept dimension's value; the rest of the shape is the curve's
     median_us: Mapped[float] = mapped_column(Float)
     p10_us: Mapped[float] = mapped_column(Float)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Table
+from typing import cast
+
+from sqlalchemy import FromClause, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 
-def insert_ignoring_conflicts(session: Session, table: Table, conflict_columns: list[str]):  # type: ignore[no-untyped-def]
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return insert(table).on_conflict_do_nothing(index_elements=conflict_columns)
+def insert_ignoring_conflicts(session: Session, table: FromClause, conflict_columns: list[str]) -> postgresql.Insert | sqlite.Insert:
+    """table: a model's __table__ (declared as a FromClause, a Table at run time)."""
+    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+    return insert(cast(Table, table)).on_conflict_do_nothing(index_elements=conflict_columns)

@@ -357,6 +357,7 @@ def budget_params(manifest: Manifest) -> int:
     if manifest.budget.params is not None:
         return manifest.budget.params
     total = sum(original_params(w) for w in manifest.weights)
+    assert manifest.budget.ratio is not None  # the manifest gives one of the two
     return math.floor((1.0 - manifest.budget.ratio) * total)
 
 
@@ -447,14 +448,14 @@ def _predicted(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
     complete = True
     for ic, d in zip(cands, chosen):
         it = ic.item
-        values = (model.original_latency(it), model.latency(it, round(it.d_star)), model.latency(it, d))
-        if any(v is None for v in values):
+        o, un, al = model.original_latency(it), model.latency(it, round(it.d_star)), model.latency(it, d)
+        if o is None or un is None or al is None:
             complete = False
             continue
-        orig += values[0]
-        unal += values[1]
-        alig += values[2]
-    missing = sum(len(ic.missing) for ic in cands)
+        orig += o
+        unal += un
+        alig += al
+    missing = sum(need.size for ic in cands for need in ic.missing)
     if not complete:
         return PredictedLatency(complete=False, missing_points=missing)
     return PredictedLatency(
@@ -509,8 +510,8 @@ def _baselines(
         return out
     # The paper's DP over the same candidate sets, then over its own window.
     u = 8 * min(row_count(w) for it in items for w in it.members)
-    ours = [[c.dim for c in ic.candidates] for ic in cands]
-    for name, windows in (("paper-dp", ours), (PAPER_OWN, [paper_window(it) for it in items])):
+    our_windows = [[c.dim for c in ic.candidates] for ic in cands]
+    for name, windows in (("paper-dp", our_windows), (PAPER_OWN, [paper_window(it) for it in items])):
         b = _paper_dp_baseline(ctx, name, windows, u, warnings)
         if b is not None:
             out.append(b)

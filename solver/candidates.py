@@ -115,6 +115,10 @@ class NeededPoints:
     def has(self, x: int) -> bool:
         return any(x in xs for xs, _ in self.runs)
 
+    @property
+    def size(self) -> int:
+        return sum(len(xs) for xs, _ in self.runs)
+
 
 @dataclass
 class ItemCandidates:
@@ -322,7 +326,8 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions) -> li
             scaled = [(range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs]
         else:
             scaled = [([s * d for d in r if s * d not in curve], why) for r, why in runs]
-        if kept := [(xs, why) for xs, why in scaled if len(xs)]:
+        kept: list[tuple[Sequence[int], str]] = [(xs, why) for xs, why in scaled if len(xs)]
+        if kept:
             out.append(NeededPoints(k, kept))
     for k, x, _ in model.original_terms(item):  # a few per item: the dense weights' kernels
         if x not in model.curve(k) and not any(need.kernel.curve_key == k.curve_key and need.has(x) for need in out):

@@ -254,7 +254,7 @@ def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpti
         return None
 
     def testable(m: int) -> bool:
-        return np.count_nonzero(xs % m == 0) >= opts.pattern_multiples
+        return bool(np.count_nonzero(xs % m == 0) >= opts.pattern_multiples)
 
     def best_of(ms: list[int]) -> tuple[float, int] | None:
         span = float(x[-1] - x[0] + 1)
@@ -371,7 +371,7 @@ def robust_fit(u: np.ndarray, y: np.ndarray, w: np.ndarray, idx: np.ndarray, slo
     return _Fit(idx, u0, level + a, b, 1.0 / W, 1.0 / suu if suu > 0 else 0.0)
 
 
-def split_lone_dims(runs: list[np.ndarray], u, y, w, opts: CliffOptions) -> list[tuple[np.ndarray, bool]]:  # type: ignore[no-untyped-def]
+def split_lone_dims(runs: list[np.ndarray], u, y, w, opts: CliffOptions) -> list[tuple[np.ndarray, bool]]:
     """A dim that stands out of its run's robust fit becomes a run of its own: (run, lone) pairs.
 
     It must stand out by z sigmas, and by more than noise alone would push the most extreme
@@ -397,7 +397,7 @@ def run_cost(u: np.ndarray, y: np.ndarray, w: np.ndarray, idx: np.ndarray, slope
     return float(sums.rss(np.array([0]), len(idx))[0])
 
 
-def rejoin_runs(runs: list[tuple[np.ndarray, bool]], u, y, w, penalty: np.ndarray, opts: CliffOptions) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
+def rejoin_runs(runs: list[tuple[np.ndarray, bool]], u, y, w, penalty: np.ndarray, opts: CliffOptions) -> list[np.ndarray]:
     """Join neighbouring runs, or the two sides of lone dims, that fit as one run for less than
     the price of the boundary between them.
 
@@ -577,11 +577,11 @@ def frontier_of_sum(dims: Sequence[int], terms: Sequence[tuple[CurveModel, float
     return keep
 
 
-def _frontier(x, u, est, var, run, slope_se, opts: CliffOptions) -> list[int]:  # type: ignore[no-untyped-def]
+def _frontier(x, u, est, var, run, slope_se, opts: CliffOptions) -> list[int]:
     # Only a dim strictly faster than every larger one can pass; test those in blocks of rows.
     faster_than_rest = est < np.append(np.minimum.accumulate(est[::-1])[::-1][1:], np.inf)
     candidates = np.flatnonzero(faster_than_rest)
-    keep = []
+    keep: list[int] = []
     for block in np.array_split(candidates, max(1, len(candidates) // 128)):
         i = block[:, None]
         later = np.arange(len(x))[None, :] > i

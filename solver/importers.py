@@ -465,8 +465,8 @@ def import_width_map(
     for module, width in consumers:
         leaf = module.rsplit(".", 1)[-1]
         if leaf in _MLP_CONSUMERS:
-            block = mlp.get(_mlp_block(module))
-            feeds, what = (block[0] if block else None), "the MLP width"
+            producer = mlp.get(_mlp_block(module))
+            feeds, what = (producer[0] if producer else None), "the MLP width"
         else:
             feeds, what = attn.get(module.rsplit(".", 1)[0], {}).get("q_proj"), "q_proj's heads"
         if width != shapes.hidden and width != feeds:

@@ -79,7 +79,7 @@ class FileLookup:
         for op, dtype, shape, axis, median_us, *spread in rows:
             p10, p90, n = (*spread, None, None, None)[:3]
             key = (Op(op), Dtype(dtype), shape_key(shape, without=axis), axis)
-            samples[key][shape[axis]].append((median_us, p10, p90, n))
+            samples[key][shape[axis]].append((median_us, p10, p90, None if n is None else int(n)))
         self._curves: dict[CurveKey, dict[int, PointLatency]] = {
             key: {x: combine_runs(v) for x, v in points.items()} for key, points in samples.items()
         }

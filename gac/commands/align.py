@@ -163,7 +163,7 @@ def _print(stored: dict, wide: bool = False) -> None:
     for col in ("weight", "before", "after", "params", "source", "latency µs"):
         table.add_column(col, justify="left" if col in ("weight", "source") else "right", no_wrap=True)
     for w in res["weights"]:
-        chosen = next((c for c in w["candidates"] if c["dim"] == w["dim"]), {})
+        chosen: dict = next((c for c in w["candidates"] if c["dim"] == w["dim"]), {})
         lat = w.get("latency_us")
         table.add_row(
             _short(w["name"], name_width), f"{w['dim_before']:g}", str(w["dim"]), f"{w['params']:,}", chosen.get("source", "?"),

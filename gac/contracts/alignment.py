@@ -8,11 +8,11 @@ optional evidence; add freely, never rename the contract fields.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ALIGNMENT_SCHEMA = "gac.alignment/v1"
+ALIGNMENT_SCHEMA: Final = "gac.alignment/v1"
 
 # Where a candidate's latency figure came from.
 Source = Literal["measured", "rule"]

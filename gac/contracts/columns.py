@@ -9,7 +9,7 @@ recognised as the same batch.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -38,7 +38,7 @@ from gac.contracts.measurements import (
     check_consistent,
 )
 
-COLUMNS_SCHEMA = "gac.batch-columns/v1"
+COLUMNS_SCHEMA: Final = "gac.batch-columns/v1"
 COLUMNS_MEDIA_TYPE = "application/vnd.gac.batch-columns+json"
 # Columns every row fills (shape has its own layout), and optional ones: left out, or null at
 # a row, they mean the Measurement default.
@@ -82,7 +82,7 @@ class MeasurementColumns(BaseModel):
         if len(set(self.op)) == 1 and self._one_op_consistent():
             return self  # the common case, checked a column at a time
         for i in range(rows):  # mixed ops, or a bad row to find and name
-            shape = {name: column[i] for name, column in self.shape.items() if column[i] is not None}
+            shape = {name: v for name, column in self.shape.items() if (v := column[i]) is not None}
             try:
                 check_consistent(self.op[i], shape, self.sweep_axis[i], self.p10_us[i], self.median_us[i], self.p90_us[i])
             except ValueError as err:

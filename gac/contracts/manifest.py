@@ -7,13 +7,13 @@ never rename or drop. Every limit lives in the model so a 422 names the field.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Final, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from gac.contracts.measurements import MAX_DIM, PRINTABLE, Dtype
 
-MANIFEST_SCHEMA = "gac.manifest/v1"
+MANIFEST_SCHEMA: Final = "gac.manifest/v1"
 MAX_WEIGHTS = 100_000  # a 400-layer model with 100+ weights per layer is still below this
 MAX_TOKEN_SHAPES = 64
 

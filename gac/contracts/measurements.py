@@ -10,12 +10,12 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-BATCH_SCHEMA = "gac.batch/v1"
+BATCH_SCHEMA: Final = "gac.batch/v1"
 # Hard ceilings of the contract; the service may enforce lower, configurable ones.
 MAX_DIM = 1 << 20  # no real tensor dimension is above a million
 MAX_BATCH_ROWS = 10_000
@@ -225,7 +225,7 @@ class RunInfo(_Strict):
 
 # What _consistent checks of a measurement's op, stated in its JSON Schema: one branch per op,
 # naming the shape fields and the axis it can sweep (the percentiles' order cannot be stated).
-_SHAPE_PER_OP = {"oneOf": [
+_SHAPE_PER_OP: dict[str, Any] = {"oneOf": [
     {
         "properties": {
             "op": {"const": op.value},

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from gac.contracts.measurements import AXIS_SCHEMA, MAX_DIM, PRINTABLE, SHAPE_FIELDS, Dtype, Op, shape_key, validate_shape
 
-PLAN_SCHEMA = "gac.plan/v1"
+PLAN_SCHEMA: Final = "gac.plan/v1"
 MAX_SWEEPS = 1_000
 MAX_PLAN_POINTS = 100_000  # points over all sweeps and dtypes; a bigger plan is a mistake
 
@@ -331,10 +331,10 @@ def plan_for_points(
     sweeps: list[Sweep] = []
     for (op_, axis, fixed), by_dtype in groups.items():
         merged: dict[tuple[int, ...], list[Dtype]] = {}
-        for dt, vals in by_dtype.items():
-            merged.setdefault(tuple(sorted(vals)), []).append(dt)
-        for vals, dts in merged.items():
-            sweeps.append(Sweep(op=op_, dtypes=sorted(dts, key=lambda d: d.value), axis=axis, fixed=dict(fixed), values=list(vals)))
+        for dt, dims in by_dtype.items():
+            merged.setdefault(tuple(sorted(dims)), []).append(dt)
+        for values, dts in merged.items():
+            sweeps.append(Sweep(op=op_, dtypes=sorted(dts, key=lambda d: d.value), axis=axis, fixed=dict(fixed), values=list(values)))
     if not sweeps:
         raise PlanError("no points to plan")
     return SweepPlan(name=name, sweeps=sweeps, timing=timing or Timing())

@@ -41,7 +41,7 @@ CANDIDATES_DOC = (
     "every candidate of every weight (full), or each weight's chosen one (compact); "
     f"default: full up to {limits.COMPACT_ABOVE_WEIGHTS:,} weights, compact above"
 )
-ACCEPTED = {
+ACCEPTED: dict[int | str, dict[str, Any]] = {
     202: {
         "model": AlignmentJobStatus,
         "description": "A large manifest (or `Prefer: respond-async`): being aligned; GET the Location (`poll`) after "
@@ -173,8 +173,9 @@ def _respond(answer: service.Answer) -> Response:
     """The answer; a large one streamed in pieces as they are encoded (or inflated), so that no
     step holds the GIL over tens of MB (uvicorn buffers what a slow reader has not taken yet)."""
     parts = (answer.body,) if isinstance(answer.body, bytes) else answer.body
-    if all(isinstance(p, bytes) for p in parts) and sum(len(p) for p in parts) <= service.CHUNK:  # type: ignore[arg-type]
-        return Response(b"".join(parts), answer.status, answer.headers, media_type=_JSON)  # type: ignore[arg-type]
+    ready = [p for p in parts if isinstance(p, bytes)]
+    if len(ready) == len(parts) and sum(map(len, ready)) <= service.CHUNK:
+        return Response(b"".join(ready), answer.status, answer.headers, media_type=_JSON)
     return StreamingResponse(service.chunks(parts), answer.status, answer.headers, media_type=_JSON)
 
 

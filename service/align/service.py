@@ -124,7 +124,7 @@ class StoredRow:
     texts: Texts
 
 
-def _json_text(session: Session, text: str):  # type: ignore[no-untyped-def]
+def _json_text(session: Session, text: str):
     """A JSON document serialized already, bound as it is (the JSON type would encode it again)."""
     if session.get_bind().dialect.name == "postgresql":
         return cast(literal(text, Text), JSON)
@@ -316,6 +316,7 @@ def update_job(session: Session, alignment_id: uuid.UUID, **values: object) -> N
 
 
 def fail_job(session: Session, alignment_id: uuid.UUID, answer: Answer) -> None:
+    assert isinstance(answer.body, bytes)  # an error's answer is one JSON document
     error = {"status": answer.status, "body": json.loads(answer.body), "headers": answer.headers}
     update_job(session, alignment_id, status="failed", error=error)
 

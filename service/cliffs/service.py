@@ -39,7 +39,7 @@ def _out(summary: CurveSummary, a: CurveAnalysis) -> CurveCliffs:
 
 
 def analyzed(session: Session, summary: CurveSummary, points: list[CurvePoint] | None = None) -> CurveCliffs:
-    key = (str(session.get_bind().url), summary.id)
+    key = (str(session.get_bind().engine.url), summary.id)
     cached = _ANALYSES.get(key, summary.version)
     if cached is None:
         pts = points if points is not None else combine(curves_repo.points(session, summary.id))
@@ -99,9 +99,10 @@ def compare(session: Session, a: str, b: str, op: str, dtype: str, axis: str, fi
     pa, pb = get_platform(session, a), get_platform(session, b)
     ra = curves_repo.find(session, pa.id, op, dtype, axis, fixed_key)
     rb = curves_repo.find(session, pb.id, op, dtype, axis, fixed_key)
-    missing = [ref for ref, row in ((a, ra), (b, rb)) if row is None]
-    if missing:
-        raise NotFound(f"platform {missing[0]} has no {op} {dtype} curve over {axis} at {fixed_key}")
+    for ref, row in ((a, ra), (b, rb)):
+        if row is None:
+            raise NotFound(f"platform {ref} has no {op} {dtype} curve over {axis} at {fixed_key}")
+    assert ra is not None and rb is not None
     ca, cb = get_curve_by_id(session, ra.id), get_curve_by_id(session, rb.id)
     by_a = {p.x: p.median_us for p in ca.points}
     by_b = {p.x: p.median_us for p in cb.points}

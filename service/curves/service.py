@@ -35,7 +35,7 @@ def list_curves(session: Session, platform: str, op: str | None, dtype: str | No
 _POINTS = TypeAdapter(list[CurvePoint])
 
 
-def combine(rows) -> list[CurvePoint]:  # type: ignore[no-untyped-def]
+def combine(rows) -> list[CurvePoint]:
     """Several measurements of one dimension (re-runs, other agents) become one point.
 
     Points are built as plain dicts and validated in one pydantic-core call: per-point

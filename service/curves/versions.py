@@ -19,7 +19,9 @@ log = logging.getLogger(__name__)
 def read_versions(conn: Connection, ids: set[int]) -> dict[int, int]:
     """{curve id: version} for those of `ids` that exist, in one statement with one parameter:
     an IN list of a thousand bound values costs ~8 ms of Python to build, with the GIL held."""
-    cur = conn.connection.driver_connection.cursor()
+    raw = conn.connection.driver_connection
+    assert raw is not None  # a live connection: the caller connected it
+    cur = raw.cursor()
     try:
         if conn.dialect.name == "postgresql":
             cur.execute("SELECT id, version FROM curves WHERE id = ANY(%s)", (sorted(ids),))

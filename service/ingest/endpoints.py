@@ -43,11 +43,12 @@ def parse_batch(body: bytes, content_type: str) -> Incoming:
             return Incoming.from_columns(ColumnBatch.model_validate_json(body))
         return Incoming.from_rows(Batch.model_validate_json(body))
     except ValidationError as exc:
-        errors = []
+        errors: list[dict] = []
         for e in exc.errors(include_url=False):
+            error: dict = dict(e, loc=("body", *e["loc"]))
             if e["loc"] == ("schema",) and isinstance(e.get("input"), str) and e["input"] in _LAYOUT_HINT:
-                e = dict(e, msg=f"{e['msg']}: {_LAYOUT_HINT[e['input']]}")
-            errors.append(dict(e, loc=("body", *e["loc"])))
+                error["msg"] = f"{e['msg']}: {_LAYOUT_HINT[e['input']]}"
+            errors.append(error)
         raise RequestValidationError(errors) from None
 
 

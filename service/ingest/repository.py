@@ -17,7 +17,7 @@ from service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
 from service.upsert import insert_ignoring_conflicts
 
 
-def _stale(now: datetime):  # type: ignore[no-untyped-def]
+def _stale(now: datetime):
     return now - STAMP_EVERY
 
 
@@ -26,7 +26,7 @@ def upsert_platform(session: Session, desc: PlatformDescriptor, now: datetime) -
     # The dtype fields are measured facts, not identity, and have no columns: not stored.
     values = desc.model_dump(exclude=set(DTYPE_FIELDS)) | {"fingerprint": fingerprint, "first_seen": now, "last_seen": now}
     session.execute(insert_ignoring_conflicts(session, Platform.__table__, ["fingerprint"]).values(**values))
-    platform_id = session.scalar(select(Platform.id).where(Platform.fingerprint == fingerprint))
+    platform_id = session.execute(select(Platform.id).where(Platform.fingerprint == fingerprint)).scalar_one()
     session.execute(
         update(Platform).where(Platform.id == platform_id, Platform.last_seen < _stale(now)).values(last_seen=now)
     )
@@ -36,7 +36,7 @@ def upsert_platform(session: Session, desc: PlatformDescriptor, now: datetime) -
 def upsert_agent(session: Session, run: RunInfo, token_id: int | None, now: datetime) -> int:
     values = {"name": run.agent, "token_id": token_id, "agent_version": run.agent_version, "first_seen": now, "last_seen": now}
     session.execute(insert_ignoring_conflicts(session, Agent.__table__, ["name"]).values(**values))
-    agent_id = session.scalar(select(Agent.id).where(Agent.name == run.agent))
+    agent_id = session.execute(select(Agent.id).where(Agent.name == run.agent)).scalar_one()
     session.execute(
         update(Agent)
         .where(Agent.id == agent_id, Agent.last_seen < _stale(now))
@@ -133,7 +133,7 @@ _STAGE_TYPES = [
 ]
 
 
-def _copy_rows(cur, table: str, rows: list[tuple]) -> None:  # type: ignore[no-untyped-def]
+def _copy_rows(cur, table: str, rows: list[tuple]) -> None:
     with cur.copy(f"COPY {table} ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(_STAGE_TYPES)
         for row in rows:
@@ -152,6 +152,7 @@ def _copy_then_insert(session: Session, rows: list[tuple]) -> int:
     import psycopg  # only on Postgres: the embedded default needs no driver
 
     raw = session.connection().connection.driver_connection
+    assert raw is not None  # the session's connection is checked out and live
     with raw.cursor() as cur:
         try:
             with raw.transaction():  # a savepoint: a duplicate row id undoes only this COPY

@@ -39,7 +39,7 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
         )
     digest = content_hash(batch)
     now = utcnow()
-    db = str(session.get_bind().url)
+    db = str(session.get_bind().engine.url)
     fingerprint = batch.platform.fingerprint()
     learned: list[tuple[tuple, int]] = []  # ids to remember once this transaction commits
 

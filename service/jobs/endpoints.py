@@ -31,7 +31,7 @@ def list_jobs(
 
 
 @router.post("/claim", response_model=JobOut, responses={204: {"description": "No job for this platform now."}, **errors(401, 403, 413, 422)})
-def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, token: IngestToken):  # type: ignore[no-untyped-def]
+def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, token: IngestToken):
     """Lease the most urgent job this platform may run; 204 when there is none.
 
     The lease belongs to this token: another token's heartbeat, complete or fail gets 403."""

@@ -29,14 +29,14 @@ def _now() -> datetime:
 # adding one needs service/models.py) and never shown: to_out takes it out.
 def to_out(job: Job, *, show_owner: bool = True) -> JobOut:
     """The API view; without show_owner (an anonymous reader) the lease holder's name is left out."""
-    match = JobMatch(fingerprint=job.match_fingerprint, device_kind=job.match_device_kind, device_name=job.match_device_name)
-    return JobOut(
-        id=job.id, plan=job.plan, plan_name=job.plan_name, points=job.points, match=match, priority=job.priority,
-        status=job.status, attempts=job.attempts, max_attempts=job.max_attempts,
-        lease_owner=job.lease_owner if show_owner else None,
-        lease_expires_at=job.lease_expires_at, source=job.source, points_done=job.points_done, run_id=job.run_id,
-        error=job.error, created_at=job.created_at, updated_at=job.updated_at, finished_at=job.finished_at,
-    )
+    match = {"fingerprint": job.match_fingerprint, "device_kind": job.match_device_kind, "device_name": job.match_device_name}
+    return JobOut.model_validate({  # the stored strings are checked against the view's literals
+        "id": job.id, "plan": job.plan, "plan_name": job.plan_name, "points": job.points, "match": match, "priority": job.priority,
+        "status": job.status, "attempts": job.attempts, "max_attempts": job.max_attempts,
+        "lease_owner": job.lease_owner if show_owner else None,
+        "lease_expires_at": job.lease_expires_at, "source": job.source, "points_done": job.points_done, "run_id": job.run_id,
+        "error": job.error, "created_at": job.created_at, "updated_at": job.updated_at, "finished_at": job.finished_at,
+    })
 
 
 def dedupe_key(plan: SweepPlan, match: JobMatch) -> str:
