@@ -39,7 +39,9 @@ from gac.contracts.columns import COLUMNS_MEDIA_TYPE  # noqa: E402
 from gac.contracts.ids import new_id  # noqa: E402
 from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo  # noqa: E402
 from profiler_agent.delivery import batch_document  # noqa: E402
-from tests.conftest import LiveService, make_database, make_token  # noqa: E402
+from tests.fixtures.database import make_database  # noqa: E402
+from tests.fixtures.live_service import LiveService  # noqa: E402
+from tests.fixtures.tokens import make_token  # noqa: E402
 
 COLS = "uuid, curve_id, run_id, batch_id, x, median_us, p10_us, p90_us, mean_us, n, timer, measured_at"
 TYPES = ["uuid", "int4", "uuid", "uuid", "int4", "float8", "float8", "float8", "float8", "int4", "text", "timestamptz"]

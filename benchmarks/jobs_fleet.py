@@ -40,7 +40,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.conftest import SECRET, LiveService, make_database  # noqa: E402
+from tests.fixtures.database import SECRET, make_database  # noqa: E402
+from tests.fixtures.live_service import LiveService  # noqa: E402
 
 PLAN = {"name": "fleet", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 64, "k": 64}, "values": [64, 72]}]}
 PLATFORM = {"device_kind": "cpu", "device_name": "Fleet CPU", "isa": "avx2", "cores": 2, "torch_version": "2.13.0"}

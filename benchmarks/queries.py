@@ -28,7 +28,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.conftest import LiveService, make_database  # noqa: E402
+from tests.fixtures.database import make_database  # noqa: E402
+from tests.fixtures.live_service import LiveService  # noqa: E402
 
 
 def load(dsn: str, platforms: int, curves: int, points: int) -> list[int]:

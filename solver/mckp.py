@@ -306,29 +306,30 @@ def _segments(items: _Items, straight: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
     Straight items give one segment without a Python loop.
     """
-    st = items.starts
-    last = st[1:] - 1
-    multi = np.flatnonzero(np.diff(st) > 1)
-    line = multi[straight[multi]]
+    starts = items.starts
+    last = starts[1:] - 1
+    several = np.flatnonzero(np.diff(starts) > 1)  # items with a choice to make
+    line = several[straight[several]]
     seg_item = [line]
     seg_from = [np.zeros(len(line), dtype=np.int64)]
-    seg_to = [last[line] - st[line]]
-    extra_i: list[int] = []
-    extra_a: list[int] = []
-    extra_b: list[int] = []
-    for i in multi[~straight[multi]].tolist():
+    seg_to = [last[line] - starts[line]]
+    hull_item: list[int] = []
+    hull_from: list[int] = []
+    hull_to: list[int] = []
+    for i in several[~straight[several]].tolist():
         hull = _upper_hull(items.cost_of(i).tolist(), items.value_of(i).tolist())
         for a, b in zip(hull, hull[1:]):
-            extra_i.append(i)
-            extra_a.append(a)
-            extra_b.append(b)
-    seg_item.append(np.array(extra_i, dtype=np.int64))
-    seg_from.append(np.array(extra_a, dtype=np.int64))
-    seg_to.append(np.array(extra_b, dtype=np.int64))
-    si, sa, sb = np.concatenate(seg_item), np.concatenate(seg_from), np.concatenate(seg_to)
-    dc = (items.cost[st[si] + sb] - items.cost[st[si] + sa]).astype(np.float64)
-    dv = (items.value[st[si] + sb] - items.value[st[si] + sa]).astype(np.float64)
-    return si, sa, sb, dv / dc
+            hull_item.append(i)
+            hull_from.append(a)
+            hull_to.append(b)
+    seg_item.append(np.array(hull_item, dtype=np.int64))
+    seg_from.append(np.array(hull_from, dtype=np.int64))
+    seg_to.append(np.array(hull_to, dtype=np.int64))
+    owner, lo, hi = np.concatenate(seg_item), np.concatenate(seg_from), np.concatenate(seg_to)
+    first = starts[owner]
+    delta_cost = (items.cost[first + hi] - items.cost[first + lo]).astype(np.float64)
+    delta_value = (items.value[first + hi] - items.value[first + lo]).astype(np.float64)
+    return owner, lo, hi, delta_value / delta_cost
 
 
 @dataclass
@@ -341,36 +342,40 @@ class _LpResult:
 
 def _lp_greedy(items: _Items, cap: int, straight: np.ndarray, core_size: int = 16) -> _LpResult:
     """LP relaxation by slope order: its multiplier, greedy integer picks and the items around the break."""
-    si, sa, sb, slope = _segments(items, straight)
-    order = np.lexsort((sa, si, -slope))  # steepest first; an item's segments stay in order
-    si, sa, sb, slope = si[order], sa[order], sb[order], slope[order]
-    st, c, v = items.starts, items.cost, items.value
-    dc = c[st[si] + sb] - c[st[si] + sa]
-    taken = int(np.searchsorted(np.cumsum(dc), cap, side="right"))  # the LP takes this prefix whole
+    owner, lo, hi, slope = _segments(items, straight)
+    order = np.lexsort((lo, owner, -slope))  # steepest first; an item's segments stay in order
+    owner, lo, hi = owner[order], lo[order], hi[order]
+    starts, cost, value = items.starts, items.cost, items.value
+    seg_cost = cost[starts[owner] + hi] - cost[starts[owner] + lo]
+    taken = int(np.searchsorted(np.cumsum(seg_cost), cap, side="right"))  # the LP takes this prefix whole
     picks = np.zeros(items.n, dtype=np.int64)
-    picks[si[:taken]] = sb[:taken]  # later segments of an item overwrite earlier ones
-    room = cap - int(dc[:taken].sum())
+    picks[owner[:taken]] = hi[:taken]  # later segments of an item overwrite earlier ones
+    room = cap - int(seg_cost[:taken].sum())
     # The caller only gets here when the top candidates overflow cap, so a break segment exists.
-    brk = st[si[taken]]
-    slope_num = int(v[brk + sb[taken]] - v[brk + sa[taken]])
-    slope_den = int(c[brk + sb[taken]] - c[brk + sa[taken]])
+    brk = starts[owner[taken]]
+    slope_num = int(value[brk + hi[taken]] - value[brk + lo[taken]])
+    slope_den = int(cost[brk + hi[taken]] - cost[brk + lo[taken]])
     half = core_size // 2
-    around = np.unique(si[max(0, taken - half) : taken + half])  # the LP's marginal items
-    # Spend what the LP rounding left over: the best affordable upgrade per item, steepest first.
+    around = np.unique(owner[max(0, taken - half) : taken + half])  # the LP's marginal items
     if room > 0:
-        seen: set[int] = set()
-        for i in si[taken:].tolist():
-            if i in seen:
-                continue
-            seen.add(i)
-            ci = items.cost_of(i)
-            j = int(np.searchsorted(ci, int(ci[picks[i]]) + room, side="right")) - 1
-            if j > picks[i]:
-                room -= int(ci[j] - ci[picks[i]])
-                picks[i] = j
-                if room == 0:
-                    break
+        _spend_leftover(items, owner[taken:].tolist(), picks, room)
     return _LpResult(slope_num, slope_den, picks, around)
+
+
+def _spend_leftover(items: _Items, by_slope: list[int], picks: np.ndarray, room: int) -> None:
+    """Spend what the LP rounding left over (in place): the best affordable upgrade per item, steepest first."""
+    seen: set[int] = set()
+    for i in by_slope:
+        if room == 0:
+            break
+        if i in seen:
+            continue
+        seen.add(i)
+        item_cost = items.cost_of(i)
+        upgrade = int(np.searchsorted(item_cost, int(item_cost[picks[i]]) + room, side="right")) - 1
+        if upgrade > picks[i]:
+            room -= int(item_cost[upgrade] - item_cost[picks[i]])
+            picks[i] = upgrade
 
 
 def _improve_on_core(items: _Items, cap: int, near: np.ndarray, picks: np.ndarray) -> np.ndarray:
@@ -571,6 +576,34 @@ class _Frontier:
     too_dense: bool = False  # stopped: the states approach the whole cost range, a dense table is cheaper
 
 
+def _add_item(
+    state_cost: np.ndarray, state_value: np.ndarray, cand_cost: np.ndarray, cand_value: np.ndarray,
+    rest: _RestBound, next_position: int, room: int, floor: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One Pareto DP step: every state with every candidate of one more item, then pruned twice.
+
+    Kept: states whose value plus the LP of the items still to come (positions `next_position`..,
+    at the room their cost leaves) reaches `floor`, and of those the Pareto frontier (by cost ascending, strictly more value).
+    Returns (cost, value, source), source indexing candidate-major pairs: candidate = source // len(state_cost),
+    parent state = source % len(state_cost); empty when no state can reach the floor.
+    """
+    new_cost = (state_cost[None, :] + cand_cost[:, None]).ravel()
+    new_value = (state_value[None, :] + cand_value[:, None]).ravel()
+    bound = rest.value_at(next_position, room - new_cost) + new_value.astype(np.float64)
+    source = np.flatnonzero(bound >= floor)  # -inf (does not fit) never passes
+    if len(source) == 0:
+        return new_cost[:0], new_value[:0], source
+    new_cost, new_value = new_cost[source], new_value[source]
+    order = np.lexsort((-new_value, new_cost))  # stable: equal states keep generation order
+    new_cost, new_value, source = new_cost[order], new_value[order], source[order]
+    if len(new_value) > 1:
+        best_so_far = np.maximum.accumulate(new_value)
+        dominated = np.zeros(len(new_value), dtype=bool)
+        dominated[1:] = new_value[1:] <= best_so_far[:-1]  # a cheaper state is worth at least as much
+        new_cost, new_value, source = new_cost[~dominated], new_value[~dominated], source[~dominated]
+    return new_cost, new_value, source
+
+
 class _Search:
     """One bounded DP per target, sharing what does not depend on the target."""
 
@@ -701,28 +734,18 @@ class _Search:
         state_value = np.zeros(1, dtype=items.value.dtype)
         trail: list[tuple[np.ndarray, np.ndarray]] = []
         max_states = 1
-        for k, i in enumerate(regular.tolist()):
+        for position, i in enumerate(regular.tolist()):
             if len(state_cost) > STATE_MIN and 4 * len(state_cost) > room and dense_cells <= DENSE_FALLBACK_CELLS:
                 # Slopes tied off the LP's leave the bound nothing to tell the states apart by.
                 return _Frontier(state_cost, state_value, trail, max_states, too_dense=True)
             keep = keeps[i]
-            cand_cost, cand_value = items.cost_of(i)[keep], items.value_of(i)[keep]
-            new_cost = (state_cost[None, :] + cand_cost[:, None]).ravel()
-            new_value = (state_value[None, :] + cand_value[:, None]).ravel()
-            bound = rest.value_at(k + 1, room - new_cost) + new_value.astype(np.float64)
-            idx = np.flatnonzero(bound >= floor)  # -inf (does not fit) never passes
-            if len(idx) == 0:
+            new_cost, new_value, source = _add_item(
+                state_cost, state_value, items.cost_of(i)[keep], items.value_of(i)[keep], rest, position + 1, room, floor
+            )
+            if len(source) == 0:
                 return None
-            new_cost, new_value = new_cost[idx], new_value[idx]
-            order = np.lexsort((-new_value, new_cost))  # stable: equal states keep generation order
-            new_cost, new_value, idx = new_cost[order], new_value[order], idx[order]
-            if len(new_value) > 1:
-                run = np.maximum.accumulate(new_value)
-                dominated = np.zeros(len(new_value), dtype=bool)
-                dominated[1:] = new_value[1:] <= run[:-1]  # a cheaper state is worth at least as much
-                new_cost, new_value, idx = new_cost[~dominated], new_value[~dominated], idx[~dominated]
             n_states = len(state_cost)
-            trail.append((idx % n_states, keep[idx // n_states]))
+            trail.append((source % n_states, keep[source // n_states]))  # (parent state, local candidate)
             state_cost, state_value = new_cost, new_value
             max_states = max(max_states, len(state_cost))
         return _Frontier(state_cost, state_value, trail, max_states)

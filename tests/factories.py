@@ -48,3 +48,20 @@ def columns_body(b: Batch) -> dict[str, Any]:
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+# The `error` each status is answered with (service/errors.py); a refusal's body is always {"error", "detail"}.
+ERRORS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 413: "PayloadTooLarge",
+          422: "ValidationError", 429: "TooManyRequests", 503: "DatabaseUnavailable"}
+
+
+def refused(r: Any, status: int, error: str | None = None) -> dict[str, Any]:
+    """Assert `r` (an httpx or TestClient response) is a refusal with this status and the documented
+    body: exactly {"error", "detail"}, a non-empty detail, and `error` (by default the status's usual
+    name in ERRORS). Returns the body for further checks on its detail."""
+    assert r.status_code == status, (r.status_code, r.text)
+    body = r.json()
+    assert isinstance(body, dict) and set(body) == {"error", "detail"} and body["detail"], body
+    expected = error or ERRORS.get(status)
+    assert expected is None or body["error"] == expected, body
+    return body

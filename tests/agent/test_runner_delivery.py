@@ -224,12 +224,14 @@ def test_service_older_than_the_column_layout_gets_batches_by_row(tmp_path):
     assert read_document(rejected[0]["batch"]).measurements[0].id == rows[2].id
 
 
-def test_retry_after_is_waited_for_and_4xx_is_never_retried():
-    """The backoff is never shorter than the service's Retry-After; a 4xx other than 408/429 is final at once."""
-    import time
-
+def test_retry_after_is_waited_for_and_4xx_is_never_retried(monkeypatch):
+    """The backoff is never shorter than the service's Retry-After; a 4xx other than 408/429 is final at once.
+    The waits are recorded (tenacity's sleep replaced), not slept through."""
     from profiler_agent.delivery import BatchSender, DeliveryError, RejectedError, RetryPolicy
 
+    waits: list[float] = []
+    retrying = RetryPolicy.retrying
+    monkeypatch.setattr(RetryPolicy, "retrying", lambda self, retries=None: retrying(self, retries).copy(sleep=waits.append))
     answers = [httpx.Response(503, headers={"retry-after": "0.3"}, json={"error": "Unavailable"}),
                httpx.Response(201, json={"batch_id": str(uuid.uuid4()), "platform_id": 1, "fingerprint": "f",
                                          "inserted": 1, "duplicates": 0, "replay": False}),
@@ -243,12 +245,13 @@ def test_retry_after_is_waited_for_and_4xx_is_never_retried():
 
     sender = BatchSender("http://svc/", "tok", RetryPolicy(retries=1, backoff_s=0.001),
                          client=httpx.Client(transport=httpx.MockTransport(handler)))
-    started = time.perf_counter()
     assert sender.send_document({"id": "a"}).inserted == 1
-    assert time.perf_counter() - started >= 0.3 and len(calls) == 2
+    assert len(calls) == 2 and len(waits) == 1
+    assert waits[0] >= 0.3  # the 1 ms backoff (+-50 %) was raised to the service's Retry-After
     with pytest.raises(RejectedError):
         sender.send_document({"id": "b"})
     assert len(calls) == 3  # not retried
     with pytest.raises(DeliveryError, match="could not deliver batch c to http://svc: HTTP 500"):
         sender.send_document({"id": "c"})
     assert len(calls) == 5  # one retry, then given up
+    assert len(waits) == 2 and waits[1] < 0.3  # no Retry-After on that 500: the policy's own short backoff

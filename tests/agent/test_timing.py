@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 import torch
@@ -29,15 +28,53 @@ def test_summary_keeps_percentiles_ordered():
     assert r.p10_us <= r.median_us <= r.p90_us and r.n == 10
 
 
+class FakeClock:
+    """The `time` functions profiler_agent.timing reads, driven by the test: `run` spends time
+    on the CPU (wall and thread clocks move together), `off_cpu` spends wall time only (asleep,
+    or descheduled while a neighbour has the core). Nothing here waits for real time."""
+
+    def __init__(self) -> None:
+        self.wall_ns = 0
+        self.cpu_ns = 0
+
+    def run(self, us: float) -> None:
+        self.wall_ns += round(us * 1e3)
+        self.cpu_ns += round(us * 1e3)
+
+    def off_cpu(self, us: float) -> None:
+        self.wall_ns += round(us * 1e3)
+
+    def perf_counter_ns(self) -> int:
+        return self.wall_ns
+
+    def perf_counter(self) -> float:
+        return self.wall_ns / 1e9
+
+    def thread_time_ns(self) -> int:
+        return self.cpu_ns
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:  # type: ignore[no-untyped-def]
+    """The timer's clocks replaced by a FakeClock (only inside profiler_agent.timing)."""
+    import profiler_agent.timing as timing_module
+
+    fake = FakeClock()
+    monkeypatch.setattr(timing_module, "time", fake)
+    return fake
+
+
 class _Source(CpuTimer):
     """The stopping rule fed from a fixed sample sequence (to test the rule itself)."""
 
-    def run(self, samples, timing):
+    def run(self, samples, timing):  # type: ignore[no-untyped-def]
+        import profiler_agent.timing as timing_module
+
         it = iter(samples)
-        return self._sample_loop(lambda: next(it), timing, time.perf_counter())
+        return self._sample_loop(lambda: next(it), timing, timing_module.time.perf_counter())  # the clock it reads
 
 
-def test_stopping_rule_quiet_noisy_and_capped():
+def test_stopping_rule_quiet_noisy_and_capped(clock):
     t = _Source(threads=torch.get_num_threads())
     quiet = t.run([100.0 + 0.1 * (i % 3) for i in range(1000)], Timing())
     assert quiet.stop == "spread" and quiet.n == 10  # never fewer than 10 samples
@@ -48,11 +85,19 @@ def test_stopping_rule_quiet_noisy_and_capped():
     assert capped.stop == "max_samples" and capped.n == 500
 
     def slow():
-        time.sleep(0.002)
+        clock.run(2000)  # each sample takes 2 ms of the (fake) clock
         return rng.uniform(1, 100)
 
     timed = t.run(iter(slow, None), Timing(median_ci=0, time_cap_ms=60))
-    assert timed.stop == "time_cap" and 10 <= timed.n < 40
+    assert timed.stop == "time_cap" and timed.n == 30  # 30 samples of 2 ms reach the 60 ms cap
+    assert timed.wall_s == pytest.approx(0.060)
+
+    def very_slow():
+        clock.run(50_000)
+        return rng.uniform(1, 100)
+
+    few = t.run(iter(very_slow, None), Timing(median_ci=0, time_cap_ms=60))
+    assert few.stop == "time_cap" and few.n == 10  # past the cap after 2 samples, but never fewer than 10
 
 
 def test_median_ci_is_not_fooled_by_correlated_samples():
@@ -81,15 +126,10 @@ def test_cpu_timer_fixes_the_thread_count():
         torch.set_num_threads(before)
 
 
-def _busy(us: float) -> None:
-    end = time.perf_counter_ns() + us * 1e3
-    while time.perf_counter_ns() < end:
-        pass
-
-
-def test_samples_spent_off_cpu_are_discarded():
-    """A sample during which the timing thread was off the CPU (here: asleep, as
-    when the scheduler gives the core to a neighbour) does not measure the kernel."""
+def test_samples_spent_off_cpu_are_discarded(clock):
+    """A sample during which the timing thread was off the CPU (asleep, or descheduled while
+    the scheduler gives the core to a neighbour) does not measure the kernel: it is dropped and
+    counted, and only the on-CPU samples make the statistics."""
     before = torch.get_num_threads()
     try:
         timer = CpuTimer(threads=1, min_sample_us=1)
@@ -97,18 +137,23 @@ def test_samples_spent_off_cpu_are_discarded():
 
         def sometimes_descheduled():
             calls[0] += 1
+            clock.run(300)  # the kernel: 300 us on the CPU
             if calls[0] % 4 == 0:
-                time.sleep(0.002)  # off-CPU for 2 ms
-            else:
-                _busy(300)
+                clock.off_cpu(2000)  # ...then descheduled for 2 ms before the sample ends
 
-        r = timer.time(sometimes_descheduled, Timing(time_cap_ms=200, median_ci=0))
-        assert r.extra["preempted"] > 0 and not r.extra.get("preempted_fallback")
-        assert r.p90_us < 1000  # no 2 ms sample was kept (a busy sample preempted that long is off-CPU too)
-        assert r.median_us >= 300  # the kept samples timed the 300 µs busy call (wall time, never less)
+        r = timer.time(sometimes_descheduled, Timing(time_cap_ms=200, median_ci=0, warmup_ms=0))
+        assert r.timer == "cpu-perf-counter+preempt-filter" and r.inner == 1
+        # Warm-up: calls 1-2. Sampled: calls 3-15; 4, 8 and 12 were descheduled and dropped, the
+        # other 10 are the 300 us kernel alone and agree exactly, so the spread rule stops there.
+        assert calls[0] == 15 and r.extra["preempted"] == 3 and not r.extra.get("preempted_fallback")
+        assert r.stop == "spread" and r.n == 10
+        assert set(r.samples_us) == {300.0} and r.median_us == r.p90_us == 300.0  # no 2.3 ms sample kept
 
-        asleep = timer.time(lambda: time.sleep(0.0005), Timing(time_cap_ms=50))
-        assert asleep.extra.get("preempted_fallback") and asleep.n >= 10  # never an empty point
+        asleep = timer.time(lambda: clock.off_cpu(500), Timing(time_cap_ms=50, warmup_ms=0))
+        # Every sample was off the CPU: after twice the time cap (100 ms) the timer falls back on
+        # the dropped samples rather than return an empty point.
+        assert asleep.extra.get("preempted_fallback") and asleep.n == asleep.extra["preempted"] >= 10
+        assert asleep.median_us == 500.0 and asleep.wall_s == pytest.approx(0.1)
         assert CpuTimer(threads=2).name == "cpu-perf-counter"  # the check is off with several threads
     finally:
         torch.set_num_threads(before)

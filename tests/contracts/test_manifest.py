@@ -1,4 +1,4 @@
-"""Every manifest validation error names its field (pydantic loc)."""
+"""The manifest contract (gac/contracts/manifest.py): every validation error names its field (pydantic loc)."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ def test_a_mid_size_manifest_runs_in_a_worker_and_answers_201(client, read_token
     assert res["candidate_lists"] == "full" and all(len(w["candidates"]) > 1 for w in res["weights"])
     assert "store;dur=" in r.headers["server-timing"]
     # The same request FastAPI would have parsed gets the same refusals.
-    assert client.post("/v1/align", json=manifest(40)).status_code == 401
+    f.refused(client.post("/v1/align", json=manifest(40)), 401)
     bad = manifest(40)
     bad["weights"][1]["dim"] = -3
     r = client.post("/v1/align", json=bad, headers=f.auth(read_token))
@@ -136,7 +136,7 @@ def test_a_mid_size_manifest_runs_in_a_worker_and_answers_201(client, read_token
     r = client.post("/v1/align", json=manifest(40), params={"platform": "x" * 65}, headers=f.auth(read_token))
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "query.platform"
     r = client.post("/v1/align", json=manifest(40), params={"enqueue_missing": True}, headers=f.auth(read_token))
-    assert r.status_code == 403
+    f.refused(r, 403)
 
 
 def test_a_failed_job_answers_its_error_on_poll(client, app, read_token, workers, small_limits):
@@ -161,7 +161,7 @@ def test_prefer_respond_async_at_any_size(client, app, read_token, workers):
 
 
 def test_unknown_and_lost_jobs(client, app, read_token):
-    assert client.get(f"/v1/alignments/{uuid.uuid4()}").status_code == 404
+    f.refused(client.get(f"/v1/alignments/{uuid.uuid4()}"), 404)
     from service.align import service
     from service.models import AlignmentJob, utcnow
 

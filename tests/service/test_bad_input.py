@@ -105,7 +105,8 @@ def test_a_refused_time_leaves_every_reader_working(client, ingest_token):
     assert client.post("/v1/batches", json=f.body(good), headers=f.auth(ingest_token)).status_code == 201
     bad = f.body(f.batch(rows=3))
     bad["measurements"][1]["measured_at"] = "0001-01-01T00:00:00+01:00"
-    assert client.post("/v1/batches", json=bad, headers=f.auth(ingest_token)).status_code == 422
+    refused = f.refused(client.post("/v1/batches", json=bad, headers=f.auth(ingest_token)), 422)
+    assert "body.measurements.1.measured_at" in [d["field"] for d in refused["detail"]], refused
     page = client.get("/v1/measurements")
     assert page.status_code == 200 and page.json()["total"] == 3
 
@@ -139,7 +140,7 @@ def test_body_over_the_size_limit(database, tmp_path, session):  # type: ignore[
 
     from service.app import create_app
     from service.settings import Settings
-    from tests.conftest import make_token
+    from tests.fixtures.tokens import make_token
 
     small = Settings(database_url=database.url, secret_key="k", data_dir=tmp_path, max_body_bytes=4096)
     token = make_token(small, "ingest")
@@ -155,7 +156,7 @@ def test_body_over_the_size_limit(database, tmp_path, session):  # type: ignore[
                 yield big[i : i + 1000]
 
         r = c.post("/v1/batches", content=chunks(), headers=f.auth(token) | {"content-type": "application/json"})
-        assert r.status_code == 413
+        assert "4096" in f.refused(r, 413)["detail"]
     app.state.engine.dispose()
     assert nothing_stored(session)
 

@@ -29,8 +29,10 @@ import httpx
 import pytest
 
 from tests import factories as f
-from tests.conftest import BACKENDS, SECRET, FreshDatabase, LiveService, make_database, make_token
-from tests.service.test_workers import alive, children
+from tests.fixtures.database import BACKENDS, SECRET, FreshDatabase, make_database
+from tests.fixtures.live_service import LiveService
+from tests.fixtures.tokens import make_token
+from tests.service.test_workers import alive, children, wait_gone
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")]
 
@@ -135,7 +137,7 @@ def test_sigkill_mid_upload_then_resend_stores_every_row_once(pg, tmp_path, kill
         if kill == "master":
             holder.rollback()  # the workers (SIGTERM from PDEATHSIG) finish the request in hand, then exit
         try:
-            _wait("the workers to end with their master", lambda: not any(alive(p) for p in workers))
+            assert not wait_gone(workers, timeout=20), "the workers did not end with their master"
         finally:
             for p in workers:
                 if alive(p):

@@ -34,7 +34,10 @@ from schemathesis.engine import Status, events, from_schema
 from schemathesis.generation.meta import CoveragePhaseData, CoverageScenario
 from schemathesis.openapi.checks import IgnoredAuth, MissingHeaderNotRejected, RejectedPositiveData
 
-from tests.conftest import BACKENDS, SECRET, LiveService, _truncate, make_token
+from tests import factories as f
+from tests.fixtures.database import BACKENDS, SECRET, _truncate
+from tests.fixtures.live_service import LiveService
+from tests.fixtures.tokens import make_token
 
 pytestmark = pytest.mark.slow
 
@@ -290,7 +293,7 @@ def test_the_openapi_document_is_true_with_reads_closed(closed_reads_service):  
     # accepted about authentication: ignored_auth sends every read that succeeded again without a
     # token and with a wrong one, and expects 401. (Their boundary values were covered above:
     # the coverage phase, two thirds of the cost here, is left out.)
-    assert httpx.get(f"{closed_reads_service.url}/v1/platforms").status_code == 401
+    f.refused(httpx.get(f"{closed_reads_service.url}/v1/platforms"), 401)
     run = fuzz(closed_reads_service, reads_open=False, only_reads=True)
     print(run.report())
     assert run.operations >= 17 and not run.untested

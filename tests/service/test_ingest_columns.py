@@ -142,8 +142,7 @@ def test_bad_column_is_named_and_nothing_is_stored(case, client, session, ingest
 
 def test_columns_sent_as_json_are_told_their_content_type(client, session, ingest_token):
     r = client.post("/v1/batches", json=f.columns_body(f.batch(rows=2)), headers=f.auth(ingest_token))
-    assert r.status_code == 422
-    hint = [d["message"] for d in r.json()["detail"] if d["field"] == "body.schema"]
+    hint = [d["message"] for d in f.refused(r, 422)["detail"] if d["field"] == "body.schema"]
     assert hint and "application/vnd.gac.batch-columns+json" in hint[0]
     assert nothing_stored(session)
 

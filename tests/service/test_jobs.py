@@ -47,7 +47,7 @@ def test_only_the_lease_owner_may_report(client, admin_token, ingest_token):
 
 def test_only_the_claiming_token_may_report(client, settings, admin_token, ingest_token):
     """Another token gets 403 even when it names the lease owner's agent; the owner's lease is untouched."""
-    from tests.conftest import make_token
+    from tests.fixtures.tokens import make_token
 
     other = make_token(settings, "ingest")
     job = enqueue(client, admin_token, max_attempts=3)
@@ -72,7 +72,7 @@ def test_only_the_claiming_token_may_report(client, settings, admin_token, inges
     assert r.status_code == 200 and r.json()["status"] == "queued"
     assert claim(client, other).json()["id"] == job["id"]
     r = client.post(f"/v1/jobs/{job['id']}/complete", json={"agent": "agent-1", "points": 2}, headers=f.auth(ingest_token))
-    assert r.status_code == 403
+    assert "another API token" in f.refused(r, 403)["detail"]
     r = client.post(f"/v1/jobs/{job['id']}/complete", json={"agent": "agent-1", "points": 2}, headers=f.auth(other))
     assert r.status_code == 200 and r.json()["status"] == "done" and r.json()["plan"] == job["plan"]
 
@@ -109,7 +109,7 @@ def test_expired_lease_goes_back_to_the_queue_then_fails(client, admin_token, in
     second = claim(client, ingest_token, agent="b", lease=5).json()
     assert (second["id"], second["lease_owner"], second["attempts"]) == (job["id"], "b", 2)
     late = client.post(f"/v1/jobs/{job['id']}/complete", json={"agent": "a", "points": 2}, headers=f.auth(ingest_token))
-    assert late.status_code == 409  # the first agent lost its lease
+    f.refused(late, 409)  # the first agent lost its lease
     _expire(client, job["id"])
     assert claim(client, ingest_token, agent="c").status_code == 204
     assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "failed"
@@ -151,11 +151,11 @@ def test_job_input_errors(client, admin_token, ingest_token):
     assert r.status_code == 422 and r.json()["detail"][0]["field"].startswith("body.plan.sweeps.0")
     r = client.post("/v1/jobs", json={"plan": PLAN, "match": {"fingerprint": "xyz"}}, headers=f.auth(admin_token))
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body.match.fingerprint"
-    assert client.post("/v1/jobs", json={"plan": PLAN}, headers=f.auth(ingest_token)).status_code == 403
-    assert client.post("/v1/jobs/999/complete", json={"agent": "a", "points": 1}, headers=f.auth(ingest_token)).status_code == 404
+    f.refused(client.post("/v1/jobs", json={"plan": PLAN}, headers=f.auth(ingest_token)), 403)
+    f.refused(client.post("/v1/jobs/999/complete", json={"agent": "a", "points": 1}, headers=f.auth(ingest_token)), 404)
     job = enqueue(client, admin_token)
     assert client.delete(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)).json()["status"] == "cancelled"
-    assert client.delete(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)).status_code == 409
+    f.refused(client.delete(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)), 409)
 
 
 def test_job_text_fields_refuse_what_a_column_cannot_store(client, admin_token, ingest_token):

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from benchmarks.jobs_fleet import PLATFORM, agent_index, clear_jobs, create_tokens, dies, enqueue_jobs, run_fleet, verify
-from tests.conftest import BACKENDS, FreshDatabase, LiveService, make_database
+from tests.fixtures.database import BACKENDS, FreshDatabase, make_database
+from tests.fixtures.live_service import LiveService
 
 pytestmark = pytest.mark.slow
 

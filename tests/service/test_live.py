@@ -40,7 +40,7 @@ def test_concurrent_batches_store_every_row_exactly_once(live_service):
 
 
 def test_service_refuses_to_start_on_an_out_of_date_postgres_schema(tmp_path):
-    from tests.conftest import BACKENDS, make_database
+    from tests.fixtures.database import BACKENDS, make_database
 
     if "postgres" not in BACKENDS:
         pytest.skip("postgres backend not selected")
@@ -59,7 +59,7 @@ def test_service_refuses_to_start_on_an_out_of_date_postgres_schema(tmp_path):
 
 
 def test_embedded_sqlite_migrates_itself_on_first_start(tmp_path):
-    from tests.conftest import LiveService
+    from tests.fixtures.live_service import LiveService
 
     service = LiveService(db_url=f"sqlite:///{tmp_path / 'fresh.db'}", data_dir=tmp_path)
     service.start()
@@ -76,7 +76,7 @@ def test_out_of_date_schema_fails_the_app_start(database, tmp_path):  # type: ig
     from service.app import create_app
     from service.settings import Settings
     from service.startup import SchemaOutOfDate
-    from tests.conftest import make_database
+    from tests.fixtures.database import make_database
 
     db = make_database(database.backend, tmp_path)
     try:

@@ -11,7 +11,7 @@ from sqlalchemy import inspect, text
 
 from service.db import alembic_config, make_engine, make_sessionmaker, schema_status, upgrade
 from service.models import Base
-from tests.conftest import BACKENDS
+from tests.fixtures.database import BACKENDS
 
 backends = pytest.mark.parametrize("empty_database", BACKENDS, indirect=True)
 

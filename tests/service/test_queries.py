@@ -21,7 +21,7 @@ def test_platform_by_id_fingerprint_and_prefix(client, ingest_token):
         got = client.get(f"/v1/platforms/{ref}").json()
         assert got["id"] == pid and got["fingerprint"] == fp
         assert got["descriptor"] == b.platform.model_dump(mode="json")
-    assert client.get(f"/v1/platforms/{fp[:5]}").status_code == 404  # too short to be unambiguous
+    f.refused(client.get(f"/v1/platforms/{fp[:5]}"), 404)  # too short to be unambiguous
 
 
 def test_platform_filters_and_pages(client, ingest_token):
@@ -91,7 +91,7 @@ def test_missing_curve_is_404(client, ingest_token):
     ingest(client, ingest_token, b)
     r = client.get(f"/v1/platforms/{b.platform.fingerprint()}/curve", params={"op": "gemm", "dtype": "float32", "axis": "n", "fixed": "m=128,k=256"})
     assert r.status_code == 404 and "float32" in r.json()["detail"]
-    assert client.get("/v1/curves/999999").status_code == 404
+    f.refused(client.get("/v1/curves/999999"), 404)
 
 
 def test_health_and_metrics(client, ingest_token):

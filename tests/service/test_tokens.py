@@ -12,7 +12,7 @@ from sqlalchemy import select
 from service.auth.tokens import generate, well_formed
 from service.models import ApiToken
 from tests import factories as f
-from tests.conftest import make_token
+from tests.fixtures.tokens import make_token
 
 
 def post(client, token=None):  # type: ignore[no-untyped-def]
@@ -21,13 +21,14 @@ def post(client, token=None):  # type: ignore[no-untyped-def]
 
 def test_ingest_without_token_is_401(client):
     r = post(client)
-    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    f.refused(r, 401)
+    assert r.headers["www-authenticate"] == "Bearer"
 
 
 def test_unknown_and_malformed_tokens_are_401(client):
-    assert post(client, generate()).status_code == 401  # well formed, never issued
-    assert post(client, "gac_nonsense").status_code == 401
-    assert post(client, generate()[:-1] + "x").status_code in (401,)  # checksum broken
+    f.refused(post(client, generate()), 401)  # well formed, never issued
+    f.refused(post(client, "gac_nonsense"), 401)
+    f.refused(post(client, generate()[:-1] + "x"), 401)  # checksum broken
 
 
 def test_revoked_token_is_401(client, session, settings):
@@ -36,12 +37,12 @@ def test_revoked_token_is_401(client, session, settings):
     token = make_token(settings, "ingest", name="soon-gone")
     assert post(client, token).status_code == 201
     revoke_token(session, "soon-gone")
-    assert post(client, token).status_code == 401
+    f.refused(post(client, token), 401)
 
 
 def test_wrong_scope_is_403(client, read_token):
     r = post(client, read_token)
-    assert r.status_code == 403 and "ingest" in r.json()["detail"]
+    assert "ingest" in f.refused(r, 403)["detail"]
 
 
 def test_admin_may_ingest(client, admin_token):
@@ -62,15 +63,15 @@ def test_reads_can_require_a_token(database, tmp_path):  # type: ignore[no-untyp
     read, ingest = make_token(locked, "read"), make_token(locked, "ingest")
     app = create_app(locked)
     with TestClient(app) as c:
-        assert c.get("/v1/platforms").status_code == 401
-        assert c.get("/v1/platforms", headers=f.auth(generate())).status_code == 401
+        f.refused(c.get("/v1/platforms"), 401)
+        f.refused(c.get("/v1/platforms", headers=f.auth(generate())), 401)
         assert c.get("/v1/platforms", headers=f.auth(read)).status_code == 200
         assert c.get("/v1/measurements", headers=f.auth(ingest)).status_code == 200
     app.state.engine.dispose()
 
 
 def test_a_bad_token_on_an_open_read_is_still_refused(client):
-    assert client.get("/v1/platforms", headers=f.auth(generate())).status_code == 401
+    f.refused(client.get("/v1/platforms", headers=f.auth(generate())), 401)
 
 
 def test_only_a_keyed_hash_is_stored(session, settings):

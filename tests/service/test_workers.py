@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import LiveService
+from tests.fixtures.live_service import LiveService
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +32,30 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def wait_gone(pids: set[int], timeout: float) -> set[int]:
+    """Block until every process in `pids` has exited (a pidfd per process: the kernel wakes us
+    when it ends, nothing polls on a timer); returns those still running at the timeout."""
+    fds: dict[int, int] = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            pass  # already gone, and reaped
+    try:
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        running, deadline = set(fds), time.monotonic() + timeout
+        while running and (left := deadline - time.monotonic()) > 0:
+            for fd, _ in poller.poll(left * 1000):
+                running.discard(fd)
+                poller.unregister(fd)
+        return {fds[fd] for fd in running}
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 def test_workers_die_with_a_killed_master(tmp_path):
     svc = LiveService(db_url=f"sqlite:///{tmp_path / 'gac.db'}", data_dir=tmp_path, workers=2)
@@ -45,10 +70,7 @@ def test_workers_die_with_a_killed_master(tmp_path):
         assert len(workers) >= 2, workers
         os.kill(master, signal.SIGKILL)
         svc.proc.wait(10)
-        deadline = time.monotonic() + 20
-        while any(alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling the process table with a deadline, not waiting for luck
-        left = [p for p in workers if alive(p)]
+        left = wait_gone(workers, timeout=20)
         for p in left:
             os.kill(p, signal.SIGKILL)
         assert not left, f"orphan workers still running after their master was killed: {left}"
