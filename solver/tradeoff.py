@@ -33,6 +33,7 @@ import numpy as np
 from solver.mckp import InfeasibleBudget, solve_mckp
 from solver.tradeoff_core import CoreTooLarge, UnbudgetedSearch
 from solver.tradeoff_dp import WindowSolver, WindowTooLarge, hull_vertices
+from solver.tradeoff_fill import fill_budget
 
 _REL_TOL = 1e-9  # float slack on bounds: pruning only ever keeps more than it must
 
@@ -314,91 +315,19 @@ def _better(a: Point, b: Point | None) -> bool:
 def _importance_optimum(p: _Problem) -> np.ndarray:
     """Max kept importance within the budget (our exact MCKP), as local picks.
 
-    Proportional importance first tries to fill the budget exactly (_fill_budget): every total is a
+    Proportional importance first tries to fill the budget exactly (solver.tradeoff_fill): every total is a
     multiple of the costs' gcd, so a choice costing the largest such multiple within the room is
     optimal, and the MCKP solver's subset-sum over thousands of tied items is skipped.
     """
     f = p.f
     if p.ratio is not None and p.ratio[0] > 0:
-        filled = _fill_budget(f, p.room)
+        filled = fill_budget(f, p.room)
         if filled is not None:
             return filled
     costs = [f.cost[f.span(i)].tolist() for i in range(f.n)]
     values = [f.value[f.span(i)].tolist() for i in range(f.n)]
     sol = solve_mckp(costs, values, p.room)
     return np.asarray(sol.choice, dtype=np.int64)
-
-
-FILL_TAIL = 24  # items whose subset-sum DP finishes the exact fill of the budget
-
-
-def _fill_budget(f: _Flat, room: int) -> np.ndarray | None:
-    """Local picks whose cost is the largest multiple of the costs' gcd within room, or None if not found.
-
-    Greedy on the items with the widest cost ranges (each takes its dearest candidate that still
-    fits), then an exact reachability DP (in gcd units) over the FILL_TAIL narrowest items for
-    what is left. None when the DP cannot hit it (the caller then runs the MCKP solver).
-    """
-    g = int(np.gcd.reduce(f.cost)) or 1
-    top = f.cost[f.starts[1:] - 1]
-    left = room // g * g
-    if int(top.sum()) <= left:
-        return np.diff(f.starts) - 1  # every item at its dearest candidate fits
-    head, tail = _fill_split(f, top, g)
-    picks = np.zeros(f.n, dtype=np.int64)
-    tail_top = int(top[tail].sum())
-    reserve = tail_top // 2  # left to the tail: about half its range, where its totals are dense
-    for i in head.tolist():
-        c = f.cost[f.span(i)]
-        j = max(0, int(np.searchsorted(c, left - reserve, side="right")) - 1)  # the dearest that keeps the reserve
-        picks[i] = j
-        left -= int(c[j])
-    if not 0 <= left <= tail_top:
-        return None
-    return _fill_tail(f, tail, left // g, g, picks)
-
-
-def _fill_split(f: _Flat, top: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
-    """(head by widest cost range first, tail): the FILL_TAIL narrowest items, plus the narrowest item that
-    lowers the gcd of the tail's costs while it is above g (else some remainders are out of the tail's reach)."""
-    own = np.gcd.reduceat(f.cost, f.starts[:-1])
-    in_tail = np.zeros(f.n, dtype=bool)
-    common, taken = 0, 0
-    for i in np.argsort(top, kind="stable").tolist():
-        lower = math.gcd(common, int(own[i]))
-        if taken < FILL_TAIL or lower < common:
-            in_tail[i] = True
-            common, taken = lower, taken + 1
-        elif common == g:
-            break
-    order = np.argsort(-top, kind="stable")
-    return order[~in_tail[order]], order[in_tail[order]]
-
-
-def _fill_tail(f: _Flat, tail: np.ndarray, target: int, g: int, picks: np.ndarray) -> np.ndarray | None:
-    """Picks of the tail items summing to exactly target (gcd units) by a reachability DP, or None."""
-    reach = np.zeros(target + 1, dtype=bool)
-    reach[0] = True
-    rows: list[np.ndarray] = []  # per tail item: the candidate that first reached each total
-    for i in tail.tolist():
-        c = (f.cost[f.span(i)] // g).tolist()
-        came = np.full(target + 1, -1, dtype=np.int64)
-        for j in range(len(c) - 1, -1, -1):
-            if c[j] <= target:
-                src = reach[: target + 1 - c[j]]
-                fresh = src & (came[c[j] :] < 0)
-                came[c[j] :][fresh] = j
-        rows.append(came)
-        reach = came >= 0
-    if not reach[target]:
-        return None
-    out = picks.copy()
-    at = target
-    for i, came in zip(tail.tolist()[::-1], rows[::-1]):
-        j = int(came[at])
-        out[i] = j
-        at -= int(f.cost[f.starts[i] + j] // g)
-    return out
 
 
 def _feasible(p: _Problem, picks: np.ndarray, need: int) -> bool:
@@ -545,6 +474,7 @@ class _Unbudgeted:
     exact: Point | None  # the lexicographic best keeping need with the budget left out (None: not reached)
     seen: Point | None  # the fastest choice keeping need that any round returned (an incumbent)
     too_large: bool = False  # the core DP outgrew its cap: near-tied importance, no exact DP will be small
+    above: int = -1  # offset latency below which no choice keeps need (budget left out): a proven bound
 
 
 def _fastest_unbudgeted(p: _Problem, need: int, ceiling: int) -> _Unbudgeted:
@@ -566,6 +496,7 @@ def _fastest_unbudgeted(p: _Problem, need: int, ceiling: int) -> _Unbudgeted:
         return _Unbudgeted(None, None)
     bound = lag.bound
     p.stats.bound = float(bound + f.base_lat)
+    proven = bound
     search = UnbudgetedSearch(f.starts, f.item, f.value, f.lat, f.cost, lag.rc, -lag.num, w.scale)
     extra = 1  # doubling from one unit: the small rounds cost little, the last one at most twice the gap
     target = min(ceiling, bound)
@@ -576,18 +507,19 @@ def _fastest_unbudgeted(p: _Problem, need: int, ceiling: int) -> _Unbudgeted:
         try:
             pos = search.best(lag.den * target - lag.lbn, need, target)
         except CoreTooLarge:
-            return _Unbudgeted(None, seen, too_large=True)
+            return _Unbudgeted(None, seen, too_large=True, above=proven)
         if pos is not None:
             pt = _point(p, pos - f.starts[:-1])
             if pt.latency - f.base_lat <= target:
                 p.stats.rounds = rounds
-                return _Unbudgeted(pt, pt)  # every choice at or below the target was in reach: exact
+                return _Unbudgeted(pt, pt, above=pt.latency - f.base_lat)  # every choice at or below the target was in reach: exact
             if target >= ceiling:
                 raise AssertionError("the unbudgeted search lost a choice at its ceiling")
             seen = pt if _better(pt, seen) else seen
             ceiling = min(ceiling, pt.latency - f.base_lat)  # a real choice: the search ends there at the latest
         elif target >= ceiling:
-            return _Unbudgeted(None, seen)
+            return _Unbudgeted(None, seen, above=proven)
+        proven = target + 1  # the round saw every choice at or below the target, and none kept need
         target = min(ceiling, bound + extra)
         extra *= 2
 
@@ -729,7 +661,8 @@ def _beam_point(p: _Problem, need: int, incumbent: np.ndarray) -> Point:
     _, lam, mu = dual.solve()
     inc = _point(p, incumbent)
     target = float(inc.latency - f.base_lat)
-    found = _bounded_dp(p, dual, lam, mu, need, target + 0.5, BEAM_STATES, beam=True)
+    width = min(BEAM_STATES, max(64, BEAM_WORK // f.n))  # each item costs a pass over the beam: thousands of items, a narrow one
+    found = _bounded_dp(p, dual, lam, mu, need, target + 0.5, width, beam=True)
     if found is None:
         return inc
     pt = _point(p, found)
@@ -768,6 +701,7 @@ def _undominated(c: np.ndarray, v: np.ndarray, t: np.ndarray, c_eff: np.ndarray,
 MAX_STATES = 30_000  # the closing DP gives up here and reports the proven gap instead
 EXPAND_FACTOR = 8  # ... or when one item's expansion passes this many times the cap (time, not memory)
 BEAM_STATES = 2_000
+BEAM_WORK = 400_000  # beam width times items (5,000 items at the full width took 140 s)
 WEIGHT_LIMIT = 1 << 46  # p * (total importance) and q * (total latency), in gcd units, stay below it
 WINDOW_OBJECTIVE_LIMIT = 1 << 52  # a weighted score this large goes to our MCKP solver instead of the window DP
 
@@ -822,6 +756,7 @@ class Tradeoff:
         self.stats = self._p.stats
         self._supported: dict[int, Point] = {self.importance_optimum.value: self.importance_optimum}
         self._duals: list[tuple[int, int, Point]] = []  # (p, q, optimum of p * v - q * t) per weighted solve
+        self._fast: Point | None = None  # _fastest_supported(), once found
 
     @property
     def max_value(self) -> int:
@@ -898,14 +833,17 @@ class Tradeoff:
         fits the budget and that is the answer; otherwise the weighted solve with one latency unit
         outweighing all importance.
         """
-        f = self._p.f
-        order = np.lexsort((f.cost, -f.value, f.lat, f.item))
-        first = order[f.starts[:-1]]  # per item, its best under (latency, -importance, cost)
-        if int(f.cost[first].sum()) <= self._p.room:
-            pt = _point(self._p, first - f.starts[:-1])
-            self._supported.setdefault(pt.value, pt)
-            return pt
-        return self.weighted(1, max(1, min(self._v_top + 1, WEIGHT_LIMIT // max(1, self._t_top))))
+        if self._fast is None:
+            f = self._p.f
+            fast = np.flatnonzero(f.lat == _segmented_min(f.lat, f.starts)[f.item])  # each item's fastest (few ties)
+            fast = fast[np.lexsort((f.cost[fast], -f.value[fast], f.item[fast]))]
+            first = fast[np.searchsorted(f.item[fast], np.arange(f.n))]  # per item, its best under (latency, -importance, cost)
+            if int(f.cost[first].sum()) <= self._p.room:
+                self._fast = _point(self._p, first - f.starts[:-1])
+                self._supported.setdefault(self._fast.value, self._fast)
+            else:
+                self._fast = self.weighted(1, max(1, min(self._v_top + 1, WEIGHT_LIMIT // max(1, self._t_top))))
+        return self._fast
 
     def fastest(self, min_value: int) -> Fastest:
         """Least latency whose kept importance is >= min_value (then most importance, fewest params)."""
@@ -952,7 +890,9 @@ class Tradeoff:
             lower = max(math.ceil(bound), math.ceil(self._p.stats.bound - 1e-6))
             if best.latency <= lower:
                 return Fastest(best, best.latency, True)
-            return Fastest(best, lower, False)
+            # Without the budget no choice keeping min_value is faster than free.above, so with it neither.
+            # Reaching it proves the latency only, not the tie-break (more importance, fewer params): not optimal.
+            return Fastest(best, max(lower, min(best.latency, free.above + f.base_lat)), False)
         return Fastest(pt, pt.latency, True)
 
     def fastest_within(self, epsilon: float) -> Fastest:
@@ -1050,27 +990,26 @@ class Tradeoff:
                 except WindowTooLarge:
                     continue
                 found.setdefault(pt.value, pt)
-        # (a, b, u, tries): the importance range (a.value, u] is unexplored; tries: probes too large so far.
+        # (a, b, u): the importance range (a.value, u] is unexplored. A gap whose probe is too large is dropped:
+        # nearer its top the windows are no smaller in practice (5k items: four more tries, 7 s each, all too large).
         ordered = sorted(found.values(), key=lambda q: q.value)
-        gaps = [(a, b, b.value - 1, 0) for a, b in zip(ordered, ordered[1:])]
+        gaps = [(a, b, b.value - 1) for a, b in zip(ordered, ordered[1:])]
         while len(found) < points:
-            gaps = [g for g in gaps if g[2] > g[0].value and g[1].latency > g[0].latency and g[3] < 4]
+            gaps = [g for g in gaps if g[2] > g[0].value and g[1].latency > g[0].latency]
             if not gaps:
                 break
             k = max(range(len(gaps)), key=lambda i: gaps[i][1].latency - gaps[i][0].latency)
-            a, b, u, tries = gaps.pop(k)
-            # The middle of the range; after a too-large probe, nearer its top (narrower windows, cheaper).
-            want = u - (u - a.value - 1) // (2 << (2 * tries))  # in (a.value, u]
+            a, b, u = gaps.pop(k)
+            want = u - (u - a.value - 1) // 2  # the middle of (a.value, u]
             try:
                 pt = probe(want)
             except WindowTooLarge:
-                gaps.append((a, b, u, tries + 1))
                 continue
             if pt.value >= b.value:
-                gaps.append((a, b, want - 1, tries))
+                gaps.append((a, b, want - 1))
             else:
                 found.setdefault(pt.value, pt)
-                gaps += [(a, pt, want - 1, tries), (pt, b, u, tries)]
+                gaps += [(a, pt, want - 1), (pt, b, u)]
         return _pareto(list(found.values()))
 
     def _breakpoint_wants(self, fast: Point, top: Point, points: int) -> list[int]:

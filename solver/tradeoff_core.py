@@ -25,7 +25,33 @@ Method (exact; reduced costs in integers, scaled as in solver.tradeoff_dp):
 
 The answer is the best pair in the final order; with T at or above the optimum it is exact,
 ties included. The caller checks the budget afterwards (solver.tradeoff): an answer within
-it answers the budgeted question too.
+it answers the budgeted question too. A round that ends without a choice at or below T
+proves that none exists: the caller keeps T + 1 as a lower bound even when a later round fails.
+
+Why near-tied importance defeats it (measured on the 8B "near" family of benchmarks/frontier.py,
+scores within 0.1 %, seed 1, epsilon 0.005; the budget does not bind there). Importance is
+q_i * params with q_i within 0.1 % of one ratio q, and on staircases every step top lies on one
+line of latency per param, so the Lagrangian is nearly degenerate: moving any item by a whole
+step (32 dims) costs a reduced cost of 0.002 .. 2.5 latency units (half of it latency rounding).
+At the LP bound's own target every one of 120 items still has 2 .. 11 survivors, at 5 units
+above it 217 of 224 items do. Yet the integral optimum lies more than 64 units above the bound
+(no choice at bound + 64; the best known is bound + 174): step moves change the kept importance
+in lumps of q * 32 * unit, and the fraction of a lump the LP fills for free can only be bought
+by dims inside a latency step (11 .. 40 units a dim), by overshooting, or by swapping steps
+between items of different q_i, which costs the same price per unit of importance as
+overshooting (plus rounding noise). So the LP gap is real integrality, not a weak multiplier,
+and no residue of the cost (tradeoff_group) sees it: the q_i spread shifts the importance by
+more than a whole lump. Meanwhile the Pareto states of (importance, latency) within a slack S
+are every combination of cheap moves whose importance differs by more than S / price, and
+those grow with S: 3.4k states at the bound, 20k at bound + 4, 100k (6.5 s) at bound + 64.
+An LP bound on what the items to come must spend to fill a state's shortfall (tried) removes 5 %
+of them: every state lies on the LP line, and the LP of the rest fills any shortfall for free.
+With thousands of items the lumps combine finely enough that the bound is (nearly) reached:
+5k near seed 1 ends at the bound itself (44k states, 3 s), seed 2 at bound + 2, where the round
+needs 177k states (29 s) and the work budget stops it first. Lognormal importance has a clear LP
+break instead: there the old cap of 10k states x 8 was the only limit (8B seed 2: 5.7k states x
+18 candidates, proven in 0.04 s; its old unproven answer was 10 units slower than the optimum).
+So the search now stops on work (WORK_PER_ITEM per item over all rounds), not on a state count.
 """
 
 from __future__ import annotations
@@ -34,8 +60,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CORE_STATES = 10_000  # the core DP gives up here (the caller falls back)
+CORE_STATES = 100_000  # the core DP gives up here (the caller falls back)
 EXPAND_FACTOR = 8  # ... or when one item's expansion passes this many times that
+WORK_PER_ITEM = 10_000  # expanded states over all rounds of one search, per item of the instance, before giving up
+WORK_FLOOR = 2_000_000  # ... but at least this many: a few items with hundreds of dims each need ~300k (one layer)
 PERIPHERY_PAIRS = 2_000_000  # pairs of peripheral changes enumerated at most
 
 
@@ -77,13 +105,17 @@ class UnbudgetedSearch:
         self.starts, self.item, self.value, self.lat, self.cost, self.rc = starts, item, value, lat, cost, rc
         self.price, self.unit = price, unit
         # Base per item: least rc, then the final order (latency, -value, cost).
-        self.base = np.lexsort((cost, -value, lat, rc, item))[starts[:-1]]
+        zero = np.flatnonzero(rc == 0)  # every item has one (rc is above its item's least); ties are few
+        zero = zero[np.lexsort((cost[zero], -value[zero], lat[zero], item[zero]))]
+        self.base = zero[np.searchsorted(item[zero], np.arange(len(starts) - 1))]
         self.other = np.ones(len(rc), dtype=bool)
         self.other[self.base] = False
         b = self.base[item]
         self.dv, self.dt, self.dc = value - value[b], lat - lat[b], cost - cost[b]
         big = np.iinfo(np.int64).max
         self.alt = np.minimum.reduceat(np.where(self.other, rc, big), starts[:-1])  # an item's least other rc
+        # Time, not memory, limits the search: near ties make every round dearer (see the module docstring).
+        self.work_left = max(WORK_FLOOR, WORK_PER_ITEM * (len(starts) - 1))
 
     def best(self, slack: int, need: int, target: int) -> np.ndarray | None:
         """Flat positions (one per item) of the best choice keeping value >= need among those within slack
@@ -135,18 +167,28 @@ def _core_dp(u: UnbudgetedSearch, core: np.ndarray, room: int, short: int, ancho
     for k, pos in enumerate(spans):
         if len(cur.v) * len(pos) > EXPAND_FACTOR * CORE_STATES:
             raise CoreTooLarge(f"{len(cur.v)} core states x {len(pos)} candidates at core item {k + 1} of {len(core)}")
+        u.work_left -= len(cur.v) * len(pos)
+        if u.work_left < 0:
+            raise CoreTooLarge(f"the search's work budget ran out at core item {k + 1} of {len(core)}")
         nv = (cur.v[:, None] + u.dv[pos][None, :]).ravel()
-        nt = (cur.t[:, None] + u.dt[pos][None, :]).ravel()
-        nc = (cur.c[:, None] + u.dc[pos][None, :]).ravel()
         nrc = (cur.rc[:, None] + u.rc[pos][None, :]).ravel()
         over = np.floor(per_unit[k + 1] * np.maximum(0, nv - anchor)) - 1.0
-        live = np.flatnonzero((nrc + over <= room) & (nv + v_up[k + 1] >= short) & (nt + t_rest[k + 1] <= late))
-        if not len(live):
+        live = np.flatnonzero((nrc + over <= room) & (nv + v_up[k + 1] >= short))
+        # Latency and params only for the survivors (most expansions die on the reduced cost).
+        parent, pick = live // len(pos), pos[live % len(pos)]
+        nt = cur.t[parent] + u.dt[pick]
+        fast = np.flatnonzero(nt + t_rest[k + 1] <= late)
+        if not len(fast):
             return None
-        live = live[_pareto(nv[live], nt[live], nc[live])]
-        if len(live) > CORE_STATES:
-            raise CoreTooLarge(f"{len(live)} core states at core item {k + 1} of {len(core)}")
-        cur = _States(nv[live], nt[live], nc[live], nrc[live], live // len(pos), pos[live % len(pos)])
+        live, parent, pick, nt = live[fast], parent[fast], pick[fast], nt[fast]
+        nc = cur.c[parent] + u.dc[pick]
+        keep = _pareto(nv[live], nt, nc)
+        if len(keep) > CORE_STATES:
+            raise CoreTooLarge(f"{len(keep)} core states at core item {k + 1} of {len(core)}")
+        if layers:  # earlier layers keep only what the trace-back reads
+            layers[-1].v = layers[-1].t = layers[-1].c = layers[-1].rc = zero
+        live = live[keep]
+        cur = _States(nv[live], nt[keep], nc[keep], nrc[live], parent[keep].astype(np.int32), pick[keep].astype(np.int32))
         layers.append(cur)
     return layers
 

@@ -179,6 +179,9 @@ class WindowSolver:
         self.cum = np.cumsum(self.seg_c)
         self.falling = int(self.seg_c[self.seg_t < 0].sum())  # the cost where the LP is unconstrained
         self.top = int(self.cost[starts[1:] - 1].sum())
+        # The most latency one choice can have: with self.top it bounds every sum the DPs form (not lat.sum(),
+        # which counts every candidate and ruled out the int64 path for thousands of items).
+        self.lat_top = int(np.maximum.reduceat(lat, starts[:-1]).sum()) if self.n else 0
         self.grid = 1  # the normalized costs' gcd
 
     def _window(self, lo: int, hi: int) -> tuple[int, int]:
@@ -210,7 +213,7 @@ class WindowSolver:
             red = den * self.lat + num * self.cost
         else:
             red = den * self.lat.astype(object) + num * self.cost.astype(object)
-        safe = red.dtype != object and (den * int(self.lat.sum()) + abs(num) * self.top) < INT64_SAFE
+        safe = red.dtype != object and (den * self.lat_top + abs(num) * self.top) < INT64_SAFE
         least = np.minimum.reduceat(red, self.starts[:-1])
         rc = red - least[self.item]
         lbn = int(sum(int(x) for x in least)) + (-num * lo if num <= 0 else -num * hi)
@@ -434,6 +437,7 @@ class _CellPruner:
         extra = self._distance(k, x)
         if self.completions is not None:
             group = self.prune.group
+            assert group is not None  # completions come from the group bound
             residue = ((self.fixed_cost + int(self.shift_pre[k + 1]) + x) // group.grid) % group.m
             extra = np.maximum(extra, self.completions[k][residue])
         spent += extra
@@ -459,7 +463,7 @@ def _min_plus_row(
     """Row new_a..new_b of min_j best[x - c_j] + t_j, and the first minimizing j per cell."""
     width = new_b - new_a + 1
     out = np.full(width, _INF, dtype=np.int64)
-    arg = np.zeros(width, dtype=pick_dtype)
+    arg: np.ndarray = np.zeros(width, dtype=pick_dtype)
     b = a + len(best) - 1
     for j, (c, t) in enumerate(zip(cc.tolist(), tt.tolist())):
         # candidate j moves cell x to x + c: targets new_a .. new_b from sources new_a - c ..

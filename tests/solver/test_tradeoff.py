@@ -237,3 +237,74 @@ def test_uniform_staircase_many_items_matches_the_general_dp():
         ref = tt._fastest(general, want - p.f.base_value, [tr._imp_picks], None)
         assert (got.latency, got.value, got.cost) == (ref.latency, ref.value, ref.cost)
         assert got.value >= want and got.cost <= budget and got.value <= top
+
+
+@st.composite
+def near_tied_instances(draw):
+    """Importance per param within 0.3 % between items on staircase latency: the family whose LP gap is integral."""
+    n = draw(st.integers(2, 5))
+    items = []
+    for _ in range(n):
+        unit = draw(st.sampled_from([2, 3, 5]))
+        dims = sorted(draw(st.sets(st.integers(1, 24), min_size=1, max_size=5)))
+        lat = [unit * (-(-d // 4)) * 4 + draw(st.integers(0, 1)) for d in dims]
+        items.append(TradeoffItem(unit, unit * draw(st.integers(1000, 1003)), tuple(dims), tuple(lat)))
+    lo = sum(it.unit * min(it.dims) for it in items)
+    hi = sum(it.unit * max(it.dims) for it in items)
+    return items, draw(st.integers(lo, hi + 2))
+
+
+@SETTINGS
+@given(near_tied_instances(), st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4))
+def test_near_tied_fastest_matches_brute_force(inst, epsilons):
+    items, budget = inst
+    pts = _all_points(items, budget)
+    tr = Tradeoff(items, budget)
+    for eps in epsilons:
+        want = tr.value_for(eps)
+        got = tr.fastest(want)
+        assert got.optimal
+        assert (got.point.latency, got.point.value, got.point.cost) == _best_for(pts, want)
+
+
+@SETTINGS
+@given(near_tied_instances(), st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4))
+def test_capped_search_reports_an_honest_gap(inst, epsilons):
+    """With every exact DP capped to nothing, the fallback's point is feasible, its bound valid, and a claimed optimum exact."""
+    from unittest import mock
+
+    import solver.tradeoff as tt
+    import solver.tradeoff_core as tc
+
+    items, budget = inst
+    pts = _all_points(items, budget)
+    with mock.patch.object(tc, "CORE_STATES", 1), mock.patch.object(tt, "MAX_STATES", 1):
+        _check_honest(items, budget, pts, epsilons)
+
+
+@SETTINGS
+@given(near_tied_instances(), st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4))
+def test_search_out_of_work_keeps_its_proven_rounds(inst, epsilons):
+    """The unbudgeted search stops mid-way (a tiny work budget): the rounds it finished raise the bound, validly."""
+    from unittest import mock
+
+    import solver.tradeoff as tt
+    import solver.tradeoff_core as tc
+
+    items, budget = inst
+    pts = _all_points(items, budget)
+    with mock.patch.object(tc, "WORK_PER_ITEM", 2), mock.patch.object(tc, "WORK_FLOOR", 0), mock.patch.object(tt, "MAX_STATES", 1):
+        _check_honest(items, budget, pts, epsilons)
+
+
+def _check_honest(items, budget, pts, epsilons):
+    """The point keeps what was asked within the budget, its lower bound is valid, and a claimed optimum is exact."""
+    tr = Tradeoff(items, budget)
+    for eps in epsilons:
+        want = tr.value_for(eps)
+        got = tr.fastest(want)
+        best = _best_for(pts, want)
+        assert got.point.value >= want and got.point.cost <= budget
+        assert got.lower_bound <= best[0] <= got.point.latency
+        if got.optimal:
+            assert (got.point.latency, got.point.value, got.point.cost) == best
