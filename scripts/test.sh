@@ -13,6 +13,7 @@ else
   export GAC_TEST_BACKENDS="${GAC_TEST_BACKENDS:-sqlite}"
 fi
 echo "backends: $GAC_TEST_BACKENDS"
-# Lint first (pyflakes and import order, configured in pyproject.toml): a second, not a minute.
+# Lint and types first (configured in pyproject.toml): ruff in a second, mypy in about a minute.
 ruff check .
+mypy  # gac, solver, profiler_agent and service
 exec python -m pytest -q -p no:cacheprovider "$@"
