@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -276,4 +277,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill runs the finally blocks: no orphaned service
     main()

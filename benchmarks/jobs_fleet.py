@@ -27,6 +27,7 @@ import asyncio
 import os
 import random
 import resource
+import signal
 import sys
 import time
 import uuid
@@ -372,4 +373,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill runs the finally blocks: no orphaned service
     main()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import signal
 import statistics
 import sys
 import threading
@@ -208,4 +209,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill runs the finally blocks: no orphaned service
     main()
