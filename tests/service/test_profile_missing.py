@@ -16,6 +16,7 @@ import pytest
 
 from gac.contracts.measurements import Batch, RunInfo
 from tests import factories as f
+from tests.fixtures.database import BACKENDS
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +54,13 @@ def points(result: dict) -> int:
     return sum(len(m["dims"]) for m in result["missing"])
 
 
+# Real kernels are timed (about a minute each): the local run on the embedded default, the one
+# through the service on Postgres; both backends store points through the same code, tested elsewhere.
+LOCAL_BACKEND = "sqlite" if "sqlite" in BACKENDS else BACKENDS[0]
+SERVICE_BACKEND = "postgres" if "postgres" in BACKENDS else BACKENDS[0]
+
+
+@pytest.mark.parametrize("database", [LOCAL_BACKEND], indirect=True)
 def test_local_profile_missing_measures_exactly_the_missing_points(app, settings, tmp_path):
     path = tmp_path / "m.json"
     path.write_text(json.dumps(tiny_manifest()))
@@ -102,6 +110,7 @@ def test_a_long_profile_is_not_started_unasked(app, settings, tmp_path):
     engine.dispose()
 
 
+@pytest.mark.parametrize("database", [SERVICE_BACKEND], indirect=True)
 def test_profile_missing_against_the_live_service(live_service, tmp_path):
     path = tmp_path / "m.json"
     path.write_text(json.dumps(tiny_manifest()))
