@@ -57,8 +57,9 @@ class AlignSlots:
         self.per_token = per_token
         self._running: dict[Hashable, int] = {}
         self._lock = threading.Lock()
-        self._workers: AlignWorkers | None = None
-        self._checkers: AlignWorkers | None = None
+        # Their processes start on first use (AlignWorkers.submit): making these costs nothing.
+        self.workers = AlignWorkers(ALIGN_PROCESSES)  # large alignments
+        self.checkers = AlignWorkers(CHECK_PROCESSES)  # the checks left for after the answer
 
     def acquire(self, holder: Hashable) -> None:
         """Take one of `holder`'s slots (a token id, or None for anonymous callers), or raise 429."""
@@ -86,27 +87,10 @@ class AlignSlots:
         finally:
             self.release(holder)
 
-    @property
-    def workers(self) -> AlignWorkers:
-        """This service process's alignment worker processes (started on first use)."""
-        with self._lock:
-            if self._workers is None:
-                self._workers = AlignWorkers(ALIGN_PROCESSES)
-            return self._workers
-
-    @property
-    def checkers(self) -> AlignWorkers:
-        """The worker processes that run the checks left for after the answer."""
-        with self._lock:
-            if self._checkers is None:
-                self._checkers = AlignWorkers(CHECK_PROCESSES)
-            return self._checkers
-
     def close(self, wait: bool = False) -> None:
         """Stop the worker processes (wait: after the work they were given)."""
-        for workers in (self._workers, self._checkers):
-            if workers is not None:
-                workers.close(wait)
+        self.workers.close(wait)
+        self.checkers.close(wait)
 
 
 class AlignWorkers:

@@ -167,9 +167,8 @@ def enqueue_missing(session: Session, settings: Settings, result: AlignmentResul
     return [job.id]
 
 
-def to_stored(row: StoredRow | Alignment, jobs: list[int] | None = None) -> StoredAlignment:
-    result = row.result if isinstance(row, StoredRow) else AlignmentResult.model_validate(row.result)
-    return StoredAlignment(id=row.id, created_at=row.created_at, platform_id=row.platform_id, jobs=jobs or [], result=result)
+def to_stored(row: StoredRow, jobs: list[int] | None = None) -> StoredAlignment:
+    return StoredAlignment(id=row.id, created_at=row.created_at, platform_id=row.platform_id, jobs=jobs or [], result=row.result)
 
 
 @dataclass(frozen=True)
@@ -272,13 +271,6 @@ def _job_answer(session: Session, alignment_id: uuid.UUID) -> Answer:
     poll = f"/v1/alignments/{alignment_id}"
     status = AlignmentJobStatus(id=job.id, status=job.status, weights=job.weights, created_at=job.created_at, poll=poll)  # type: ignore[arg-type]
     return Answer(202, status.model_dump_json().encode(), {"Location": poll, "Retry-After": str(limits.POLL_AFTER_S)})
-
-
-def get(session: Session, alignment_id: uuid.UUID) -> Alignment:
-    row = session.get(Alignment, alignment_id)
-    if row is None:
-        raise NotFound(f"no alignment {alignment_id}")
-    return row
 
 
 _SUMMARY = tuple(AlignmentSummary.model_fields)
