@@ -22,14 +22,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from pydantic import ValidationError
-from sqlalchemy import JSON, Engine, Text, cast, func, insert, literal, select, update
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm import Session
 
 from gac.contracts.alignment import AlignmentResult, CrossCheck
 from gac.contracts.manifest import Manifest
 from gac.contracts.plans import plan_for_points
 from service.align import limits
+from service.align import repository as repo
 from service.align.db_lookup import DbLookup
 from service.align.schemas import AlignmentJobStatus, AlignmentSummary, StoredAlignment, StoredHead
 from service.db import begin_write, make_engine, make_sessionmaker
@@ -124,13 +125,6 @@ class StoredRow:
     texts: Texts
 
 
-def _json_text(session: Session, text: str):
-    """A JSON document serialized already, bound as it is (the JSON type would encode it again)."""
-    if session.get_bind().dialect.name == "postgresql":
-        return cast(literal(text, Text), JSON)
-    return literal(text, Text)
-
-
 def store(
     session: Session, manifest: Manifest, platform: Platform | None, result: AlignmentResult, *,
     alignment_id: uuid.UUID | None = None, texts: Texts | None = None,
@@ -139,14 +133,7 @@ def store(
     texts = texts or Texts.of(result, len(manifest.weights))
     row = StoredRow(alignment_id or uuid.uuid4(), utcnow(), platform.id if platform else None, len(manifest.weights), result, texts)
     begin_write(session)
-    session.execute(insert(Alignment).values(
-        id=row.id, model=manifest.model, compressor=manifest.compressor, platform_id=row.platform_id,
-        weights=row.weights, budget=result.budget, total_params=result.total_params, objective=result.objective,
-        aligned_share_before=result.aligned_share_before, aligned_share_after=result.aligned_share_after,
-        predicted_unaligned_us=result.latency.unaligned_us, predicted_aligned_us=result.latency.aligned_us,
-        manifest=_json_text(session, manifest.model_dump_json(by_alias=True)), result=_json_text(session, texts.result),
-        result_full=texts.full, created_at=row.created_at,
-    ))
+    repo.insert_alignment(session, row.id, row.created_at, manifest, row.platform_id, result, texts.result, texts.full)
     session.commit()
     return row
 
@@ -241,17 +228,12 @@ def error_answer(exc: GacError) -> Answer:
 def read(session: Session, alignment_id: uuid.UUID, candidates: str | None) -> Answer:
     """GET /v1/alignments/{id}: the stored alignment (200), the job still making it (202), the
     error that job ended with, or 404."""
-    has_full = Alignment.result_full.is_not(None).label("has_full")
-    found = session.execute(
-        select(Alignment.id, Alignment.created_at, Alignment.platform_id, Alignment.weights, cast(Alignment.result, Text), has_full,
-               AlignmentJob.profiling_jobs, AlignmentJob.timings)
-        .outerjoin(AlignmentJob, AlignmentJob.id == Alignment.id).where(Alignment.id == alignment_id)
-    ).one_or_none()
+    found = repo.head(session, alignment_id)
     if found is None:
         return _job_answer(session, alignment_id)
     aid, created_at, platform_id, weights, text, has_full, jobs, timings = found
     if has_full and candidates == "full":
-        text = Deflated(session.scalar(select(Alignment.result_full).where(Alignment.id == aid)))
+        text = Deflated(repo.result_full(session, aid))
     elif not has_full and (candidates == "compact" or (candidates is None and weights > limits.COMPACT_ABOVE_WEIGHTS)):
         text = compact_json(AlignmentResult.model_validate_json(text))  # small, or stored before compact forms
     head = StoredHead(id=aid, created_at=created_at, platform_id=platform_id, jobs=jobs or [])
@@ -273,20 +255,10 @@ def _job_answer(session: Session, alignment_id: uuid.UUID) -> Answer:
     return Answer(202, status.model_dump_json().encode(), {"Location": poll, "Retry-After": str(limits.POLL_AFTER_S)})
 
 
-_SUMMARY = tuple(AlignmentSummary.model_fields)
-
-
 def list_alignments(session: Session, platform_id: int | None, offset: int, limit: int) -> Page[AlignmentSummary]:
-    query = select(Alignment)
-    if platform_id is not None:
-        query = query.where(Alignment.platform_id == platform_id)
-    total = session.scalar(select(func.count()).select_from(query.with_only_columns(Alignment.id).subquery())) or 0
-    # Only the summary's columns: a stored manifest and result can be tens of MB each.
-    rows = session.scalars(
-        query.options(load_only(*(getattr(Alignment, f) for f in _SUMMARY))).order_by(Alignment.created_at.desc()).offset(offset).limit(limit)
-    ).all()
-    items = [AlignmentSummary.model_validate(r, from_attributes=True) for r in rows]
-    return Page[AlignmentSummary](items=items, total=total, next_cursor=str(offset + limit) if offset + limit < total else None)
+    found = repo.page(session, platform_id, offset, limit)
+    items = [AlignmentSummary.model_validate(r, from_attributes=True) for r in found.rows]
+    return Page[AlignmentSummary](items=items, total=found.total, next_cursor=str(offset + limit) if found.more else None)
 
 
 # -- jobs: a large alignment off the request
@@ -303,7 +275,7 @@ def create_job(session: Session, alignment_id: uuid.UUID, weights: int) -> Align
 
 def update_job(session: Session, alignment_id: uuid.UUID, **values: object) -> None:
     begin_write(session)
-    session.execute(update(AlignmentJob).where(AlignmentJob.id == alignment_id).values(**values, updated_at=utcnow()))
+    repo.update_job(session, alignment_id, values)
     session.commit()
 
 
@@ -463,11 +435,11 @@ def complete_pending(settings: Settings, alignment_id: uuid.UUID) -> list[str]:
             return result
 
         text = fill(stored).model_dump_json(by_alias=True)
-        values: dict[str, object] = {"result": _json_text(session, text)}
+        full = None
         if row.result_full is not None:
             whole = fill(AlignmentResult.model_validate_json(zlib.decompress(row.result_full)))
-            values["result_full"] = zlib.compress(whole.__pydantic_serializer__.to_json(whole, by_alias=True), 1)
+            full = zlib.compress(whole.__pydantic_serializer__.to_json(whole, by_alias=True), 1)
         begin_write(session)
-        session.execute(update(Alignment).where(Alignment.id == alignment_id).values(**values))
+        repo.write_result(session, alignment_id, text, full)
         session.commit()
         return pending

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from statistics import mean
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.cache import VersionedCache
@@ -87,8 +86,7 @@ def rules(session: Session, platform: str) -> list[Rule]:
 def comparable(session: Session, a: str, b: str) -> list[ComparableCurve]:
     """Curves both platforms measured (same op, dtype, axis and fixed shape)."""
     pa, pb = get_platform(session, a), get_platform(session, b)
-    ca = {(c.op, c.dtype, c.axis, c.fixed_key): c.id for c in session.scalars(select(CurveRow).where(CurveRow.platform_id == pa.id))}
-    cb = {(c.op, c.dtype, c.axis, c.fixed_key): c.id for c in session.scalars(select(CurveRow).where(CurveRow.platform_id == pb.id))}
+    ca, cb = curves_repo.ids_by_key(session, pa.id), curves_repo.ids_by_key(session, pb.id)
     return [
         ComparableCurve(op=k[0], dtype=k[1], axis=k[2], fixed_key=k[3], a_curve_id=ca[k], b_curve_id=cb[k])
         for k in sorted(ca.keys() & cb.keys())

@@ -43,6 +43,12 @@ def find(session: Session, platform_id: int, op: str, dtype: str, axis: str, fix
     )
 
 
+def ids_by_key(session: Session, platform_id: int) -> dict[tuple[str, str, str, str], int]:
+    """The platform's curve ids by natural key: (op, dtype, axis, fixed_key)."""
+    rows = session.execute(select(Curve.id, Curve.op, Curve.dtype, Curve.axis, Curve.fixed_key).where(Curve.platform_id == platform_id))
+    return {(r.op, r.dtype, r.axis, r.fixed_key): r.id for r in rows}
+
+
 def points(session: Session, curve_id: int) -> Sequence[Row]:
     return session.execute(
         select(Measurement.x, Measurement.median_us, Measurement.p10_us, Measurement.p90_us, Measurement.mean_us, Measurement.n)

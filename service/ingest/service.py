@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -30,6 +31,27 @@ def content_hash(batch: Incoming) -> str:
     return h.hexdigest()
 
 
+class IdResolver:
+    """Platform, agent and run ids for one transaction: from KNOWN, else stored (an upsert).
+    Those stored are put in KNOWN by remember(), once the transaction commits: a rolled-back id
+    may not exist."""
+
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+        self._stored: list[tuple[tuple, int]] = []
+
+    def resolve(self, key: tuple, store: Callable[[], int]) -> int:
+        value = KNOWN.get(key, self._now)
+        if value is None:
+            value = store()
+            self._stored.append((key, value))
+        return value
+
+    def remember(self) -> None:
+        for key, value in self._stored:
+            KNOWN.put(key, value, self._now)
+
+
 def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max_rows: int) -> BatchReceipt:
     """Store a batch whole or not at all; a re-sent batch stores nothing and says so."""
     rows = len(batch.ids)
@@ -41,19 +63,12 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
     now = utcnow()
     db = str(session.get_bind().engine.url)
     fingerprint = batch.platform.fingerprint()
-    learned: list[tuple[tuple, int]] = []  # ids to remember once this transaction commits
-
-    def known_or(key: tuple, store: Callable[[], int]) -> int:
-        value = KNOWN.get(key, now)
-        if value is None:
-            value = store()
-            learned.append((key, value))
-        return value
+    ids = IdResolver(now)
 
     begin_write(session)
-    platform_id = known_or(platform_key(db, fingerprint), lambda: repo.upsert_platform(session, batch.platform, now))
-    agent_id = known_or(agent_key(db, batch.run.agent), lambda: repo.upsert_agent(session, batch.run, token_id, now))
-    run_platform = known_or(
+    platform_id = ids.resolve(platform_key(db, fingerprint), lambda: repo.upsert_platform(session, batch.platform, now))
+    agent_id = ids.resolve(agent_key(db, batch.run.agent), lambda: repo.upsert_agent(session, batch.run, token_id, now))
+    run_platform = ids.resolve(
         run_key(db, batch.run.id), lambda: repo.ensure_run(session, batch.run, agent_id, platform_id, now).platform_id
     )
     if run_platform != platform_id:
@@ -73,14 +88,13 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
             inserted=0, duplicates=rows, replay=True,
         )
 
-    ids = repo.curve_ids(session, platform_id, set(batch.curves), now)
-    inserted = repo.insert_measurements(session, batch, [ids[k] for k in batch.curves])
+    curves = repo.curve_ids(session, platform_id, set(batch.curves), now)
+    inserted = repo.insert_measurements(session, batch, [curves[k] for k in batch.curves])
     if inserted != rows:
         repo.record_counts(session, batch.id, inserted, rows - inserted)
-    repo.touch_curves(session, list(ids.values()), now)
+    repo.touch_curves(session, list(curves.values()), now)
     session.commit()
-    for key, value in learned:
-        KNOWN.put(key, value, now)
+    ids.remember()
     INGEST_BATCHES.labels("stored").inc()
     INGEST_ROWS.labels("inserted").inc(inserted)
     INGEST_ROWS.labels("duplicate").inc(rows - inserted)

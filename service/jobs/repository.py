@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import PlatformDescriptor
 from service.models import Job
+from service.repository import Slice, keyset_page
 
 ACTIVE = ("queued", "leased")
 
@@ -78,10 +79,8 @@ def active_with_key(session: Session, key: str) -> Job | None:
     return session.scalar(select(Job).where(Job.dedupe_key == key, Job.status.in_(ACTIVE)).order_by(Job.id).limit(1))
 
 
-def page(session: Session, status: str | None, after_id: int, limit: int) -> tuple[list[Job], int]:
+def page(session: Session, status: str | None, after_id: int, limit: int) -> Slice[Job]:
     query = select(Job)
     if status:
         query = query.where(Job.status == status)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.scalars(query.where(Job.id > after_id).order_by(Job.id).limit(limit)).all()
-    return list(rows), total
+    return keyset_page(session, query, key=Job.id, after=after_id, limit=limit)

@@ -165,6 +165,6 @@ def get(session: Session, job_id: int) -> Job:
 
 
 def list_jobs(session: Session, status: str | None, after_id: int, limit: int, *, show_owner: bool) -> Page[JobOut]:
-    rows, total = repo.page(session, status, after_id, limit)
-    nxt = str(rows[-1].id) if len(rows) == limit else None
-    return Page[JobOut](items=[to_out(j, show_owner=show_owner) for j in rows], total=total, next_cursor=nxt)
+    found = repo.page(session, status, after_id, limit)
+    nxt = str(found.rows[-1].id) if found.more else None
+    return Page[JobOut](items=[to_out(j, show_owner=show_owner) for j in found.rows], total=found.total, next_cursor=nxt)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import Dtype, Op, parse_shape_key
+from service.measurements import repository as repo
 from service.measurements.schemas import MeasurementOut
-from service.models import Curve, Measurement
 from service.platforms.service import get_platform
 from service.schemas import Page
 
@@ -25,19 +24,8 @@ def list_measurements(
     after_id: int,
     limit: int,
 ) -> Page[MeasurementOut]:
-    query = select(Measurement, Curve).join(Curve, Measurement.curve_id == Curve.id)
-    if platform is not None:
-        query = query.where(Curve.platform_id == get_platform(session, platform).id)
-    if op is not None:
-        query = query.where(Curve.op == op.value)
-    if dtype is not None:
-        query = query.where(Curve.dtype == dtype.value)
-    if axis is not None:
-        query = query.where(Curve.axis == axis)
-    if run is not None:
-        query = query.where(Measurement.run_id == run)
-    total = session.scalar(select(func.count()).select_from(query.with_only_columns(Measurement.id).subquery())) or 0
-    rows = session.execute(query.where(Measurement.id > after_id).order_by(Measurement.id).limit(limit + 1)).all()
+    platform_id = get_platform(session, platform).id if platform is not None else None
+    found = repo.page(session, platform_id=platform_id, op=op, dtype=dtype, axis=axis, run=run, after_id=after_id, limit=limit)
     items = [
         MeasurementOut(
             id=m.id, uuid=m.uuid, platform_id=c.platform_id, curve_id=c.id, run_id=m.run_id, op=c.op, dtype=c.dtype,
@@ -46,7 +34,6 @@ def list_measurements(
             stop=m.stop, samples_discarded=m.samples_discarded, sm_clock_mhz=m.sm_clock_mhz,
             throttle_reasons=m.throttle_reasons,
         )
-        for m, c in rows[:limit]
+        for m, c in found.rows
     ]
-    nxt = str(items[-1].id) if len(rows) > limit else None
-    return Page[MeasurementOut](items=items, total=total, next_cursor=nxt)
+    return Page[MeasurementOut](items=items, total=found.total, next_cursor=str(items[-1].id) if found.more else None)

@@ -6,6 +6,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from service.models import Curve, Platform, Run
+from service.repository import Slice, offset_page
 
 
 def find(session: Session, ref: str) -> Platform | None:
@@ -23,15 +24,14 @@ def find(session: Session, ref: str) -> Platform | None:
     return None
 
 
-def page(session: Session, *, device_kind: str | None, name: str | None, offset: int, limit: int) -> tuple[list[Platform], int]:
+def page(session: Session, *, device_kind: str | None, name: str | None, offset: int, limit: int) -> Slice[Platform]:
     query = select(Platform)
     if device_kind:
         query = query.where(Platform.device_kind == device_kind)
     if name:
         query = query.where(Platform.device_name.icontains(name, autoescape=True))
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.scalars(query.order_by(Platform.last_seen.desc(), Platform.id.desc()).offset(offset).limit(limit)).all()
-    return list(rows), total
+    newest_first = (Platform.last_seen.desc(), Platform.id.desc())
+    return offset_page(session, query, key=Platform.id, order_by=newest_first, offset=offset, limit=limit)
 
 
 def counts(session: Session, platform_ids: list[int]) -> dict[int, tuple[int, int, int]]:

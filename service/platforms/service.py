@@ -35,8 +35,7 @@ def to_out(platform: Platform, curves: int = 0, runs: int = 0, agents: int = 0) 
 
 
 def list_platforms(session: Session, *, device_kind: str | None, name: str | None, offset: int, limit: int) -> Page[PlatformOut]:
-    rows, total = repo.page(session, device_kind=device_kind, name=name, offset=offset, limit=limit)
-    counts = repo.counts(session, [p.id for p in rows])
-    items = [to_out(p, *counts[p.id]) for p in rows]
-    nxt = str(offset + limit) if offset + limit < total else None
-    return Page[PlatformOut](items=items, total=total, next_cursor=nxt)
+    found = repo.page(session, device_kind=device_kind, name=name, offset=offset, limit=limit)
+    counts = repo.counts(session, [p.id for p in found.rows])
+    items = [to_out(p, *counts[p.id]) for p in found.rows]
+    return Page[PlatformOut](items=items, total=found.total, next_cursor=str(offset + limit) if found.more else None)

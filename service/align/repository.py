@@ -1,0 +1,79 @@
+"""Alignment queries: the stored alignments, and the jobs making large ones off the request."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import JSON, Row, Text, cast, insert, literal, select, update
+from sqlalchemy.orm import Session, load_only
+
+from gac.contracts.alignment import AlignmentResult
+from gac.contracts.manifest import Manifest
+from service.align.schemas import AlignmentSummary
+from service.models import Alignment, AlignmentJob, utcnow
+from service.repository import Slice, offset_page
+
+
+def _json_text(session: Session, text: str):
+    """A JSON document serialized already, bound as it is (the JSON type would encode it again)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(literal(text, Text), JSON)
+    return literal(text, Text)
+
+
+def insert_alignment(
+    session: Session, alignment_id: uuid.UUID, created_at: datetime, manifest: Manifest, platform_id: int | None,
+    result: AlignmentResult, result_text: str, result_full: bytes | None,
+) -> None:
+    """result_text: the result as served by default; result_full: the whole result compressed, when that text is compact."""
+    session.execute(insert(Alignment).values(
+        id=alignment_id, model=manifest.model, compressor=manifest.compressor, platform_id=platform_id,
+        weights=len(manifest.weights), budget=result.budget, total_params=result.total_params, objective=result.objective,
+        aligned_share_before=result.aligned_share_before, aligned_share_after=result.aligned_share_after,
+        predicted_unaligned_us=result.latency.unaligned_us, predicted_aligned_us=result.latency.aligned_us,
+        manifest=_json_text(session, manifest.model_dump_json(by_alias=True)), result=_json_text(session, result_text),
+        result_full=result_full, created_at=created_at,
+    ))
+
+
+def write_result(session: Session, alignment_id: uuid.UUID, result_text: str, result_full: bytes | None) -> None:
+    """A stored alignment's result replaced (result_full only when given: None leaves it as it is)."""
+    values: dict[str, object] = {"result": _json_text(session, result_text)}
+    if result_full is not None:
+        values["result_full"] = result_full
+    session.execute(update(Alignment).where(Alignment.id == alignment_id).values(**values))
+
+
+def head(session: Session, alignment_id: uuid.UUID) -> Row | None:
+    """A stored alignment without its manifest: (id, created_at, platform_id, weights, result as text,
+    has_full, profiling_jobs, timings), the last two its job's (None when it had none)."""
+    has_full = Alignment.result_full.is_not(None).label("has_full")
+    return session.execute(
+        select(Alignment.id, Alignment.created_at, Alignment.platform_id, Alignment.weights, cast(Alignment.result, Text), has_full,
+               AlignmentJob.profiling_jobs, AlignmentJob.timings)
+        .outerjoin(AlignmentJob, AlignmentJob.id == Alignment.id).where(Alignment.id == alignment_id)
+    ).one_or_none()
+
+
+def result_full(session: Session, alignment_id: uuid.UUID) -> bytes:
+    """The whole result, compressed, of an alignment stored with one (head's has_full)."""
+    full = session.scalar(select(Alignment.result_full).where(Alignment.id == alignment_id))
+    assert full is not None  # asked for only when head() found one
+    return full
+
+
+_SUMMARY = tuple(AlignmentSummary.model_fields)
+
+
+def page(session: Session, platform_id: int | None, offset: int, limit: int) -> Slice[Alignment]:
+    """Newest first, with only the summary's columns loaded: a stored manifest and result can be tens of MB each."""
+    query = select(Alignment)
+    if platform_id is not None:
+        query = query.where(Alignment.platform_id == platform_id)
+    summary = query.options(load_only(*(getattr(Alignment, f) for f in _SUMMARY)))
+    return offset_page(session, summary, key=Alignment.id, order_by=(Alignment.created_at.desc(),), offset=offset, limit=limit)
+
+
+def update_job(session: Session, alignment_id: uuid.UUID, values: dict[str, object]) -> None:
+    session.execute(update(AlignmentJob).where(AlignmentJob.id == alignment_id).values(**values, updated_at=utcnow()))
