@@ -5,18 +5,20 @@ An item is one weight, or a group of weights that must share one dimension.
 
 from __future__ import annotations
 
-import bisect
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
+
+import numpy as np
 
 from gac.contracts.alignment import Candidate, MissingCurve
 from gac.contracts.manifest import Manifest, Weight
 from solver.curve_model import MIN_POINTS, SMOOTH_NOTE, CliffOptions, CurveModel, frontier_from_estimates, frontier_of_sum, model_curve
 from solver.curve_model import Point as CurveModelPoint
 from solver.frontier import cliff_free_frontier
-from solver.kinds import Kernel, kernels, original_points, unit_params
+from solver.kinds import Kernel, kernels, original_points, shape_key, unit_params
 from solver.lookup import LatencyLookup, PointLatency
 
 PAPER_RADIUS = 8  # the paper's reference code searches +/- this many multiples of 8 (+/- 64 dims)
@@ -63,25 +65,23 @@ class Item:
 
     name: str
     members: list[Weight]
+    # Read per candidate and per point: computed once, from the whole member list.
+    d_star: float = field(init=False)  # a group's compressor dims may differ slightly: their mean is the window centre
+    max_dim: int = field(init=False)
+    unit: int = field(init=False)  # parameters per unit of d
+    shapes: tuple = field(init=False)  # its members' kinds and shapes: items of equal shapes run the same kernels
+
+    def __post_init__(self) -> None:
+        members = self.members
+        self.d_star = sum(w.dim for w in members) / len(members)
+        self.max_dim = min(w.max_dim for w in members)
+        self.unit = sum(unit_params(w) for w in members)
+        self.shapes = tuple(map(shape_key, members))
 
     @property
     def kind(self) -> str:
         kinds = {w.kind for w in self.members}
         return kinds.pop() if len(kinds) == 1 else "mixed"
-
-    # Cached: read per candidate and per point (build_items has added every member by then).
-    @cached_property
-    def d_star(self) -> float:
-        # A group's compressor dims may differ slightly: take their mean as the window centre.
-        return sum(w.dim for w in self.members) / len(self.members)
-
-    @cached_property
-    def max_dim(self) -> int:
-        return min(w.max_dim for w in self.members)
-
-    @cached_property
-    def unit(self) -> int:
-        return sum(unit_params(w) for w in self.members)
 
     def window(self, opts: CandidateOptions) -> tuple[int, int]:
         half = opts.half_width(self.d_star)
@@ -92,17 +92,17 @@ class Item:
 
 def build_items(manifest: Manifest) -> list[Item]:
     """One item per ungrouped weight, one per group, in manifest order of first appearance."""
-    items: list[Item] = []
-    by_group: dict[str, Item] = {}
+    groups: dict[str, list[Weight]] = {}
+    order: list[tuple[str, list[Weight]]] = []
     for w in manifest.weights:
         if w.group is None:
-            items.append(Item(w.name, [w]))
-        elif w.group in by_group:
-            by_group[w.group].members.append(w)
+            order.append((w.name, [w]))
+        elif w.group in groups:
+            groups[w.group].append(w)
         else:
-            by_group[w.group] = Item(w.group, [w])
-            items.append(by_group[w.group])
-    return items
+            groups[w.group] = [w]
+            order.append((w.group, groups[w.group]))
+    return [Item(name, members) for name, members in order]
 
 
 @dataclass
@@ -141,18 +141,19 @@ class LatencyModel:
         self._curves: dict[tuple, Mapping[int, PointLatency]] = {}
         self._models: dict[tuple, CurveModel] = {}
         self._own: dict[tuple, CurveModel] = {}  # each curve modelled on its own data alone
-        self._terms: dict[tuple[int, ...], list[tuple[Kernel, float]]] = {}  # per item's members: kernel_terms
-        self._original: dict[tuple[int, ...], list[tuple[Kernel, int, float]]] = {}  # ... and original_terms
+        self._terms: dict[tuple, list[tuple[Kernel, float]]] = {}  # per item's members' shapes: kernel_terms
+        self._original: dict[tuple, list[tuple[Kernel, int, float]]] = {}  # ... and original_terms
         # Every curve the manifest's weights use: a tile size one of them shows is a hypothesis
         # for the others of the same op and axis (the platform's kernels tile them alike).
-        self._kernels = {(k.op, k.fixed, k.axis): k for w in manifest.weights for m, _ in self.tokens for k in kernels(w, m)}
-        for w in manifest.weights:  # a dense original may run a curve no compressed kernel does
+        shapes = list({shape_key(w): w for w in manifest.weights}.values())  # one weight per shape
+        self._kernels = {k.curve_key: k for w in shapes for m, _ in self.tokens for k in kernels(w, m)}
+        for w in shapes:  # a dense original may run a curve no compressed kernel does
             for m, _ in self.tokens:
                 for k, _x in original_points(w, m):
-                    self._kernels.setdefault((k.op, k.fixed, k.axis), k)
+                    self._kernels.setdefault(k.curve_key, k)
 
     def curve(self, k: Kernel) -> Mapping[int, PointLatency]:
-        key = (k.op, k.fixed, k.axis)
+        key = k.curve_key
         if key not in self._curves:
             self._curves[key] = {} if self.lookup is None else self.lookup.curve(k.op, self.dtype, k.fixed_shape, k.axis)
         return self._curves[key]
@@ -164,13 +165,13 @@ class LatencyModel:
         A curve that shows no period of its own is modelled again with the periods its siblings
         (the manifest's other curves of the same op and axis) show, each tested on it alone: a
         small GEMM whose steps hide in its noise still steps where the platform's tiles end."""
-        key = (k.op, k.fixed, k.axis)
+        key = k.curve_key
         if key not in self._models:
             own = self._own_model(key)
             siblings = sorted({
                 p.m for other in self._kernels.values()
-                if (other.op, other.axis) == (k.op, k.axis) and (other.op, other.fixed, other.axis) != key
-                and (p := self._own_model((other.op, other.fixed, other.axis)).period) is not None
+                if (other.op, other.axis) == (k.op, k.axis) and other.curve_key != key
+                and (p := self._own_model(other.curve_key).period) is not None
             }) if own.period is None and len(own.estimates) >= MIN_POINTS else []
             self._models[key] = model_curve(self._points(key), CliffOptions(periods=tuple(siblings))) if siblings else own
         return self._models[key]
@@ -198,14 +199,14 @@ class LatencyModel:
 
     def kernel_terms(self, item: Item) -> list[tuple[Kernel, float]]:
         """(kernel, weight) pairs: the item's latency is sum weight * count * curve[scale * d]."""
-        key = tuple(map(id, item.members))  # the manifest's weights, alive as long as this model
+        key = item.shapes  # items of one shape share them (thousands of weights, a few shapes)
         if (terms := self._terms.get(key)) is None:
             terms = self._terms[key] = [(k, tw * k.count) for w in item.members for m, tw in self.tokens for k in kernels(w, m)]
         return terms
 
     def original_terms(self, item: Item) -> list[tuple[Kernel, int, float]]:
         """(kernel, axis value, weight) of the uncompressed weights (solver.kinds.original_points)."""
-        key = tuple(map(id, item.members))
+        key = item.shapes
         if (terms := self._original.get(key)) is None:
             terms = self._original[key] = [
                 (k, x, tw * k.count) for w in item.members for m, tw in self.tokens for k, x in original_points(w, m)
@@ -246,6 +247,9 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
     """
     lo, hi = item.window(opts)
     top = min(item.max_dim, hi + lookahead(item, model, opts))
+    needed = needed_points(item, model, opts, (lo, hi, top))
+    if model.lookup is None:  # rules only: nothing to look up (most of a 100,000-weight manifest's time)
+        return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed)
     wide = set(paper_window(item, opts.align, opts.paper_radius)) if every_dim and opts.paper_radius > 0 else set()
     choices = set(range(lo, hi + 1)) | wide
     terms = model.kernel_terms(item)
@@ -281,8 +285,8 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
             owns.add(round(item.d_star))
         keep = sorted(set(keep) | {d for d in owns if d in lat and d <= hi})
         cands = [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep]
-        return ItemCandidates(item, cands, True, needed_points(item, model, opts), notes)
-    return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed_points(item, model, opts), notes)
+        return ItemCandidates(item, cands, True, needed, notes)
+    return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed, notes)
 
 
 def candidate_notes(results: list[ItemCandidates]) -> list[str]:
@@ -301,6 +305,8 @@ def lookahead(item: Item, model: LatencyModel, opts: CandidateOptions) -> int:
     if opts.lookahead is not None:
         return opts.lookahead
     ahead = opts.half_width(item.d_star)
+    if model.lookup is None:
+        return ahead
     for k, _ in model.kernel_terms(item):
         period = model.model(k).period if model.curve(k) else None
         if period is not None:
@@ -308,38 +314,43 @@ def lookahead(item: Item, model: LatencyModel, opts: CandidateOptions) -> int:
     return ahead
 
 
-def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions) -> list[NeededPoints]:
+def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions, span: tuple[int, int, int]) -> list[NeededPoints]:
     """Per kernel, every point the alignment and its prediction need but lack, in runs each with
-    why: the window, the look-ahead above it, the paper's window (the latency objective's wider
-    choices and the paper-DP baseline's), the original dim and the compressor's (floor and ceil).
-    Without a lookup every one of them is missing: profiling them is what a first alignment asks for."""
-    lo, hi = item.window(opts)
-    top = min(item.max_dim, hi + lookahead(item, model, opts))
+    why: the window lo..hi, the look-ahead above it up to top (span), the paper's window (the latency
+    objective's wider choices and the paper-DP baseline's), the original dim and the compressor's
+    (floor and ceil). Without a lookup every one of them is missing: profiling them is what a first
+    alignment asks for."""
+    lo, hi, top = span
     runs: list[tuple[Sequence[int], str]] = [(range(lo, hi + 1), "window"), (range(hi + 1, top + 1), "look-ahead")]
     beyond = [d for d in paper_window(item, opts.align, max(PAPER_RADIUS, opts.paper_radius)) if not lo <= d <= top]
-    own = sorted({max(1, math.floor(item.d_star)), min(item.max_dim, math.ceil(item.d_star))} - set(beyond))
-    runs += [(beyond, "paper's window"), ([d for d in own if not lo <= d <= top], "compressor's dim")]
+    own = {max(1, math.floor(item.d_star)), min(item.max_dim, math.ceil(item.d_star))}
+    runs += [(beyond, "paper's window"), (sorted(d for d in own if not lo <= d <= top and d not in beyond), "compressor's dim")]
+    runs = [(xs, why) for xs, why in runs if len(xs)]
     out: list[NeededPoints] = []
     for k, _ in model.kernel_terms(item):
         curve, s = model.curve(k), k.scale
+        kept: list[tuple[Sequence[int], str]]
         if not curve:  # nothing measured (rules only): every run, without a lookup per point
-            scaled = [(range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs]
+            kept = runs if s == 1 else [(range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs]
         else:
-            scaled = [([s * d for d in r if s * d not in curve], why) for r, why in runs]
-        kept: list[tuple[Sequence[int], str]] = [(xs, why) for xs, why in scaled if len(xs)]
+            kept = [(xs, why) for r, why in runs if (xs := [s * d for d in r if s * d not in curve])]
         if kept:
             out.append(NeededPoints(k, kept))
     for k, x, _ in model.original_terms(item):  # a few per item: the dense weights' kernels
-        if x not in model.curve(k) and not any(need.kernel.curve_key == k.curve_key and need.has(x) for need in out):
+        if x not in model.curve(k) and not any(need.has(x) for need in out if need.kernel.curve_key == k.curve_key):
             out.append(NeededPoints(k, [([x], "original dim")]))
     return out
 
 
 def paper_window(item: Item, align: int = 8, radius: int = PAPER_RADIUS) -> list[int]:
     """The paper's own candidates: multiples of align within radius steps of round(d*/align)*align."""
-    centre = round(item.d_star / align) * align
+    return list(_paper_window(round(item.d_star / align) * align, item.max_dim, align, radius))
+
+
+@lru_cache(maxsize=65_536)
+def _paper_window(centre: int, max_dim: int, align: int, radius: int) -> tuple[int, ...]:
     dims = [centre + off * align for off in range(-radius, radius + 1)]
-    return [d for d in dims if align <= d <= item.max_dim] or [max(align, min(item.max_dim, centre))]
+    return tuple(d for d in dims if align <= d <= max_dim) or (max(align, min(max_dim, centre)),)
 
 
 def rule_candidates(lo: int, hi: int, align: int) -> list[Candidate]:
@@ -376,22 +387,30 @@ def missing_curves(results: list[ItemCandidates], model: LatencyModel, opts: Can
 
 
 def union(runs: Iterable[Sequence[int]]) -> list[int]:
-    """The sorted values of many runs: the contiguous ones merged as intervals (an alignment of
-    thousands of weights lists a few hundred points per weight, mostly in overlapping windows)."""
-    spans: list[tuple[int, int]] = []
-    loose: set[int] = set()
+    """The sorted values of many runs, each once (an alignment of thousands of weights lists a few
+    hundred points per weight, mostly in overlapping windows): marked on a line as far as the
+    largest value, the contiguous runs as intervals."""
+    starts: list[int] = []
+    stops: list[int] = []
+    loose: list[Sequence[int]] = []
     for xs in runs:
         if isinstance(xs, range) and xs.step == 1:
-            spans.append((xs.start, xs.stop))
-        else:
-            loose.update(xs)
-    merged: list[list[int]] = []
-    for a, b in sorted(spans):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        elif a < b:
-            merged.append([a, b])
-    starts = [a for a, _ in merged]
-    out = [x for a, b in merged for x in range(a, b)]
-    out += [x for x in loose if not (i := bisect.bisect_right(starts, x)) or x >= merged[i - 1][1]]
-    return sorted(out)
+            if len(xs):
+                starts.append(xs.start)
+                stops.append(xs.stop)
+        elif len(xs):
+            loose.append(xs)
+    points = np.fromiter(itertools.chain.from_iterable(loose), dtype=np.int64) if loose else np.zeros(0, np.int64)
+    top = max(max(stops, default=0), int(points.max()) + 1 if len(points) else 0)
+    if top > _LINE_MAX:  # values too large for a line: sort them instead
+        spans = [np.arange(a, b) for a, b in zip(starts, stops)]
+        return np.unique(np.concatenate([points, *spans])).tolist()
+    depth = np.zeros(top + 1, dtype=np.int64)  # +1 at each interval's start, -1 past its end
+    np.add.at(depth, np.asarray(starts, dtype=np.int64), 1)
+    np.add.at(depth, np.asarray(stops, dtype=np.int64), -1)
+    covered = np.cumsum(depth[:top]) > 0
+    covered[points] = True
+    return np.flatnonzero(covered).tolist()
+
+
+_LINE_MAX = 1 << 26  # union(): the largest value marked on a line (64 MB of flags at most)

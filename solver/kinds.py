@@ -7,7 +7,7 @@ relies on that only for reporting, never for correctness.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gac.contracts.manifest import HeadDimWeight, LinearOutWeight, LowRankWeight, MlpWidthWeight, Weight
 from gac.contracts.measurements import Op
@@ -22,14 +22,30 @@ class Kernel:
     axis: str
     scale: int = 1  # e.g. a head_dim change of 1 moves the q projection's N by `heads`
     count: int = 1  # how many times the kernel runs per forward (gate and up GEMMs: 2)
+    # The curve it runs on (op, fixed shape, axis): kept, as it is a dict key per item and point.
+    curve_key: tuple[Op, tuple[tuple[str, int], ...], str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "curve_key", (self.op, self.fixed, self.axis))
 
     @property
     def fixed_shape(self) -> dict[str, int]:
         return dict(self.fixed)
 
-    @property
-    def curve_key(self) -> tuple[Op, tuple[tuple[str, int], ...], str]:
-        return (self.op, self.fixed, self.axis)
+
+# The fields a kind's kernels (and parameter counts) depend on: equal keys, equal kernels.
+_SHAPE_FIELDS = {
+    LowRankWeight: ("out_features", "in_features"),
+    LinearOutWeight: ("out_features", "in_features"),
+    MlpWidthWeight: ("hidden", "full", "gated"),
+    HeadDimWeight: ("heads", "kv_heads", "hidden", "full", "batch", "seq"),
+}
+
+
+def shape_key(w: Weight) -> tuple:
+    """What of a weight its kernels depend on (its kind and shape; not its name, dim or importance)."""
+    cls = type(w)
+    return (cls, *(getattr(w, f) for f in _SHAPE_FIELDS[cls]))
 
 
 def _kernel(op: Op, axis: str, scale: int = 1, count: int = 1, **fixed: int) -> Kernel:

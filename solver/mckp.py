@@ -156,7 +156,12 @@ def _normalize(costs: Sequence[Sequence[int]], values: Sequence[Sequence[int]], 
         fc, fv = fc.astype(object), fv.astype(object)
     item = np.repeat(np.arange(n), lens)
     local = np.arange(total) - starts[item]
-    order = np.lexsort((local, -fv, fc, item))  # per item: cost asc, value desc, input order
+    rising = np.ones(total, dtype=bool)  # each candidate costs more than the one before it in its item
+    rising[1:] = fc[1:] > fc[:-1]
+    rising[starts[:-1]] = True
+    # Per item: cost asc, value desc, input order. Candidates listed by dim already are (the sort of
+    # millions of them took a fifth of a 100,000-weight alignment).
+    order = np.arange(total) if rising.all() else np.lexsort((local, -fv, fc, item))
     c, v, o = fc[order], fv[order], local[order]
     run = _segmented_running_max(v, item, starts)
     keep = np.ones(total, dtype=bool)

@@ -110,29 +110,34 @@ class AlignWorkers:
         with self._lock:
             if self._pool is not None:
                 try:
-                    return self._pool.submit(fn, *args)
+                    return self._pool.submit(_collector_paused, fn, *args)
                 except BrokenProcessPool:
                     log.warning("alignment worker processes: one died (killed, out of memory?); starting new ones")
                     self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = ProcessPoolExecutor(
                 self.processes, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(os.getpid(),),
             )
-            return self._pool.submit(fn, *args)
+            return self._pool.submit(_collector_paused, fn, *args)
 
     def close(self, wait: bool = False) -> None:
         """Stop the processes (wait: after the work they were given; else after their current one)."""
         _shutdown(self.__dict__, wait)
 
 
-# The collector's first-generation threshold in worker processes: a large alignment allocates
-# millions of small objects that reference counting frees, and with the default (700) the
-# collector's full passes over them took about a fifth of a 10,000-weight alignment.
-WORKER_GC_THRESHOLD = 50_000
-
-
 def _start_worker(parent: int) -> None:
-    gc.set_threshold(WORKER_GC_THRESHOLD, *gc.get_threshold()[1:])
     _watch_parent(parent)
+
+
+def _collector_paused(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run one task with the cyclic garbage collector off. An alignment allocates millions of small
+    objects that reference counting frees; the collector's passes over them cost a fifth of a
+    10,000-weight alignment and, as they grow with what is alive, more than half of a 100,000-weight
+    one (its cycles, if any, wait for the next pass after the task)."""
+    gc.disable()
+    try:
+        return fn(*args)
+    finally:
+        gc.enable()
 
 
 def _watch_parent(parent: int) -> None:

@@ -165,3 +165,28 @@ def test_csv_lookup(tmp_path):
     bad.write_text("op,dtype,shape,sweep_axis,median_us\ngemm,float16,\"k=64,m=8\",n,3.0\n")
     with pytest.raises(ValueError, match="bad.csv:2"):
         FileLookup.from_csv(bad)
+
+
+_runs = st.lists(
+    st.one_of(
+        st.builds(range, st.integers(0, 80), st.integers(-5, 120)),
+        st.builds(range, st.integers(0, 80), st.integers(0, 120), st.integers(1, 5)),
+        st.lists(st.integers(0, 150), max_size=6),
+    ),
+    max_size=8,
+)
+
+
+@given(_runs, st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_union_is_every_value_once_sorted(runs, past_the_line):
+    """missing_curves merges thousands of windows per curve with union(): on a line, or (values
+    too large for one) by sorting; both give each value of any run once, in order."""
+    import solver.candidates as candidates
+
+    line = candidates._LINE_MAX
+    candidates._LINE_MAX = 10 if past_the_line else line
+    try:
+        assert candidates.union(runs) == sorted({x for r in runs for x in r})
+    finally:
+        candidates._LINE_MAX = line
