@@ -8,6 +8,9 @@ comes from resampling the rounds with replacement (percentile bootstrap, seeded)
 MIN_ROUNDS rounds: with a handful of rounds the percentile bootstrap of a median
 is too narrow (its resampled medians never leave the observed range; 4 of 4 rounds
 faster already "excludes" 1.0, while a sign test gives p = 0.125).
+
+Written with numpy rather than scipy.stats.bootstrap: the percentile bootstrap of a median is a
+few lines, and the proof extra would otherwise pull in scipy for them alone.
 """
 
 from __future__ import annotations
