@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -86,7 +87,10 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool) ->
             result = service.run_alignment(session, manifest, target)
             jobs = service.enqueue_missing(session, settings, result, target) if enqueue and target else []
             row = service.store(session, manifest, target, result)
-            return service.to_stored(row, jobs).model_dump(mode="json", by_alias=True)
+            # The stored text as the service serves it: compact above COMPACT_ABOVE_WEIGHTS (a
+            # 100,000-weight result holds millions of candidates; as dicts they took gigabytes).
+            head = service.to_stored(row, jobs).model_dump(mode="json", by_alias=True, exclude={"result"})
+            return {**head, "result": json.loads(row.texts.result)}
     except GacError as exc:
         detail = exc.detail
         for d in detail if isinstance(detail, list) else [{"field": "", "message": detail}]:
@@ -115,11 +119,15 @@ def _from_file(measurements: Path, body: dict) -> dict:
     except ValueError as exc:  # the readers name the file and line
         err.print(str(exc).splitlines()[0], style="red", markup=False)
         raise typer.Exit(2) from exc
+    from service.align.limits import COMPACT_ABOVE_WEIGHTS
+    from service.align.service import compact_json
+
     try:
         result = align(manifest, lookup)
     except BudgetBelowFeasible as exc:
         raise _validation_exit(exc) from exc
-    return {"id": None, "jobs": [], "result": result.model_dump(mode="json", by_alias=True)}
+    large = len(manifest.weights) > COMPACT_ABOVE_WEIGHTS  # compact, as the service answers
+    return {"id": None, "jobs": [], "result": json.loads(compact_json(result)) if large else result.model_dump(mode="json", by_alias=True)}
 
 
 def _short(name: str, width: int) -> str:
@@ -155,6 +163,9 @@ def _summary(res: dict) -> None:
     console.print(f"budget         {res['budget']:,} params; used {res['total_params']:,} ({res['total_params'] / res['budget']:.2%})")
 
 
+TABLE_ROWS = 50  # weights listed in the table; --out or --json give every one
+
+
 def _print(stored: dict, wide: bool = False) -> None:
     res = stored["result"]
     _summary(res)
@@ -162,7 +173,7 @@ def _print(stored: dict, wide: bool = False) -> None:
     table = Table(show_lines=False, box=None)
     for col in ("weight", "before", "after", "params", "source", "latency µs"):
         table.add_column(col, justify="left" if col in ("weight", "source") else "right", no_wrap=True)
-    for w in res["weights"]:
+    for w in res["weights"][:TABLE_ROWS]:
         chosen: dict = next((c for c in w["candidates"] if c["dim"] == w["dim"]), {})
         lat = w.get("latency_us")
         table.add_row(
@@ -170,6 +181,8 @@ def _print(stored: dict, wide: bool = False) -> None:
             f"{lat:,.1f}" if lat is not None else "-",
         )
     console.print(table)
+    if len(res["weights"]) > TABLE_ROWS:
+        console.print(f"… and {len(res['weights']) - TABLE_ROWS:,} more weights: --out FILE or --json gives every one")
     cc = res["solver"]["cross_check"]
     agree = {True: "agrees", False: "DISAGREES", None: "not proven"}[cc.get("agrees")]
     console.print(
@@ -252,6 +265,9 @@ def align_command(
     out: Annotated[Path | None, typer.Option(help="also write the gac.alignment/v1 document to this file")] = None,
 ) -> None:
     """Re-select one cliff-free dimension per weight under the manifest's parameter budget."""
+    # A large manifest allocates millions of small objects that reference counting frees; the
+    # cyclic collector's passes over them cost more than the alignment (a short-lived command).
+    gc.disable()
     if sum(x is not None for x in (server, db, measurements)) > 1:
         err.print("[red]give at most one of --server, --db, --measurements[/red]")
         raise typer.Exit(2)
