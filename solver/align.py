@@ -12,6 +12,7 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import Any
 
 from gac.contracts.alignment import (
     AlignedWeight,
@@ -42,7 +43,7 @@ from solver.kinds import original_params, row_count, unit_params
 from solver.lookup import LatencyLookup
 from solver.mckp import InfeasibleBudget, solve_mckp
 from solver.profile_time import estimate as estimate_profile
-from solver.tradeoff import Fastest, Tradeoff, TradeoffItem
+from solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
 
@@ -94,11 +95,27 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
     different optimum.
     """
     opts = options or AlignOptions()
-    copts = opts.candidates
     warnings: list[str] = []
+    goal = _goal(manifest, lookup, opts, warnings)
+    if goal.kind != "importance":
+        return _align_for_latency(manifest, lookup, opts, goal)
+    return _align_for_importance(manifest, lookup, opts, warnings)
+
+
+@dataclass(frozen=True)
+class _Goal:
+    """What to solve for: the objective, its epsilon, and the latency objective's candidate window."""
+
+    kind: str
+    epsilon: float
+    window: str
+
+
+def _goal(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, warnings: list[str]) -> _Goal:
+    """The options' choices, else the manifest's, else the defaults; without latency data, importance only."""
     if lookup is None:
         where = f" for target {manifest.target.platform!r}" if manifest.target is not None else ""
-        warnings.append(f"no latency data{where}: candidates from the rule d % {copts.align} == 0 only, none measured")
+        warnings.append(f"no latency data{where}: candidates from the rule d % {opts.candidates.align} == 0 only, none measured")
     kind = opts.objective or manifest.objective or ("latency" if lookup is not None else "importance")
     epsilon = next((e for e in (opts.epsilon, manifest.epsilon) if e is not None), DEFAULT_EPSILON)
     if lookup is None and kind != "importance":
@@ -108,172 +125,208 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
     if window == "paper" and kind == "importance":
         warnings.append("window 'paper' widens the latency objective's candidates: the importance objective's answer "
                         "over the paper's window is the paper-dp-64 baseline")
-    if kind != "importance":
-        # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
-        reference = align(manifest, lookup, replace(opts, objective="importance", baselines=False, window="gac"))
-        if window == "paper":
-            copts = replace(copts, paper_radius=max(copts.paper_radius, PAPER_RADIUS))
-            opts = replace(opts, candidates=copts)
-        model = LatencyModel(lookup, manifest)
-        items = build_items(manifest)
-        cands = [build_candidates(it, model, copts, every_dim=True) for it in items]
-        result = _align_for_latency(manifest, lookup, opts, kind, epsilon, model, items, cands, reference)
-        result.window = window  # type: ignore[assignment]
-        return result
+    return _Goal(kind, epsilon, window)
+
+
+@dataclass(frozen=True)
+class _Instance:
+    """One objective's knapsack: the items, their candidates and the latency model, under the budget."""
+
+    manifest: Manifest
+    lookup: LatencyLookup | None
+    opts: AlignOptions
+    model: LatencyModel
+    items: list[Item]
+    cands: list[ItemCandidates]
+    budget: int
+
+
+def _instance(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, every_dim: bool = False) -> _Instance:
     model = LatencyModel(lookup, manifest)
     items = build_items(manifest)
-    cands = [build_candidates(it, model, copts) for it in items]
-    warnings.extend(candidate_notes(cands))  # e.g. "no cliffs": the platform's curves are smooth
+    cands = [build_candidates(it, model, opts.candidates, every_dim=every_dim) for it in items]
+    return _Instance(manifest, lookup, opts, model, items, cands, budget_params(manifest))
 
-    budget = budget_params(manifest)
-    costs, values = integer_instance(cands, opts.importance_bits)
+
+def _align_for_importance(
+    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, warnings: list[str]
+) -> AlignmentResult:
+    """The importance objective: the most kept importance within the budget over the cliff-free dims (solver.mckp)."""
+    inst = _instance(manifest, lookup, opts)
+    warnings.extend(candidate_notes(inst.cands))  # e.g. "no cliffs": the platform's curves are smooth
+    costs, values = integer_instance(inst.cands, opts.importance_bits)
     t0 = time.perf_counter()
     try:
-        sol = solve_mckp(costs, values, budget, method=opts.method)
+        sol = solve_mckp(costs, values, inst.budget, method=opts.method)
     except InfeasibleBudget as exc:
-        if lookup is None or not copts.cliff_free_only:
-            raise BudgetBelowFeasible(budget, exc.smallest_feasible) from None
-        # Measured cliffs (or plateaus) can leave every frontier dim of a window above the
-        # compressor's choice; the budget is hard, so a weight may keep the compressor's dim.
-        # (Letting every measured dim compete ignores latency: the value is linear in params.)
-        relaxed = replace(opts, candidates=replace(copts, cliff_free_only=False))
-        result = align(manifest, lookup, relaxed)
-        result.warnings.insert(0, (
-            f"the cliff-free dims of the windows need at least {exc.smallest_feasible:,} params, over the budget: "
-            "candidates widened to every dim no larger one beats (no tolerance) and the compressor's own dim, "
-            "which may sit on a cliff"
-        ))
-        return result
+        return _widened_for_budget(manifest, lookup, opts, inst.budget, exc)
     seconds = time.perf_counter() - t0
-    chosen = [ic.candidates[j].dim for ic, j in zip(cands, sol.choice)]
+    chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, sol.choice)]
+    cross = _importance_cross_check(inst, costs, values, sol.value)
+    warnings.extend(_importance_notes(inst))
+    solver = SolverInfo(
+        method=f"mckp-{sol.method}", seconds=round(seconds, 6), cross_check=cross, items=len(inst.items),
+        fixed_items=sol.fixed_items, states=sol.max_states,
+    )
+    return _result(inst, chosen, sol.cost, solver, _predicted(inst.cands, chosen, inst.model), warnings)
 
-    check = _cross_check(opts, costs, values, budget, sol.value, len(items))
+
+def _widened_for_budget(
+    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, budget: int, exc: InfeasibleBudget
+) -> AlignmentResult:
+    """The budget is below every cliff-free choice: with measured curves, solve again over wider candidates."""
+    copts = opts.candidates
+    if lookup is None or not copts.cliff_free_only:
+        raise BudgetBelowFeasible(budget, exc.smallest_feasible) from None
+    # Measured cliffs (or plateaus) can leave every frontier dim of a window above the
+    # compressor's choice; the budget is hard, so a weight may keep the compressor's dim.
+    # (Letting every measured dim compete ignores latency: the value is linear in params.)
+    relaxed = replace(opts, candidates=replace(copts, cliff_free_only=False))
+    result = align(manifest, lookup, relaxed)
+    result.warnings.insert(0, (
+        f"the cliff-free dims of the windows need at least {exc.smallest_feasible:,} params, over the budget: "
+        "candidates widened to every dim no larger one beats (no tolerance) and the compressor's own dim, "
+        "which may sit on a cliff"
+    ))
+    return result
+
+
+def _importance_cross_check(inst: _Instance, costs: list[list[int]], values: list[list[int]], ours: int) -> CrossCheck:
+    """OR-Tools on the same integer knapsack (or pending, or not run), its optimum scored like ours."""
+    check = _cross_check(inst.opts, costs, values, inst.budget, ours, len(inst.items))
     cross = CrossCheck(method=check.method if check else "none", status=check.status if check else "not run")
     if check is not None and check.status != PENDING:
         cross.seconds = round(check.seconds, 6)
         cross.agrees = check.agrees
         if check.choice is not None:
-            cross.objective = objective(items, [ic.candidates[j].dim for ic, j in zip(cands, check.choice)])
-
-    rules = [ic.item.name for ic in cands if not ic.measured]
-    if lookup is not None and rules:
-        warnings.append(f"{len(rules)} of {len(items)} items lack measurements and use rule candidates (d % {copts.align} == 0)")
-    if all(w.importance == 0 for w in manifest.weights):
-        warnings.append("every importance is 0: any allocation is optimal; the solver keeps the fewest parameters")
-
-    weights = [_aligned_weight(ic, d, model, copts.align) for ic, d in zip(cands, chosen)]
-    return AlignmentResult(
-        model=manifest.model,
-        budget=budget,
-        total_params=sol.cost,
-        objective=objective(items, chosen),
-        weights=weights,
-        solver=SolverInfo(
-            method=f"mckp-{sol.method}",
-            seconds=round(seconds, 6),
-            cross_check=cross,
-            items=len(items),
-            fixed_items=sol.fixed_items,
-            states=sol.max_states,
-        ),
-        **_shared_fields(manifest, lookup, items, chosen, copts.align),
-        latency=_predicted(cands, chosen, model),
-        baselines=_baselines(
-            items, cands, budget, objective(items, chosen), copts.align, warnings, model,
-            max_paper_items=opts.paper_dp_max_items, defer=_deferred(opts, len(items)),
-        ) if opts.baselines else [],
-        missing=_missing(cands, model, copts),
-        warnings=warnings,
-        rule_items=rules,
-        pending=_pending(opts, len(items), cross),
-    )
+            cross.objective = objective(inst.items, [ic.candidates[j].dim for ic, j in zip(inst.cands, check.choice)])
+    return cross
 
 
-def _align_for_latency(
-    manifest: Manifest,
-    lookup: LatencyLookup | None,
-    opts: AlignOptions,
-    kind: str,
-    epsilon: float,
-    model: LatencyModel,
-    items: list[Item],
-    cands: list[ItemCandidates],
-    reference: AlignmentResult,
-) -> AlignmentResult:
+def _importance_notes(inst: _Instance) -> list[str]:
+    """Warnings on what the importance answer rests on: rule candidates, importances all 0."""
+    notes = []
+    rules = [ic.item.name for ic in inst.cands if not ic.measured]
+    if inst.lookup is not None and rules:
+        notes.append(
+            f"{len(rules)} of {len(inst.items)} items lack measurements and use rule candidates (d % {inst.opts.candidates.align} == 0)"
+        )
+    if all(w.importance == 0 for w in inst.manifest.weights):
+        notes.append("every importance is 0: any allocation is optimal; the solver keeps the fewest parameters")
+    return notes
+
+
+def _align_for_latency(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, goal: _Goal) -> AlignmentResult:
     """Latency priced: among every measured dim of each window, the fastest choice keeping at least
     (1 - epsilon) of the importance objective's kept importance (exact, solver.tradeoff); epsilon 0
     keeps at least as much as that answer and is never slower. The frontier and the reference beside it."""
-    copts = opts.candidates
-    warnings = list(reference.warnings)
-    budget = budget_params(manifest)
-    costs, values = integer_instance(cands, opts.importance_bits)
-    lat_units = _latency_units(cands)
-    titems = [
-        # integer_instance's value of a candidate is (importance per unit of d) * d
-        TradeoffItem(unit=ic.item.unit, worth=v[0] // ic.candidates[0].dim, dims=tuple(x.dim for x in ic.candidates), latency=tuple(t))
-        for ic, v, t in zip(cands, values, lat_units)
-    ]
-    t0 = time.perf_counter()
-    try:
-        trade = Tradeoff(titems, budget)
-    except InfeasibleBudget as exc:
-        raise BudgetBelowFeasible(budget, exc.smallest_feasible) from None
+    # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
+    reference = align(manifest, lookup, replace(opts, objective="importance", baselines=False, window="gac"))
+    if goal.window == "paper":
+        opts = replace(opts, candidates=replace(opts.candidates, paper_radius=max(opts.candidates.paper_radius, PAPER_RADIUS)))
+    inst = _instance(manifest, lookup, opts, every_dim=True)
+    titems = _tradeoff_items(inst.cands, opts.importance_bits)
     ref_dims = [w.dim for w in reference.weights]
     ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
-    best: Fastest = trade.fastest(min(trade.max_value, math.ceil((1 - Fraction(epsilon)) * ref_value)))
-    n_points = opts.frontier_points if kind == "frontier" else min(12, opts.frontier_points)
-    front = trade.frontier(n_points) if n_points > 0 else []
-    seconds = time.perf_counter() - t0
-    chosen = [ic.candidates[j].dim for ic, j in zip(cands, best.point.choice)]
-    cross = _cross_check_point(opts, titems, budget, best)  # the reference's knapsack was checked in its own align()
-    rules = [ic.item.name for ic in cands if not ic.measured]
+    trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value)
+    chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, best.point.choice)]
+    cross = _cross_check_point(opts, titems, inst.budget, best)  # the reference's knapsack was checked in its own align()
+    warnings = list(reference.warnings)
     if not best.optimal:
         warnings.append(
             f"latency objective: the closing search stopped at its state limit; the choice is within "
             f"{best.gap:.2e} of the least latency possible (proven bound)"
         )
-    latency = _predicted(cands, chosen, model)
-    latency.importance_only_us = _total_latency(cands, ref_dims, model)
+    latency = _predicted(inst.cands, chosen, inst.model)
+    latency.importance_only_us = _total_latency(inst.cands, ref_dims, inst.model)
     latency.importance_kept = best.point.value / ref_value if ref_value else 1.0
     latency.proven_gap = best.gap
-    weights = [_aligned_weight(ic, d, model, copts.align) for ic, d in zip(cands, chosen)]
-    frontier = [
+    solver = SolverInfo(
+        method=f"tradeoff-{'exact' if best.optimal else 'bounded'}", seconds=round(seconds, 6), cross_check=cross,
+        items=len(inst.items), fixed_items=trade.stats.fixed_items, states=trade.stats.max_states,
+    )
+    result = _result(
+        inst, chosen, best.point.cost, solver, latency, warnings, ref_dims,
+        objective_kind=goal.kind, epsilon=goal.epsilon, frontier=_frontier_points(inst, front, best, ref_value),
+    )
+    result.window = goal.window  # type: ignore[assignment]
+    return result
+
+
+def _tradeoff_items(cands: list[ItemCandidates], importance_bits: int) -> list[TradeoffItem]:
+    """The two-resource items: integer_instance's costs and values, latencies in integer units."""
+    _, values = integer_instance(cands, importance_bits)
+    return [
+        # integer_instance's value of a candidate is (importance per unit of d) * d
+        TradeoffItem(unit=ic.item.unit, worth=v[0] // ic.candidates[0].dim, dims=tuple(x.dim for x in ic.candidates), latency=tuple(t))
+        for ic, v, t in zip(cands, values, _latency_units(cands))
+    ]
+
+
+def _solve_tradeoff(
+    inst: _Instance, titems: list[TradeoffItem], goal: _Goal, ref_value: int
+) -> tuple[Tradeoff, Fastest, list[Point], float]:
+    """The fastest choice keeping (1 - epsilon) of the reference's importance, a few frontier points, and the seconds taken."""
+    t0 = time.perf_counter()
+    try:
+        trade = Tradeoff(titems, inst.budget)
+    except InfeasibleBudget as exc:
+        raise BudgetBelowFeasible(inst.budget, exc.smallest_feasible) from None
+    best: Fastest = trade.fastest(min(trade.max_value, math.ceil((1 - Fraction(goal.epsilon)) * ref_value)))
+    n_points = inst.opts.frontier_points if goal.kind == "frontier" else min(12, inst.opts.frontier_points)
+    front = trade.frontier(n_points) if n_points > 0 else []
+    return trade, best, front, time.perf_counter() - t0
+
+
+def _frontier_points(inst: _Instance, front: list[Point], best: Fastest, ref_value: int) -> list[FrontierPoint]:
+    """The frontier in predicted µs and kept importance (relative to the reference), the chosen point marked."""
+    cands = inst.cands
+    points = [
         FrontierPoint(
-            latency_us=_total_latency(cands, [ic.candidates[j].dim for ic, j in zip(cands, pt.choice)], model) or 0.0,
+            latency_us=_total_latency(cands, [ic.candidates[j].dim for ic, j in zip(cands, pt.choice)], inst.model) or 0.0,
             importance_kept=pt.value / ref_value if ref_value else 1.0,
             params=pt.cost,
             chosen=pt.choice == best.point.choice,
         )
         for pt in front
     ]
-    frontier = _pareto(frontier)
-    obj = objective(items, chosen)
+    return _pareto(points)
+
+
+def _result(
+    inst: _Instance,
+    chosen: list[int],
+    params: int,
+    solver: SolverInfo,
+    latency: PredictedLatency,
+    warnings: list[str],
+    importance_dims: list[int] | None = None,
+    **by_objective: Any,
+) -> AlignmentResult:
+    """The result around one objective's answer: what every objective reports alike, then its own fields.
+
+    The baselines run last among the warnings' writers: they add theirs (skipped, failed) at the end.
+    """
+    opts, copts, n = inst.opts, inst.opts.candidates, len(inst.items)
+    obj = objective(inst.items, chosen)
     return AlignmentResult(
-        model=manifest.model,
-        budget=budget,
-        total_params=best.point.cost,
+        model=inst.manifest.model,
+        budget=inst.budget,
+        total_params=params,
         objective=obj,
-        weights=weights,
-        solver=SolverInfo(
-            method=f"tradeoff-{'exact' if best.optimal else 'bounded'}",
-            seconds=round(seconds, 6),
-            cross_check=cross,
-            items=len(items),
-            fixed_items=trade.stats.fixed_items,
-            states=trade.stats.max_states,
-        ),
-        **_shared_fields(manifest, lookup, items, chosen, copts.align),
+        weights=[_aligned_weight(ic, d, inst.model, copts.align) for ic, d in zip(inst.cands, chosen)],
+        solver=solver,
+        **_shared_fields(inst.manifest, inst.lookup, inst.items, chosen, copts.align),
         latency=latency,
         baselines=_baselines(
-            items, cands, budget, obj, copts.align, warnings, model, ref_dims, opts.paper_dp_max_items, defer=_deferred(opts, len(items)),
+            inst.items, inst.cands, inst.budget, obj, copts.align, warnings, inst.model, importance_dims,
+            opts.paper_dp_max_items, defer=_deferred(opts, n),
         ) if opts.baselines else [],
-        missing=_missing(cands, model, copts),
+        missing=_missing(inst.cands, inst.model, copts),
         warnings=warnings,
-        objective_kind=kind,  # type: ignore[arg-type]
-        epsilon=epsilon,
-        frontier=frontier,
-        rule_items=rules,
-        pending=_pending(opts, len(items), cross),
+        rule_items=[ic.item.name for ic in inst.cands if not ic.measured],
+        pending=_pending(opts, n, solver.cross_check),
+        **by_objective,
     )
 
 

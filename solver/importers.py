@@ -420,39 +420,76 @@ def import_width_map(
     if not isinstance(widths, Mapping) or not widths:
         raise ImportErrorDetail("width map is empty (no layers to import)")
     shapes = Shapes.from_config(config)
-    mlp: dict[str, tuple[int, bool, str]] = {}  # block -> (width, gated, the entry that set it)
-    attn: dict[str, dict[str, int]] = {}  # attention parent -> {leaf: width}
-    consumers: list[tuple[str, int]] = []
+    entries = _read_widths(widths, shapes)
+    _check_heads(entries.attn, shapes)
+    _check_consumers(entries, shapes)
+    weights, averaged = _mlp_weights(entries.mlp, widths, importance, shapes)
+    notes = _width_notes(widths, entries.attn, shapes, averaged)
+    if not weights:
+        raise ImportErrorDetail("nothing to align: the width map prunes no MLP width (attention heads stay whole and are not aligned)")
+    return _finish(weights, model=_model_name(model, config), compressor=compressor,
+                   importance=importance, budget=budget, target=target, workload=workload,
+                   shapes=shapes, notes=notes)  # fmt: skip
+
+
+@dataclass
+class _WidthEntries:
+    """A width map's entries by what they prune, each checked on its own."""
+
+    mlp: dict[str, tuple[int, bool, str]] = field(default_factory=dict)  # block -> (width, gated, the entry that set it)
+    attn: dict[str, dict[str, int]] = field(default_factory=dict)  # attention parent -> {leaf: width}
+    consumers: list[tuple[str, int]] = field(default_factory=list)  # (entry, width): projections that read a pruned width
+
+
+def _read_widths(widths: Mapping[str, Any], shapes: Shapes) -> _WidthEntries:
+    """File each entry by its leaf (MLP width, attention heads, consumer), in the map's order; an unknown one raises."""
+    out = _WidthEntries()
     for module, value in widths.items():
         leaf = module.rsplit(".", 1)[-1]
         if leaf == "mlp" or leaf in _MLP_PRODUCERS:
-            block, gated, full = (module, True, shapes.intermediate) if leaf == "mlp" else (_mlp_block(module), _MLP_PRODUCERS[leaf], shapes.linear(module)[0])
-            shapes.check_layer(module)
-            width = _positive_int(value, f"{module}: width")
-            if width > full:
-                raise ImportErrorDetail(f"{module}: width {width} is above the original intermediate size {full}")
-            if block in mlp and mlp[block][0] != width:
-                raise ImportErrorDetail(
-                    f"{module}: width {width} differs from {mlp[block][2]}'s {mlp[block][0]}: gate and up projections "
-                    f"of one MLP multiply elementwise, so they must keep one width"
-                )
-            mlp.setdefault(block, (width, gated, module))
+            _add_mlp_width(out.mlp, module, leaf, value, shapes)
         elif leaf in _HEAD_PROJ:
-            out, _ = shapes.linear(module)
-            width = _positive_int(value, f"{module}: width")
-            if width > out:
-                raise ImportErrorDetail(f"{module}: width {width} is above its original {out} output features")
-            if width % shapes.head_dim:
-                raise ImportErrorDetail(
-                    f"{module}: width {width} is not a whole number of heads (head_dim {shapes.head_dim}): "
-                    f"attention is pruned by heads, so give a multiple of {shapes.head_dim}"
-                )
-            attn.setdefault(module.rsplit(".", 1)[0], {})[leaf] = width
+            width = _head_width(module, value, shapes)
+            out.attn.setdefault(module.rsplit(".", 1)[0], {})[leaf] = width
         elif leaf in _MLP_CONSUMERS or leaf in _ATTN_CONSUMERS:
             shapes.linear(module)
-            consumers.append((module, _positive_int(value, f"{module}: width")))
+            out.consumers.append((module, _positive_int(value, f"{module}: width")))
         else:
             shapes.linear(module)  # raises: unknown projection
+    return out
+
+
+def _add_mlp_width(mlp: dict[str, tuple[int, bool, str]], module: str, leaf: str, value: Any, shapes: Shapes) -> None:
+    """An MLP's intermediate width, from its '.mlp' entry or one of its producers; one MLP keeps one width."""
+    block, gated, full = (module, True, shapes.intermediate) if leaf == "mlp" else (_mlp_block(module), _MLP_PRODUCERS[leaf], shapes.linear(module)[0])
+    shapes.check_layer(module)
+    width = _positive_int(value, f"{module}: width")
+    if width > full:
+        raise ImportErrorDetail(f"{module}: width {width} is above the original intermediate size {full}")
+    if block in mlp and mlp[block][0] != width:
+        raise ImportErrorDetail(
+            f"{module}: width {width} differs from {mlp[block][2]}'s {mlp[block][0]}: gate and up projections "
+            f"of one MLP multiply elementwise, so they must keep one width"
+        )
+    mlp.setdefault(block, (width, gated, module))
+
+
+def _head_width(module: str, value: Any, shapes: Shapes) -> int:
+    """A q/k/v projection's output width: at most the original, in whole heads."""
+    out, _ = shapes.linear(module)
+    width = _positive_int(value, f"{module}: width")
+    if width > out:
+        raise ImportErrorDetail(f"{module}: width {width} is above its original {out} output features")
+    if width % shapes.head_dim:
+        raise ImportErrorDetail(
+            f"{module}: width {width} is not a whole number of heads (head_dim {shapes.head_dim}): "
+            f"attention is pruned by heads, so give a multiple of {shapes.head_dim}"
+        )
+    return width
+
+
+def _check_heads(attn: dict[str, dict[str, int]], shapes: Shapes) -> None:
+    """Per attention: k and v keep the same heads, and q a multiple of them (grouped-query attention)."""
     for parent, got in attn.items():
         k, v, q = got.get("k_proj"), got.get("v_proj"), got.get("q_proj")
         if k is not None and v is not None and k != v:
@@ -462,13 +499,17 @@ def import_width_map(
             raise ImportErrorDetail(
                 f"{parent}: q_proj keeps {q // shapes.head_dim} heads, not a multiple of the {kv // shapes.head_dim} key/value heads kept"
             )
-    for module, width in consumers:
+
+
+def _check_consumers(entries: _WidthEntries, shapes: Shapes) -> None:
+    """A consumer's entry must be the hidden size or the width it reads: its own width is not pruned."""
+    for module, width in entries.consumers:
         leaf = module.rsplit(".", 1)[-1]
         if leaf in _MLP_CONSUMERS:
-            producer = mlp.get(_mlp_block(module))
+            producer = entries.mlp.get(_mlp_block(module))
             feeds, what = (producer[0] if producer else None), "the MLP width"
         else:
-            feeds, what = attn.get(module.rsplit(".", 1)[0], {}).get("q_proj"), "q_proj's heads"
+            feeds, what = entries.attn.get(module.rsplit(".", 1)[0], {}).get("q_proj"), "q_proj's heads"
         if width != shapes.hidden and width != feeds:
             raise ImportErrorDetail(
                 f"{module}: width {width}: its output is the hidden size {shapes.hidden}, which width pruning does not "
@@ -476,6 +517,11 @@ def import_width_map(
                 f"{'gate_proj/up_proj' if leaf in _MLP_CONSUMERS else 'q_proj/k_proj/v_proj'}"
             )
 
+
+def _mlp_weights(
+    mlp: dict[str, tuple[int, bool, str]], widths: Mapping[str, Any], importance: Mapping[str, float] | None, shapes: Shapes
+) -> tuple[list[dict[str, Any]], bool]:
+    """One `mlp_width` weight per MLP block, and whether a block's score is the mean of its projections' scores."""
     known = set(widths) | set(mlp)
     for block in mlp:
         known.update(f"{block}.{leaf}" for leaf in ("gate_proj", "up_proj", "down_proj"))
@@ -490,7 +536,11 @@ def import_width_map(
             score = scores.of(block)
         weights.append({"name": block, "kind": "mlp_width", "hidden": shapes.hidden, "full": shapes.intermediate,
                         "gated": gated, "dim": width, "importance": score})  # fmt: skip
+    return weights, averaged
 
+
+def _width_notes(widths: Mapping[str, Any], attn: dict[str, dict[str, int]], shapes: Shapes, averaged: bool) -> list[str]:
+    """What the manifest leaves out (layers without entries, attention heads) and how scores were read."""
     notes = _layer_notes(widths, shapes)
     if attn:
         pruned = [p for p, got in attn.items() if got.get("q_proj", shapes.heads * shapes.head_dim) < shapes.heads * shapes.head_dim
@@ -503,8 +553,4 @@ def import_width_map(
         notes.append("'<layer>.mlp' entries are gated MLPs (gate, up and down projections, as in Llama)")
     if averaged:
         notes.append("MLP blocks without a '<layer>.mlp' score take the mean of their projections' scores")
-    if not weights:
-        raise ImportErrorDetail("nothing to align: the width map prunes no MLP width (attention heads stay whole and are not aligned)")
-    return _finish(weights, model=_model_name(model, config), compressor=compressor,
-                   importance=importance, budget=budget, target=target, workload=workload,
-                   shapes=shapes, notes=notes)  # fmt: skip
+    return notes

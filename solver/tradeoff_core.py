@@ -24,7 +24,7 @@ Method (exact; reduced costs in integers, scaled as in solver.tradeoff_dp):
    states sorted by importance with a running best from the top.
 
 The answer is the best pair in the final order; with T at or above the optimum it is exact,
-ties included. The caller checks the budget afterwards (solver.tradeoff): an answer within
+ties included. The caller checks the budget afterwards (solver.tradeoff_fastest): an answer within
 it answers the budgeted question too. A round that ends without a choice at or below T
 proves that none exists: the caller keeps T + 1 as a lower bound even when a later round fails.
 

@@ -4,7 +4,7 @@ When every item keeps the same importance per parameter (worth_i / unit_i equal 
 items: uniform importance, the default when there are no scores), kept importance is a
 fixed multiple kappa of the parameters. "Importance >= V and parameters <= B" is then
 the window ceil(V / kappa) <= parameters <= B, and the two-resource problem is a plain
-multiple-choice knapsack over one resource. The general closing DP of solver.tradeoff
+multiple-choice knapsack over one resource. The general closing DP (solver.tradeoff_closing)
 struggles there: importance per parameter ties everywhere, so its bound tells no two
 states apart and every reachable parameter total is a state of its own.
 
@@ -157,7 +157,7 @@ def hull_vertices(starts: np.ndarray, cost: np.ndarray, lat: np.ndarray) -> np.n
 class WindowSolver:
     """One instance (per item: candidates sorted by cost, the cheapest at cost 0), many windows.
 
-    cost and lat are int64, non-negative, item by item; starts as in solver.tradeoff._Flat.
+    cost and lat are int64, non-negative, item by item; starts as in solver.tradeoff_problem.Flat.
     hull: hull_vertices(starts, cost, lat) when the caller has it (it serves every objective
     that differs from lat by a linear function of the cost per item).
     """

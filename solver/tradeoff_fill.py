@@ -1,4 +1,4 @@
-"""An exact fill of the budget for proportional importance (solver.tradeoff._importance_optimum).
+"""An exact fill of the budget for proportional importance (solver.tradeoff_optimum.importance_optimum).
 
 When importance is proportional to parameters, a choice costing the largest multiple of the
 costs' gcd within the room keeps the most importance; a greedy head and a small subset-sum DP
@@ -8,17 +8,15 @@ over the narrowest items usually find one, sparing the MCKP solver thousands of 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from solver.tradeoff import _Flat
+from solver.tradeoff_problem import Flat
 
 FILL_TAIL = 24  # items whose subset-sum DP finishes the exact fill of the budget
 
 
-def fill_budget(f: _Flat, room: int) -> np.ndarray | None:
+def fill_budget(f: Flat, room: int) -> np.ndarray | None:
     """Local picks whose cost is the largest multiple of the costs' gcd within room, or None if not found.
 
     Greedy on the items with the widest cost ranges (each takes its dearest candidate that still
@@ -44,7 +42,7 @@ def fill_budget(f: _Flat, room: int) -> np.ndarray | None:
     return _fill_tail(f, tail, left // g, g, picks)
 
 
-def _fill_split(f: _Flat, top: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
+def _fill_split(f: Flat, top: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
     """(head by widest cost range first, tail): the FILL_TAIL narrowest items, plus the narrowest item that
     lowers the gcd of the tail's costs while it is above g (else some remainders are out of the tail's reach)."""
     own = np.gcd.reduceat(f.cost, f.starts[:-1])
@@ -61,7 +59,7 @@ def _fill_split(f: _Flat, top: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarr
     return order[~in_tail[order]], order[in_tail[order]]
 
 
-def _fill_tail(f: _Flat, tail: np.ndarray, target: int, g: int, picks: np.ndarray) -> np.ndarray | None:
+def _fill_tail(f: Flat, tail: np.ndarray, target: int, g: int, picks: np.ndarray) -> np.ndarray | None:
     """Picks of the tail items summing to exactly target (gcd units) by a reachability DP, or None."""
     reach = np.zeros(target + 1, dtype=bool)
     reach[0] = True

@@ -216,7 +216,8 @@ def test_uniform_staircase_many_items_matches_the_general_dp():
     """A bigger proportional instance: the window DP and the general closing DP agree point by point."""
     import random
 
-    import solver.tradeoff as tt
+    from solver.tradeoff_fastest import fastest_keeping
+    from solver.tradeoff_problem import Problem
 
     rng = random.Random(7)
     items = []
@@ -233,8 +234,8 @@ def test_uniform_staircase_many_items_matches_the_general_dp():
         want = tr.value_for(eps)
         got = tr.fastest(want).point
         p = tr._p
-        general = tt._Problem(p.f, p.hulls, p.room, p.on_hull)  # ratio None: the general method
-        ref = tt._fastest(general, want - p.f.base_value, [tr._imp_picks], None)
+        general = Problem(p.f, p.hulls, p.room, p.on_hull)  # ratio None: the general method
+        ref = fastest_keeping(general, want - p.f.base_value, [tr._imp_picks], None)
         assert (got.latency, got.value, got.cost) == (ref.latency, ref.value, ref.cost)
         assert got.value >= want and got.cost <= budget and got.value <= top
 
