@@ -7,11 +7,18 @@ Target (issue 5): p99 under 25 ms at 32 clients for curves of up to 1,000 points
 The load comes from wrk (apt-get install wrk: a C load generator, so the clients cost little
 of this 2-core machine) when it is installed, else from Python threads with keep-alive
 connections; either way latency is what the client sees, on loopback.
+
+Before the cells, every worker reads every path once (over a connection it was seen to hold,
+through Linux /proc), and each cell reports what it cost beyond the HTTP layer: bodies built
+(a cliffs body: an analysis, ~0.2 s) and the cyclic collector's full passes, summed over workers.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
+import os
 import random
 import shutil
 import signal
@@ -23,6 +30,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import psycopg
@@ -131,26 +139,81 @@ def run_wrk(url: str, paths: list[str], clients: int, seconds: int) -> tuple[flo
     return ms("50%"), ms("99%"), rps
 
 
-def warm(url: str, paths: list[str], connections: int = 12) -> None:
-    """Each path over several fresh connections, so every uvicorn worker has likely cached it
-    (12 connections: a path misses one of two workers with probability 2**-12)."""
-    import http.client
-    from urllib.parse import urlsplit
+def serving_pid(conn: http.client.HTTPConnection, port: int, pids: set[int]) -> int | None:
+    """Which of `pids` holds the server end of this loopback connection (Linux /proc): the
+    uvicorn workers share one listening socket, so only the kernel knows who accepted it."""
+    assert conn.sock is not None
+    mine = conn.sock.getsockname()[1]
+    inode = next(
+        (f[9] for f in (line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
+         if int(f[1].split(":")[1], 16) == port and int(f[2].split(":")[1], 16) == mine),
+        None,
+    )
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) == f"socket:[{inode}]" for fd in Path(f"/proc/{pid}/fd").iterdir()):
+                return pid
+    return None
 
-    host, port = urlsplit(url).hostname, urlsplit(url).port
 
-    def one(path: str) -> None:
-        for _ in range(connections):  # plain http.client: an httpx.Client costs ~10 ms to make
-            conn = http.client.HTTPConnection(host, port, timeout=60)
+def children(pid: int) -> set[int]:
+    return {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
+def per_worker(url: str, master: int, workers: int) -> dict[int, http.client.HTTPConnection]:
+    """One keep-alive connection to each worker: fresh connections until every worker has one."""
+    parts = urlsplit(url)
+    host, port = parts.hostname, parts.port
+    assert host is not None and port is not None
+    pids, conns = children(master), {}
+    for _ in range(200):
+        conn = http.client.HTTPConnection(host, port, timeout=120)
+        conn.request("GET", "/healthz")
+        conn.getresponse().read()  # answered: accepted by a worker
+        pid = serving_pid(conn, port, pids)
+        if pid is None or pid in conns:
+            conn.close()
+            continue
+        conns[pid] = conn
+        if len(conns) == workers:
+            return conns
+    raise RuntimeError(f"reached {len(conns)} of {workers} workers in 200 connections")
+
+
+def warm(url: str, master: int, workers: int, paths: list[str]) -> None:
+    """Every path once on every worker, over a connection held to each: each worker caches (and
+    analyses) every curve itself. Fresh connections per path (the earlier warm-up) went to
+    whichever worker was in accept(), and one busy with an analysis missed them: ~20 of 1,000
+    cliffs per worker were left to be analysed inside the measured cells."""
+
+    def walk(conn: http.client.HTTPConnection) -> None:
+        for path in paths:
             conn.request("GET", path)
             resp = conn.getresponse()
             resp.read()
-            conn.close()
             if resp.status != 200:
                 raise RuntimeError(f"{path}: {resp.status}")
+        conn.close()
 
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(one, paths))
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(walk, per_worker(url, master, workers).values()))
+
+
+def counters(url: str, master: int, workers: int) -> dict[str, float]:
+    """Summed over the workers' /metrics: per-curve bodies built (a cliffs body is an analysis,
+    unless that worker's analyses cache held it) and the cyclic collector's full passes."""
+    wanted = {'gac_read_cache_total{kind="cliffs",result="built"}': "built",
+              'gac_read_cache_total{kind="curve",result="built"}': "curve built",
+              'python_gc_collections_total{generation="2"}': "gc2"}  # fmt: skip
+    out = dict.fromkeys(wanted.values(), 0.0)
+    for conn in per_worker(url, master, workers).values():
+        conn.request("GET", "/metrics")
+        for line in conn.getresponse().read().decode().splitlines():
+            name, _, value = line.rpartition(" ")
+            if name in wanted:
+                out[wanted[name]] += float(value)
+        conn.close()
+    return out
 
 
 def pct(values: list[float], q: float) -> float:
@@ -189,26 +252,34 @@ def main() -> None:
             for name in ("curve", "cliffs"):
                 cold, _ = run_clients(service.url, queries[name][:100], 1, 100)
                 print(f"{name:<7} first request per curve (cold): p50 {pct(cold, 50):.1f} ms, p99 {pct(cold, 99):.1f} ms")
-            warm(service.url, [p for ps in queries.values() for p in ps])
-            print("every worker's cache warm: what follows is the steady state of a dashboard")
+            assert service.proc is not None
+            master = service.proc.pid
+
+            def count() -> dict[str, float]:
+                return counters(service.url, master, args.workers)
+
+            warm(service.url, master, args.workers, [p for ps in queries.values() for p in ps])
+            print(f"every worker read every path once: {count()} (summed over workers)")
             use_wrk = shutil.which("wrk") is not None and not args.python_clients
             print(f"load generator: {'wrk' if use_wrk else 'Python threads'}")
-            print(f"{'query':<8}{'clients':>8}{'p50 ms':>10}{'p99 ms':>10}{'req/s':>10}")
+            # built: per-curve bodies (cliffs: analyses) built during the cell, gc2: the cyclic
+            # collector's full passes during the cell, both summed over the workers.
+            print(f"{'query':<8}{'clients':>8}{'p50 ms':>10}{'p99 ms':>10}{'req/s':>10}{'built':>7}{'gc2':>5}")
             for name, paths in queries.items():
                 if use_wrk and args.settle:
-                    # The warm-up's fresh connections go to whichever worker is waiting in accept(), not
-                    # to each in turn: a worker busy with an analysis misses them, and its first reads of
-                    # those paths (an analysis each, 0.2-0.5 s) fell into the first cells measured (p99
-                    # worse at 1 and 8 clients than at 32). Kept persistent connections reach every worker.
+                    # Unmeasured: each query's first load after the other's (allocator, caches, connections).
                     _, settle_p99, _ = run_wrk(service.url, paths, max(int(c) for c in args.clients.split(",")), args.settle)
-                    print(f"{name:<8}{'settle':>8}{'':>10}{settle_p99:>10.1f}{'':>10}  (not a result: builds what the warm-up missed)")
+                    print(f"{name:<8}{'settle':>8}{'':>10}{settle_p99:>10.1f}{'':>10}  (not a result)")
                 for clients in (int(c) for c in args.clients.split(",")):
+                    before = count()
                     if use_wrk:
                         p50, p99, rps = run_wrk(service.url, paths, clients, args.seconds)
                     else:
                         lat, wall = run_clients(service.url, paths, clients, args.requests)
                         p50, p99, rps = pct(lat, 50), pct(lat, 99), len(lat) / wall
-                    print(f"{name:<8}{clients:>8}{p50:>10.1f}{p99:>10.1f}{rps:>10.0f}")
+                    after = count()
+                    built, gc2 = (after[k] - before[k] for k in ("built" if name == "cliffs" else "curve built", "gc2"))
+                    print(f"{name:<8}{clients:>8}{p50:>10.1f}{p99:>10.1f}{rps:>10.0f}{built:>7.0f}{gc2:>5.0f}")
         finally:
             service.stop()
     finally:

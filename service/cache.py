@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Generic, Hashable, TypeVar
 
 from cachetools import LRUCache
@@ -30,6 +31,18 @@ class VersionedCache(Generic[V]):
         return value
 
 
+@dataclass(slots=True)
+class _Body:
+    """One cached body. Confirming it updates it in place: a new object per entry per poll
+    (several a second, thousands of entries) was what aged into the collector's oldest
+    generation and set off its full passes every few seconds."""
+
+    version: int
+    body: bytes
+    checked: float  # when this version was last confirmed current
+    generation: int
+
+
 class ResponseCache:
     """Rendered bodies of per-curve reads (a curve, its cliffs), each with the curve version it
     was built from and when that version was last confirmed against the database.
@@ -45,7 +58,7 @@ class ResponseCache:
     """
 
     def __init__(self, freshness: float, max_bytes: int) -> None:
-        self._data: OrderedDict[tuple[str, int], tuple[int, bytes, float, int]] = OrderedDict()
+        self._data: OrderedDict[tuple[str, int], _Body] = OrderedDict()
         self._lock = threading.Lock()
         self._freshness = freshness
         self._max_bytes = max_bytes
@@ -57,31 +70,31 @@ class ResponseCache:
     def fresh(self, key: tuple[str, int], now: float) -> tuple[int, bytes] | None:
         with self._lock:
             hit = self._data.get(key)
-            if hit is None or hit[3] != self._generation or now - hit[2] > self._freshness:
+            if hit is None or hit.generation != self._generation or now - hit.checked > self._freshness:
                 return None
             self._data.move_to_end(key)
-            return hit[0], hit[1]
+            return hit.version, hit.body
 
     def confirm(self, key: tuple[str, int], version: int, now: float) -> bytes | None:
         """The body if it was built from this version (now confirmed current), else None."""
         with self._lock:
             hit = self._data.get(key)
-            if hit is None or hit[0] != version:
+            if hit is None or hit.version != version:
                 return None
-            self._data[key] = (version, hit[1], now, self._generation)
+            hit.checked, hit.generation = now, self._generation
             self._data.move_to_end(key)
-            return hit[1]
+            return hit.body
 
     def put(self, key: tuple[str, int], version: int, body: bytes, now: float) -> bytes:
         with self._lock:
             old = self._data.pop(key, None)
-            self._bytes -= len(old[1]) if old else 0
+            self._bytes -= len(old.body) if old else 0
             if len(body) <= self._max_bytes:
-                self._data[key] = (version, body, now, self._generation)
+                self._data[key] = _Body(version, body, now, self._generation)
                 self._bytes += len(body)
             while self._bytes > self._max_bytes:
                 _, evicted = self._data.popitem(last=False)
-                self._bytes -= len(evicted[1])
+                self._bytes -= len(evicted.body)
         return body
 
     def stamp(self) -> tuple[set[int], int]:
@@ -93,15 +106,17 @@ class ResponseCache:
         """Versions read (at `now` or later) for the curve `ids` of `stamp`: matching entries are
         confirmed, moved or vanished curves dropped. A write since the stamp keeps them expired."""
         with self._lock:
-            for key, (version, body, checked, _) in list(self._data.items()):
+            stale = []
+            for key, hit in self._data.items():
                 if key[1] not in ids:
                     continue
                 current = versions.get(key[1])
-                if current is None or current != version:
-                    del self._data[key]
-                    self._bytes -= len(body)
-                elif checked < now:
-                    self._data[key] = (version, body, now, generation)
+                if current is None or current != hit.version:
+                    stale.append(key)
+                elif hit.checked < now:
+                    hit.checked, hit.generation = now, generation
+            for key in stale:
+                self._bytes -= len(self._data.pop(key).body)
             self._count_poll()
 
     def polled_nothing(self) -> None:

@@ -6,7 +6,18 @@ from gac.contracts.api import CurveCliffs, CurvePoint, CurveSummary
 from gac.contracts.api import Modulus as ModulusOut
 from gac.contracts.api import Step as StepOut
 
-__all__ = ["ComparableCurve", "ComparedPoint", "Comparison", "CurveCliffs", "CurveSummary", "ModulusOut", "Rule", "StepOut"]
+__all__ = ["Analysis", "ComparableCurve", "ComparedPoint", "Comparison", "CurveCliffs", "CurveSummary", "ModulusOut", "Rule", "StepOut"]
+
+
+class Analysis(BaseModel):
+    """A curve's cliffs without the curve: what the analyses cache keeps, as JSON."""
+
+    steps: list[StepOut]
+    frontier: list[int]
+    modulus: ModulusOut | None
+    noise_pct: float
+    tolerance: float
+    notes: list[str]
 
 
 class Rule(BaseModel):

@@ -8,33 +8,36 @@ from statistics import mean
 from sqlalchemy.orm import Session
 
 from service.cache import VersionedCache
-from service.cliffs.schemas import ComparableCurve, ComparedPoint, Comparison, CurveCliffs, ModulusOut, Rule, StepOut
+from service.cliffs.schemas import Analysis, ComparableCurve, ComparedPoint, Comparison, CurveCliffs, ModulusOut, Rule, StepOut
 from service.curves import repository as curves_repo
 from service.curves.schemas import CurvePoint, CurveSummary
 from service.curves.service import combine, get_curve_by_id, list_curves
 from service.errors import NotFound
 from service.models import Curve as CurveRow
 from service.platforms.service import get_platform
-from solver.cliffs import CurveAnalysis, Point, analyze
+from solver.cliffs import Point, analyze
 
-# Analyses and rendered responses, per curve version: recomputed when the curve gains data.
-_ANALYSES: VersionedCache[CurveAnalysis] = VersionedCache()
-
-
-def _analysis(points: list[CurvePoint]) -> CurveAnalysis:
-    return analyze([Point(p.x, p.median_us, p.p10_us, p.p90_us, p.n) for p in points])
+# Analyses per curve version, recomputed when the curve gains data. Kept as JSON bytes, not
+# object graphs: a thousand analyses held ~100 objects each for the cyclic collector to walk.
+_ANALYSES: VersionedCache[bytes] = VersionedCache()
 
 
-def _out(summary: CurveSummary, a: CurveAnalysis) -> CurveCliffs:
-    return CurveCliffs(
-        curve=summary,
+def _analysis(points: list[CurvePoint]) -> bytes:
+    a = analyze([Point(p.x, p.median_us, p.p10_us, p.p90_us, p.n) for p in points])
+    return Analysis(
         steps=[StepOut(**vars(s)) for s in a.steps],
         frontier=a.frontier,
         modulus=ModulusOut(m=a.modulus.m, agreement=a.modulus.agreement) if a.modulus else None,
         noise_pct=a.noise_pct,
         tolerance=a.tolerance,
         notes=a.notes,
-    )
+    ).model_dump_json().encode()
+
+
+def _out(summary: CurveSummary, analysis: bytes) -> CurveCliffs:
+    a = Analysis.model_validate_json(analysis)
+    return CurveCliffs(curve=summary, steps=a.steps, frontier=a.frontier, modulus=a.modulus,
+                       noise_pct=a.noise_pct, tolerance=a.tolerance, notes=a.notes)  # fmt: skip
 
 
 def analyzed(session: Session, summary: CurveSummary, points: list[CurvePoint] | None = None) -> CurveCliffs:

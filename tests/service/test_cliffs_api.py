@@ -180,3 +180,60 @@ def test_cached_curves_are_confirmed_in_the_background(client, settings, ingest_
             assert c.get(f"/v1/curves/{curve_id}").json()["curve"]["points"] == 48
     finally:
         reader.state.engine.dispose()
+
+
+def test_each_curve_version_is_analysed_once_and_kept_as_bytes(client, ingest_token, monkeypatch):
+    """Every cliffs read of one curve version (its own, its platform's, the rules) reuses one
+    analysis, held as bytes the cyclic collector does not walk: a thousand analyses held as
+    object graphs made its full passes take 0.1-0.2 s under load (benchmarks/queries.py)."""
+    import gc
+
+    from service.cache import VersionedCache
+    from service.cliffs import service as cliffs
+
+    # A cache of this test's own: Postgres test databases restart ids, so another test's
+    # curve 1, version 1 could otherwise be served.
+    monkeypatch.setattr(cliffs, "_ANALYSES", VersionedCache())
+    analysed = []
+    real = cliffs.analyze
+    monkeypatch.setattr(cliffs, "analyze", lambda points: analysed.append(len(points)) or real(points))
+    plat = f.platform(device_name="AnalysedOnce")
+    post(client, ingest_token, staircase_batch(plat, 16, range(1, 65)))
+    summary = client.get(f"/v1/platforms/{plat.fingerprint()}/curves").json()[0]
+    for _ in range(3):
+        assert client.get(f"/v1/curves/{summary['id']}/cliffs").json()["frontier"] == [16, 32, 48, 64]
+        assert client.get(f"/v1/platforms/{plat.fingerprint()}/cliffs").json()[0]["frontier"] == [16, 32, 48, 64]
+        assert client.get(f"/v1/platforms/{plat.fingerprint()}/rules").json()[0]["modulus"] == 16
+    assert analysed == [64]
+    cached = cliffs._ANALYSES.get((str(client.app.state.engine.url), summary["id"]), summary["version"])
+    assert isinstance(cached, bytes) and not gc.is_tracked(cached)
+
+    post(client, ingest_token, staircase_batch(plat, 16, range(65, 81)))  # a new version: analysed once more
+    for _ in range(2):
+        assert client.get(f"/v1/platforms/{plat.fingerprint()}/cliffs").json()[0]["frontier"][-1] == 80
+    assert analysed == [64, 80]
+
+
+def test_confirming_cached_bodies_makes_no_new_objects():
+    """The poller confirms every cached body several times a second: a new object per entry per
+    poll aged into the collector's oldest generation and set off its full passes (counted in
+    the collector's youngest generation, with the collector off so none is moved on)."""
+    import gc
+
+    from service.cache import ResponseCache
+
+    cache = ResponseCache(freshness=1.0, max_bytes=2**20)
+    for i in range(1000):
+        cache.put(("cliffs", i), 1, b"{}", now=0.0)
+    ids, generation = cache.stamp()
+    versions = dict.fromkeys(ids, 1)
+    gc.collect()
+    gc.disable()
+    try:
+        young = len(gc.get_objects(generation=0))
+        cache.confirm_all(ids, versions, generation, now=0.5)
+        made = len(gc.get_objects(generation=0)) - young
+    finally:
+        gc.enable()
+    assert made < 10, made
+    assert cache.fresh(("cliffs", 999), now=1.4) == (1, b"{}")  # confirmed at 0.5: fresh until 1.5
