@@ -165,7 +165,8 @@ def _summary(size: str, kind: str, bkind: str, n: int, seeds: int, rows: list[di
     marks = [c for r in rows for c in r["cpsat"]]
     same = f"{sum(c.endswith(':=') for c in marks)}/{len(marks)} proven =, {sum(c.endswith(':!=') for c in marks)} !=" if marks else "-"
     proven = sum(r["optimal"] for r in rows)
-    return (f"| {size} {kind} {bkind} ({n} items, {seeds} seeds) | {_stat([r['opt_s'] for r in rows])} | {_stat([r['eps_s'] for r in rows])} | "
+    return (f"| {size} {kind} {bkind} ({n} items, {seeds} seeds) | "
+            f"{_stat([r['opt_s'] for r in rows])} | {_stat([r['eps_s'] for r in rows])} | "
             f"{_stat([r['frontier_s'] for r in rows])} | {_stat([r['spread'] for r in rows])} | {proven}/{len(rows)} | "
             f"{_stat([x for r in rows for x in r['ours_s']])} | {_stat([x for r in rows for x in r['cpsat_s']])} | "
             f"{_stat([x for r in rows for x in r['ratio']])} | {same} |")

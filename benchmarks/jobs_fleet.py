@@ -284,7 +284,8 @@ def verify(db_url: str, run: FleetRun) -> dict[str, int]:
     assert not twice, f"jobs acknowledged as completed more than once: {dict(list(twice.items())[:10])}"
     for job_id, status, attempts, owner, run_id in rows:
         assert status == "done", f"job {job_id} is {status}"
-        assert run.completed.get(job_id) == (owner, str(run_id)), f"job {job_id}: database {owner}/{run_id}, agents {run.completed.get(job_id)}"
+        assert run.completed.get(job_id) == (owner, str(run_id)), (
+            f"job {job_id}: database {owner}/{run_id}, agents {run.completed.get(job_id)}")
         expected = 1 + (job_id in run.abandoned) + run.lost_leases[job_id]
         assert attempts == expected, f"job {job_id}: {attempts} attempts, {expected} claims of it"
         if job_id in run.abandoned:

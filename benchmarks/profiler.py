@@ -66,7 +66,7 @@ def _load() -> str:
     try:
         import os
 
-        return "%.2f" % os.getloadavg()[0]
+        return f"{os.getloadavg()[0]:.2f}"
     except OSError:
         return "?"
 
@@ -75,7 +75,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lo", type=int, default=64)
     ap.add_argument("--hi", type=int, default=160)
-    ap.add_argument("--threads", type=int, default=1, help="1 by default: on a shared 2-core VM two OpenMP threads stall when a core is taken")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="1 by default: on a shared 2-core VM two OpenMP threads stall when a core is taken")
     ap.add_argument("--reps", type=int, default=100, help="repetitions of the fixed-loop baseline")
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "results")
     ap.add_argument("--dtype", choices=[d.value for d in Dtype], help="default: the platform's fast dtype")

@@ -40,11 +40,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="Compress for, profile and time in this dtype (default: this CPU's fast dtype)")
     ap.add_argument("--frontier-search", choices=("bisect", "scan"), default=None,
                     help="How the frontier variant's points are scored for quality (at most 6; default bisect)")
-    ap.add_argument("--save", "--json", dest="save", type=Path, default=None, help="Write the run here (default benchmarks/out/proof-MODEL.json)")
+    ap.add_argument("--save", "--json", dest="save", type=Path, default=None,
+                    help="Write the run here (default benchmarks/out/proof-MODEL.json)")
     ap.add_argument("--retime", type=Path, default=None, help="Re-time a saved run from its dims; no profiling")
     a = ap.parse_args(argv)
     try:
-        kw = config_kwargs(a.model, a.compressor, a.ratio, a.seq, a.decode_context, a.rounds, a.passes, a.window, a.rel_tol, a.threads, a.dtype, a.frontier_search)
+        kw = config_kwargs(a.model, a.compressor, a.ratio, a.seq, a.decode_context, a.rounds, a.passes, a.window, a.rel_tol,
+                           a.threads, a.dtype, a.frontier_search)
     except ValueError as exc:
         ap.error(str(exc))
     print(run(kw, a.quick, a.save, a.retime, log=lambda m: print(m, file=sys.stderr, flush=True)))

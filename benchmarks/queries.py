@@ -66,13 +66,15 @@ def load(dsn: str, platforms: int, curves: int, points: int) -> list[int]:
             )
             for c in range(curves):
                 cid = conn.execute(
-                    "INSERT INTO curves (platform_id, op, dtype, axis, fixed_key, version, updated_at) VALUES (%s, 'gemm', 'float16', 'k', %s, 1, now()) RETURNING id",
+                    "INSERT INTO curves (platform_id, op, dtype, axis, fixed_key, version, updated_at) "
+                    "VALUES (%s, 'gemm', 'float16', 'k', %s, 1, now()) RETURNING id",
                     (pid, f"m={1024 + c},n=4096"),
                 ).fetchone()[0]
                 curve_ids.append(cid)
                 period = rng.choice([8, 16, 32, 64])
                 with conn.cursor().copy(
-                    "COPY measurements (uuid, curve_id, run_id, batch_id, x, median_us, p10_us, p90_us, mean_us, n, timer, measured_at) FROM STDIN"
+                    "COPY measurements (uuid, curve_id, run_id, batch_id, x, median_us, p10_us, p90_us, mean_us, n, timer, measured_at) "
+                    "FROM STDIN"
                 ) as copy:
                     for x in range(1, points + 1):
                         med = 10.0 * (1 + 0.1 * (x // period)) * (1 + rng.gauss(0, 0.003))
@@ -230,7 +232,8 @@ def main() -> None:
     ap.add_argument("--clients", default="1,8,32")
     ap.add_argument("--seconds", type=int, default=10, help="per cell, with wrk")
     ap.add_argument("--python-clients", action="store_true", help="use Python threads even when wrk is installed")
-    ap.add_argument("--settle", type=int, default=10, help="seconds of wrk at the most clients over every path, unmeasured, before each query's cells")
+    ap.add_argument("--settle", type=int, default=10,
+                    help="seconds of wrk at the most clients over every path, unmeasured, before each query's cells")
     args = ap.parse_args()
 
     out = Path("benchmarks/out")

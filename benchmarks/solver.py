@@ -40,6 +40,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,13 +124,13 @@ def run(inst: Instance, repeats: int, ort_repeats: int, time_limit: float) -> di
     solve_mckp(inst.costs, inst.values, inst.budget)  # warm-up (imports, allocator)
     ours_t, ours = median_time(lambda: solve_mckp(inst.costs, inst.values, inst.budget), repeats)
     row: dict = {
-        "instance": inst.name, "regime": inst.regime, "items": inst.n, "candidates": "%d-%d" % inst.cand_range,
+        "instance": inst.name, "regime": inst.regime, "items": inst.n, "candidates": "{}-{}".format(*inst.cand_range),
         "ours_ms": ours_t * 1e3, "ours_method": ours.method, "ours_value": ours.value,
         "fixed": ours.fixed_items, "states": ours.max_states,
     }  # fmt: skip
     best_backend, best_t = None, math.inf
     for backend in ("cp-sat", "scip"):
-        t, res = median_time(lambda: solve_ortools(inst.costs, inst.values, inst.budget, backend, time_limit), ort_repeats)
+        t, res = median_time(partial(solve_ortools, inst.costs, inst.values, inst.budget, backend, time_limit), ort_repeats)
         compare(ours.value, res)  # raises on any disagreement
         row[f"{backend}_s"] = t
         row[f"{backend}_status"] = res.status
@@ -143,7 +144,7 @@ def run(inst: Instance, repeats: int, ort_repeats: int, time_limit: float) -> di
     row["ours_objective"] = ours_obj
     for tag, u in (("paper", inst.u), ("paper_unit", inst.u_unit)):
         try:
-            pd_t, pd = median_time(lambda: paper_dp(inst.costs, inst.fvalues, inst.budget, u), 1)
+            pd_t, pd = median_time(partial(paper_dp, inst.costs, inst.fvalues, inst.budget, u), 1)
         except TooLarge as exc:
             row[f"{tag}_s"] = None
             row[f"{tag}_note"] = str(exc)

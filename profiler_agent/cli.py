@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -33,17 +33,18 @@ console = Console(stderr=True, soft_wrap=True)  # messages name files: never bro
 out_console = Console()
 
 # Defaults come from profiler_agent.settings.AgentSettings (GAC_SERVER, GAC_TOKEN, GAC_DATA_DIR, ...).
-ServerOpt = Annotated[Optional[str], typer.Option("--server", help="Service URL, e.g. http://host:8000 (default: $GAC_SERVER)")]
-TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Ingest token (Bearer) (default: $GAC_TOKEN)")]
-SpoolOpt = Annotated[Optional[Path], typer.Option(
+ServerOpt = Annotated[str | None, typer.Option("--server", help="Service URL, e.g. http://host:8000 (default: $GAC_SERVER)")]
+TokenOpt = Annotated[str | None, typer.Option("--token", help="Ingest token (Bearer) (default: $GAC_TOKEN)")]
+SpoolOpt = Annotated[Path | None, typer.Option(
     "--spool-dir", help="Where undelivered batches wait (default: $GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool)")]
-PlanOpt = Annotated[Optional[str], typer.Option("--plan", help="quick | paper | path to a YAML/JSON plan")]
+PlanOpt = Annotated[str | None, typer.Option("--plan", help="quick | paper | path to a YAML/JSON plan")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda:N")]
-DtypeOpt = Annotated[Optional[list[str]], typer.Option(
+DtypeOpt = Annotated[list[str] | None, typer.Option(
     "--dtype", help="float16, bfloat16 or float32 (repeatable): the quick plan's dtypes (default: this platform's fast dtype); "
                     "other plans keep only these")]
 RetriesOpt = Annotated[int, typer.Option("--retries", min=0, max=20, help="Retries per batch (exponential backoff + jitter)")]
-ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU intra-op threads (fixed for the whole run; default: torch's)")]
+ThreadsOpt = Annotated[int | None, typer.Option(
+    "--threads", min=1, help="CPU intra-op threads (fixed for the whole run; default: torch's)")]
 
 
 def client_settings(server: str | None, token: str | None) -> tuple[str | None, str | None]:
@@ -54,7 +55,7 @@ def client_settings(server: str | None, token: str | None) -> tuple[str | None, 
     return server or cfg.server, token or cfg.token
 
 
-def check_server(server: str, token: str, client: "httpx.Client", need_server: bool) -> None:
+def check_server(server: str, token: str, client: httpx.Client, need_server: bool) -> None:
     """Before any timing: a token the service refuses fails now, not after the profile.
 
     An unreachable service is fine for a plain run (results are spooled and sent later) but
@@ -92,7 +93,7 @@ def _agent_version() -> str | None:
         return None
 
 
-def _load_plan(plan: str | None, dtypes: list[str] | None, platform: "PlatformDescriptor") -> "SweepPlan":
+def _load_plan(plan: str | None, dtypes: list[str] | None, platform: PlatformDescriptor) -> SweepPlan:
     """The plan; the quick plan in the platform's fast dtype unless --dtype says otherwise. Says which dtype and why."""
     from gac.contracts.plans import PlanError
     from profiler_agent.dtypes import choose_dtype
@@ -122,8 +123,8 @@ class _Session:
     """What one agent process sets up once: device, timer, platform."""
 
     device: str
-    timer: "Timer"
-    platform: "PlatformDescriptor"
+    timer: Timer
+    platform: PlatformDescriptor
 
 
 def open_session(device: str, threads: int | None, timing: bool = True) -> _Session:
@@ -143,7 +144,7 @@ def open_session(device: str, threads: int | None, timing: bool = True) -> _Sess
     return _Session(str(dev), timer, platform)
 
 
-def _warn_if_busy(platform: "PlatformDescriptor") -> None:
+def _warn_if_busy(platform: PlatformDescriptor) -> None:
     """On a CPU that other work already uses, intra-op threads stall at every barrier
     (whole scheduler ticks, milliseconds): say so before the figures go wrong."""
     import os
@@ -162,9 +163,9 @@ def _warn_if_busy(platform: "PlatformDescriptor") -> None:
 
 
 def run_with_progress(
-    session: _Session, plan: "SweepPlan", sink: Callable[["Measurement"], None], adaptive: bool, quiet: bool = False,
-    line: "ProgressLine | None" = None,
-) -> "RunResult":
+    session: _Session, plan: SweepPlan, sink: Callable[[Measurement], None], adaptive: bool, quiet: bool = False,
+    line: ProgressLine | None = None,
+) -> RunResult:
     """Run a plan showing one progress line, '<label>: done/total points, ETA ...' (`line`, else
     'plan NAME: ...'), then the last point timed as far as the width allows; the line's final
     state stays on screen (and is written once to a log that is not a terminal)."""
@@ -204,7 +205,7 @@ def run_with_progress(
 _SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
-def _summary_table(result: "RunResult", plan: "SweepPlan") -> Table:
+def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
     """Per sweep and dtype: points, latency range, and the biggest step along the axis."""
     from gac.contracts.measurements import shape_key
 
@@ -232,14 +233,14 @@ def _summary_table(result: "RunResult", plan: "SweepPlan") -> Table:
     return t
 
 
-def _print_failures(result: "RunResult") -> None:
+def _print_failures(result: RunResult) -> None:
     for o in result.failures[:10]:
         console.print(f"[yellow]failed[/yellow] {o.point.op.value} {o.point.dtype.value} {o.point.shape}: {o.error}")
     if len(result.failures) > 10:
         console.print(f"[yellow]... and {len(result.failures) - 10} more failures[/yellow]")
 
 
-def _delivery_line(s: "DeliveryStats") -> str:
+def _delivery_line(s: DeliveryStats) -> str:
     parts = [f"sent {s.sent_batches} batch(es): {s.inserted} new, {s.duplicates} duplicate"]
     if s.drained_batches:
         parts.append(f"drained {s.drained_batches} from spool")
@@ -250,7 +251,7 @@ def _delivery_line(s: "DeliveryStats") -> str:
     return "; ".join(parts)
 
 
-def run_info(plan_name: str) -> "RunInfo":
+def run_info(plan_name: str) -> RunInfo:
     from gac.contracts.ids import new_id
     from gac.contracts.measurements import RunInfo
 
@@ -297,19 +298,19 @@ class _Agent:
 
     opts: AgentRunOptions
     session: _Session
-    spool: "Spool"
-    client: "httpx.Client"
+    spool: Spool
+    client: httpx.Client
 
 
 @dataclass
 class _Sinks:
     """Where one run's measurements go: the service (spooling what it cannot take now), a results file, or both."""
 
-    deliverer: "Deliverer | None"
-    writer: "BatchFileWriter | None"
+    deliverer: Deliverer | None
+    writer: BatchFileWriter | None
 
     @classmethod
-    def open(cls, agent: _Agent, run: "RunInfo") -> "_Sinks":
+    def open(cls, agent: _Agent, run: RunInfo) -> _Sinks:
         from profiler_agent.delivery import BatchFileWriter, Deliverer
 
         o, platform = agent.opts, agent.session.platform
@@ -320,7 +321,7 @@ class _Sinks:
         writer = BatchFileWriter(o.out, platform, run, batch_size=o.batch_size) if o.out is not None else None
         return cls(deliverer, writer)
 
-    def add(self, m: "Measurement") -> None:
+    def add(self, m: Measurement) -> None:
         if self.deliverer is not None:
             self.deliverer.add(m)
         if self.writer is not None:
@@ -351,7 +352,8 @@ class _Sinks:
         """Ctrl-C: deliver (or spool) every point measured so far, say so, and stop."""
         self.close()
         self.report()
-        console.print("[yellow]interrupted: every point measured so far was delivered or spooled (`gac agent flush` sends the spool)[/yellow]")
+        console.print("[yellow]interrupted: every point measured so far was delivered or spooled "
+                      "(`gac agent flush` sends the spool)[/yellow]")
         raise typer.Exit(130)
 
 
@@ -374,7 +376,7 @@ def run_agent(opts: AgentRunOptions) -> int:
         return exit_code
 
 
-def _run_plan(agent: _Agent, plan: "SweepPlan") -> int:
+def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
     sinks = _Sinks.open(agent, run_info(plan.name))
     if sinks.deliverer is not None:
         sinks.deliverer.drain()  # what an earlier run could not send goes first
@@ -416,7 +418,7 @@ def _run_jobs(agent: _Agent) -> int:
     return code
 
 
-def _run_job(agent: _Agent, jc: "JobClient", job: "Job", k: int, n: int | None) -> int:
+def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> int:
     """Time one claimed job and deliver its points; complete it, or fail it so that it is queued again. 1 if not all arrived."""
     from profiler_agent.jobs import Heartbeat, ProgressLine, job_label
 
@@ -471,7 +473,7 @@ def agent_run(
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = None,
     jobs: Annotated[bool, typer.Option("--jobs", help="Also claim and run jobs from the service's queue")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Also append result batches to this JSONL file")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Also append result batches to this JSONL file")] = None,
     threads: ThreadsOpt = None,
     spool_dir: SpoolOpt = None,
     adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive", help="Refine adaptive sweeps only around steps")] = True,
@@ -502,7 +504,9 @@ def agent_flush(
     server: ServerOpt = None,
     token: TokenOpt = None,
     spool_dir: SpoolOpt = None,
-    all_servers: Annotated[bool, typer.Option("--all-servers", help="Send every spooled batch to --server, whatever server it was meant for")] = False,
+    all_servers: Annotated[bool, typer.Option(
+        "--all-servers", help="Send every spooled batch to --server, whatever server it was meant for",
+    )] = False,
     retries: RetriesOpt = 4,
 ) -> None:
     """Send the batches a previous run could not deliver."""

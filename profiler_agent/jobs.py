@@ -190,7 +190,7 @@ class Heartbeat:
         with self._counted:
             return self._counted.wait_for(lambda: self.sent >= beats, timeout)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         self._thread.start()
         return self
 

@@ -129,7 +129,8 @@ def check_device(dev: torch.device) -> tuple[CheckResult, PlatformDescriptor | N
     try:
         platform = detect_platform(dev)
     except (RuntimeError, ValueError, OSError) as err:
-        return CheckResult(name, "fail", f"platform detection failed: {err}", fix="report this with the output of `gac agent platform`"), None
+        return CheckResult(name, "fail", f"platform detection failed: {err}",
+                           fix="report this with the output of `gac agent platform`"), None
     p = platform
     if p.device_kind == "cpu":
         what = (f"{p.device_name}: {p.cores} cores, torch uses {p.threads} threads, L2 "
@@ -545,7 +546,8 @@ def check_cpu_timer(dev: torch.device, timer: Timer | None = None, shapes: Seque
     """CpuTimer (one thread) against torch.utils.benchmark on three float32 GEMMs."""
     name = "timer vs torch.utils.benchmark"
     if dev.type != "cpu":
-        return _skip(name, "CUDA device: a host-side reference cannot time GPU kernels; the CUDA timer is compared with CUDA events instead")
+        return _skip(name, "CUDA device: a host-side reference cannot time GPU kernels; "
+                           "the CUDA timer is compared with CUDA events instead")
     timer = timer or CpuTimer(threads=1)
     kept = discarded = 0
     ref_stats = ReferenceStats()

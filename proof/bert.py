@@ -38,7 +38,7 @@ class BertConfig:
         return self.hidden // self.heads
 
     @classmethod
-    def from_hf_json(cls, path: str | Path) -> "BertConfig":
+    def from_hf_json(cls, path: str | Path) -> BertConfig:
         c = json.loads(Path(path).read_text())
         return cls(
             vocab_size=c["vocab_size"],
@@ -168,7 +168,7 @@ class BertEncoder(nn.Module):
     def mlp_linears(self, i: int) -> list[nn.Module]:
         return [self.layers[i].mlp_in, self.layers[i].mlp_out]
 
-    def with_mlp_neurons(self, keep: Sequence[torch.Tensor]) -> "BertEncoder":
+    def with_mlp_neurons(self, keep: Sequence[torch.Tensor]) -> BertEncoder:
         """A copy keeping, per layer, the intermediate neurons `keep[i]` (indices, ascending)."""
         model = BertEncoder(self.cfg, [len(k) for k in keep])
         state = self.state_dict()

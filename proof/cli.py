@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -58,24 +58,40 @@ def register(app: typer.Typer) -> None:
     def proof(
         model: Annotated[str, typer.Option("--model", help="minilm (trained encoder) | llama (random-weight decoder)")] = "minilm",
         compressor: Annotated[str, typer.Option("--compressor", help="asvd | prune | both")] = "both",
-        ratio: Annotated[Optional[float], typer.Option("--ratio", min=0.01, max=0.9, help="Budget ratio rho (default: asvd 0.15, prune 0.25)")] = None,
+        ratio: Annotated[float | None, typer.Option(
+            "--ratio", min=0.01, max=0.9, help="Budget ratio rho (default: asvd 0.15, prune 0.25)",
+        )] = None,
         quick: Annotated[bool, typer.Option("--quick", help="One prefill length, fewer rounds (a few minutes)")] = False,
-        seq: Annotated[Optional[list[int]], typer.Option("--seq", min=8, max=1024, help="Prefill sequence lengths (repeatable)")] = None,
-        decode_context: Annotated[Optional[int], typer.Option("--decode-context", min=0, max=1000, help="llama: decode at this context (0: off; default 256)")] = None,
-        rounds: Annotated[Optional[int], typer.Option("--rounds", min=1, max=200, help="Interleaved timing rounds (default 25)")] = None,
-        passes: Annotated[Optional[int], typer.Option("--passes", min=1, max=100, help="Passes per round, median taken (default 5)")] = None,
+        seq: Annotated[list[int] | None, typer.Option("--seq", min=8, max=1024, help="Prefill sequence lengths (repeatable)")] = None,
+        decode_context: Annotated[int | None, typer.Option(
+            "--decode-context", min=0, max=1000, help="llama: decode at this context (0: off; default 256)",
+        )] = None,
+        rounds: Annotated[int | None, typer.Option("--rounds", min=1, max=200, help="Interleaved timing rounds (default 25)")] = None,
+        passes: Annotated[int | None, typer.Option("--passes", min=1, max=100, help="Passes per round, median taken (default 5)")] = None,
         window: Annotated[int, typer.Option("--window", min=4, max=256, help="Candidate window +/- dims (what gets profiled)")] = 16,
-        rel_tol: Annotated[Optional[float], typer.Option("--rel-tol", min=0.0, max=0.5, help="A larger dim within this latency counts as as fast (default 0.02)")] = None,
+        rel_tol: Annotated[float | None, typer.Option(
+            "--rel-tol", min=0.0, max=0.5, help="A larger dim within this latency counts as as fast (default 0.02)",
+        )] = None,
         threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads for profiling and timing alike")] = 1,
-        dtype: Annotated[Optional[str], typer.Option("--dtype", help="float32 | bfloat16 | float16 to compress for, profile and time in (default: this CPU's fast dtype, see `gac agent platform`)")] = None,
-        frontier_search: Annotated[Optional[str], typer.Option("--frontier-search", help="bisect (default) | scan: how the frontier variant's points are scored for quality (at most 6)")] = None,
-        save: Annotated[Optional[Path], typer.Option("--save", "--json", help="Write the run (dims, alignments, profile, timings) here; default benchmarks/out/proof-MODEL.json")] = None,
-        retime_file: Annotated[Optional[Path], typer.Option("--retime", exists=True, dir_okay=False, help="Re-time a saved run: rebuild its variants from the saved dims, no profiling")] = None,
+        dtype: Annotated[str | None, typer.Option(
+            "--dtype", help="float32 | bfloat16 | float16 to compress for, profile and time in "
+                            "(default: this CPU's fast dtype, see `gac agent platform`)",
+        )] = None,
+        frontier_search: Annotated[str | None, typer.Option(
+            "--frontier-search", help="bisect (default) | scan: how the frontier variant's points are scored for quality (at most 6)",
+        )] = None,
+        save: Annotated[Path | None, typer.Option(
+            "--save", "--json", help="Write the run (dims, alignments, profile, timings) here; default benchmarks/out/proof-MODEL.json",
+        )] = None,
+        retime_file: Annotated[Path | None, typer.Option(
+            "--retime", exists=True, dir_okay=False, help="Re-time a saved run: rebuild its variants from the saved dims, no profiling",
+        )] = None,
     ) -> None:
         """Compress a model (ASVD and/or MLP pruning), align with GAC on this CPU's measured profile,
         and print aligned share, params, quality and latency per variant."""
         try:
-            kw = config_kwargs(model, compressor, ratio, seq, decode_context, rounds, passes, window, rel_tol, threads, dtype, frontier_search)
+            kw = config_kwargs(model, compressor, ratio, seq, decode_context, rounds, passes, window, rel_tol, threads, dtype,
+                               frontier_search)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         from proof.retime import DtypeMismatch

@@ -52,7 +52,7 @@ class Compression:
     dims: dict[str, int]  # the compressor's own (irregular) dims
     importance: dict[str, float]  # per parameter, from the compressor's own scores
     manifest: Manifest
-    compressor: "Compressor"
+    compressor: Compressor
 
     def build(self, dims: dict[str, int] | None = None) -> Any:
         return self.compressor.build(dims or self.dims)

@@ -68,7 +68,7 @@ class Stat:
         return (self.hi - self.lo) / self.median if self.median > 0 else float("inf")
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> "Stat":
+    def of(cls, values: Sequence[float]) -> Stat:
         return cls(statistics.median(values), min(values), max(values), len(values))
 
 

@@ -215,7 +215,7 @@ class LlamaDecoder(nn.Module):
     def mlp_linears(self, i: int) -> list[nn.Module]:
         return [self.layers[i].mlp[n] for n in MLP]
 
-    def with_mlp_neurons(self, keep: Sequence[torch.Tensor]) -> "LlamaDecoder":
+    def with_mlp_neurons(self, keep: Sequence[torch.Tensor]) -> LlamaDecoder:
         """A copy keeping, per layer, the intermediate neurons `keep[i]` (indices, ascending)."""
         model = LlamaDecoder(self.cfg, [len(k) for k in keep])
         state = self.state_dict()

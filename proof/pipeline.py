@@ -89,7 +89,7 @@ class ProofConfig:
             raise ValueError(f"frontier_search {self.frontier_search!r}: use one of {SEARCHES}")
 
     @classmethod
-    def quick_config(cls, **kw: Any) -> "ProofConfig":
+    def quick_config(cls, **kw: Any) -> ProofConfig:
         base: dict[str, Any] = {"seqs": (128,), "rounds": 10, "passes": 3, "window": 16, "quick": True}
         if kw.get("model") == "llama":
             base["decode_context"] = 128
@@ -129,7 +129,7 @@ class ProofConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "ProofConfig":
+    def from_json(cls, d: dict) -> ProofConfig:
         kw = dict(d)
         for k in ("compressors", "seqs"):
             if kw.get(k) is not None:

@@ -168,6 +168,11 @@ def _saving(points: _Points, base: Mapping[PointKey, float], var: Mapping[PointK
     return saving, math.sqrt(var_sum)
 
 
+def _speedup(unaligned_us: float, saving_us: float) -> float:
+    """The speed-up a saving gives on a run of `unaligned_us` (inf if it saves the whole run or more)."""
+    return unaligned_us / (unaligned_us - saving_us) if unaligned_us - saving_us > 0 else float("inf")
+
+
 def predict(
     manifest: Manifest,
     lookup: LatencyLookup | None,
@@ -210,13 +215,9 @@ def predict(
             m = s.gemm_m
             u = float(latency.stat(unaligned, s.label).median)
             saving, sigma = _saving(points, base[m], var[m])
-
-            def ratio(sv: float) -> float:
-                return u / (u - sv) if u - sv > 0 else float("inf")
-
             vp.settings.append(SettingPrediction(
                 label=s.label, kind=s.kind, kernel_unaligned_us=base_tot[m][0], kernel_us=var_tot[m][0],  # type: ignore[arg-type]
-                saving_us=saving, saving_sigma_us=sigma, measured_unaligned_us=u, speedup=ratio(saving),
-                lo=ratio(saving - Z * sigma), hi=ratio(saving + Z * sigma), measured=latency.speedup(name, unaligned, s.label),
+                saving_us=saving, saving_sigma_us=sigma, measured_unaligned_us=u, speedup=_speedup(u, saving),
+                lo=_speedup(u, saving - Z * sigma), hi=_speedup(u, saving + Z * sigma), measured=latency.speedup(name, unaligned, s.label),
             ))
     return out

@@ -63,11 +63,11 @@ class Quality:
     def value(self) -> float:
         return self.figures[self.headline]
 
-    def relative_change(self, baseline: "Quality") -> float:
+    def relative_change(self, baseline: Quality) -> float:
         """(self - baseline) / |baseline| of the headline figure."""
         return (self.value - baseline.value) / abs(baseline.value) if baseline.value else 0.0
 
-    def no_worse_than(self, baseline: "Quality", tolerance: float = 0.01) -> bool:
+    def no_worse_than(self, baseline: Quality, tolerance: float = 0.01) -> bool:
         """Headline at most `tolerance` (relative) worse than the baseline's."""
         change = self.relative_change(baseline)
         return change >= -tolerance if self.higher_is_better else change <= tolerance

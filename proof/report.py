@@ -145,7 +145,8 @@ def objectives_lines(r: CompressorResult) -> list[str]:
     if f is not None:
         out.append(f"{GAC_FRONTIER}: {f.note}")
         for t in sorted(f.tries, key=lambda t: t.rank):
-            q = f"quality {t.quality:.4f} {'within' if t.qualifies else 'NOT within'} {QUALITY_TOL:.0%}" if t.quality is not None else "not scored"
+            q = (f"quality {t.quality:.4f} {'within' if t.qualifies else 'NOT within'} {QUALITY_TOL:.0%}"
+                 if t.quality is not None else "not scored")
             mark = " <- picked" if f.picked is not None and f.tries[f.picked] is t else ""
             out.append(f"  point {t.rank}: {t.latency_us:.0f} us, keeps {t.importance_kept:.4f}, {t.params:,} params: {q} ({t.note}){mark}")
         if f.skipped:
@@ -210,10 +211,11 @@ def render(res: ProofResult) -> str:
     if res.retimed_from:
         lines.append(f"re-timed from {res.retimed_from}: dims and alignments as saved there; quality re-scored, latency re-measured")
     if lat is not None:
+        decode = any(s.kind == "decode" for s in lat.settings)
+        steps = f" ({lat.passes * DECODE_PASS_FACTOR} single-token steps for decode)" if decode else ""
         lines.append(
             f"latency: {lat.rounds} interleaved rounds, the order of (variant, setting) shuffled each round (seed {lat.seed});"
-            f" per round and pair the median of {lat.passes} passes after one warm-up"
-            f"{f' ({lat.passes * DECODE_PASS_FACTOR} single-token steps for decode)' if any(s.kind == 'decode' for s in lat.settings) else ''};"
+            f" per round and pair the median of {lat.passes} passes after one warm-up{steps};"
             f" ms = median over rounds [min-max over rounds]; speed-up = median over rounds of the paired ratio unaligned / variant"
             f" [{LEVEL:.0%} bootstrap CI over rounds, {N_BOOT:,} resamples]"
         )

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Generic, Hashable, TypeVar
+from typing import Generic, TypeVar
 
 from cachetools import LRUCache
 

@@ -32,7 +32,9 @@ def _settings():
 def serve(
     host: Annotated[str | None, typer.Option(help="bind address (default GAC_HOST or 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default GAC_PORT or 8000)")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="worker processes; on Postgres about two per core: each waits on the database for much of an upload")] = 1,
+    workers: Annotated[int, typer.Option(
+        min=1, help="worker processes; on Postgres about two per core: each waits on the database for much of an upload",
+    )] = 1,
 ) -> None:
     """Run the service (uvicorn). The embedded SQLite default migrates itself; Postgres must be current."""
     import uvicorn
@@ -112,7 +114,7 @@ def token_create(
         chosen = Scope(scope)
     except ValueError:
         err.print(f"[red]--scope must be one of ingest, read, admin[/red] (got {scope!r})")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     settings, session = _session()
     try:
         _, plain = create_token(session, settings.token_key, name, chosen)

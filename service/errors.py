@@ -23,7 +23,9 @@ class FieldError(BaseModel):
 
     field: str = Field(description="where, as a dotted path: body.measurements.3.median_us, query.limit, path.job_id")
     message: str
-    type: str | None = Field(default=None, description="pydantic's error type (missing, greater_than, value_error, ...), when pydantic found it")
+    type: str | None = Field(
+        default=None, description="pydantic's error type (missing, greater_than, value_error, ...), when pydantic found it",
+    )
 
 
 class ErrorBody(BaseModel):

@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     job_max_attempts: int = Field(default=3, ge=1)
 
     @model_validator(mode="after")
-    def _postgres_needs_a_secret(self) -> "Settings":
+    def _postgres_needs_a_secret(self) -> Settings:
         if self.is_postgres and not self.secret_key:
             raise ValueError(
                 "GAC_SECRET_KEY must be set when GAC_DATABASE_URL is Postgres: every service "

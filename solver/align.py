@@ -580,7 +580,10 @@ def _baselines(
 def _paper_dp_baseline(ctx: _Context, name: str, windows: list[list[int]], u: int, warnings: list[str]) -> Baseline | None:
     """The paper's Algorithm 1 over these candidate dims per item, with float values as in the paper."""
     costs = [[it.unit * d for d in dims] for it, dims in zip(ctx.items, windows)]
-    values = [[math.fsum(w.importance * unit_params(w) * (d - w.dim) for w in it.members) for d in dims] for it, dims in zip(ctx.items, windows)]
+    values = [
+        [math.fsum(w.importance * unit_params(w) * (d - w.dim) for w in it.members) for d in dims]
+        for it, dims in zip(ctx.items, windows)
+    ]
     try:
         res = bl.paper_dp(costs, values, ctx.budget, u)
     except bl.TooLarge as exc:

@@ -331,7 +331,9 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions, span:
         curve, s = model.curve(k), k.scale
         kept: list[tuple[Sequence[int], str]]
         if not curve:  # nothing measured (rules only): every run, without a lookup per point
-            kept = runs if s == 1 else [(range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs]
+            kept = runs if s == 1 else [
+                (range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs
+            ]
         else:
             kept = [(xs, why) for r, why in runs if (xs := [s * d for d in r if s * d not in curve])]
         if kept:

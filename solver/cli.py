@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -37,18 +37,18 @@ def import_command(
              "pruner (LLM-Pruner / Torch-Pruning width map {module: kept width})",
         case_sensitive=False, show_default=False)],
     file: Annotated[Path, typer.Argument(help="the compressor's output file", show_default=False)],
-    config: Annotated[Optional[Path], typer.Option(
+    config: Annotated[Path | None, typer.Option(
         "--config", help="the original model's config.json (shapes); required for pruner, "
                          "for asvd/palu it replaces FILE's own shapes")] = None,
-    importance: Annotated[Optional[Path], typer.Option(
+    importance: Annotated[Path | None, typer.Option(
         "--importance", help="JSON {weight name: score >= 0}; without it every weight scores 1.0")] = None,
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         "-o", "--out", help="write the manifest here (default: standard output)")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="model name (default: the config's _name_or_path)")] = None,
-    target: Annotated[Optional[str], typer.Option("--target", help="platform to align for (its measurements)")] = None,
-    tokens: Annotated[Optional[list[int]], typer.Option(
+    model: Annotated[str | None, typer.Option("--model", help="model name (default: the config's _name_or_path)")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="platform to align for (its measurements)")] = None,
+    tokens: Annotated[list[int] | None, typer.Option(
         "--tokens", min=1, metavar="M", help="token count M of the workload; repeat for several (default 1024)")] = None,
-    dtype: Annotated[Optional[Dtype], typer.Option(
+    dtype: Annotated[Dtype | None, typer.Option(
         "--dtype", help="workload dtype (default: the config's torch_dtype, else float16)")] = None,
 ) -> None:
     """Turn a compressor's output into a gac.manifest/v1 for `gac align`."""

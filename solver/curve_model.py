@@ -288,7 +288,9 @@ def _runs(labels: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def _best_sawtooth(xs: np.ndarray, x: np.ndarray, y: np.ndarray, sigma: np.ndarray, pieces: int, ms: np.ndarray) -> tuple[float, int] | None:
+def _best_sawtooth(
+    xs: np.ndarray, x: np.ndarray, y: np.ndarray, sigma: np.ndarray, pieces: int, ms: np.ndarray
+) -> tuple[float, int] | None:
     """(t, m) of the m in ms whose sawtooth best explains log latency beyond a trend that is one
     quadratic per piece (pieces of equal span)."""
     sw = y / sigma  # sqrt of the weights in log space (relative sigma)

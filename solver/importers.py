@@ -50,7 +50,7 @@ class Imported:
     manifest: Manifest
     warnings: list[str] = field(default_factory=list)  # what may make the answer wrong
     notes: list[str] = field(default_factory=list)  # what the importer assumed or left out
-    shapes: "Shapes | None" = None  # the model config the shapes came from
+    shapes: Shapes | None = None  # the model config the shapes came from
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Shapes:
     layers: int | None = None
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any], where: str = "model config") -> "Shapes":
+    def from_config(cls, cfg: Mapping[str, Any], where: str = "model config") -> Shapes:
         def get(*keys: str) -> int | None:
             for key in keys:
                 if cfg.get(key) is not None:
@@ -461,7 +461,10 @@ def _read_widths(widths: Mapping[str, Any], shapes: Shapes) -> _WidthEntries:
 
 def _add_mlp_width(mlp: dict[str, tuple[int, bool, str]], module: str, leaf: str, value: Any, shapes: Shapes) -> None:
     """An MLP's intermediate width, from its '.mlp' entry or one of its producers; one MLP keeps one width."""
-    block, gated, full = (module, True, shapes.intermediate) if leaf == "mlp" else (_mlp_block(module), _MLP_PRODUCERS[leaf], shapes.linear(module)[0])
+    if leaf == "mlp":
+        block, gated, full = module, True, shapes.intermediate
+    else:
+        block, gated, full = _mlp_block(module), _MLP_PRODUCERS[leaf], shapes.linear(module)[0]
     shapes.check_layer(module)
     width = _positive_int(value, f"{module}: width")
     if width > full:
@@ -493,7 +496,9 @@ def _check_heads(attn: dict[str, dict[str, int]], shapes: Shapes) -> None:
     for parent, got in attn.items():
         k, v, q = got.get("k_proj"), got.get("v_proj"), got.get("q_proj")
         if k is not None and v is not None and k != v:
-            raise ImportErrorDetail(f"{parent}: k_proj keeps {k // shapes.head_dim} heads but v_proj {v // shapes.head_dim}: each key/value head has both")
+            raise ImportErrorDetail(
+                f"{parent}: k_proj keeps {k // shapes.head_dim} heads but v_proj {v // shapes.head_dim}: each key/value head has both"
+            )
         kv = k if k is not None else v
         if q is not None and kv is not None and (q // shapes.head_dim) % (kv // shapes.head_dim):
             raise ImportErrorDetail(

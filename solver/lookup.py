@@ -96,11 +96,11 @@ class FileLookup:
         return len(self._curves)
 
     @classmethod
-    def from_measurements(cls, measurements: Iterable[Measurement], platform: str) -> "FileLookup":
+    def from_measurements(cls, measurements: Iterable[Measurement], platform: str) -> FileLookup:
         return cls(((m.op, m.dtype, m.shape, m.sweep_axis, m.median_us, m.p10_us, m.p90_us, m.n) for m in measurements), platform)
 
     @classmethod
-    def from_jsonl(cls, path: str | Path, platform: str | None = None) -> "FileLookup":
+    def from_jsonl(cls, path: str | Path, platform: str | None = None) -> FileLookup:
         """Read gac.batch/v1 batches, one per line (the agent's offline spool format).
 
         `platform` selects by fingerprint (or a unique prefix of at least 8
@@ -122,7 +122,7 @@ class FileLookup:
         return cls.from_measurements(by_platform[chosen], chosen)
 
     @classmethod
-    def from_csv(cls, path: str | Path, platform: str | None = None) -> "FileLookup":
+    def from_csv(cls, path: str | Path, platform: str | None = None) -> FileLookup:
         """Read rows `op,dtype,shape,sweep_axis,median_us[,p10_us,p90_us,n][,platform]`; shape as
         'k=4096,m=1024,n=512'. The spread columns are optional, and may be empty in a row.
 

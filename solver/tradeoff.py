@@ -305,7 +305,9 @@ class Tradeoff:
         asked: set[int] = set()
         while len(found) < points:
             ordered = sorted(found.values(), key=lambda q: q.value)
-            gaps = [(b.latency - a.latency, a, b) for a, b in zip(ordered, ordered[1:]) if a.value + 1 not in asked and b.latency > a.latency]
+            gaps = [
+                (b.latency - a.latency, a, b) for a, b in zip(ordered, ordered[1:]) if a.value + 1 not in asked and b.latency > a.latency
+            ]
             if not gaps:
                 break
             _, a, b = max(gaps, key=lambda g: g[0])

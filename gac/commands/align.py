@@ -248,8 +248,12 @@ def align_command(
     platform: Annotated[str | None, typer.Option(help="platform id or fingerprint; overrides the manifest's target")] = None,
     token: Annotated[str | None, typer.Option(help="API token for --server (default: $GAC_TOKEN)")] = None,
     enqueue_missing: Annotated[bool, typer.Option("--enqueue-missing", help="queue a profiling job for missing curves")] = False,
-    objective: Annotated[str | None, typer.Option(help="importance | latency | frontier (default: the manifest's, else latency when measured)")] = None,
-    epsilon: Annotated[float | None, typer.Option(min=0.0, max=0.5, help="latency objective: importance it may give up (default 0.005)")] = None,
+    objective: Annotated[str | None, typer.Option(
+        help="importance | latency | frontier (default: the manifest's, else latency when measured)",
+    )] = None,
+    epsilon: Annotated[float | None, typer.Option(
+        min=0.0, max=0.5, help="latency objective: importance it may give up (default 0.005)",
+    )] = None,
     window: Annotated[str | None, typer.Option(
         help="latency objective's candidates: gac (+/- max(16, 5 %) of each dim, default) or paper (also multiples of 8 within +/- 64)",
     )] = None,
@@ -257,9 +261,13 @@ def align_command(
     profile_missing: Annotated[bool, typer.Option(
         "--profile-missing", help="measure the missing points on this machine (or queue them for the platform's agents), then align again",
     )] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="with --profile-missing or --enqueue-missing: do not ask, however long it takes")] = False,
+    yes: Annotated[bool, typer.Option(
+        "--yes", "-y", help="with --profile-missing or --enqueue-missing: do not ask, however long it takes",
+    )] = False,
     device: Annotated[str, typer.Option(help="with --profile-missing: the device to measure on (cpu, cuda:N)")] = "cpu",
-    threads: Annotated[int | None, typer.Option(min=1, help="with --profile-missing: CPU timing threads (as the platform was profiled)")] = None,
+    threads: Annotated[int | None, typer.Option(
+        min=1, help="with --profile-missing: CPU timing threads (as the platform was profiled)",
+    )] = None,
     wide: Annotated[bool, typer.Option("--wide", help="full weight names in the table")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print only the gac.alignment/v1 document")] = False,
     out: Annotated[Path | None, typer.Option(help="also write the gac.alignment/v1 document to this file")] = None,

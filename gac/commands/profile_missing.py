@@ -47,7 +47,8 @@ def missing_points(result: dict[str, Any]) -> list[tuple[str, str, dict[str, int
 
 def confirm(points: int, curves: int, estimated: float, where: str, yes: bool) -> None:
     """Say what will be timed; ask above the threshold. Exits when the user (or a non-interactive run) declines."""
-    console.print(f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} (estimated from the platform's measurements; an upper bound where it has none)")
+    console.print(f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} "
+                  "(estimated from the platform's measurements; an upper bound where it has none)")
     if yes or estimated <= CONFIRM_ABOVE_S:
         return
     if not sys.stdin.isatty():

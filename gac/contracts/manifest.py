@@ -7,7 +7,7 @@ never rename or drop. Every limit lives in the model so a 422 names the field.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Final, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -135,7 +135,7 @@ class HeadDimWeight(_WeightBase):
 
 
 Weight = Annotated[
-    Union[LowRankWeight, LinearOutWeight, MlpWidthWeight, HeadDimWeight],
+    LowRankWeight | LinearOutWeight | MlpWidthWeight | HeadDimWeight,
     Field(discriminator="kind"),
 ]
 
@@ -153,7 +153,7 @@ class Budget(_Model):
     params: Annotated[int | None, Field(default=None, ge=1, le=MAX_PARAMS)] = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "Budget":
+    def _exactly_one(self) -> Budget:
         if (self.ratio is None) == (self.params is None):
             raise ValueError("budget needs exactly one of 'ratio' or 'params'")
         return self

@@ -263,7 +263,7 @@ class Measurement(_Strict):
     throttle_reasons: ThrottleMask | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Measurement":
+    def _consistent(self) -> Measurement:
         # One Python validator per row (this runs for every row of every batch).
         shape = check_consistent(self.op, self.shape, self.sweep_axis, self.p10_us, self.median_us, self.p90_us)
         if shape is not self.shape:

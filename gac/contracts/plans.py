@@ -45,7 +45,7 @@ class Timing(_Strict):
     warmup_ms: Annotated[float, Field(ge=0, le=60_000)] = 30.0
 
     @model_validator(mode="after")
-    def _samples_ordered(self) -> "Timing":
+    def _samples_ordered(self) -> Timing:
         if self.max_samples < self.min_samples:
             raise ValueError(f"max_samples ({self.max_samples}) must be >= min_samples ({self.min_samples})")
         return self
@@ -59,7 +59,7 @@ class ValueRange(_Strict):
     step: Annotated[int, Field(ge=1, le=MAX_DIM)] = 1
 
     @model_validator(mode="after")
-    def _ordered(self) -> "ValueRange":
+    def _ordered(self) -> ValueRange:
         if self.stop < self.start:
             raise ValueError(f"stop ({self.stop}) must be >= start ({self.start})")
         if (self.stop - self.start) // self.step + 1 > MAX_PLAN_POINTS:
@@ -153,7 +153,7 @@ class Sweep(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _shape_consistent(self) -> "Sweep":
+    def _shape_consistent(self) -> Sweep:
         needed = SHAPE_FIELDS[self.op]
         if self.axis not in needed:
             raise ValueError(f"axis {self.axis!r} is not a shape field of op {self.op.value!r} (one of {list(needed)})")
@@ -219,7 +219,7 @@ class SweepPlan(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @model_validator(mode="after")
-    def _not_too_big(self) -> "SweepPlan":
+    def _not_too_big(self) -> SweepPlan:
         total = sum(s.n_points() for s in self.sweeps)
         if total > MAX_PLAN_POINTS:
             raise ValueError(f"plan expands to {total} points, more than {MAX_PLAN_POINTS}")
@@ -249,7 +249,7 @@ class SweepPlan(_Strict):
         """The JSON document form (what a job stores and the API carries)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    def restricted(self, dtypes: Iterable[Dtype | str]) -> "SweepPlan":
+    def restricted(self, dtypes: Iterable[Dtype | str]) -> SweepPlan:
         """The same plan limited to some dtypes (sweeps left without a dtype are dropped)."""
         keep = {Dtype(d) for d in dtypes}
         sweeps = []

@@ -99,7 +99,8 @@ class BatchSender:
     def _post(self, doc: dict[str, Any], retries: int | None) -> BatchReceipt:
         content_type = COLUMNS_MEDIA_TYPE if is_by_column(doc) else "application/json"
         try:
-            return self.policy.retrying(retries)(self._post_once, compact_json(doc).encode(), self._headers | {"content-type": content_type})
+            headers = self._headers | {"content-type": content_type}
+            return self.policy.retrying(retries)(self._post_once, compact_json(doc).encode(), headers)
         except _TryAgain as err:
             raise DeliveryError(f"could not deliver batch {doc.get('id')} to {self.server}: {err}") from err
 

@@ -82,7 +82,9 @@ def post_align(
     session: SessionDep,
     settings: SettingsDep,
     creds: Credentials,
-    platform: Annotated[str | None, Query(max_length=64, pattern=NO_NUL, description="platform to align for; overrides the manifest's target")] = None,
+    platform: Annotated[str | None, Query(
+        max_length=64, pattern=NO_NUL, description="platform to align for; overrides the manifest's target",
+    )] = None,
     enqueue_missing: Annotated[bool, Query(description="queue a profiling job for the curves the platform lacks (ingest token)")] = False,
     candidates: Annotated[CandidateLists | None, Query(description=CANDIDATES_DOC)] = None,
 ) -> Response:
@@ -101,7 +103,9 @@ def post_align(
             f"{len(manifest.weights)} weights: this service aligns at most {settings.align_max_weights} per request (GAC_ALIGN_MAX_WEIGHTS)"
         )
     with request.app.state.align_slots.slot(token.id if token else None):
-        answer = service.align_and_store(session, settings, manifest, platform, enqueue_missing, candidates=candidates, timings={"parse": parsed})
+        answer = service.align_and_store(
+            session, settings, manifest, platform, enqueue_missing, candidates=candidates, timings={"parse": parsed},
+        )
     if answer.pending:
         _complete_later(request.app, answer.alignment_id)
     return _respond(answer)
@@ -196,7 +200,8 @@ def _job_finished(app: FastAPI, holder: int | None, job_id: uuid.UUID, future: F
         answer: service.Answer = future.result()
     except BaseException as exc:  # the worker process died (killed, out of memory): the job says so
         log.error("alignment %s: its worker process stopped: %r", job_id, exc)
-        _fail_job(app, job_id, service.Answer(500, b'{"error": "InternalError", "detail": "the worker process running this alignment stopped"}'))
+        body = b'{"error": "InternalError", "detail": "the worker process running this alignment stopped"}'
+        _fail_job(app, job_id, service.Answer(500, body))
         return
     if answer.pending:
         _complete_later(app, answer.alignment_id)

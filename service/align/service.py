@@ -248,8 +248,9 @@ def _job_answer(session: Session, alignment_id: uuid.UUID) -> Answer:
         error = job.error or {}
         return Answer(int(error.get("status", 500)), json.dumps(error.get("body", {})).encode(), dict(error.get("headers") or {}))
     if job.updated_at < utcnow() - timedelta(seconds=limits.JOB_STALE_S):
-        body = {"error": "AlignmentLost", "detail": f"no news of this alignment for over {limits.JOB_STALE_S} s: the process running it stopped; post the manifest again"}
-        return Answer(500, json.dumps(body).encode())
+        detail = (f"no news of this alignment for over {limits.JOB_STALE_S} s: the process running it stopped; "
+                  "post the manifest again")
+        return Answer(500, json.dumps({"error": "AlignmentLost", "detail": detail}).encode())
     poll = f"/v1/alignments/{alignment_id}"
     status = AlignmentJobStatus(id=job.id, status=job.status, weights=job.weights, created_at=job.created_at, poll=poll)  # type: ignore[arg-type]
     return Answer(202, status.model_dump_json().encode(), {"Location": poll, "Retry-After": str(limits.POLL_AFTER_S)})

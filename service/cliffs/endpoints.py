@@ -59,8 +59,12 @@ def compare(
 
 @router.get(
     "/curves/{curve_id}/download", response_class=Response,
-    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}, "application/json": {"schema": {"$ref": "#/components/schemas/Curve"}}}},
-               **errors(401, 404, 422)},
+    responses={
+        200: {"content": {
+            "text/csv": {"schema": {"type": "string"}}, "application/json": {"schema": {"$ref": "#/components/schemas/Curve"}},
+        }},
+        **errors(401, 404, 422),
+    },
 )
 def download_curve(
     curve_id: RowId, session: SessionDep, _: Reader, format: Literal["csv", "json"] = "csv"

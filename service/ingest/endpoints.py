@@ -56,7 +56,10 @@ def parse_batch(body: bytes, content_type: str) -> Incoming:
     "/batches",
     status_code=status.HTTP_201_CREATED,
     openapi_extra=BATCH_BODY,
-    responses={200: {"model": BatchReceipt, "description": "The batch had been stored before: nothing new stored."}, **errors(401, 403, 409, 413, 422)},
+    responses={
+        200: {"model": BatchReceipt, "description": "The batch had been stored before: nothing new stored."},
+        **errors(401, 403, 409, 413, 422),
+    },
 )
 async def post_batch(
     request: Request, session: SessionDep, settings: SettingsDep, token: IngestToken, response: Response

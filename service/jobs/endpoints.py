@@ -30,7 +30,10 @@ def list_jobs(
     return service.list_jobs(session, status, cursor, limit, show_owner=reader is not None)
 
 
-@router.post("/claim", response_model=JobOut, responses={204: {"description": "No job for this platform now."}, **errors(401, 403, 413, 422)})
+@router.post(
+    "/claim", response_model=JobOut,
+    responses={204: {"description": "No job for this platform now."}, **errors(401, 403, 413, 422)},
+)
 def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, token: IngestToken):
     """Lease the most urgent job this platform may run; 204 when there is none.
 

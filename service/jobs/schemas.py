@@ -10,7 +10,9 @@ from gac.contracts.api import JobStatus
 from gac.contracts.measurements import PRINTABLE, PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 
-__all__ = ["AgentName", "ClaimRequest", "CompleteRequest", "FailRequest", "HeartbeatRequest", "JobCreate", "JobMatch", "JobOut", "JobStatus"]
+__all__ = [
+    "AgentName", "ClaimRequest", "CompleteRequest", "FailRequest", "HeartbeatRequest", "JobCreate", "JobMatch", "JobOut", "JobStatus",
+]
 
 # Text that reaches a String column: no NUL (Postgres refuses it), no more than the column holds.
 AgentName = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]

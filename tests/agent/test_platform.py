@@ -30,9 +30,8 @@ def test_fingerprint_is_stable_across_runs():
     here = detect_platform("cpu").fingerprint()
     assert detect_platform("cpu").fingerprint() == here
     code = (
-        "import torch; torch.set_num_threads(%d);"
+        f"import torch; torch.set_num_threads({torch.get_num_threads()});"
         "from profiler_agent.platform import detect_platform; print(detect_platform('cpu').fingerprint())"
-        % torch.get_num_threads()
     )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert other == here
@@ -147,7 +146,8 @@ def test_cuda_dtypes_from_compute_capability(cc, native, fast):
 
 def test_the_dtype_line_says_which_and_why():
     avx2 = factories.platform(native_dtypes=[], fast_dtype="float32", dtype_speed={"float32": 1.0, "bfloat16": 4.1, "float16": 6.0})
-    assert choose_dtype(avx2) == ("float32", "dtype float32: bfloat16 is emulated on this CPU (4.1x slower than float32); float16 too (6.0x)")
+    assert choose_dtype(avx2) == (
+        "float32", "dtype float32: bfloat16 is emulated on this CPU (4.1x slower than float32); float16 too (6.0x)")
     dtype, line = choose_dtype(avx2, "bfloat16")
     assert dtype == "bfloat16" and "chosen with --dtype, though bfloat16 is emulated on this CPU (4.1x" in line
     amx = factories.platform(native_dtypes=["bfloat16"], fast_dtype="bfloat16", dtype_speed={"float32": 1.0, "bfloat16": 0.25})

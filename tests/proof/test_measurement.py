@@ -233,4 +233,4 @@ def test_proof_config_round_trips_its_dtype() -> None:
     with pytest.raises(ValueError, match="dtype 'float64'"):
         ProofConfig(dtype="float64")
     with pytest.raises(ValueError, match="not settled"):
-        ProofConfig().torch_dtype
+        _ = ProofConfig().torch_dtype

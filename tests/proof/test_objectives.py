@@ -82,7 +82,8 @@ def run():
 def test_every_objective_is_a_variant(run) -> None:
     for r in run.results:
         assert list(r.variants) == list(VARIANTS)
-        assert {k: a.objective_kind for k, a in r.alignments.items()} == {IMPORTANCE: "importance", LATENCY: "latency", FRONTIER: "frontier"}
+        kinds = {k: a.objective_kind for k, a in r.alignments.items()}
+        assert kinds == {IMPORTANCE: "importance", LATENCY: "latency", FRONTIER: "frontier"}
         assert r.alignments[LATENCY].epsilon == r.alignments[FRONTIER].epsilon == EPSILON
         assert r.variants[GAC_IMPORTANCE].dims == dims_of(r.alignments[IMPORTANCE])
         assert r.variants[GAC_LATENCY].dims == dims_of(r.alignments[LATENCY])

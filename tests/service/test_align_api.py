@@ -27,7 +27,8 @@ def measured_platform(client, token):  # type: ignore[no-untyped-def]
     rows = []
     for x in range(1, OUT + 1):
         med = staircase(x)
-        common = {"op": "gemm", "dtype": "bfloat16", "median_us": med, "p10_us": med, "p90_us": med, "mean_us": med, "n": 10, "timer": "test"}
+        common = {"op": "gemm", "dtype": "bfloat16", "median_us": med, "p10_us": med, "p90_us": med, "mean_us": med,
+                  "n": 10, "timer": "test"}
         rows.append(f.measurement(**common, id=uuid.uuid4(), shape={"m": M, "n": x, "k": IN}, sweep_axis="n"))
         rows.append(f.measurement(**common, id=uuid.uuid4(), shape={"m": M, "n": OUT, "k": x}, sweep_axis="k"))
     b = Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows)
@@ -74,7 +75,8 @@ def test_align_with_measured_cliffs(client, ingest_token):
 def test_latency_objective_round_trips(client, ingest_token):
     """The default with measurements: latency priced, the frontier and speed-ups stored and served back."""
     plat = measured_platform(client, ingest_token)
-    r = client.post("/v1/align", json={**manifest(plat.fingerprint()), "objective": "frontier", "epsilon": 0.01}, headers=f.auth(ingest_token))
+    doc = {**manifest(plat.fingerprint()), "objective": "frontier", "epsilon": 0.01}
+    r = client.post("/v1/align", json=doc, headers=f.auth(ingest_token))
     assert r.status_code == 201, r.text
     stored = r.json()
     res = stored["result"]

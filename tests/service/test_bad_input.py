@@ -122,7 +122,8 @@ def test_nan_latency_is_refused(client, session, ingest_token):
 
 
 def test_malformed_json(client, session, ingest_token):
-    r = client.post("/v1/batches", content=b'{"schema": "gac.batch/v1", ', headers=f.auth(ingest_token) | {"content-type": "application/json"})
+    headers = f.auth(ingest_token) | {"content-type": "application/json"}
+    r = client.post("/v1/batches", content=b'{"schema": "gac.batch/v1", ', headers=headers)
     assert r.status_code == 422 and r.json()["error"] == "ValidationError"
     assert nothing_stored(session)
 

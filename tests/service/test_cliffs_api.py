@@ -68,9 +68,10 @@ def test_compare_two_platforms(client, ingest_token):
 def test_compare_errors(client, ingest_token):
     a = f.platform(device_name="Only one")
     post(client, ingest_token, staircase_batch(a, 16, range(1, 20)))
-    r = client.get("/v1/compare", params={"a": a.fingerprint(), "b": "0" * 64, "op": "gemm", "dtype": "bfloat16", "axis": "n", "fixed": FIXED})
+    query = {"op": "gemm", "dtype": "bfloat16", "axis": "n"}
+    r = client.get("/v1/compare", params={"a": a.fingerprint(), "b": "0" * 64, **query, "fixed": FIXED})
     f.refused(r, 404)
-    r = client.get("/v1/compare", params={"a": a.fingerprint(), "b": a.fingerprint(), "op": "gemm", "dtype": "bfloat16", "axis": "n", "fixed": "m=1"})
+    r = client.get("/v1/compare", params={"a": a.fingerprint(), "b": a.fingerprint(), **query, "fixed": "m=1"})
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "query.fixed"
 
 

@@ -24,7 +24,8 @@ def documented(client, response, method: str, path: str):  # type: ignore[no-unt
     body = ErrorBody.model_validate(response.json())
     for template, ops in client.app.openapi()["paths"].items():
         if re.fullmatch(re.sub(r"\{[^}]*\}", "[^/]+", template), path.split("?")[0]) and method.lower() in ops:
-            assert str(response.status_code) in ops[method.lower()]["responses"], f"{response.status_code} undeclared on {method} {template}"
+            declared = ops[method.lower()]["responses"]
+            assert str(response.status_code) in declared, f"{response.status_code} undeclared on {method} {template}"
     return body
 
 
@@ -70,7 +71,9 @@ def test_each_refusal_is_documented(client, admin_token, ingest_token):
         (404, "GET", "/v1/jobs/999999", {}),
         (422, "GET", "/v1/jobs?limit=0", {}),
         (422, "GET", "/v1/compare?a=x&b=y&op=gemm&dtype=float16&axis=&fixed=", {}),
-        (422, "POST", "/v1/jobs", {"json": {"plan": {**PLAN, "sweeps": [{**PLAN["sweeps"][0], "values": []}]}}, "headers": auth(admin_token)}),
+        (422, "POST", "/v1/jobs", {
+            "json": {"plan": {**PLAN, "sweeps": [{**PLAN["sweeps"][0], "values": []}]}}, "headers": auth(admin_token),
+        }),
     ]
     for status, method, path, kwargs in cases:
         r = client.request(method, path, **kwargs)

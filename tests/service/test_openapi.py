@@ -105,7 +105,9 @@ def test_the_error_body_is_the_one_the_service_sends(doc):
 
     schema = doc["components"]["schemas"]["ErrorBody"]
     assert schema["required"] == ["error", "detail"]
-    ErrorBody.model_validate({"error": "ValidationError", "detail": [{"field": "query.limit", "message": "too big", "type": "less_than_equal"}]})
+    ErrorBody.model_validate({
+        "error": "ValidationError", "detail": [{"field": "query.limit", "message": "too big", "type": "less_than_equal"}],
+    })
     ErrorBody.model_validate({"error": "Unprocessable", "detail": [{"field": "body.budget", "message": "below the smallest feasible"}]})
     ErrorBody.model_validate({"error": "NotFound", "detail": "no curve 7"})
 

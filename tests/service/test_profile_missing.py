@@ -41,7 +41,9 @@ def tiny_manifest(target: str | None = None) -> dict:
 
 
 def gac(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gac", *args], env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gac", *args], env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+    )
 
 
 def this_fingerprint() -> str:

@@ -27,7 +27,8 @@ def test_platform_by_id_fingerprint_and_prefix(client, ingest_token):
 def test_platform_filters_and_pages(client, ingest_token):
     for i in range(5):
         ingest(client, ingest_token, f.batch(rows=1, plat=f.platform(device_name=f"CPU model {i}")))
-    ingest(client, ingest_token, f.batch(rows=1, plat=f.platform(device_kind="cuda", device_name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")))
+    a100 = f.platform(device_kind="cuda", device_name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
+    ingest(client, ingest_token, f.batch(rows=1, plat=a100))
     assert client.get("/v1/platforms", params={"device_kind": "cuda"}).json()["total"] == 1
     assert client.get("/v1/platforms", params={"name": "a100"}).json()["items"][0]["label"].startswith("NVIDIA A100")
     seen, cursor = [], 0
@@ -89,7 +90,8 @@ def test_curve_combines_repeated_points(client, ingest_token):
 def test_missing_curve_is_404(client, ingest_token):
     b = f.batch(rows=2)
     ingest(client, ingest_token, b)
-    r = client.get(f"/v1/platforms/{b.platform.fingerprint()}/curve", params={"op": "gemm", "dtype": "float32", "axis": "n", "fixed": "m=128,k=256"})
+    query = {"op": "gemm", "dtype": "float32", "axis": "n", "fixed": "m=128,k=256"}
+    r = client.get(f"/v1/platforms/{b.platform.fingerprint()}/curve", params=query)
     assert r.status_code == 404 and "float32" in r.json()["detail"]
     f.refused(client.get("/v1/curves/999999"), 404)
 

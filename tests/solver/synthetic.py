@@ -126,7 +126,9 @@ class CurveSpec:
         return {**dict(self.fixed), self.axis: x}
 
 
-def platform_rows(curves: Iterable[CurveSpec], period: int | None, how: Measure, spikes_per_dim: float = 0.0) -> tuple[list[tuple], dict[tuple, list[int]]]:
+def platform_rows(
+    curves: Iterable[CurveSpec], period: int | None, how: Measure, spikes_per_dim: float = 0.0
+) -> tuple[list[tuple], dict[tuple, list[int]]]:
     """FileLookup rows (op, dtype, shape, axis, median, p10, p90, n) measuring each curve at every
     dim 1..top, and the spike dims planted per curve (keyed by (fixed, axis)). Each curve draws
     its own noise from the seed and its index."""
@@ -157,7 +159,9 @@ def llama_like_shapes(hidden: int = 2048) -> dict[str, tuple[int, int]]:
     }
 
 
-def llama_like_manifest(layers: int, hidden: int = 2048, rho: float = 0.3, seed: int = 0, tokens: int = 512, objective: str | None = None) -> dict:
+def llama_like_manifest(
+    layers: int, hidden: int = 2048, rho: float = 0.3, seed: int = 0, tokens: int = 512, objective: str | None = None
+) -> dict:
     """An ASVD-style low-rank manifest of a Llama-like model: importance-driven, irregular ranks
     (fractional, spread over each weight's whole range), the budget exactly their parameters."""
     rng = np.random.default_rng(seed)

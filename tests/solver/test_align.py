@@ -144,7 +144,8 @@ def test_budget_below_the_frontier_lets_weights_keep_the_compressors_dim(tmp_pat
             rows.append(Measurement(id=uuid.uuid4(), op=Op.gemm, dtype=Dtype.float16, shape=shape, sweep_axis=axis,
                                     median_us=lat, p10_us=lat, p90_us=lat, mean_us=lat, n=5, timer="t"))  # fmt: skip
     path = tmp_path / "plateau.jsonl"
-    path.write_text(Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows).model_dump_json(by_alias=True))
+    batch = Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows)
+    path.write_text(batch.model_dump_json(by_alias=True))
     lookup = FileLookup.from_jsonl(path)
     ws = [
         {"name": "a", "kind": "lowrank", "out_features": 128, "in_features": 64, "dim": 50.3, "importance": 1},
@@ -190,7 +191,8 @@ def _staircase_lookup(tmp_path, period: int = 24) -> FileLookup:
             rows.append(Measurement(id=uuid.uuid4(), op=Op.gemm, dtype=Dtype.float16, shape=shape, sweep_axis=axis,
                                     median_us=lat, p10_us=lat, p90_us=lat, mean_us=lat, n=5, timer="t"))  # fmt: skip
     path = tmp_path / "stair.jsonl"
-    path.write_text(Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows).model_dump_json(by_alias=True))
+    batch = Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows)
+    path.write_text(batch.model_dump_json(by_alias=True))
     return FileLookup.from_jsonl(path)
 
 

@@ -176,14 +176,15 @@ def test_segmentation_is_the_exact_optimum():
     rng = np.random.default_rng(0)
     for seed in range(12):
         xs = list(range(1, 97))
-        pts = measure(staircase(int(rng.choice([8, 24])), 0.1, 0.02), xs, Measure(sample_noise=0.08, seed=seed), spikes=spike_dims(xs, 3, seed))
+        truth = staircase(int(rng.choice([8, 24])), 0.1, 0.02)
+        pts = measure(truth, xs, Measure(sample_noise=0.08, seed=seed), spikes=spike_dims(xs, 3, seed))
         u = np.linspace(0, 1, len(xs))
         y = np.array([p.median_us for p in pts])
         w = 1 / (0.02 * y) ** 2
         penalty = np.where(rng.random(len(xs)) < 0.1, 0.0, 3 * np.log(len(xs)))
         sums = _RunningSums(u, y, w, 16.0)
 
-        def total(runs):  # type: ignore[no-untyped-def]
+        def total(runs, penalty=penalty, sums=sums):  # type: ignore[no-untyped-def]
             return sum((penalty[s] if s else 0.0) + sums.rss(np.array([s]), e)[0] for s, e in runs)
 
         best = np.zeros(len(xs) + 1)

@@ -190,7 +190,8 @@ def test_misspelled_importance_keys_are_named():
     with pytest.raises(ImportErrorDetail, match="'model.layers.0.mpl'"):
         import_width_map(widths, load_json(LLAMA), importance={"model.layers.0.mpl": 1.0})
     # a block may be scored by its own name or by its projections (their mean)
-    m = import_width_map(widths, load_json(LLAMA), importance={"model.layers.0.mlp.gate_proj": 1.0, "model.layers.0.mlp.up_proj": 2.0}).manifest
+    importance = {"model.layers.0.mlp.gate_proj": 1.0, "model.layers.0.mlp.up_proj": 2.0}
+    m = import_width_map(widths, load_json(LLAMA), importance=importance).manifest
     assert m.weights[0].importance == 1.5
 
 
@@ -310,7 +311,8 @@ def test_examples_are_regenerated():
 def test_walkthrough_from_the_shipped_asvd_output(tmp_path):
     """README: gac import asvd examples/llama3-8b-asvd-config.json --importance ... -o m.json && gac align m.json"""
     out = tmp_path / "m.json"
-    res = gac_import("asvd", EXAMPLES / "llama3-8b-asvd-config.json", "--importance", EXAMPLES / "llama3-8b-asvd-importance.json", "-o", out)
+    importance = EXAMPLES / "llama3-8b-asvd-importance.json"
+    res = gac_import("asvd", EXAMPLES / "llama3-8b-asvd-config.json", "--importance", importance, "-o", out)
     assert res.exit_code == 0, res.output
     m = Manifest.model_validate_json(out.read_text())
     cfg = json.loads((EXAMPLES / "llama3-8b-asvd-config.json").read_text())

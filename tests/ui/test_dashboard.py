@@ -58,7 +58,8 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
         "weights": [{"name": "w0", "kind": "linear_out", "out_features": 96, "in_features": 256, "dim": 71.4, "importance": 1.0}],
     }
     manifest["budget"] = {"params": 80 * 256}
-    assert httpx.post(f"{live_service.url}/v1/align", json=manifest, headers=f.auth(live_service.read_token), timeout=120).status_code == 201
+    r = httpx.post(f"{live_service.url}/v1/align", json=manifest, headers=f.auth(live_service.read_token), timeout=120)
+    assert r.status_code == 201
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     problems: list[str] = []
@@ -124,7 +125,8 @@ DIMS = (71.4, 45.2, 30.7, 60.3, 85.5)  # the compressor's (unaligned) dims; impo
 
 def out_weights(dims, out_features: int = 96, first: int = 0) -> list[dict]:  # type: ignore[no-untyped-def]
     return [
-        {"name": f"layers.{first + i}.out", "kind": "linear_out", "out_features": out_features, "in_features": IN, "dim": d, "importance": 1.0 + i}
+        {"name": f"layers.{first + i}.out", "kind": "linear_out", "out_features": out_features, "in_features": IN, "dim": d,
+         "importance": 1.0 + i}
         for i, d in enumerate(dims)
     ]
 
@@ -160,7 +162,8 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     res, lat = stored["result"], stored["result"]["latency"]
     assert res["frontier"] and lat["complete"] and res["objective_kind"] == "frontier"
     # Another weight wider than the platform measured (n <= 96): the prediction lacks points.
-    r = post(align_doc("incomplete-model", [*weights, *out_weights([100.4], out_features=128, first=len(weights))], fp, objective="frontier"))
+    wider = out_weights([100.4], out_features=128, first=len(weights))
+    r = post(align_doc("incomplete-model", [*weights, *wider], fp, objective="frontier"))
     assert r.status_code == 201, r.text
     incomplete = r.json()
     assert not incomplete["result"]["latency"]["complete"] and incomplete["result"]["frontier"]
@@ -193,10 +196,13 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     )
 
     traces = page.evaluate(
-        "() => document.getElementById('frontier-chart').data.map((t) => ({name: t.name, mode: t.mode, x: Array.from(t.x), y: Array.from(t.y)}))"
+        "() => document.getElementById('frontier-chart').data"
+        ".map((t) => ({name: t.name, mode: t.mode, x: Array.from(t.x), y: Array.from(t.y)}))"
     )
     by_name = {t["name"]: t for t in traces}
-    assert set(by_name) == {"frontier", "GAC (chosen)", "importance-only optimum", "round to 8 (nearest)", "unaligned (compressor&#39;s dims)"}
+    assert set(by_name) == {
+        "frontier", "GAC (chosen)", "importance-only optimum", "round to 8 (nearest)", "unaligned (compressor&#39;s dims)",
+    }
     front = sorted(res["frontier"], key=lambda p: (p["latency_us"], p["importance_kept"]))
     assert by_name["frontier"]["mode"] == "lines+markers"
     assert by_name["frontier"]["x"] == [p["latency_us"] for p in front]
@@ -217,7 +223,8 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     nearest_dims = [8 * math.floor(d / 8 + 0.5) for d in DIMS]
     assert nearest["total_params"] == IN * sum(nearest_dims)
     assert point("round to 8 (nearest)") == (nearest["latency_us"], pytest.approx(100 * kept(weights, nearest_dims) / reference, rel=1e-4))
-    assert point("unaligned (compressor&#39;s dims)") == (lat["unaligned_us"], pytest.approx(100 * kept(weights, DIMS) / reference, rel=1e-4))
+    unaligned_share = pytest.approx(100 * kept(weights, DIMS) / reference, rel=1e-4)
+    assert point("unaligned (compressor&#39;s dims)") == (lat["unaligned_us"], unaligned_share)
     assert page.locator("#frontier-chart .legendtext").all_text_contents() == [
         "frontier", "importance-only optimum", "round to 8 (nearest)", "unaligned (compressor's dims)", "GAC (chosen)",
     ]
