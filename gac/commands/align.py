@@ -255,7 +255,8 @@ def align_command(
         min=0.0, max=0.5, help="latency objective: importance it may give up (default 0.005)",
     )] = None,
     window: Annotated[str | None, typer.Option(
-        help="latency objective's candidates: gac (+/- max(16, 5 %) of each dim, default) or paper (also multiples of 8 within +/- 64)",
+        help="latency objective's candidates: gac (+/- max(16, 5 %) of each dim, not below half of it; default) "
+        "or paper (also multiples of 8 within +/- 64)",
     )] = None,
     dtype: Annotated[str | None, typer.Option(help="align for this dtype instead of the manifest's workload dtype")] = None,
     profile_missing: Annotated[bool, typer.Option(

@@ -203,7 +203,7 @@ class Manifest(_Model):
     objective: Literal["importance", "latency", "frontier"] | None = None
     epsilon: Annotated[float | None, Field(default=None, ge=0, le=0.5, allow_inf_nan=False)] = None
     # The latency objective's candidates: "gac" (default) every measured dim within +/- max(16, 5 %)
-    # of the compressor's; "paper" also the multiples of 8 within +/- 64 (the paper's window). Kept
+    # of the compressor's, not below half of it; "paper" also the multiples of 8 within +/- 64 (the paper's window). Kept
     # importance is linear in the dim, a proxy that holds near the compressor's choice: the wider
     # window can trade one weight's rank for another's at little cost in that proxy.
     window: Literal["gac", "paper"] | None = None

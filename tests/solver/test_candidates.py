@@ -190,3 +190,16 @@ def test_union_is_every_value_once_sorted(runs, past_the_line):
         assert candidates.union(runs) == sorted({x for r in runs for x in r})
     finally:
         candidates._LINE_MAX = line
+
+
+def test_a_small_rank_keeps_at_least_half_of_itself():
+    """The +/-16 floor of the window holds a tile edge; below d* it stops at half of d*, so kept
+    importance (linear in the dim) cannot trade a rank of 15 down to 1."""
+    doc = {"model": "m", "budget": {"ratio": 0.3}, "workload": {"tokens": [128]}, "weights": [
+        {"name": "small", "kind": "lowrank", "out_features": 384, "in_features": 384, "dim": 15, "importance": 1.0},
+        {"name": "large", "kind": "lowrank", "out_features": 384, "in_features": 384, "dim": 300, "importance": 1.0},
+    ]}
+    small, large = build_items(Manifest.model_validate(doc))
+    assert small.window(CandidateOptions()) == (8, 31)
+    assert small.window(CandidateOptions(min_keep=0.0)) == (1, 31)
+    assert large.window(CandidateOptions()) == large.window(CandidateOptions(min_keep=0.0)) == (284, 316)
