@@ -29,7 +29,7 @@ from service.limits import BodySizeLimit
 from service.measurements.endpoints import router as measurements_router
 from service.metrics import MetricsMiddleware, metrics_endpoint
 from service.platforms.endpoints import router as platforms_router
-from service.settings import Settings
+from service.settings import Settings, get_settings
 from service.startup import ensure_schema
 from service.ui.endpoints import install_ui
 
@@ -59,7 +59,7 @@ def die_with_parent() -> None:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+    settings = settings or get_settings()
     engine = make_engine(settings.url)
 
     @asynccontextmanager

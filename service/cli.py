@@ -18,10 +18,10 @@ token_app = typer.Typer(no_args_is_help=True, help="API tokens for agents and us
 def _settings():
     from pydantic import ValidationError
 
-    from service.settings import Settings
+    from service.settings import get_settings
 
     try:
-        return Settings()
+        return get_settings()
     except ValidationError as exc:
         for e in exc.errors(include_url=False):
             where = f"GAC_{'_'.join(str(p) for p in e['loc']).upper()}: " if e["loc"] else ""

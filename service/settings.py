@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import os
 import secrets
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 from platformdirs import user_data_dir
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# postgresql:// and postgres:// name the driver SQLAlchemy would pick (psycopg2, not installed): ours is psycopg 3.
+_POSTGRES_SCHEMES = ("postgresql+psycopg://", "postgresql://", "postgres://")
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GAC_", env_file=".env", extra="ignore")
+    # Inputs stay out of error messages: a database URL may hold a password.
+    model_config = SettingsConfigDict(env_prefix="GAC_", env_file=".env", extra="ignore", hide_input_in_errors=True)
 
     # Where the embedded default keeps its database and secret.
     data_dir: Path = Field(default_factory=lambda: Path(user_data_dir("gac", appauthor=False)))
     # Empty means the embedded SQLite file in data_dir; production uses postgresql+psycopg://...
     database_url: str = ""
     # Key of the HMAC that stores API tokens; required on Postgres (shared by every replica).
-    secret_key: str = ""
+    secret_key: SecretStr = SecretStr("")
     # Reads are open unless this is set; then any valid token may read.
     require_read_token: bool = False
     # Migrate the schema at start-up; defaults to on for SQLite, off for Postgres.
@@ -46,9 +50,20 @@ class Settings(BaseSettings):
     job_lease_seconds: int = Field(default=600, ge=5)
     job_max_attempts: int = Field(default=3, ge=1)
 
+    @field_validator("database_url")
+    @classmethod
+    def _a_database_we_speak(cls, url: str) -> str:
+        if not url or url.startswith("sqlite:///"):
+            return url
+        for scheme in _POSTGRES_SCHEMES:
+            if url.startswith(scheme):
+                return "postgresql+psycopg://" + url.removeprefix(scheme)
+        scheme = url.split("://", 1)[0] if "://" in url else "no scheme"  # never the rest: it may hold a password
+        raise ValueError(f"must be sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB, not {scheme}")
+
     @model_validator(mode="after")
     def _postgres_needs_a_secret(self) -> Settings:
-        if self.is_postgres and not self.secret_key:
+        if self.is_postgres and not self.secret_key.get_secret_value():
             raise ValueError(
                 "GAC_SECRET_KEY must be set when GAC_DATABASE_URL is Postgres: every service "
                 "replica must hash tokens with the same key"
@@ -70,8 +85,8 @@ class Settings(BaseSettings):
     @cached_property
     def token_key(self) -> bytes:
         """The HMAC key: the setting, or (embedded default) a key file made on first use."""
-        if self.secret_key:
-            return self.secret_key.encode()
+        if self.secret_key.get_secret_value():
+            return self.secret_key.get_secret_value().encode()
         path = self.data_dir / "secret.key"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,3 +94,19 @@ class Settings(BaseSettings):
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_hex(32))
         return path.read_text().strip().encode()
+
+
+def get_settings(database_url: str | None = None) -> Settings:
+    """The settings of this process's environment (GAC_* variables and .env), read once per
+    environment; database_url: a command's --db, which overrides GAC_DATABASE_URL."""
+    if database_url:
+        return Settings(database_url=database_url)
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("GAC_")))
+    return _settings_for(env, os.getcwd())
+
+
+@cache
+def _settings_for(env: tuple[tuple[str, str], ...], cwd: str) -> Settings:
+    """Keyed by the environment (and the directory .env is read from): a test or a long-lived
+    process that changes them gets settings that match."""
+    return Settings()

@@ -65,3 +65,12 @@ def refused(r: Any, status: int, error: str | None = None) -> dict[str, Any]:
     expected = error or ERRORS.get(status)
     assert expected is None or body["error"] == expected, body
     return body
+
+
+def cli_env(settings: Any, data_dir: Any) -> dict[str, str]:
+    """The environment a `gac` subprocess needs to use these settings' database and key."""
+    import os
+
+    return os.environ | {
+        "GAC_DATABASE_URL": settings.url, "GAC_SECRET_KEY": settings.secret_key.get_secret_value(), "GAC_DATA_DIR": str(data_dir),
+    }

@@ -71,14 +71,14 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool) ->
     from service.align import service
     from service.db import make_engine, make_sessionmaker
     from service.errors import GacError
-    from service.settings import Settings
+    from service.settings import get_settings
     from service.startup import ensure_schema
 
     try:
         manifest = Manifest.model_validate(body)
     except ValidationError as exc:
         raise _validation_exit(exc) from exc
-    settings = Settings(database_url=db) if db else Settings()
+    settings = get_settings(db)
     engine = make_engine(settings.url)
     ensure_schema(engine, settings)
     try:

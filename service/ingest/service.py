@@ -107,10 +107,10 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
 def ingest_local(batch: Batch, database_url: str | None = None) -> BatchReceipt:
     """Ingest straight into the configured (by default embedded) database, for `gac profile`."""
     from service.db import make_engine, make_sessionmaker
-    from service.settings import Settings
+    from service.settings import get_settings
     from service.startup import ensure_schema
 
-    settings = Settings(database_url=database_url) if database_url else Settings()
+    settings = get_settings(database_url)
     engine = make_engine(settings.url)
     try:
         ensure_schema(engine, settings)

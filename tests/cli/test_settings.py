@@ -33,3 +33,31 @@ def test_agent_run_takes_server_and_token_from_the_environment(tmp_path):
     spool = tmp_path / "data" / "spool" / "spool.jsonl"
     records = [json.loads(line) for line in spool.read_text().splitlines()]
     assert records and all(r["server"] == env["GAC_SERVER"] for r in records)
+
+
+def test_database_urls_are_checked_and_postgres_takes_our_driver(tmp_path):
+    """A URL we cannot use is refused at start, naming the setting and only the URL's scheme (the
+    rest may hold a password); postgresql:// would load psycopg2, which is not installed."""
+    import pytest
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    pg = Settings(database_url="postgresql://gac:pw@db:5432/gac", secret_key="k", data_dir=tmp_path)
+    assert pg.url == "postgresql+psycopg://gac:pw@db:5432/gac" and pg.is_postgres
+    assert Settings(database_url="postgres://db/gac", secret_key="k").url == "postgresql+psycopg://db/gac"
+    with pytest.raises(ValidationError) as bad:
+        Settings(database_url="mysql://root:hunter2@db/gac")
+    assert "must be sqlite:///PATH or postgresql+psycopg://" in str(bad.value) and "hunter2" not in str(bad.value)
+    assert "k" not in repr(Settings(database_url="postgres://db/gac", secret_key="k").secret_key)  # SecretStr
+
+
+def test_settings_are_read_once_per_environment(monkeypatch, tmp_path):
+    from service.settings import get_settings
+
+    monkeypatch.setenv("GAC_DATA_DIR", str(tmp_path / "a"))
+    first = get_settings()
+    assert get_settings() is first and first.data_dir == tmp_path / "a"
+    monkeypatch.setenv("GAC_DATA_DIR", str(tmp_path / "b"))
+    assert get_settings().data_dir == tmp_path / "b"
+    assert get_settings("sqlite:///" + str(tmp_path / "x.db")).url.endswith("x.db")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import uuid
@@ -139,7 +138,7 @@ def test_cli_json_is_exactly_the_document(client, settings, ingest_token, tmp_pa
     plat = measured_platform(client, ingest_token)
     path = tmp_path / "m.json"
     path.write_text(json.dumps(manifest(plat.fingerprint())))
-    env = os.environ | {"GAC_DATABASE_URL": settings.url, "GAC_SECRET_KEY": settings.secret_key, "GAC_DATA_DIR": str(tmp_path)}
+    env = f.cli_env(settings, tmp_path)
     out = subprocess.run([sys.executable, "-m", "gac", "align", str(path), "--json", "--out", str(tmp_path / "r.json")],
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

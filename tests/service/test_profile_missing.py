@@ -66,7 +66,7 @@ SERVICE_BACKEND = "postgres" if "postgres" in BACKENDS else BACKENDS[0]
 def test_local_profile_missing_measures_exactly_the_missing_points(app, settings, tmp_path):
     path = tmp_path / "m.json"
     path.write_text(json.dumps(tiny_manifest()))
-    env = os.environ | {"GAC_DATABASE_URL": settings.url, "GAC_SECRET_KEY": settings.secret_key, "GAC_DATA_DIR": str(tmp_path)}
+    env = f.cli_env(settings, tmp_path)
 
     before = gac(["align", str(path), "--json"], env)
     assert before.returncode == 0, before.stderr
@@ -100,7 +100,7 @@ def test_local_profile_missing_measures_exactly_the_missing_points(app, settings
 def test_a_long_profile_is_not_started_unasked(app, settings, tmp_path):
     path = tmp_path / "m.json"
     path.write_text(json.dumps(tiny_manifest()))
-    env = os.environ | {"GAC_DATABASE_URL": settings.url, "GAC_SECRET_KEY": settings.secret_key, "GAC_DATA_DIR": str(tmp_path)}
+    env = f.cli_env(settings, tmp_path)
     # Nothing is measured on this database yet, so the estimate is the time-cap upper bound (minutes).
     out = gac(["align", str(path), "--profile-missing", "--threads", "1"], env)
     assert out.returncode == 2 and "pass --yes" in out.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -94,7 +93,7 @@ def test_token_format_checksum():
 
 @pytest.mark.slow
 def test_cli_prints_the_token_once_and_it_works(client, settings):
-    env = os.environ | {"GAC_DATABASE_URL": settings.url, "GAC_SECRET_KEY": settings.secret_key, "GAC_DATA_DIR": str(settings.data_dir)}
+    env = f.cli_env(settings, settings.data_dir)
     out = subprocess.run(
         [sys.executable, "-m", "gac", "token", "create", "--name", "cli-made", "--scope", "ingest"],
         env=env, capture_output=True, text=True, check=True,
