@@ -411,7 +411,7 @@ def union(runs: Iterable[Sequence[int]]) -> list[int]:
     if top > _LINE_MAX:  # values too large for a line: sort them instead
         spans = [np.arange(a, b) for a, b in zip(starts, stops)]
         return np.unique(np.concatenate([points, *spans])).tolist()
-    depth = np.zeros(top + 1, dtype=np.int64)  # +1 at each interval's start, -1 past its end
+    depth = np.zeros(top + 1, dtype=np.int32)  # +1 at each interval's start, -1 past its end
     np.add.at(depth, np.asarray(starts, dtype=np.int64), 1)
     np.add.at(depth, np.asarray(stops, dtype=np.int64), -1)
     covered = np.cumsum(depth[:top]) > 0
@@ -419,4 +419,4 @@ def union(runs: Iterable[Sequence[int]]) -> list[int]:
     return np.flatnonzero(covered).tolist()
 
 
-_LINE_MAX = 1 << 26  # union(): the largest value marked on a line (64 MB of flags at most)
+_LINE_MAX = 1 << 24  # union(): the largest value marked on a line (its counts take 64 MB at most)
