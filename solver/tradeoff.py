@@ -38,6 +38,7 @@ import numpy as np
 
 from solver.mckp import solve_mckp
 from solver.tradeoff_closing import TooManyStates, beam_point
+from solver.tradeoff_core import Effort
 from solver.tradeoff_dp import WindowSolver, WindowTooLarge
 from solver.tradeoff_fastest import fastest_keeping, fastest_proportional, fastest_unbudgeted
 from solver.tradeoff_optimum import fastest_optimal, importance_optimum
@@ -56,6 +57,7 @@ class ImportanceOutOfReach(ValueError):
 
 
 MAX_STATES = 30_000  # the closing DP gives up here and reports the proven gap instead
+EXACT_SECONDS = 60.0  # fastest() searches this long for a proof the quick searches could not give
 WEIGHT_LIMIT = 1 << 46  # p * (total importance) and q * (total latency), in gcd units, stay below it
 WINDOW_OBJECTIVE_LIMIT = 1 << 52  # a weighted score this large goes to our MCKP solver instead of the window DP
 
@@ -82,9 +84,10 @@ class Tradeoff:
     the frontier is found by the closing DP (tradeoff_fastest.fastest_keeping).
     """
 
-    def __init__(self, items: Sequence[TradeoffItem], budget: int) -> None:
+    def __init__(self, items: Sequence[TradeoffItem], budget: int, exact_seconds: float = EXACT_SECONDS) -> None:
         self.items = list(items)
         self.budget = budget
+        self.exact_seconds = exact_seconds  # fastest()'s exhaustive search when the quick ones prove nothing (0: none)
         self._p = prepare(self.items, budget)
         f = self._p.f
         self._costs = [f.cost[f.span(i)].tolist() for i in range(f.n)]
@@ -244,6 +247,14 @@ class Tradeoff:
             lower = max(math.ceil(bound), math.ceil(self._p.stats.bound - 1e-6))
             if best.latency <= lower:
                 return Fastest(best, best.latency, True)
+            if free.too_large and self.exact_seconds > 0:
+                # Near ties: the quick search ran out of work. Search without it, from below the beam's point.
+                more = fastest_unbudgeted(self._p, need, best.latency - f.base_lat, Effort.exhaustive(self.exact_seconds))
+                if more.exact is not None and more.exact.cost - f.base_cost <= self._p.room:
+                    return Fastest(more.exact, more.exact.latency, True)
+                if more.seen is not None and more.seen.cost - f.base_cost <= self._p.room and better(more.seen, best):
+                    best = more.seen
+                lower = max(lower, min(best.latency, more.above + f.base_lat))
             # Without the budget no choice keeping min_value is faster than free.above, so with it neither.
             # Reaching it proves the latency only, not the tie-break (more importance, fewer params): not optimal.
             return Fastest(best, max(lower, min(best.latency, free.above + f.base_lat)), False)

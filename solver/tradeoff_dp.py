@@ -182,6 +182,8 @@ class WindowSolver:
         # The most latency one choice can have: with self.top it bounds every sum the DPs form (not lat.sum(),
         # which counts every candidate and ruled out the int64 path for thousands of items).
         self.lat_top = int(np.maximum.reduceat(lat, starts[:-1]).sum()) if self.n else 0
+        self.abs_lat_top = int(np.maximum.reduceat(np.abs(lat), starts[:-1]).sum()) if self.n else 0
+        self.abs_cost_top = int(np.maximum.reduceat(np.abs(self.cost), starts[:-1]).sum()) if self.n else 0
         self.grid = 1  # the normalized costs' gcd
 
     def _window(self, lo: int, hi: int) -> tuple[int, int]:
@@ -208,12 +210,13 @@ class WindowSolver:
         return self._lagrange(lo, hi, num, den)
 
     def _lagrange(self, lo: int, hi: int, num: int, den: int) -> _Lagrange:
-        largest = den * int(self.lat.max(initial=0)) + abs(num) * int(self.cost.max(initial=0))
-        if largest * max(1, self.n) < INT64_SAFE:
+        # Every reduced cost, and every sum of one per item, is at most this in size: int64 holds them below INT64_SAFE.
+        largest = den * self.abs_lat_top + abs(num) * self.abs_cost_top
+        safe = largest < INT64_SAFE
+        if safe:
             red = den * self.lat + num * self.cost
         else:
             red = den * self.lat.astype(object) + num * self.cost.astype(object)
-        safe = red.dtype != object and (den * self.lat_top + abs(num) * self.top) < INT64_SAFE
         least = np.minimum.reduceat(red, self.starts[:-1])
         rc = red - least[self.item]
         lbn = int(sum(int(x) for x in least)) + (-num * lo if num <= 0 else -num * hi)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.tradeoff_closing import REL_TOL, bounded_dp
-from solver.tradeoff_core import CoreTooLarge, UnbudgetedSearch
+from solver.tradeoff_core import CoreTooLarge, Effort, UnbudgetedSearch
 from solver.tradeoff_dp import WindowTooLarge
 from solver.tradeoff_dual import Dual, lagrangian_picks
 from solver.tradeoff_problem import Point, Problem, better, is_feasible, to_point
@@ -80,14 +80,16 @@ class Unbudgeted:
     above: int = -1  # offset latency below which no choice keeps need (budget left out): a proven bound
 
 
-def fastest_unbudgeted(p: Problem, need: int, ceiling: int) -> Unbudgeted:
+def fastest_unbudgeted(p: Problem, need: int, ceiling: int, effort: Effort | None = None) -> Unbudgeted:
     """Least latency keeping value >= need with the budget left out (lexicographic ties).
 
     solver.tradeoff_core on the Lagrangian of the importance constraint (a WindowSolver over
     importance instead of cost). The target starts at the bound and doubles its slack up to
     the ceiling, the latency of a choice keeping need, where success is certain; a round that
-    returns a choice above its target still gives a real choice, which lowers the ceiling.
-    When the core DP grows too large (near-tied importance), exact is None.
+    returns a choice above its target still gives a real choice, which lowers the ceiling. Once
+    the doubled slack reaches half the ceiling's, the next round goes to the ceiling itself: a
+    round costs about its slack, so that one ends the search for at most twice the round it replaces.
+    When the core DP outgrows its effort (quick by default; near-tied importance), exact is None.
     """
     f = p.f
     w = p.value_window
@@ -100,7 +102,7 @@ def fastest_unbudgeted(p: Problem, need: int, ceiling: int) -> Unbudgeted:
     bound = lag.bound
     p.stats.bound = float(bound + f.base_lat)
     proven = bound
-    search = UnbudgetedSearch(f.starts, f.item, f.value, f.lat, f.cost, lag.rc, -lag.num, w.scale)
+    search = UnbudgetedSearch(f.starts, f.item, f.value, f.lat, f.cost, lag.rc, -lag.num, w.scale, effort)
     extra = 1  # doubling from one unit: the small rounds cost little, the last one at most twice the gap
     target = min(ceiling, bound)
     seen: Point | None = None
@@ -124,6 +126,8 @@ def fastest_unbudgeted(p: Problem, need: int, ceiling: int) -> Unbudgeted:
             return Unbudgeted(None, seen, above=proven)
         proven = target + 1  # the round saw every choice at or below the target, and none kept need
         target = min(ceiling, bound + extra)
+        if 2 * (target - bound) >= ceiling - bound:
+            target = ceiling
         extra *= 2
 
 

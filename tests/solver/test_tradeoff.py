@@ -269,9 +269,10 @@ def test_near_tied_fastest_matches_brute_force(inst, epsilons):
 
 
 @SETTINGS
-@given(near_tied_instances(), st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4))
-def test_capped_search_reports_an_honest_gap(inst, epsilons):
-    """With every exact DP capped to nothing, the fallback's point is feasible, its bound valid, and a claimed optimum exact."""
+@given(near_tied_instances(), st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4), st.sampled_from([0.0, 1e-9]))
+def test_capped_search_reports_an_honest_gap(inst, epsilons, exact_seconds):
+    """With every exact DP capped to nothing and no time (or none at all) for the exhaustive search, the
+    fallback's point is feasible, its bound valid, and a claimed optimum exact."""
     from unittest import mock
 
     import solver.tradeoff as tt
@@ -280,7 +281,7 @@ def test_capped_search_reports_an_honest_gap(inst, epsilons):
     items, budget = inst
     pts = _all_points(items, budget)
     with mock.patch.object(tc, "CORE_STATES", 1), mock.patch.object(tt, "MAX_STATES", 1):
-        _check_honest(items, budget, pts, epsilons)
+        _check_honest(items, budget, pts, epsilons, exact_seconds)
 
 
 @SETTINGS
@@ -295,12 +296,39 @@ def test_search_out_of_work_keeps_its_proven_rounds(inst, epsilons):
     items, budget = inst
     pts = _all_points(items, budget)
     with mock.patch.object(tc, "WORK_PER_ITEM", 2), mock.patch.object(tc, "WORK_FLOOR", 0), mock.patch.object(tt, "MAX_STATES", 1):
-        _check_honest(items, budget, pts, epsilons)
+        _check_honest(items, budget, pts, epsilons, exact_seconds=0.0)
 
 
-def _check_honest(items, budget, pts, epsilons):
+@SETTINGS
+@given(near_tied_instances(), st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4))
+def test_exhaustive_search_proves_what_the_quick_one_cannot(inst, epsilons):
+    """The quick searches out of work at once: the exhaustive search still ends at the exact optimum wherever
+    the budget does not bind (where it does, the point stays honest)."""
+    from unittest import mock
+
+    import solver.tradeoff as tt
+    import solver.tradeoff_core as tc
+
+    items, budget = inst
+    pts = _all_points(items, budget)
+    free = _all_points(items, 10**9)  # the budget left out
+    with mock.patch.object(tc, "WORK_PER_ITEM", 2), mock.patch.object(tc, "WORK_FLOOR", 0), mock.patch.object(tt, "MAX_STATES", 1):
+        tr = Tradeoff(items, budget)
+        for eps in epsilons:
+            want = tr.value_for(eps)
+            got = tr.fastest(want)
+            best = _best_for(pts, want)
+            assert got.point.value >= want and got.point.cost <= budget
+            assert got.lower_bound <= best[0] <= got.point.latency
+            if _best_for(free, want) == best:  # the budget does not bind: nothing may stop the proof
+                assert got.optimal
+            if got.optimal:
+                assert (got.point.latency, got.point.value, got.point.cost) == best
+
+
+def _check_honest(items, budget, pts, epsilons, exact_seconds):
     """The point keeps what was asked within the budget, its lower bound is valid, and a claimed optimum is exact."""
-    tr = Tradeoff(items, budget)
+    tr = Tradeoff(items, budget, exact_seconds=exact_seconds)
     for eps in epsilons:
         want = tr.value_for(eps)
         got = tr.fastest(want)
