@@ -11,7 +11,9 @@ on 3 sampled frontier points our time for that point (a fresh fastest() call) ag
 (solver.crosscheck.crosscheck_point: min latency s.t. params <= budget and importance >= the
 point's; CP-SAT is the OR-Tools backend that takes both constraints), with the ratio and
 whether both optima are identical. Past a few dozen items CP-SAT proves nothing within its
-limit: then only a faster choice found by CP-SAT would be a disagreement.
+limit: then only a faster choice found by CP-SAT would be a disagreement. --eps-ortools S also
+gives the epsilon point itself to CP-SAT and to SCIP (both constraints, zero gap), S seconds each,
+and prints their status, latency and time beside ours (the near-tied family's worst case).
 A disagreement is printed loudly and the run exits non-zero; so is an epsilon point we could
 not prove, or an importance optimum whose latency among its ties is unproven.
 
@@ -19,6 +21,7 @@ not prove, or an importance optimum whose latency among its ties is unproven.
     .venv/bin/python benchmarks/frontier.py --heavy           # + tight/loose budgets, 70B and 5k sizes
     .venv/bin/python benchmarks/frontier.py --sizes 8B --kinds uniform --budgets tight,loose --seeds 3
     .venv/bin/python benchmarks/frontier.py --sizes 1L --seeds 5 --cpsat-limit 60   # CP-SAT proves these
+    .venv/bin/python benchmarks/frontier.py --kinds near --cpsat-limit 0 --eps-ortools 300   # the epsilon point vs both
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def make_instance(shapes, seed: int, importance: str, period: int = 32, rho: flo
     return items, int(budget)
 
 
-def run_one(items, budget, epsilon: float, cpsat_limit: float) -> dict:
+def run_one(items, budget, epsilon: float, cpsat_limit: float, eps_ortools: float = 0.0) -> dict:
     t0 = time.perf_counter()
     tr = Tradeoff(items, budget)
     t1 = time.perf_counter()
@@ -93,7 +96,12 @@ def run_one(items, budget, epsilon: float, cpsat_limit: float) -> dict:
     spread = max((b - a for a, b in zip(lats, lats[1:])), default=0) / max(1, lats[-1] - lats[0])
     row = {"opt_s": t1 - t0, "eps_s": t2 - t1, "frontier_s": t3 - t2, "points": len(front), "spread": spread, "gap": eps.gap,
            "optimal": eps.optimal, "tie_proven": tr.stats.optimum_tie_proven, "ours_s": [], "cpsat_s": [], "ratio": [],
-           "cpsat": [], "errors": []}
+           "cpsat": [], "errors": [], "eps_ortools": []}
+    for backend in ("cp-sat", "scip") if eps_ortools > 0 else ():
+        ok, theirs, status, secs = crosscheck_point(items, budget, eps.point, time_limit_s=eps_ortools, backend=backend)
+        row["eps_ortools"].append(f"{backend} {status} {theirs} in {secs:.1f} s (ours {eps.point.latency} in {t2 - t1:.2f} s)")
+        if ok is False:
+            row["errors"].append(f"epsilon point: ours {eps.point.latency} (proven {eps.optimal}), {backend} {theirs} ({status})")
     if cpsat_limit > 0:
         for pt in [front[len(front) // 4], front[len(front) // 2], front[(3 * len(front)) // 4]]:
             s0 = time.perf_counter()
@@ -123,6 +131,7 @@ def main() -> int:
     ap.add_argument("--epsilon", type=float, default=0.005)
     ap.add_argument("--cpsat-limit", type=float, default=10.0, help="seconds per CP-SAT point; 0 skips CP-SAT")
     ap.add_argument("--heavy", action="store_true", help="sizes 8B,70B,5k and budgets mid,tight,loose")
+    ap.add_argument("--eps-ortools", type=float, default=0.0, help="seconds for CP-SAT and for SCIP on the epsilon point; 0 skips")
     args = ap.parse_args()
     if args.heavy:
         args.sizes, args.budgets = "8B,70B,5k", "mid,tight,loose"
@@ -134,13 +143,15 @@ def main() -> int:
                 rows = []
                 for seed in range(1, args.seeds + 1):
                     items, budget = make_instance(SIZES[size], seed, kind, budget_kind=bkind)
-                    row = run_one(items, budget, args.epsilon, args.cpsat_limit)
+                    row = run_one(items, budget, args.epsilon, args.cpsat_limit, args.eps_ortools)
                     rows.append(row)
                     print(f"  {size} {kind} {bkind} seed {seed}: optimum {row['opt_s']:.3f} s (tie proven {row['tie_proven']}), "
                           f"eps point {row['eps_s']:.3f} s (optimal={row['optimal']}, gap {row['gap']:.1e}), frontier {row['points']} pts "
                           f"{row['frontier_s']:.2f} s (widest gap {row['spread']:.1%} of the range), "
                           f"sampled points ours {', '.join(f'{s:.3f}' for s in row['ours_s'])} s, "
                           f"CP-SAT {', '.join(f'{s:.2f}' for s in row['cpsat_s'])} s {row['cpsat']}", flush=True)
+                    for line in row["eps_ortools"]:
+                        print(f"    epsilon point: {line}", flush=True)
                     for e in row["errors"]:
                         msg = f"!!! DISAGREEMENT {size} {kind} {bkind} seed {seed}: {e}"
                         print(msg, flush=True)

@@ -168,17 +168,16 @@ def compare(ours_value: int, theirs: CrossCheckResult) -> CrossCheckResult:
     return theirs
 
 
-def crosscheck_point(items, budget: int, point, time_limit_s: float = 60.0, workers: int | None = None):
-    """Re-solve one tradeoff point with CP-SAT: min latency s.t. params <= budget and importance >= point.value.
+def crosscheck_point(items, budget: int, point, time_limit_s: float = 60.0, workers: int | None = None, backend: str = "cp-sat"):
+    """Re-solve one tradeoff point with OR-Tools: min latency s.t. params <= budget and importance >= point.value.
 
-    items are solver.tradeoff.TradeoffItem; point is a tradeoff Point. Returns (agrees,
-    ortools_latency, status, seconds): agrees is True when CP-SAT proves the same least latency,
+    items are solver.tradeoff.TradeoffItem; point is a tradeoff Point (its value and latency are
+    read). backend: "cp-sat" or "scip" (a MIP with both constraints, zero gap). Returns (agrees,
+    ortools_latency, status, seconds): agrees is True when OR-Tools proves the same least latency,
     False when it proves another or finds a faster choice, None when it proved nothing either way.
     Costs and importances are shifted to each item's smallest candidate and divided by their gcds
-    (no optimum changes), so CP-SAT sees small coefficients.
+    (no optimum changes), so the solvers see small coefficients.
     """
-    from ortools.sat.python import cp_model
-
     t0 = time.perf_counter()
     c = [[it.unit * d for d in it.dims] for it in items]
     v = [[it.worth * d for d in it.dims] for it in items]
@@ -191,27 +190,67 @@ def crosscheck_point(items, budget: int, point, time_limit_s: float = 60.0, work
     gv = math.gcd(*[x for r in sv for x in r]) or 1
     room = (budget - sum(c0)) // gc  # floor: the shifted costs are multiples of gc
     need = -(-(point.value - sum(v0)) // gv)  # ceil: the shifted importances are multiples of gv
-    m = cp_model.CpModel()
-    xs = [[m.new_bool_var(f"x{i}_{j}") for j in range(len(r))] for i, r in enumerate(sc)]
-    for row in xs:
-        m.add_exactly_one(row)
-    flat = [x for row in xs for x in row]
-    m.add(cp_model.LinearExpr.weighted_sum(flat, [x // gc for r in sc for x in r]) <= room)
-    m.add(cp_model.LinearExpr.weighted_sum(flat, [x // gv for r in sv for x in r]) >= need)
-    m.minimize(cp_model.LinearExpr.weighted_sum(flat, [x for r in st for x in r]))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit_s
-    if workers is not None:
-        solver.parameters.num_workers = workers
-    code = solver.solve(m)
-    status = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE"}.get(code, "UNKNOWN")
-    latency = None
-    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        latency = sum(t[i][j] for i, row in enumerate(xs) for j, x in enumerate(row) if solver.boolean_value(x))
-    if code == cp_model.OPTIMAL:
+    model = ([[x // gc for x in r] for r in sc], room, [[x // gv for x in r] for r in sv], need, st)
+    if backend == "cp-sat":
+        status, choice = _cpsat_point(*model, time_limit_s, workers)
+    elif backend == "scip":
+        status, choice = _scip_point(*model, time_limit_s)
+    else:
+        raise ValueError(f"unknown OR-Tools backend {backend!r} (one of {BACKENDS})")
+    latency = None if choice is None else sum(t[i][j] for i, j in enumerate(choice))
+    if status == "OPTIMAL":
         agrees: bool | None = latency == point.latency
     elif latency is not None and latency < point.latency:
         agrees = False  # a faster feasible choice: ours was not the least
     else:
         agrees = None
     return agrees, latency, status, time.perf_counter() - t0
+
+
+def _cpsat_point(cost, room, value, need, lat, time_limit_s: float, workers: int | None) -> tuple[str, list[int] | None]:
+    """min sum lat s.t. sum cost <= room, sum value >= need, one per item, with CP-SAT: (status, choice)."""
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    xs = [[m.new_bool_var(f"x{i}_{j}") for j in range(len(r))] for i, r in enumerate(cost)]
+    for row in xs:
+        m.add_exactly_one(row)
+    flat = [x for row in xs for x in row]
+    m.add(cp_model.LinearExpr.weighted_sum(flat, [x for r in cost for x in r]) <= room)
+    m.add(cp_model.LinearExpr.weighted_sum(flat, [x for r in value for x in r]) >= need)
+    m.minimize(cp_model.LinearExpr.weighted_sum(flat, [x for r in lat for x in r]))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit_s
+    if workers is not None:
+        solver.parameters.num_workers = workers
+    code = solver.solve(m)
+    status = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE"}.get(code, "UNKNOWN")
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return status, None
+    return status, [next(j for j, x in enumerate(row) if solver.boolean_value(x)) for row in xs]
+
+
+def _scip_point(cost, room, value, need, lat, time_limit_s: float) -> tuple[str, list[int] | None]:
+    """The same model as _cpsat_point as a MIP for SCIP, with zero relative and absolute gap: (status, choice)."""
+    from ortools.linear_solver import pywraplp
+
+    solver = pywraplp.Solver.CreateSolver("SCIP")
+    if solver is None:
+        return "UNAVAILABLE", None
+    xs = [[solver.BoolVar(f"x{i}_{j}") for j in range(len(r))] for i, r in enumerate(cost)]
+    for row in xs:
+        solver.Add(solver.Sum(row) == 1)
+    pairs = list(zip(cost, value, lat, xs))
+    solver.Add(solver.Sum([cj * x for rc, _, _, rx in pairs for cj, x in zip(rc, rx) if cj]) <= room)
+    solver.Add(solver.Sum([vj * x for _, rv, _, rx in pairs for vj, x in zip(rv, rx) if vj]) >= need)
+    solver.Minimize(solver.Sum([tj * x for _, _, rt, rx in pairs for tj, x in zip(rt, rx) if tj]))
+    solver.SetTimeLimit(int(time_limit_s * 1000))
+    solver.SetSolverSpecificParametersAsString("limits/gap = 0\nlimits/absgap = 0\n")
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 0.0)
+    code = solver.Solve(params)
+    status = {pywraplp.Solver.OPTIMAL: "OPTIMAL", pywraplp.Solver.FEASIBLE: "FEASIBLE", pywraplp.Solver.INFEASIBLE: "INFEASIBLE"}.get(
+        code, "UNKNOWN")
+    if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return status, None
+    return status, [max(range(len(row)), key=lambda j: row[j].solution_value()) for row in xs]

@@ -137,14 +137,15 @@ def _sample_instance(seed):
     return items, budget
 
 
+@pytest.mark.parametrize("backend", ["cp-sat", "scip"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_sampled_frontier_points_agree_with_cpsat(seed):
+def test_sampled_frontier_points_agree_with_ortools(seed, backend):
     pytest.importorskip("ortools")
     items, budget = _sample_instance(seed)
     tr = Tradeoff(items, budget)
     front = tr.frontier(points=20)
     for pt in [front[0], front[len(front) // 2], front[-1]]:
-        agrees, theirs, status, _ = crosscheck_point(items, budget, pt, time_limit_s=30.0, workers=1)
+        agrees, theirs, status, _ = crosscheck_point(items, budget, pt, time_limit_s=30.0, workers=1, backend=backend)
         assert status == "OPTIMAL", status
         assert agrees, (pt.latency, theirs)
 
