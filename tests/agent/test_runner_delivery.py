@@ -22,7 +22,7 @@ from profiler_agent.delivery import (
     read_document,
 )
 from profiler_agent.platform import detect_platform
-from profiler_agent.runner import run_plan, values_to_refine
+from profiler_agent.runner import PlanRunner, run_plan, values_to_refine
 from profiler_agent.timing import CpuTimer
 
 TINY = """
@@ -60,6 +60,25 @@ def test_run_plan_emits_one_measurement_per_point(timer):
     assert {(m.op.value, m.dtype.value, m.x) for m in seen} == {
         (p.op.value, p.dtype.value, p.shape[p.axis]) for p in plan.points()
     }
+
+
+def test_points_are_timed_in_a_shuffled_order_each_once(timer):
+    """A noisy spell must not land on a run of neighbouring dims: the order is shuffled (seeded), never the set."""
+    plan = loads_plan("""
+name: order
+timing: {time_cap_ms: 2, warmup_ms: 0, min_samples: 10, max_samples: 10}
+sweeps:
+  - {op: gemv, dtypes: [float32], axis: k, fixed: {n: 8}, values: {start: 8, stop: 40, step: 1}}
+""")
+    in_plan = [p.shape[p.axis] for p in plan.points()]
+
+    def order(seed):
+        return [m.x for m in PlanRunner(timer, "cpu", shuffle_seed=seed).run(plan).measurements]
+
+    shuffled = order(0)
+    assert sorted(shuffled) == sorted(in_plan) and shuffled != in_plan
+    assert order(0) == shuffled  # seeded: a run can be repeated
+    assert order(None) == in_plan
 
 
 def test_failed_point_is_reported_not_raised(timer):
