@@ -56,8 +56,8 @@ So the quick search stops on work (WORK_PER_ITEM per item over all rounds), not 
 When it stops, solver.tradeoff runs it again exhaustively (Effort.exhaustive): no work cap, a
 time limit, and memory caps (states per item, states kept for the trace-back), from the beam's
 point down. It is exact, for the price of a subset sum: the 8B family above, seed 1, optimum at
-bound + 164, proven in about 21 s on a 2-core EPYC (158k states at most, 0.6 GB); SCIP and CP-SAT,
-given both constraints and 300 s each, proved nothing and ended 33 and 323 units above it. Two
+bound + 164, proven in 17-25 s on a 2-core EPYC (over 160k states, about 0.5 GB); SCIP and CP-SAT,
+given both constraints and 300 s each, proved nothing and ended 31 and 322 units above it. Two
 things made it affordable: the states' Pareto filter merges the expansions' sorted runs with a
 stable argsort instead of sorting three keys (16.5 s -> 8.9 s for the round at bound + 128), and
 a round whose doubled slack reaches half the ceiling's goes to the ceiling at once.
