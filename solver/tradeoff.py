@@ -247,6 +247,7 @@ class Tradeoff:
             lower = max(math.ceil(bound), math.ceil(self._p.stats.bound - 1e-6))
             if best.latency <= lower:
                 return Fastest(best, best.latency, True)
+            above = free.above
             if free.too_large and self.exact_seconds > 0:
                 # Near ties: the quick search ran out of work. Search without it, from below the beam's point.
                 more = fastest_unbudgeted(self._p, need, best.latency - f.base_lat, Effort.exhaustive(self.exact_seconds))
@@ -254,10 +255,10 @@ class Tradeoff:
                     return Fastest(more.exact, more.exact.latency, True)
                 if more.seen is not None and more.seen.cost - f.base_cost <= self._p.room and better(more.seen, best):
                     best = more.seen
-                lower = max(lower, min(best.latency, more.above + f.base_lat))
-            # Without the budget no choice keeping min_value is faster than free.above, so with it neither.
+                above = max(above, more.above)
+            # Without the budget no choice keeping min_value is faster than `above`, so with it neither.
             # Reaching it proves the latency only, not the tie-break (more importance, fewer params): not optimal.
-            return Fastest(best, max(lower, min(best.latency, free.above + f.base_lat)), False)
+            return Fastest(best, max(lower, min(best.latency, above + f.base_lat)), False)
         return Fastest(pt, pt.latency, True)
 
     def fastest_within(self, epsilon: float) -> Fastest:

@@ -182,8 +182,6 @@ class WindowSolver:
         # The most latency one choice can have: with self.top it bounds every sum the DPs form (not lat.sum(),
         # which counts every candidate and ruled out the int64 path for thousands of items).
         self.lat_top = int(np.maximum.reduceat(lat, starts[:-1]).sum()) if self.n else 0
-        self.abs_lat_top = int(np.maximum.reduceat(np.abs(lat), starts[:-1]).sum()) if self.n else 0
-        self.abs_cost_top = int(np.maximum.reduceat(np.abs(self.cost), starts[:-1]).sum()) if self.n else 0
         self.grid = 1  # the normalized costs' gcd
 
     def _window(self, lo: int, hi: int) -> tuple[int, int]:
@@ -210,8 +208,8 @@ class WindowSolver:
         return self._lagrange(lo, hi, num, den)
 
     def _lagrange(self, lo: int, hi: int, num: int, den: int) -> _Lagrange:
-        # Every reduced cost, and every sum of one per item, is at most this in size: int64 holds them below INT64_SAFE.
-        largest = den * self.abs_lat_top + abs(num) * self.abs_cost_top
+        # Costs and latencies are non-negative: every reduced cost, and every sum of one per item, is at most this.
+        largest = den * self.lat_top + abs(num) * self.top
         safe = largest < INT64_SAFE
         if safe:
             red = den * self.lat + num * self.cost

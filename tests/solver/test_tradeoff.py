@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 
 from solver.crosscheck import crosscheck_point
 from solver.mckp import InfeasibleBudget
-from solver.tradeoff import ImportanceOutOfReach, Tradeoff, TradeoffItem
+from solver.tradeoff import EXACT_SECONDS, ImportanceOutOfReach, Tradeoff, TradeoffItem
 
 
 def _all_points(items, budget):
@@ -274,8 +276,6 @@ def test_near_tied_fastest_matches_brute_force(inst, epsilons):
 def test_capped_search_reports_an_honest_gap(inst, epsilons, exact_seconds):
     """With every exact DP capped to nothing and no time (or none at all) for the exhaustive search, the
     fallback's point is feasible, its bound valid, and a claimed optimum exact."""
-    from unittest import mock
-
     import solver.tradeoff as tt
     import solver.tradeoff_core as tc
 
@@ -289,15 +289,9 @@ def test_capped_search_reports_an_honest_gap(inst, epsilons, exact_seconds):
 @given(near_tied_instances(), st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4))
 def test_search_out_of_work_keeps_its_proven_rounds(inst, epsilons):
     """The unbudgeted search stops mid-way (a tiny work budget): the rounds it finished raise the bound, validly."""
-    from unittest import mock
-
-    import solver.tradeoff as tt
-    import solver.tradeoff_core as tc
-
     items, budget = inst
-    pts = _all_points(items, budget)
-    with mock.patch.object(tc, "WORK_PER_ITEM", 2), mock.patch.object(tc, "WORK_FLOOR", 0), mock.patch.object(tt, "MAX_STATES", 1):
-        _check_honest(items, budget, pts, epsilons, exact_seconds=0.0)
+    with _quick_searches_out_of_work():
+        _check_honest(items, budget, _all_points(items, budget), epsilons, exact_seconds=0.0)
 
 
 @SETTINGS
@@ -305,30 +299,28 @@ def test_search_out_of_work_keeps_its_proven_rounds(inst, epsilons):
 def test_exhaustive_search_proves_what_the_quick_one_cannot(inst, epsilons):
     """The quick searches out of work at once: the exhaustive search still ends at the exact optimum wherever
     the budget does not bind (where it does, the point stays honest)."""
-    from unittest import mock
+    items, budget = inst
+    with _quick_searches_out_of_work():
+        _check_honest(items, budget, _all_points(items, budget), epsilons, exact_seconds=EXACT_SECONDS,
+                      unbudgeted=_all_points(items, 10**9))
 
+
+@contextmanager
+def _quick_searches_out_of_work():
+    """The quick unbudgeted search with (almost) no work and the closing DP with one state: both give up at once."""
     import solver.tradeoff as tt
     import solver.tradeoff_core as tc
 
-    items, budget = inst
-    pts = _all_points(items, budget)
-    free = _all_points(items, 10**9)  # the budget left out
     with mock.patch.object(tc, "WORK_PER_ITEM", 2), mock.patch.object(tc, "WORK_FLOOR", 0), mock.patch.object(tt, "MAX_STATES", 1):
-        tr = Tradeoff(items, budget)
-        for eps in epsilons:
-            want = tr.value_for(eps)
-            got = tr.fastest(want)
-            best = _best_for(pts, want)
-            assert got.point.value >= want and got.point.cost <= budget
-            assert got.lower_bound <= best[0] <= got.point.latency
-            if _best_for(free, want) == best:  # the budget does not bind: nothing may stop the proof
-                assert got.optimal
-            if got.optimal:
-                assert (got.point.latency, got.point.value, got.point.cost) == best
+        yield
 
 
-def _check_honest(items, budget, pts, epsilons, exact_seconds):
-    """The point keeps what was asked within the budget, its lower bound is valid, and a claimed optimum is exact."""
+def _check_honest(items, budget, pts, epsilons, exact_seconds, unbudgeted=None):
+    """The point keeps what was asked within the budget, its lower bound is valid, and a claimed optimum is exact.
+
+    unbudgeted: every choice with the budget left out; where its best is the budgeted best (the budget does
+    not bind), the point must be proven optimal.
+    """
     tr = Tradeoff(items, budget, exact_seconds=exact_seconds)
     for eps in epsilons:
         want = tr.value_for(eps)
@@ -336,5 +328,7 @@ def _check_honest(items, budget, pts, epsilons, exact_seconds):
         best = _best_for(pts, want)
         assert got.point.value >= want and got.point.cost <= budget
         assert got.lower_bound <= best[0] <= got.point.latency
+        if unbudgeted is not None and _best_for(unbudgeted, want) == best:
+            assert got.optimal
         if got.optimal:
             assert (got.point.latency, got.point.value, got.point.cost) == best
