@@ -8,7 +8,7 @@ multiples of 8 against the others: a comb (multiples fast, every other width slo
 lower median at n % 8 == 0 with small ranges; placement effects show as a wide range between
 allocations of one width.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gemm_comb.py [--widths 1903 1904 ...] [--m 128 --k 1024]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gemm_comb.py [--widths 1903 1904 ...] [--m 128 --k 1024] [--dtype bfloat16]
 """
 
 from __future__ import annotations
@@ -29,17 +29,19 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=1024)
     ap.add_argument("--allocations", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     ap.add_argument("--reps", type=int, default=7, help="timed calls per (width, allocation) and round; their median counts")
     args = ap.parse_args()
     torch.set_num_threads(1)
     rng = random.Random(0)
-    x = torch.randn(args.m, args.k)
+    dtype = getattr(torch, args.dtype)
+    x = torch.randn(args.m, args.k, dtype=dtype)
     weights = {}
     spacers = []  # kept alive so that each weight is a separate allocation at another place
     for n in args.widths:
         for a in range(args.allocations):
             spacers.append(torch.empty(rng.randint(1, 5000)))
-            weights[(n, a)] = torch.randn(n, args.k)
+            weights[(n, a)] = torch.randn(n, args.k, dtype=dtype)
     times: dict[tuple[int, int], list[float]] = {key: [] for key in weights}
     keys = list(weights)
     for _ in range(args.rounds):
@@ -53,7 +55,7 @@ def main() -> None:
                 F.linear(x, w)
                 calls.append(time.perf_counter() - t0)
             times[key].append(statistics.median(calls) * 1e3)
-    print(f"F.linear(x[{args.m},{args.k}], W[n,{args.k}]), float32, 1 thread; ms, median of {args.reps} calls per round")
+    print(f"F.linear(x[{args.m},{args.k}], W[n,{args.k}]), {args.dtype}, 1 thread; ms, median of {args.reps} calls per round")
     medians = {}
     for n in args.widths:
         per = [statistics.median(times[(n, a)]) for a in range(args.allocations)]

@@ -9,7 +9,10 @@ noise invents cliffs (and hides real ones). The model instead
    the curve's typical point's and its own point-to-point jitter (medians that drift more
    than their spread admits);
 2. looks for a period first: the m (any m >= 2, not only powers of two) whose "jump right
-   after each multiple" sawtooth the curve follows, pooling the evidence of all its steps;
+   after each multiple" sawtooth, or whose comb (multiples alone faster or slower: a CPU GEMM
+   whose width is a multiple of the vector length), the curve follows, pooling the evidence of
+   all its steps or teeth; a comb's factor is pooled over its teeth and divided out before the
+   rest, so no tooth's estimate rests on its one noisy measurement;
 3. cuts the curve into runs where a jump in EITHER direction beats the noise (optimal
    partitioning: a penalty per run, none right after a multiple of a found period; each run
    flat, or a line when its slope is significant);
@@ -129,6 +132,7 @@ class CurveModel:
     # differ by slope * dx, with noise slope_se * dx; estimates of different runs are independent.
     run: dict[int, int] = field(default_factory=dict)
     slope_se: dict[int, float] = field(default_factory=dict)
+    comb: Comb | None = None  # the comb the curve shows, if any (its teeth are runs of their own)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,16 +160,18 @@ def curve_jitter(medians: np.ndarray) -> float:
     return min([*lags, mad(np.diff(logs, 2)) / math.sqrt(6)])
 
 
-def point_sigmas(pts: Sequence[Point], opts: CliffOptions) -> tuple[np.ndarray, np.ndarray]:
+def point_sigmas(pts: Sequence[Point], opts: CliffOptions, comb: Comb | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each median's noise (us): its own standard error, at least the curve's typical point's
-    and the curve's jitter. Returned twice: relative to the local level (while deciding what is
-    noise) and relative to the point's own median (for a dim found to stand alone)."""
+    and the curve's jitter (of the comb-free curve, where there is a comb: its teeth are no
+    jitter). Returned twice: relative to the local level (while deciding what is noise) and
+    relative to the point's own median (for a dim found to stand alone)."""
     y = np.array([p.median_us for p in pts])
     own = np.array([p.median_sigma() for p in pts])
     # One point's p10..p90 from a few samples is itself noisy: a point may not claim less
     # noise than the curve's typical point, or a lucky narrow spread makes it an "outlier".
     typical = float(np.median(own / y))
-    floor_rel = max(curve_jitter(y), typical, opts.min_sigma_rel)
+    plain = y / comb.factor(np.array([p.x for p in pts])) if comb is not None else y
+    floor_rel = max(curve_jitter(plain), typical, opts.min_sigma_rel)
     # Relative to the local level, not the point's own median: else a low outlier would get a
     # smaller sigma and look even more significant. A real dip, though, runs its own kernel.
     return np.maximum(own, floor_rel * local_level(y)), np.maximum(own, floor_rel * y)
@@ -238,25 +244,36 @@ def segment(u: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: np.ndarray, sl
     return runs[::-1]
 
 
-def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> tuple[int, float] | None:
-    """The m whose "jump right after each multiple of m" pattern the curve follows beyond a smooth
-    trend, and the pattern's significance (t); None when no m stands out.
+@dataclass(frozen=True)
+class Pattern:
+    """A periodic structure beyond the trend: "steps" (a jump right after each multiple of m, a
+    staircase) or "comb" (multiples of m alone faster, or slower, than the dims around them)."""
 
-    In log latency a staircase is a trend minus J * ((x - 1) mod m) / m. Each m's sawtooth is
-    regressed, after removing a trend, against the curve; the evidence of all the curve's steps
-    adds up, so steps too small to see one by one (2 sigma) are found together. The trend is
-    piecewise quadratic, each piece PERIODS_PER_PIECE periods of m long at least: one quadratic
-    over a long curve (a GEMM from 1 to 2048: launch-bound, then linear) leaves a misfit that
-    drowns the sawtooth.
+    kind: str
+    m: int
+    t: float  # its significance, in noise units of the scatter left around it
+
+
+def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> Pattern | None:
+    """The periodic pattern the curve follows beyond a smooth trend; None when no m stands out.
+
+    In log latency a staircase is a trend minus J * ((x - 1) mod m) / m (a sawtooth), a comb a
+    trend minus C * [x mod m == 0]. Each m's sawtooth and comb is regressed, after removing a
+    trend, against the curve; the evidence of all the curve's steps (or teeth) adds up, so steps
+    too small to see one by one (2 sigma) are found together. The trend is piecewise quadratic,
+    each piece PERIODS_PER_PIECE periods of m long at least: one quadratic over a long curve (a
+    GEMM from 1 to 2048: launch-bound, then linear) leaves a misfit that drowns the pattern. For
+    m = 2 the two templates are one; the comb's reading (pool each class) is kept on ties.
     """
     xs = x.astype(int)
     if len(xs) < MIN_POINTS:
         return None
 
     def testable(m: int) -> bool:
-        return bool(np.count_nonzero(xs % m == 0) >= opts.pattern_multiples)
+        multiples = int(np.count_nonzero(xs % m == 0))
+        return opts.pattern_multiples <= multiples < len(xs)
 
-    def best_of(ms: list[int]) -> tuple[float, int] | None:
+    def best_of(ms: list[int]) -> Pattern | None:
         span = float(x[-1] - x[0] + 1)
         groups: dict[int, list[int]] = {}
         for m in ms:  # the finest trend (pieces a power of two) that leaves each piece 8 periods
@@ -264,22 +281,68 @@ def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpti
             while span / (2 * pieces) >= PERIODS_PER_PIECE * m:
                 pieces *= 2
             groups.setdefault(pieces, []).append(m)
-        found = [_best_sawtooth(xs, x, y, sigma, pieces, np.array(group)) for pieces, group in sorted(groups.items())]
-        return max((f for f in found if f is not None), default=None)
+        found = [p for pieces, group in sorted(groups.items()) for p in _best_templates(xs, x, y, sigma, pieces, np.array(group))]
+        return max(found, key=lambda p: (p.t, p.kind == "comb"), default=None)
 
-    # The best m must beat the chance maximum of all the m's tried; a period seen elsewhere is
-    # one hypothesis (per period offered), so a weaker pattern confirms it.
+    # The best must beat the chance maximum of all the templates tried; a period seen elsewhere
+    # is one hypothesis (per period offered), so a weaker pattern confirms it.
     for ms, z_min in (
         ([m for m in range(2, int(xs[-1]) // opts.pattern_multiples + 1) if testable(m)], opts.z),
         ([m for m in sorted(set(opts.periods)) if m >= 2 and testable(m)], opts.prior_z),
     ):
         best = best_of(ms) if ms else None
-        if best is not None and best[0] >= max(z_min, -NormalDist().inv_cdf(0.001 / len(ms))):
-            return best[1], best[0]
+        if best is not None and best.t >= max(z_min, -NormalDist().inv_cdf(0.001 / (2 * len(ms)))):
+            return best
     return None
 
 
 PERIODS_PER_PIECE = 8
+COMB_TEETH = 4  # a comb needs this many measured multiples with measured neighbours
+COMB_SCATTER = 2.0  # ... whose offsets scatter around one factor by at most this many sigmas
+
+
+@dataclass(frozen=True)
+class Comb:
+    """Multiples of m run another kernel: their latency is the trend's times exp(log_offset)."""
+
+    m: int
+    log_offset: float  # < 0: multiples are faster than the dims around them
+    se: float  # its standard error
+
+    def factor(self, x: np.ndarray) -> np.ndarray:
+        """Per dim, latency over the trend's: exp(log_offset) on the teeth, 1 elsewhere."""
+        return np.where(x.astype(int) % self.m == 0, math.exp(self.log_offset), 1.0)
+
+
+def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Comb | None:
+    """The comb's offset, pooled over every tooth: each multiple's log latency against the line
+    through its nearest measured non-multiples (within m dims on both sides), so a trend cancels;
+    the median of those differences, robust to a tooth that is a spike of its own. None when the
+    teeth are too few, or scatter around one factor by clearly more than their noise (then they
+    are not one kernel's speed-up, and each tooth stands for itself)."""
+    xs = x.astype(int)
+    logs = np.log(y)
+    plain = np.flatnonzero(xs % m != 0)
+    diffs, noise = [], []
+    for i in np.flatnonzero(xs % m == 0):
+        k = int(np.searchsorted(xs[plain], xs[i]))
+        if k == 0 or k == len(plain):
+            continue
+        lo, hi = plain[k - 1], plain[k]
+        if xs[i] - xs[lo] > m or xs[hi] - xs[i] > m:
+            continue
+        w = (xs[i] - xs[lo]) / (xs[hi] - xs[lo])
+        diffs.append(logs[i] - ((1 - w) * logs[lo] + w * logs[hi]))
+        noise.append(math.sqrt(rel_sigma[i] ** 2 + ((1 - w) * rel_sigma[lo]) ** 2 + (w * rel_sigma[hi]) ** 2))
+    if len(diffs) < COMB_TEETH:
+        return None
+    d = np.array(diffs)
+    offset = float(np.median(d))
+    z = (d - offset) / np.array(noise)
+    if _MAD_TO_SIGMA * float(np.median(np.abs(z))) > COMB_SCATTER:
+        return None
+    spread = _MAD_TO_SIGMA * float(np.median(np.abs(d - offset)))
+    return Comb(m, offset, _MEDIAN_SE * spread / math.sqrt(len(d)))
 
 
 def _runs(labels: np.ndarray) -> list[tuple[int, int]]:
@@ -288,11 +351,12 @@ def _runs(labels: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def _best_sawtooth(
+def _best_templates(
     xs: np.ndarray, x: np.ndarray, y: np.ndarray, sigma: np.ndarray, pieces: int, ms: np.ndarray
-) -> tuple[float, int] | None:
-    """(t, m) of the m in ms whose sawtooth best explains log latency beyond a trend that is one
-    quadratic per piece (pieces of equal span)."""
+) -> list[Pattern]:
+    """The best sawtooth and the best comb among the m in ms, as explanations of log latency beyond
+    a trend that is one quadratic per piece (pieces of equal span). A comb may point either way
+    (multiples faster or slower); a staircase only jumps up after its multiples."""
     sw = y / sigma  # sqrt of the weights in log space (relative sigma)
     span = float(x[-1] - x[0] + 1)
     piece = np.minimum(((x - x[0]) * pieces / span).astype(int), pieces - 1)
@@ -313,21 +377,27 @@ def _best_sawtooth(
     scale = _MAD_TO_SIGMA * float(np.median(np.abs(resid - np.median(resid))))
     resid = np.clip(resid, -4 * scale, 4 * scale)  # lone spikes must not vote
 
-    def sawtooth(m: np.ndarray) -> np.ndarray:  # one detrended column per m
-        return detrend(-((xs[:, None] - 1) % m[None, :]) / m[None, :])
-
-    t = np.full(len(ms), -np.inf)
-    for block in np.array_split(np.arange(len(ms)), max(1, len(ms) // 64)):  # bounded memory
-        saws = sawtooth(ms[block])
-        norms = np.sqrt((saws * saws).sum(axis=0))
-        t[block] = np.where(norms > 1e-9, saws.T @ resid / np.where(norms > 1e-9, norms, 1.0), -np.inf)
-    k = int(np.argmax(t))
-    if not np.isfinite(t[k]):
-        return None
-    # Medians that scatter more than their sigma inflate every t alike: judge the best by the scatter.
-    saw = sawtooth(ms[k:k + 1])[:, 0]
-    left = resid - saw * (saw @ resid) / (saw @ saw)
-    return float(t[k]) / max(1.0, _MAD_TO_SIGMA * float(np.median(np.abs(left - np.median(left))))), int(ms[k])
+    templates = {
+        "steps": lambda m: -((xs[:, None] - 1) % m[None, :]) / m[None, :],
+        "comb": lambda m: -(xs[:, None] % m[None, :] == 0).astype(float),
+    }
+    found = []
+    for kind, template in templates.items():
+        t = np.full(len(ms), -np.inf)
+        for block in np.array_split(np.arange(len(ms)), max(1, len(ms) // 64)):  # bounded memory
+            cols = detrend(template(ms[block]))
+            norms = np.sqrt((cols * cols).sum(axis=0))
+            t[block] = np.where(norms > 1e-9, cols.T @ resid / np.where(norms > 1e-9, norms, 1.0), -np.inf)
+        if kind == "comb":  # either way, but a few lone dims must not pass for one
+            t = np.where((xs[:, None] % ms[None, :] == 0).sum(axis=0) >= COMB_TEETH, np.abs(t), -np.inf)
+        k = int(np.argmax(t))
+        if not np.isfinite(t[k]):
+            continue
+        # Medians that scatter more than their sigma inflate every t alike: judge the best by the scatter.
+        col = detrend(template(ms[k:k + 1]))[:, 0]
+        left = resid - col * (col @ resid) / (col @ col)
+        found.append(Pattern(kind, int(ms[k]), float(t[k]) / max(1.0, _MAD_TO_SIGMA * float(np.median(np.abs(left - np.median(left)))))))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,20 +498,58 @@ def rejoin_runs(runs: list[tuple[np.ndarray, bool]], u, y, w, penalty: np.ndarra
     return out
 
 
-def fit_runs(x: np.ndarray, y: np.ndarray, u: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> list[_Fit]:
-    """Segment the curve, split off lone dims, rejoin what they cut, and fit each run robustly."""
+def fit_runs(x: np.ndarray, y: np.ndarray, u: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> tuple[list[_Fit], Comb | None]:
+    """Segment the curve, split off lone dims, rejoin what they cut, and fit each run robustly.
+
+    Where the data show a comb, its teeth are first brought to the trend (divided by the comb's
+    pooled factor), so each tooth's estimate leans on its run and on every other tooth instead
+    of on its one noisy measurement; the fits are of that comb-free curve."""
     w = 1.0 / sigma**2
-    # Runs cost a penalty each; where the data show a period, a run starting right after a
-    # multiple of it is cheap, so noise cannot shift a step by a dim or hide a small one.
+    # Runs cost a penalty each; where the data show a staircase, a run starting right after a
+    # multiple of its period is cheap, so noise cannot shift a step by a dim or hide a small one.
     beta = opts.penalty if opts.penalty is not None else 3.0 * math.log(max(len(x), 3))
     penalty = np.full(len(x), beta)
     pattern = step_period(x, y, sigma, opts)
-    if pattern is not None:
-        cell = (x.astype(int) - 1) // pattern[0]
+    comb = fit_comb(x, y, sigma / y, pattern.m) if pattern is not None and pattern.kind == "comb" else None
+    if pattern is not None and pattern.kind == "steps":
+        cell = (x.astype(int) - 1) // pattern.m
         penalty[1:][cell[1:] != cell[:-1]] = opts.grid_penalty * beta
+    runs, cost = _runs_and_cost(u, y, w, penalty, opts)
+    if comb is not None:  # the comb must pay for itself (as a slope does): else it is not there
+        factor = comb.factor(x)
+        y, w = y / factor, w * factor**2
+        comb_runs, comb_cost = _runs_and_cost(u, y, w, penalty, opts)
+        if comb_cost + opts.slope_z**2 < cost:
+            runs = comb_runs
+        else:
+            comb, y, w = None, y * factor, w / factor**2
+    return [robust_fit(u, y, w, idx, opts.slope_z) for idx in runs], comb
+
+
+def _runs_and_cost(u: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: np.ndarray, opts: CliffOptions) -> tuple[list[np.ndarray], float]:
+    """The runs (segmented, lone dims split off, rejoined) and what they cost: chi^2 plus a penalty per run."""
     runs = [np.arange(s, e) for s, e in segment(u, y - np.median(y), w, penalty, opts.slope_z**2)]
     runs = rejoin_runs(split_lone_dims(runs, u, y, w, opts), u, y, w, penalty, opts)
-    return [robust_fit(u, y, w, idx, opts.slope_z) for idx in runs]
+    cost = sum(run_cost(u, y, w, idx, opts.slope_z**2) + (penalty[idx[0]] if idx[0] else 0.0) for idx in runs)
+    return runs, float(cost)
+
+
+def put_teeth_back(fits: list[_Fit], comb: Comb | None, x: np.ndarray) -> list[_Fit]:
+    """Fits of the comb-free curve, each split into its plain dims and its teeth (the trend times
+    the comb's factor, with the factor's uncertainty): the teeth are a run of their own."""
+    if comb is None:
+        return fits
+    factor = math.exp(comb.log_offset)
+    out = []
+    for f in fits:
+        tooth = x[f.idx].astype(int) % comb.m == 0
+        if (~tooth).any():
+            out.append(replace(f, idx=f.idx[~tooth]))
+        if tooth.any():
+            var_factor = (factor * comb.se) ** 2
+            out.append(_Fit(f.idx[tooth], f.u0, f.a * factor, f.b * factor,
+                            factor**2 * f.var_a + f.a**2 * var_factor, factor**2 * f.var_b))  # fmt: skip
+    return sorted(out, key=lambda f: int(f.idx[0]))
 
 
 def residual_scale(fits: list[_Fit], u: np.ndarray, y: np.ndarray, sigma: np.ndarray) -> float:
@@ -644,14 +752,21 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
     sigma, lone_sigma = point_sigmas(pts, opts)
     u = (x - x[0]) / max(1.0, x[-1] - x[0])  # well-conditioned sums
 
-    fits = fit_runs(x, y, u, sigma, opts)
+    fits, comb = fit_runs(x, y, u, sigma, opts)
+    if comb is not None:  # its teeth passed for jitter: judge the noise without them
+        sigma, lone_sigma = point_sigmas(pts, opts, comb)
+        fits, comb = fit_runs(x, y, u, sigma, opts)
     # The sigmas came from each point's spread and a jitter guess; the fitted runs show the real
-    # scatter. When it differs clearly, refit once with sigmas scaled to it.
-    scale = residual_scale(fits, u, y, sigma)
+    # scatter (of the comb-free curve, where there is a comb). When it differs clearly, refit
+    # once with sigmas scaled to it.
+    factor = comb.factor(x) if comb is not None else np.ones(len(x))
+    scale = residual_scale(fits, u, y / factor, sigma / factor)
     if not 0.9 <= scale <= 1.1:
         sigma, lone_sigma = (s * min(4.0, max(0.5, scale)) for s in (sigma, lone_sigma))
-        fits = fit_runs(x, y, u, sigma, opts)
-    fits = [replace(f, var_a=float(lone_sigma[f.idx[0]] ** 2)) if len(f.idx) == 1 else f for f in fits]
+        fits, comb = fit_runs(x, y, u, sigma, opts)
+        factor = comb.factor(x) if comb is not None else np.ones(len(x))
+    trend_fits = [replace(f, var_a=float((lone_sigma / factor)[f.idx[0]] ** 2)) if len(f.idx) == 1 else f for f in fits]
+    fits = put_teeth_back(trend_fits, comb, x)
 
     steps = find_jumps(fits, x, u, opts)
     frontier = robust_frontier(x, u, fits, opts)
@@ -659,7 +774,7 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
     period = (
         find_period(frontier, xs, opts)
         or find_period([s.x_before for s in steps if s.size_pct > 0], xs, opts)
-        or find_period(rises(fits, x, u), xs, opts)
+        or find_period(rises(trend_fits, x, u), xs, opts)
     )
 
     est, var = estimate_arrays(fits, u)
@@ -674,6 +789,9 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
         notes.append(f"fewer than {MIN_POINTS} points: steps and period are tentative")
     if smooth:
         notes.append(SMOOTH_NOTE)
+    elif comb is not None:
+        faster = "faster" if comb.log_offset < 0 else "slower"
+        notes.append(f"multiples of {comb.m} are {100 * abs(math.expm1(comb.log_offset)):.1f} % {faster} than the dims around them")
     elif period is not None:
         notes.append(f"steps follow multiples of {period.m} (agreement {period.agreement:.2f})")
     lone = [s.x_first for s in segments if s.points == 1]
@@ -691,4 +809,5 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
         notes=notes,
         run={int(xi): int(r) for xi, r in zip(x, point_fits(fits, len(x)))},
         slope_se={int(x[i]): math.sqrt(f.var_b) / max(1.0, x[-1] - x[0]) for f in fits for i in f.idx},
+        comb=comb,
     )
