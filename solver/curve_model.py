@@ -297,7 +297,8 @@ def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpti
 
 
 PERIODS_PER_PIECE = 8
-COMB_TEETH = 4  # a comb needs this many measured multiples with measured neighbours
+COMB_TEETH = 8  # a comb needs this many measured multiples with measured neighbours (a few
+# noise bursts that happen to share a divisor must not pass for one)
 COMB_SCATTER = 2.0  # ... whose offsets scatter around one factor by at most this many sigmas
 
 
