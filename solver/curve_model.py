@@ -790,11 +790,12 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
         notes.append(f"fewer than {MIN_POINTS} points: steps and period are tentative")
     if smooth:
         notes.append(SMOOTH_NOTE)
-    elif comb is not None:
-        faster = "faster" if comb.log_offset < 0 else "slower"
-        notes.append(f"multiples of {comb.m} are {100 * abs(math.expm1(comb.log_offset)):.1f} % {faster} than the dims around them")
-    elif period is not None:
-        notes.append(f"steps follow multiples of {period.m} (agreement {period.agreement:.2f})")
+    else:
+        if comb is not None:
+            faster = "faster" if comb.log_offset < 0 else "slower"
+            notes.append(f"multiples of {comb.m} are {100 * abs(math.expm1(comb.log_offset)):.1f} % {faster} than the dims around them")
+        if period is not None and (comb is None or period.m != comb.m):
+            notes.append(f"steps follow multiples of {period.m} (agreement {period.agreement:.2f})")
     lone = [s.x_first for s in segments if s.points == 1]
     if lone:
         notes.append(f"{len(lone)} dims stand alone (spikes or dips): {lone[:8]}{' ...' if len(lone) > 8 else ''}")

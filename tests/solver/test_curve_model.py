@@ -198,6 +198,21 @@ def test_a_comb_lifted_by_noise_bursts_is_read_from_all_its_teeth(seed):
     assert err(model.estimates) < 0.5 * err(raw)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_comb_on_a_staircase_leaves_the_step_tops(seed):
+    # A GPU GEMM along K: tiles of 64 make a staircase, and a K that is not a multiple of 8 falls
+    # off the vectorised kernel (30 % slower). Both shapes at once: the frontier is the tops.
+    stairs = staircase(64, step=0.10, rise=0.005)
+    truth = lambda x: stairs(x) * (1.0 if x % 8 == 0 else 1.3)  # noqa: E731
+    xs = list(range(1, 12 * 64 + 1))
+    model = model_curve(measure(truth, xs, Measure(sample_noise=0.05, seed=seed)))
+    assert model.comb is not None and model.comb.m == 8
+    assert abs(model.comb.log_offset - np.log(1 / 1.3)) < 3 * model.comb.se + 0.01
+    assert model.frontier == sorted(step_tops(xs, 64))
+    assert model.period is not None and model.period.m == 64
+    assert any(note.startswith("steps follow multiples of 64") for note in model.notes)
+
+
 def test_segmentation_is_the_exact_optimum():
     """Pruning never drops a start point that could still win: compare with the full search."""
     rng = np.random.default_rng(0)
