@@ -78,7 +78,7 @@ WORK_FLOOR = 2_000_000  # ... but at least this many: a few items with hundreds 
 PERIPHERY_PAIRS = 2_000_000  # pairs of peripheral changes enumerated at most
 EXHAUSTIVE_STATES = 1_000_000  # an exhaustive search's states after one item
 EXHAUSTIVE_EXPANSIONS = 50_000_000  # ... and its expansions of one item (formed CHUNK at a time)
-TRAIL_STATES = 25_000_000  # states kept for the trace-back over all items (8 bytes each)
+TRAIL_BYTES = 200_000_000  # the trace-back's memory over all items (4 bytes a state, 8 where a layer's codes pass 32 bits)
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Effort:
 
     @classmethod
     def exhaustive(cls, seconds: float) -> Effort:
-        """Until proven or out of time (or of memory: EXHAUSTIVE_STATES, EXHAUSTIVE_EXPANSIONS, TRAIL_STATES)."""
+        """Until proven or out of time (or of memory: EXHAUSTIVE_STATES, EXHAUSTIVE_EXPANSIONS, TRAIL_BYTES)."""
         return cls(None, EXHAUSTIVE_STATES, EXHAUSTIVE_EXPANSIONS, time.monotonic() + seconds)
 
 
@@ -112,6 +112,9 @@ class _States:
     rc: np.ndarray
     parent: np.ndarray  # index into the previous states
     pick: np.ndarray  # flat candidate position taken at this item
+    # Both in one number, once the layer is done: parent * (the item's candidates) + the candidate's
+    # place in its item; uint32 whenever that fits, which halves the trace-back's memory.
+    code: np.ndarray | None = None
 
 
 def _pareto(v: np.ndarray, t: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -216,7 +219,7 @@ def _core_dp(u: UnbudgetedSearch, core: np.ndarray, room: int, short: int, ancho
     if short > v_up[0] or late < t_rest[0]:
         return None
     layers: list[_States] = []
-    kept = 0  # states in the layers so far
+    kept = 0  # bytes the layers so far keep for the trace-back
     for k, pos in enumerate(spans):
         _check_effort(u, len(cur.v), len(pos), kept, f"at core item {k + 1} of {len(core)}")
         # Candidates a chunk at a time (memory), each chunk's survivors cut to their Pareto states at once.
@@ -228,10 +231,14 @@ def _core_dp(u: UnbudgetedSearch, core: np.ndarray, room: int, short: int, ancho
             return None
         if len(grown.v) > u.effort.states:
             raise CoreTooLarge(f"{len(grown.v)} core states at core item {k + 1} of {len(core)}")
-        kept += len(grown.v)
         if layers:  # earlier layers keep only what the trace-back reads
             layers[-1].v = layers[-1].t = layers[-1].c = layers[-1].rc = zero
-        grown.parent, grown.pick = grown.parent.astype(np.int32), grown.pick.astype(np.int32)
+        i = int(core[k])
+        size = int(st[i + 1] - st[i])
+        narrow = len(cur.v) * size <= np.iinfo(np.uint32).max
+        grown.code = (grown.parent * size + (grown.pick - st[i])).astype(np.uint32 if narrow else np.int64)
+        grown.parent = grown.pick = zero
+        kept += grown.code.nbytes
         cur = grown
         layers.append(cur)
     return layers
@@ -277,8 +284,8 @@ def _check_effort(u: UnbudgetedSearch, states: int, candidates: int, kept: int, 
     effort = u.effort
     if states * candidates > effort.expansions:
         raise CoreTooLarge(f"{states} core states x {candidates} candidates {where}")
-    if kept + states > TRAIL_STATES:
-        raise CoreTooLarge(f"{kept + states} states kept for the trace-back {where}")
+    if kept + 4 * states > TRAIL_BYTES:  # the next layer, were it as large as this one
+        raise CoreTooLarge(f"{kept + 4 * states:,} bytes kept for the trace-back {where}")
     if u.work_left is not None:
         u.work_left -= states * candidates
         if u.work_left < 0:
@@ -359,6 +366,7 @@ def _join(u: UnbudgetedSearch, core: np.ndarray, layers: list[_States], ch: _Cha
         if pos >= 0:
             picks[int(u.item[pos])] = pos
     for layer, i in zip(layers[::-1], core[::-1].tolist()):
-        picks[i] = int(layer.pick[s_idx])
-        s_idx = int(layer.parent[s_idx])
+        assert layer.code is not None
+        s_idx, place = divmod(int(layer.code[s_idx]), int(u.starts[i + 1] - u.starts[i]))
+        picks[i] = int(u.starts[i]) + place
     return picks
