@@ -59,9 +59,9 @@ def point_dims(
     manifest: Manifest, lookup: LatencyLookup, opts: AlignOptions, pt: FrontierPoint
 ) -> tuple[dict[str, int] | None, str]:
     """The dims of one frontier point (re-aligned for latency at its importance), or None and why not."""
+    # A point may keep more than the importance objective's optimum (its candidates are the cliff-free
+    # dims only; the latency objective's are every measured dim): a negative epsilon reaches it.
     eps = 1.0 - pt.importance_kept + _SLACK
-    if eps < 0:
-        return None, f"keeps {pt.importance_kept:.4f} of the importance-only optimum (> 1): no epsilon >= 0 reaches it"
     if eps > MAX_EPSILON:
         return None, f"keeps {pt.importance_kept:.4f} (< {1 - MAX_EPSILON}): epsilon would exceed {MAX_EPSILON}"
     res = align(manifest, lookup, dataclasses.replace(
@@ -130,13 +130,13 @@ def pick_frontier(
     if lookup is None or not ordered:
         pick.note = "no frontier (no latency data): the latency-aware choice"
         return pick
-    # Points an epsilon in [0, MAX_EPSILON] cannot reach are left out before any re-alignment.
+    # Points an epsilon up to MAX_EPSILON cannot reach are left out before any re-alignment.
     pts: list[tuple[int, FrontierPoint]] = []
     for rank, pt in enumerate(ordered, 1):
-        if pt.chosen or 1 - MAX_EPSILON <= pt.importance_kept <= 1 + _SLACK:
+        if pt.chosen or 1 - MAX_EPSILON <= pt.importance_kept:
             pts.append((rank, pt))
         else:
-            pick.skipped.append(f"point {rank} keeps {pt.importance_kept:.4f}: outside [{1 - MAX_EPSILON}, 1], no epsilon reaches it")
+            pick.skipped.append(f"point {rank} keeps {pt.importance_kept:.4f}: below {1 - MAX_EPSILON}, no epsilon reaches it")
     def dims_at(i: int) -> tuple[dict[str, int] | None, str]:
         pt = pts[i][1]
         return (dict(latency_dims), "the latency-aware choice") if pt.chosen else point_dims(manifest, lookup, opts, pt)

@@ -118,8 +118,11 @@ def test_frontier_points_realign_to_themselves(run) -> None:
     r = run.results[0]
     lookup = profile_lookup(r.measurements, r.alignment)
     opts = align_options(16, paper_radius=TOY_RADIUS)
-    reachable = [p for p in r.alignments[FRONTIER].frontier if 0.5 <= p.importance_kept <= 1.0][-4:]
-    assert reachable
+    # The slowest points too: those keeping more than the importance objective's optimum (its
+    # candidates are the cliff-free dims only) are reached with a negative epsilon.
+    front = r.alignments[FRONTIER].frontier
+    reachable = [p for p in front if 0.5 <= p.importance_kept <= 1.0][-3:] + [p for p in front if p.importance_kept > 1.0][-2:]
+    assert reachable and reachable[-1].importance_kept > 1.0
     model = LatencyModel(lookup, r.manifest)
     for pt in reachable:
         dims, why = point_dims(r.manifest, lookup, opts, pt)
@@ -127,9 +130,6 @@ def test_frontier_points_realign_to_themselves(run) -> None:
         total = sum(w * k.count * model.estimate(k, k.scale * dims[wt.name])
                     for wt in r.manifest.weights for m, w in model.tokens for k in kernels(wt, m))
         assert total == pytest.approx(pt.latency_us, rel=1e-9)
-    over = next((p for p in r.alignments[FRONTIER].frontier if p.importance_kept > 1.0 + 1e-9), None)
-    if over is not None:
-        assert point_dims(r.manifest, lookup, opts, over)[0] is None
 
 
 def _raw_total(lookup, manifest, dims, tokens) -> float:
