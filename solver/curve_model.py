@@ -254,7 +254,7 @@ class Pattern:
     t: float  # its significance, in noise units of the scatter left around it
 
 
-def step_period(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> Pattern | None:
+def find_pattern(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> Pattern | None:
     """The periodic pattern the curve follows beyond a smooth trend; None when no m stands out.
 
     In log latency a staircase is a trend minus J * ((x - 1) mod m) / m (a sawtooth), a comb a
@@ -510,7 +510,7 @@ def fit_runs(x: np.ndarray, y: np.ndarray, u: np.ndarray, sigma: np.ndarray, opt
     # multiple of its period is cheap, so noise cannot shift a step by a dim or hide a small one.
     beta = opts.penalty if opts.penalty is not None else 3.0 * math.log(max(len(x), 3))
     penalty = np.full(len(x), beta)
-    pattern = step_period(x, y, sigma, opts)
+    pattern = find_pattern(x, y, sigma, opts)
     comb = fit_comb(x, y, sigma / y, pattern.m) if pattern is not None and pattern.kind == "comb" else None
     if pattern is not None and pattern.kind == "steps":
         cell = (x.astype(int) - 1) // pattern.m
