@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from proof.llama import LlamaConfig
-from proof.pipeline import GAC, ORIGINAL, ROUND8, UNALIGNED, VARIANTS, ProofConfig, run_proof
+from proof.pipeline import GAC, ORIGINAL, ROUND8, UNALIGNED, UNALIGNED_AGAIN, VARIANTS, ProofConfig, run_proof
 from proof.profile import align_options, balance_token_weights, token_totals
 from proof.stats import bootstrap_median_ci, paired_speedup
 from solver.align import align
@@ -123,7 +123,12 @@ def test_tiny_llama_run_reports_ci_and_targets(tiny_run) -> None:
         assert r.manifest.workload.tokens == [16, 1]
         assert set(r.variants) == set(VARIANTS) and all(r.variants[v].within_budget for v in (UNALIGNED, GAC))
         assert len(r.latency.medians[(GAC, "decode@8")]) == 2
+        # The control is the unaligned model built again: same dims and quality, timed as a variant of its own.
+        again, un = r.variants[UNALIGNED_AGAIN], r.variants[UNALIGNED]
+        assert again.dims == un.dims and again.quality.figures == pytest.approx(un.quality.figures)
+        assert len(r.latency.medians[(UNALIGNED_AGAIN, "S=16")]) == 2
     text = render(tiny_run)
+    assert text.count("control: unaligned, again (the same dims, another instance) vs unaligned") == 2
     assert "95% CI" in text and "decode@8 ms/tok" in text and "RECONSTRUCTION ERROR" in text
     assert "measurably faster = 95% CI lower bound of the speed-up > 1.0" in text
     assert "quality: latency-aware rel err" in text and "quality: importance-only rel err" in text and "lower is better" in text
