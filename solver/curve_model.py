@@ -170,7 +170,7 @@ def point_sigmas(pts: Sequence[Point], opts: CliffOptions, comb: Comb | None = N
     # One point's p10..p90 from a few samples is itself noisy: a point may not claim less
     # noise than the curve's typical point, or a lucky narrow spread makes it an "outlier".
     typical = float(np.median(own / y))
-    plain = y / comb.factor(np.array([p.x for p in pts])) if comb is not None else y
+    plain = y / teeth_factor(comb, np.array([p.x for p in pts]))
     floor_rel = max(curve_jitter(plain), typical, opts.min_sigma_rel)
     # Relative to the local level, not the point's own median: else a low outlier would get a
     # smaller sigma and look even more significant. A real dip, though, runs its own kernel.
@@ -310,9 +310,12 @@ class Comb:
     log_offset: float  # < 0: multiples are faster than the dims around them
     se: float  # its standard error
 
-    def factor(self, x: np.ndarray) -> np.ndarray:
-        """Per dim, latency over the trend's: exp(log_offset) on the teeth, 1 elsewhere."""
-        return np.where(x.astype(int) % self.m == 0, math.exp(self.log_offset), 1.0)
+
+def teeth_factor(comb: Comb | None, x: np.ndarray) -> np.ndarray:
+    """Per dim, latency over the trend's: exp(log_offset) on the comb's teeth, 1 elsewhere (and without a comb)."""
+    if comb is None:
+        return np.ones(len(x))
+    return np.where(x.astype(int) % comb.m == 0, math.exp(comb.log_offset), 1.0)
 
 
 def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Comb | None:
@@ -517,7 +520,7 @@ def fit_runs(x: np.ndarray, y: np.ndarray, u: np.ndarray, sigma: np.ndarray, opt
         penalty[1:][cell[1:] != cell[:-1]] = opts.grid_penalty * beta
     runs, cost = _runs_and_cost(u, y, w, penalty, opts)
     if comb is not None:  # the comb must pay for itself (as a slope does): else it is not there
-        factor = comb.factor(x)
+        factor = teeth_factor(comb, x)
         y, w = y / factor, w * factor**2
         comb_runs, comb_cost = _runs_and_cost(u, y, w, penalty, opts)
         if comb_cost + opts.slope_z**2 < cost:
@@ -760,12 +763,12 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
     # The sigmas came from each point's spread and a jitter guess; the fitted runs show the real
     # scatter (of the comb-free curve, where there is a comb). When it differs clearly, refit
     # once with sigmas scaled to it.
-    factor = comb.factor(x) if comb is not None else np.ones(len(x))
+    factor = teeth_factor(comb, x)
     scale = residual_scale(fits, u, y / factor, sigma / factor)
     if not 0.9 <= scale <= 1.1:
         sigma, lone_sigma = (s * min(4.0, max(0.5, scale)) for s in (sigma, lone_sigma))
         fits, comb = fit_runs(x, y, u, sigma, opts)
-        factor = comb.factor(x) if comb is not None else np.ones(len(x))
+        factor = teeth_factor(comb, x)
     trend_fits = [replace(f, var_a=float((lone_sigma / factor)[f.idx[0]] ** 2)) if len(f.idx) == 1 else f for f in fits]
     fits = put_teeth_back(trend_fits, comb, x)
 
