@@ -199,6 +199,19 @@ def test_a_comb_lifted_by_noise_bursts_is_read_from_all_its_teeth(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_a_few_bursts_that_share_a_divisor_are_no_comb(seed):
+    # Five noise bursts (30 % slow) that happen to land on multiples of 64, with the sixth multiple
+    # measured plain: too few teeth, and they disagree. Read as a comb they would call 256 slow too
+    # and move the frontier; read as what they are, only the five dims themselves leave it.
+    xs = list(range(16, 400))
+    bursts = [x for x in xs if x % 64 == 0 and x != 256]
+    model = model_curve(measure(smooth(per_dim_us=0.05, const_us=20.0), xs, Measure(sample_noise=0.02, seed=seed), spikes=bursts))
+    assert model.comb is None
+    assert not any("multiples of" in note for note in model.notes)
+    assert model.frontier == [x for x in xs if x not in bursts]
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_a_comb_on_a_staircase_leaves_the_step_tops(seed):
     # A GPU GEMM along K: tiles of 64 make a staircase, and a K that is not a multiple of 8 falls
     # off the vectorised kernel (30 % slower). Both shapes at once: the frontier is the tops.
