@@ -252,6 +252,7 @@ class Pattern:
     kind: str
     m: int
     t: float  # its significance, in noise units of the scatter left around it
+    also: Pattern | None = None  # a staircase's best comb when that stands out too (steps and a comb at once)
 
 
 def find_pattern(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOptions) -> Pattern | None:
@@ -282,7 +283,11 @@ def find_pattern(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpt
                 pieces *= 2
             groups.setdefault(pieces, []).append(m)
         found = [p for pieces, group in sorted(groups.items()) for p in _best_templates(xs, x, y, sigma, pieces, np.array(group))]
-        return max(found, key=lambda p: (p.t, p.kind == "comb"), default=None)
+        best = max(found, key=lambda p: (p.t, p.kind == "comb"), default=None)
+        combs = [p for p in found if p.kind == "comb"]
+        if best is not None and best.kind == "steps" and combs:
+            best = replace(best, also=max(combs, key=lambda p: p.t))
+        return best
 
     # The best must beat the chance maximum of all the templates tried; a period seen elsewhere
     # is one hypothesis (per period offered), so a weaker pattern confirms it.
@@ -291,8 +296,9 @@ def find_pattern(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpt
         ([m for m in sorted(set(opts.periods)) if m >= 2 and testable(m)], opts.prior_z),
     ):
         best = best_of(ms) if ms else None
-        if best is not None and best.t >= max(z_min, -NormalDist().inv_cdf(0.001 / (2 * len(ms)))):
-            return best
+        z_need = max(z_min, -NormalDist().inv_cdf(0.001 / (2 * len(ms)))) if ms else math.inf
+        if best is not None and best.t >= z_need:
+            return best if best.also is None or best.also.t >= z_need else replace(best, also=None)
     return None
 
 
@@ -304,30 +310,70 @@ COMB_SCATTER = 2.0  # ... whose offsets scatter around one factor by at most thi
 
 @dataclass(frozen=True)
 class Comb:
-    """Multiples of m run another kernel: their latency is the trend's times exp(log_offset)."""
+    """Multiples of m run another kernel: their latency is the trend's times exp(log_offset).
+
+    A comb may be a ladder: multiples of a larger m (deeper, a multiple of this m) faster still,
+    as on a CPU whose tiles take 32 elements of K (multiples of 4, 8, 16 and 32 each faster)."""
 
     m: int
     log_offset: float  # < 0: multiples are faster than the dims around them
     se: float  # its standard error
+    deeper: Comb | None = None  # the multiples of deeper.m take deeper's offset instead
+
+    def levels(self) -> list[Comb]:
+        """This level and every deeper one, shallowest first."""
+        return [self, *(self.deeper.levels() if self.deeper is not None else [])]
 
 
 def teeth_factor(comb: Comb | None, x: np.ndarray) -> np.ndarray:
-    """Per dim, latency over the trend's: exp(log_offset) on the comb's teeth, 1 elsewhere (and without a comb)."""
+    """Per dim, latency over the trend's: exp(log_offset) of the deepest level of the comb whose
+    multiple it is, 1 elsewhere (and without a comb)."""
+    factor = np.ones(len(x))
     if comb is None:
-        return np.ones(len(x))
-    return np.where(x.astype(int) % comb.m == 0, math.exp(comb.log_offset), 1.0)
+        return factor
+    xs = x.astype(int)
+    for level in comb.levels():
+        factor = np.where(xs % level.m == 0, math.exp(level.log_offset), factor)
+    return factor
+
+
+def tooth_level(comb: Comb, x: np.ndarray) -> np.ndarray:
+    """Per dim, the index into comb.levels() of the deepest level it is a multiple of; -1: no tooth."""
+    xs = x.astype(int)
+    level = np.full(len(x), -1)
+    for k, lv in enumerate(comb.levels()):
+        level = np.where(xs % lv.m == 0, k, level)
+    return level
+
+
+LADDER_Z = 3.0  # a deeper level of a comb must differ from the level above it by this many sigmas
+LADDER_MIN = 0.02  # ... and by this much (log latency)
 
 
 def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Comb | None:
-    """The comb's offset, pooled over every tooth: each multiple's log latency against the line
+    """The comb's offsets, pooled over its teeth: each multiple's log latency against the line
     through its nearest measured non-multiples (within m dims on both sides), so a trend cancels;
-    the median of those differences, robust to a tooth that is a spike of its own. None when the
-    teeth are too few, or scatter around one factor by clearly more than their noise (then they
-    are not one kernel's speed-up, and each tooth stands for itself)."""
+    per level the median of those differences, robust to a tooth that is a spike of its own.
+    Levels: the teeth that are multiples of 2m, 4m, ... form a deeper level when they differ
+    clearly from the rest (a ladder); a base of m / 2, m / 4 ... is taken when its own teeth
+    are clearly off the trend too. None when the teeth are too few, or scatter around their
+    levels by clearly more than their noise (then they are not one kernel's speed-up, and each
+    tooth stands for itself)."""
+    comb = _comb_at(x, y, rel_sigma, m)
+    while m % 2 == 0 and m > 2:
+        finer = _comb_at(x, y, rel_sigma, m // 2)
+        if finer is None or not _stands_out(finer):
+            break  # the half-period's own teeth are not clearly off the trend
+        comb, m = finer, m // 2
+    return comb
+
+
+def _comb_at(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Comb | None:
+    """fit_comb with base m exactly: the ladder's levels built upward from m by doubling."""
     xs = x.astype(int)
     logs = np.log(y)
     plain = np.flatnonzero(xs % m != 0)
-    diffs, noise = [], []
+    teeth, diffs, noise = [], [], []
     for i in np.flatnonzero(xs % m == 0):
         k = int(np.searchsorted(xs[plain], xs[i]))
         if k == 0 or k == len(plain):
@@ -336,17 +382,63 @@ def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Com
         if xs[i] - xs[lo] > m or xs[hi] - xs[i] > m:
             continue
         w = (xs[i] - xs[lo]) / (xs[hi] - xs[lo])
+        teeth.append(xs[i])
         diffs.append(logs[i] - ((1 - w) * logs[lo] + w * logs[hi]))
         noise.append(math.sqrt(rel_sigma[i] ** 2 + ((1 - w) * rel_sigma[lo]) ** 2 + (w * rel_sigma[hi]) ** 2))
     if len(diffs) < COMB_TEETH:
         return None
-    d = np.array(diffs)
-    offset = float(np.median(d))
-    z = (d - offset) / np.array(noise)
+    tx, d, nz = np.array(teeth), np.array(diffs), np.array(noise)
+    # Split off deeper levels while the multiples of twice the level differ clearly from the rest.
+    levels: list[tuple[int, np.ndarray]] = []  # (m, mask of its teeth)
+    level, rest = m, np.ones(len(d), dtype=bool)
+    while True:
+        deep = rest & (tx % (2 * level) == 0)
+        shallow = rest & ~deep
+        if deep.sum() < 2 or shallow.sum() < 2 or not _apart(d[deep], nz[deep], d[shallow], nz[shallow]):
+            levels.append((level, rest))
+            break
+        levels.append((level, shallow))
+        level, rest = 2 * level, deep
+    offsets = [float(np.median(d[mask])) for _, mask in levels]
+    each = np.zeros(len(d))
+    for (_, mask), off in zip(levels, offsets):
+        each[mask] = off
+    z = (d - each) / nz
     if _MAD_TO_SIGMA * float(np.median(np.abs(z))) > COMB_SCATTER:
         return None
-    spread = _MAD_TO_SIGMA * float(np.median(np.abs(d - offset)))
-    return Comb(m, offset, _MEDIAN_SE * spread / math.sqrt(len(d)))
+    comb: Comb | None = None
+    for (lm, mask), off in reversed(list(zip(levels, offsets))):
+        comb = Comb(lm, off, _median_se(d[mask], nz[mask]), comb)
+    assert comb is not None
+    if comb.deeper is not None and abs(comb.log_offset) < LADDER_Z * comb.se:
+        return None  # the multiples of m are plain: a deeper level alone is a comb of its own m, or no comb
+    return comb
+
+
+def _stands_out(level: Comb) -> bool:
+    """Is a level's offset clearly off the trend (LADDER_Z sigmas, and LADDER_MIN)?"""
+    return abs(level.log_offset) >= max(LADDER_MIN, LADDER_Z * level.se)
+
+
+def _median_se(d: np.ndarray, noise: np.ndarray) -> float:
+    """Standard error of the median of d: from its own scatter, but never below what its noise says."""
+    spread = max(_MAD_TO_SIGMA * float(np.median(np.abs(d - np.median(d)))) if len(d) >= 3 else 0.0, float(np.median(noise)))
+    return _MEDIAN_SE * spread / math.sqrt(len(d))
+
+
+def _apart(a: np.ndarray, na: np.ndarray, b: np.ndarray, nb: np.ndarray) -> bool:
+    """Do two groups of tooth offsets differ beyond their noise (LADDER_Z) and by LADDER_MIN?"""
+    gap = abs(float(np.median(a)) - float(np.median(b)))
+    return gap >= LADDER_MIN and gap >= LADDER_Z * math.hypot(_median_se(a, na), _median_se(b, nb))
+
+
+def comb_note(comb: Comb) -> str:
+    """'multiples of 8 are 11.0 % faster than the dims around them', a ladder's deeper levels after it."""
+    parts = []
+    for k, lv in enumerate(comb.levels()):
+        how = f"{100 * abs(math.expm1(lv.log_offset)):.1f} % {'faster' if lv.log_offset < 0 else 'slower'}"
+        parts.append(f"multiples of {lv.m} are {how} than the dims around them" if k == 0 else f"of {lv.m} {how}")
+    return ", ".join(parts)
 
 
 def _runs(labels: np.ndarray) -> list[tuple[int, int]]:
@@ -514,7 +606,8 @@ def fit_runs(x: np.ndarray, y: np.ndarray, u: np.ndarray, sigma: np.ndarray, opt
     beta = opts.penalty if opts.penalty is not None else 3.0 * math.log(max(len(x), 3))
     penalty = np.full(len(x), beta)
     pattern = find_pattern(x, y, sigma, opts)
-    comb = fit_comb(x, y, sigma / y, pattern.m) if pattern is not None and pattern.kind == "comb" else None
+    comb_of = pattern if pattern is not None and pattern.kind == "comb" else (pattern.also if pattern is not None else None)
+    comb = fit_comb(x, y, sigma / y, comb_of.m) if comb_of is not None else None
     if pattern is not None and pattern.kind == "steps":
         cell = (x.astype(int) - 1) // pattern.m
         penalty[1:][cell[1:] != cell[:-1]] = opts.grid_penalty * beta
@@ -539,20 +632,23 @@ def _runs_and_cost(u: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: np.ndar
 
 
 def put_teeth_back(fits: list[_Fit], comb: Comb | None, x: np.ndarray) -> list[_Fit]:
-    """Fits of the comb-free curve, each split into its plain dims and its teeth (the trend times
-    the comb's factor, with the factor's uncertainty): the teeth are a run of their own."""
+    """Fits of the comb-free curve, each split into its plain dims and its teeth of each level (the
+    trend times that level's factor, with the factor's uncertainty): each is a run of its own."""
     if comb is None:
         return fits
-    factor = math.exp(comb.log_offset)
+    levels = comb.levels()
     out = []
     for f in fits:
-        tooth = x[f.idx].astype(int) % comb.m == 0
-        if (~tooth).any():
-            out.append(replace(f, idx=f.idx[~tooth]))
-        if tooth.any():
-            var_factor = (factor * comb.se) ** 2
-            out.append(_Fit(f.idx[tooth], f.u0, f.a * factor, f.b * factor,
-                            factor**2 * f.var_a + f.a**2 * var_factor, factor**2 * f.var_b))  # fmt: skip
+        which = tooth_level(comb, x[f.idx])
+        if (which < 0).any():
+            out.append(replace(f, idx=f.idx[which < 0]))
+        for k, lv in enumerate(levels):
+            on = which == k
+            if on.any():
+                factor = math.exp(lv.log_offset)
+                var_factor = (factor * lv.se) ** 2
+                out.append(_Fit(f.idx[on], f.u0, f.a * factor, f.b * factor,
+                                factor**2 * f.var_a + f.a**2 * var_factor, factor**2 * f.var_b))  # fmt: skip
     return sorted(out, key=lambda f: int(f.idx[0]))
 
 
@@ -795,8 +891,7 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
         notes.append(SMOOTH_NOTE)
     else:
         if comb is not None:
-            faster = "faster" if comb.log_offset < 0 else "slower"
-            notes.append(f"multiples of {comb.m} are {100 * abs(math.expm1(comb.log_offset)):.1f} % {faster} than the dims around them")
+            notes.append(comb_note(comb))
         if period is not None and (comb is None or period.m != comb.m):
             notes.append(f"steps follow multiples of {period.m} (agreement {period.agreement:.2f})")
     lone = [s.x_first for s in segments if s.points == 1]
