@@ -348,6 +348,7 @@ def tooth_level(comb: Comb, x: np.ndarray) -> np.ndarray:
 
 LADDER_Z = 3.0  # a deeper level of a comb must differ from the level above it by this many sigmas
 LADDER_MIN = 0.02  # ... and by this much (log latency)
+BASE_Z = 2.0  # a finer base of a comb found at m must be off the trend by this many sigmas
 
 
 def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Comb | None:
@@ -359,17 +360,28 @@ def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Com
     are clearly off the trend too. None when the teeth are too few, or scatter around their
     levels by clearly more than their noise (then they are not one kernel's speed-up, and each
     tooth stands for itself)."""
-    comb = _comb_at(x, y, rel_sigma, m)
+    teeth = _tooth_offsets(x, y, rel_sigma, m)
+    comb = _ladder(*teeth, m) if teeth is not None else None
     while m % 2 == 0 and m > 2:
-        finer = _comb_at(x, y, rel_sigma, m // 2)
-        if finer is None or not _stands_out(finer):
-            break  # the half-period's own teeth are not clearly off the trend
-        comb, m = finer, m // 2
+        m //= 2
+        teeth = _tooth_offsets(x, y, rel_sigma, m)
+        if teeth is None:
+            continue  # too few teeth with plain neighbours this close: a finer base may have them
+        tx, d, nz = teeth
+        own = tx % (2 * m) != 0  # the multiples of m that no deeper level claims
+        if own.sum() < 2 or not _stands_out(d[own], nz[own]):
+            break  # the finer base's own teeth are plain: the comb starts above it
+        finer = _ladder(tx, d, nz, m)
+        if finer is None:
+            break
+        comb = finer
     return comb
 
 
-def _comb_at(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Comb | None:
-    """fit_comb with base m exactly: the ladder's levels built upward from m by doubling."""
+def _tooth_offsets(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per tooth (a multiple of m between measured non-multiples within m dims): its dim, its log
+    latency over the line through those neighbours, and that difference's noise; None when fewer
+    than COMB_TEETH."""
     xs = x.astype(int)
     logs = np.log(y)
     plain = np.flatnonzero(xs % m != 0)
@@ -387,8 +399,13 @@ def _comb_at(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Com
         noise.append(math.sqrt(rel_sigma[i] ** 2 + ((1 - w) * rel_sigma[lo]) ** 2 + (w * rel_sigma[hi]) ** 2))
     if len(diffs) < COMB_TEETH:
         return None
-    tx, d, nz = np.array(teeth), np.array(diffs), np.array(noise)
-    # Split off deeper levels while the multiples of twice the level differ clearly from the rest.
+    return np.array(teeth), np.array(diffs), np.array(noise)
+
+
+def _ladder(tx: np.ndarray, d: np.ndarray, nz: np.ndarray, m: int) -> Comb | None:
+    """The comb with base m over these teeth, its levels built upward by doubling: the multiples of
+    twice a level split off while they differ clearly from the rest. None when the teeth scatter
+    around their levels beyond their noise, or when the base level itself is plain."""
     levels: list[tuple[int, np.ndarray]] = []  # (m, mask of its teeth)
     level, rest = m, np.ones(len(d), dtype=bool)
     while True:
@@ -415,9 +432,10 @@ def _comb_at(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Com
     return comb
 
 
-def _stands_out(level: Comb) -> bool:
-    """Is a level's offset clearly off the trend (LADDER_Z sigmas, and LADDER_MIN)?"""
-    return abs(level.log_offset) >= max(LADDER_MIN, LADDER_Z * level.se)
+def _stands_out(d: np.ndarray, noise: np.ndarray) -> bool:
+    """Are these teeth off the trend (their median BASE_Z sigmas and LADDER_MIN away from 0)? The
+    pattern test already found the comb; this only picks the finest base its teeth support."""
+    return abs(float(np.median(d))) >= max(LADDER_MIN, BASE_Z * _median_se(d, noise))
 
 
 def _median_se(d: np.ndarray, noise: np.ndarray) -> float:
