@@ -303,9 +303,8 @@ def find_pattern(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpt
 
 
 PERIODS_PER_PIECE = 8
-COMB_TEETH = 8  # a comb needs this many measured multiples with measured neighbours (a few
+COMB_TEETH = 8  # a comb needs this many measured multiples, and as many other dims (a few
 # noise bursts that happen to share a divisor must not pass for one)
-COMB_SCATTER = 2.0  # ... whose offsets scatter around one factor by at most this many sigmas
 
 
 @dataclass(frozen=True)
@@ -351,103 +350,81 @@ LADDER_MIN = 0.02  # ... and by this much (log latency)
 BASE_Z = 2.0  # a finer base of a comb found at m must be off the trend by this many sigmas
 
 
-def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> Comb | None:
-    """The comb's offsets, pooled over its teeth: each multiple's log latency against the line
-    through its nearest measured non-multiples (within m dims on both sides), so a trend cancels;
-    per level the median of those differences, robust to a tooth that is a spike of its own.
-    Levels: the teeth that are multiples of 2m, 4m, ... form a deeper level when they differ
-    clearly from the rest (a ladder); a base of m / 2, m / 4 ... is taken when its own teeth
-    are clearly off the trend too. None when the teeth are too few, or scatter around their
-    levels by clearly more than their noise (then they are not one kernel's speed-up, and each
-    tooth stands for itself)."""
-    teeth = _tooth_offsets(x, y, rel_sigma, m)
-    comb = _ladder(*teeth, m) if teeth is not None else None
+def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int, steps: int | None = None) -> Comb | None:
+    """The comb at m read from every point: a weighted regression of log latency on a smooth
+    trend (one quadratic per piece, as the pattern test uses), the staircase's sawtooth when the
+    curve also steps every `steps` dims, and one indicator per level of the ladder (multiples of
+    m, 2m, 4m, ...: a level's teeth take the sum of its own and every shallower level's
+    coefficient). Huber weights keep a lone spike from dragging a level. A deeper level stays
+    when it differs from the level above it clearly (LADDER_Z sigmas and LADDER_MIN); a finer
+    base (m / 2, m / 4, ...) is taken when its own teeth are off the trend too (BASE_Z). None
+    when the teeth are too few, or when the multiples of m are plain and only a deeper level is
+    not (that is a comb of its own, or no comb)."""
+    comb, _ = _ladder_fit(x, y, rel_sigma, m, steps)
     while m % 2 == 0 and m > 2:
         m //= 2
-        teeth = _tooth_offsets(x, y, rel_sigma, m)
-        if teeth is None:
-            continue  # too few teeth with plain neighbours this close: a finer base may have them
-        tx, d, nz = teeth
-        own = tx % (2 * m) != 0  # the multiples of m that no deeper level claims
-        if own.sum() < 2 or not _stands_out(d[own], nz[own]):
+        finer, own_z = _ladder_fit(x, y, rel_sigma, m, steps)
+        if finer is None or own_z < BASE_Z or abs(finer.log_offset) < LADDER_MIN:
             break  # the finer base's own teeth are plain: the comb starts above it
-        finer = _ladder(tx, d, nz, m)
-        if finer is None:
-            break
         comb = finer
     return comb
 
 
-def _tooth_offsets(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Per tooth (a multiple of m between measured non-multiples within m dims): its dim, its log
-    latency over the line through those neighbours, and that difference's noise; None when fewer
-    than COMB_TEETH."""
+def _ladder_fit(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int, steps: int | None) -> tuple[Comb | None, float]:
+    """(the ladder with base m, its base coefficient's z), or (None, 0) as fit_comb says."""
     xs = x.astype(int)
+    if int((xs % m == 0).sum()) < COMB_TEETH or int((xs % m != 0).sum()) < COMB_TEETH:
+        return None, 0.0
+    levels = [m]
+    while int((xs % (2 * levels[-1]) == 0).sum()) >= 2 and 2 * levels[-1] <= xs[-1]:
+        levels.append(2 * levels[-1])
+    span = float(x[-1] - x[0] + 1)
+    pieces = 1
+    while span / (2 * pieces) >= PERIODS_PER_PIECE * m:
+        pieces *= 2
+    piece = np.minimum(((x - x[0]) * pieces / span).astype(int), pieces - 1)
+    trend = []
+    for start, stop in _runs(piece):
+        u = np.zeros(len(x))
+        u[start:stop] = (x[start:stop] - x[start]) / max(1.0, x[stop - 1] - x[start])
+        inside = np.zeros(len(x))
+        inside[start:stop] = 1.0
+        trend += [inside, inside * u, inside * u * u][:stop - start]
+    if steps is not None:
+        trend.append(-((xs - 1) % steps) / steps)
     logs = np.log(y)
-    plain = np.flatnonzero(xs % m != 0)
-    teeth, diffs, noise = [], [], []
-    for i in np.flatnonzero(xs % m == 0):
-        k = int(np.searchsorted(xs[plain], xs[i]))
-        if k == 0 or k == len(plain):
-            continue
-        lo, hi = plain[k - 1], plain[k]
-        if xs[i] - xs[lo] > m or xs[hi] - xs[i] > m:
-            continue
-        w = (xs[i] - xs[lo]) / (xs[hi] - xs[lo])
-        teeth.append(xs[i])
-        diffs.append(logs[i] - ((1 - w) * logs[lo] + w * logs[hi]))
-        noise.append(math.sqrt(rel_sigma[i] ** 2 + ((1 - w) * rel_sigma[lo]) ** 2 + (w * rel_sigma[hi]) ** 2))
-    if len(diffs) < COMB_TEETH:
-        return None
-    return np.array(teeth), np.array(diffs), np.array(noise)
-
-
-def _ladder(tx: np.ndarray, d: np.ndarray, nz: np.ndarray, m: int) -> Comb | None:
-    """The comb with base m over these teeth, its levels built upward by doubling: the multiples of
-    twice a level split off while they differ clearly from the rest. None when the teeth scatter
-    around their levels beyond their noise, or when the base level itself is plain."""
-    levels: list[tuple[int, np.ndarray]] = []  # (m, mask of its teeth)
-    level, rest = m, np.ones(len(d), dtype=bool)
+    w = 1.0 / rel_sigma**2
     while True:
-        deep = rest & (tx % (2 * level) == 0)
-        shallow = rest & ~deep
-        if deep.sum() < 2 or shallow.sum() < 2 or not _apart(d[deep], nz[deep], d[shallow], nz[shallow]):
-            levels.append((level, rest))
+        cols = np.column_stack([*trend, *[(xs % lv == 0).astype(float) for lv in levels]])
+        beta, cov = _huber_wls(cols, logs, w)
+        k = len(trend)
+        deep = len(levels) - 1
+        if deep == 0 or abs(beta[k + deep]) >= max(LADDER_MIN, LADDER_Z * math.sqrt(cov[k + deep, k + deep])):
             break
-        levels.append((level, shallow))
-        level, rest = 2 * level, deep
-    offsets = [float(np.median(d[mask])) for _, mask in levels]
-    each = np.zeros(len(d))
-    for (_, mask), off in zip(levels, offsets):
-        each[mask] = off
-    z = (d - each) / nz
-    if _MAD_TO_SIGMA * float(np.median(np.abs(z))) > COMB_SCATTER:
-        return None
+        levels.pop()  # the deepest level is its parent's teeth: merge it back
+    own_z = abs(beta[k]) / math.sqrt(cov[k, k])
+    if len(levels) > 1 and own_z < LADDER_Z:
+        return None, 0.0
     comb: Comb | None = None
-    for (lm, mask), off in reversed(list(zip(levels, offsets))):
-        comb = Comb(lm, off, _median_se(d[mask], nz[mask]), comb)
-    assert comb is not None
-    if comb.deeper is not None and abs(comb.log_offset) < LADDER_Z * comb.se:
-        return None  # the multiples of m are plain: a deeper level alone is a comb of its own m, or no comb
-    return comb
+    for j in range(len(levels) - 1, -1, -1):
+        ones = np.zeros(len(beta))
+        ones[k:k + j + 1] = 1.0
+        comb = Comb(levels[j], float(ones @ beta), math.sqrt(float(ones @ cov @ ones)), comb)
+    return comb, own_z
 
 
-def _stands_out(d: np.ndarray, noise: np.ndarray) -> bool:
-    """Are these teeth off the trend (their median BASE_Z sigmas and LADDER_MIN away from 0)? The
-    pattern test already found the comb; this only picks the finest base its teeth support."""
-    return abs(float(np.median(d))) >= max(LADDER_MIN, BASE_Z * _median_se(d, noise))
-
-
-def _median_se(d: np.ndarray, noise: np.ndarray) -> float:
-    """Standard error of the median of d: from its own scatter, but never below what its noise says."""
-    spread = max(_MAD_TO_SIGMA * float(np.median(np.abs(d - np.median(d)))) if len(d) >= 3 else 0.0, float(np.median(noise)))
-    return _MEDIAN_SE * spread / math.sqrt(len(d))
-
-
-def _apart(a: np.ndarray, na: np.ndarray, b: np.ndarray, nb: np.ndarray) -> bool:
-    """Do two groups of tooth offsets differ beyond their noise (LADDER_Z) and by LADDER_MIN?"""
-    gap = abs(float(np.median(a)) - float(np.median(b)))
-    return gap >= LADDER_MIN and gap >= LADDER_Z * math.hypot(_median_se(a, na), _median_se(b, nb))
+def _huber_wls(cols: np.ndarray, target: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted least squares with Huber weights (a few rounds), and the coefficients' covariance,
+    scaled up when the residuals scatter more than the weights say."""
+    h = np.ones(len(target))
+    for _ in range(5):
+        sw = np.sqrt(w * h)
+        beta, *_ = np.linalg.lstsq(cols * sw[:, None], target * sw, rcond=None)
+        r = (target - cols @ beta) * np.sqrt(w)
+        scale = max(1.0, _MAD_TO_SIGMA * float(np.median(np.abs(r))))
+        h = np.minimum(1.0, 2.0 * scale / np.maximum(np.abs(r), 1e-12))
+    cov = np.linalg.pinv((cols * (w * h)[:, None]).T @ cols) * scale**2
+    return beta, cov
 
 
 def comb_note(comb: Comb) -> str:
@@ -625,7 +602,8 @@ def fit_runs(x: np.ndarray, y: np.ndarray, u: np.ndarray, sigma: np.ndarray, opt
     penalty = np.full(len(x), beta)
     pattern = find_pattern(x, y, sigma, opts)
     comb_of = pattern if pattern is not None and pattern.kind == "comb" else (pattern.also if pattern is not None else None)
-    comb = fit_comb(x, y, sigma / y, comb_of.m) if comb_of is not None else None
+    steps = pattern.m if pattern is not None and pattern.kind == "steps" else None
+    comb = fit_comb(x, y, sigma / y, comb_of.m, steps) if comb_of is not None else None
     if pattern is not None and pattern.kind == "steps":
         cell = (x.astype(int) - 1) // pattern.m
         penalty[1:][cell[1:] != cell[:-1]] = opts.grid_penalty * beta
