@@ -305,6 +305,7 @@ def find_pattern(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpt
 PERIODS_PER_PIECE = 8
 COMB_TEETH = 8  # a comb needs this many measured multiples, and as many other dims (a few
 # noise bursts that happen to share a divisor must not pass for one)
+COMB_SCATTER = 2.0  # ... and its teeth sit where its levels put them within this many sigmas
 
 
 @dataclass(frozen=True)
@@ -367,7 +368,30 @@ def fit_comb(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int, steps:
         if finer is None or own_z < BASE_Z or abs(finer.log_offset) < LADDER_MIN:
             break  # the finer base's own teeth are plain: the comb starts above it
         comb = finer
-    return comb
+    return comb if comb is not None and _teeth_agree(x, y, rel_sigma, comb) else None
+
+
+def _teeth_agree(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, comb: Comb) -> bool:
+    """Do the teeth, each against the line through its nearest measured non-multiples (within m
+    dims on both sides), sit where the comb's levels put them, within COMB_SCATTER times their
+    noise (robustly)? Teeth that scatter beyond that are not one kernel's speed-up per level
+    (a penalty that adds a constant, say, shrinks as the trend grows): each stands for itself."""
+    xs = x.astype(int)
+    logs = np.log(y)
+    plain = np.flatnonzero(xs % comb.m != 0)
+    z = []
+    for i in np.flatnonzero(xs % comb.m == 0):
+        k = int(np.searchsorted(xs[plain], xs[i]))
+        if k == 0 or k == len(plain):
+            continue
+        lo, hi = plain[k - 1], plain[k]
+        if xs[i] - xs[lo] > comb.m or xs[hi] - xs[i] > comb.m:
+            continue
+        w = (xs[i] - xs[lo]) / (xs[hi] - xs[lo])
+        diff = logs[i] - ((1 - w) * logs[lo] + w * logs[hi])
+        noise = math.sqrt(rel_sigma[i] ** 2 + ((1 - w) * rel_sigma[lo]) ** 2 + (w * rel_sigma[hi]) ** 2)
+        z.append((diff - math.log(float(teeth_factor(comb, x[i:i + 1])[0]))) / noise)
+    return len(z) < COMB_TEETH or _MAD_TO_SIGMA * float(np.median(np.abs(z))) <= COMB_SCATTER
 
 
 def _ladder_fit(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int, steps: int | None) -> tuple[Comb | None, float]:
