@@ -5,13 +5,17 @@ timer's minimum sample length (short kernels are called several times per
 sample), and sampling stops at the time cap. The latency of a point not yet
 measured comes from the nearest measured dim of the same curve (scaled by the
 work ratio), else from the platform's time per FLOP on other curves of the
-same op (then of any op) that the alignment touched. With nothing measured at
-all, every point is assumed to run to its time cap: an upper bound, said so.
+same op (then of any op) that the alignment touched. How many samples it takes
+follows from the noise its neighbours showed (their p10..p90), under the
+timing's own stopping rule: the sample counts recorded under another plan's
+time cap would not say. With nothing measured at all, every point is assumed
+to run to its time cap: an upper bound, said so.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +44,29 @@ def point_seconds(latency_us: float, samples: int | None, timing: Timing) -> flo
     return (timing.warmup_ms + sampling_ms) / 1e3 + POINT_OVERHEAD_S
 
 
+def samples_needed(p: PointLatency, timing: Timing) -> int | None:
+    """Samples the timer's stopping rule takes on a point as noisy as p: min_samples when p's
+    spread (p90 - p10) / median is within target_spread; else until the median's 95 % interval
+    is within +/- median_ci (sigma from the spread, as of a normal sample). At least what p
+    itself took (p.n): under the same timing that is the best guess, and a shorter time cap
+    can only have cut it short. p.n alone without a spread."""
+    if p.p10_us is None or p.p90_us is None or p.latency_us <= 0:
+        return p.n
+    spread = (p.p90_us - p.p10_us) / p.latency_us
+    if spread <= timing.target_spread:
+        need = timing.min_samples
+    elif timing.median_ci <= 0:
+        need = timing.max_samples
+    else:
+        need = math.ceil((_Z95 * _MEDIAN_SE * spread / _P10_P90_SIGMAS / timing.median_ci) ** 2)
+    return max(need, p.n or 0)
+
+
+_P10_P90_SIGMAS = 2.563  # p90 - p10 of a normal sample, in sigmas
+_Z95 = 1.96
+_MEDIAN_SE = 1.2533  # the median's standard error over the mean's
+
+
 def _shape(mc: MissingCurve, dim: int) -> dict[str, int]:
     return {**mc.fixed_shape, mc.axis: dim}
 
@@ -55,13 +82,18 @@ def estimate(missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timi
     timing = timing or Timing()
     points = sum(len(mc.dims) for mc in missing)
     curves = {id(mc): dict(lookup.curve(Op(mc.op), Dtype(mc.dtype), mc.fixed_shape, mc.axis)) if lookup else {} for mc in missing}
-    # Time per FLOP, per op, from the measured points of the curves involved.
+    # Time per FLOP and samples a point takes, per op, from the measured points of the curves involved.
     rates: dict[str, list[float]] = {}
+    needs: dict[str, list[int]] = {}
     for mc in missing:
         op = Op(mc.op)
         for x, p in curves[id(mc)].items():
             rates.setdefault(mc.op, []).append(p.latency_us / max(1, op_flops(op, _shape(mc, x))))
+            n = samples_needed(p, timing)
+            if n is not None:
+                needs.setdefault(mc.op, []).append(n)
     any_rate = statistics.median(r for rs in rates.values() for r in rs) if rates else None
+    any_need = int(statistics.median(n for ns in needs.values() for n in ns)) if needs else None
     per_curve: list[float] = []
     from_curve = from_rate = capped = 0
     for mc in missing:
@@ -69,15 +101,16 @@ def estimate(missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timi
         op, curve = Op(mc.op), curves[id(mc)]
         xs = sorted(curve)
         rate = statistics.median(rates[mc.op]) if mc.op in rates else any_rate
+        need = int(statistics.median(needs[mc.op])) if mc.op in needs else any_need
         for d in mc.dims:
             work = op_flops(op, _shape(mc, d))
             if xs:
                 x = _nearest(curve, xs, d)
                 p = curve[x]
-                lat, n = p.latency_us * work / max(1, op_flops(op, _shape(mc, x))), p.n
+                lat, n = p.latency_us * work / max(1, op_flops(op, _shape(mc, x))), samples_needed(p, timing)
                 from_curve += 1
             elif rate is not None:
-                lat, n = rate * work, None
+                lat, n = rate * work, need
                 from_rate += 1
             else:
                 seconds += (timing.warmup_ms + timing.time_cap_ms) / 1e3 + POINT_OVERHEAD_S

@@ -1,0 +1,59 @@
+"""How long profiling the missing points will take (solver/profile_time.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gac.contracts.alignment import MissingCurve
+from gac.contracts.measurements import Dtype, Op
+from gac.contracts.plans import Timing
+from solver.lookup import FileLookup, PointLatency
+from solver.profile_time import MIN_SAMPLE_US, POINT_OVERHEAD_S, estimate, point_seconds, samples_needed
+
+QUICK = Timing(time_cap_ms=400, warmup_ms=10)  # a short plan's cap: its points stop early
+DEFAULT = Timing()  # what --profile-missing times with
+
+
+def _curve(spread: float, n: int, dims=range(96, 128, 4)) -> FileLookup:
+    """A bf16 GEMM curve (N swept) of 30-us points with the given relative p10..p90 spread and sample count."""
+    rows = [(Op.gemm, Dtype.bfloat16, {"m": 256, "k": 256, "n": d}, "n", 30.0, 30.0 * (1 - spread / 2), 30.0 * (1 + spread / 2), n)
+            for d in dims]
+    return FileLookup(rows, "test")
+
+
+def _missing(dims, shape=None) -> list[MissingCurve]:
+    return [MissingCurve(op="gemm", dtype="bfloat16", fixed_shape=shape or {"m": 256, "k": 256}, axis="n", dims=list(dims))]
+
+
+def test_noisy_points_measured_under_a_short_cap_are_estimated_at_the_noise_not_at_their_count():
+    # A loaded machine: 30 % spread. The quick plan stopped each point at its 400 ms cap (400
+    # samples of 1 ms); the default plan keeps sampling until the median is pinned to +-1 %.
+    lookup = _curve(spread=0.30, n=400)
+    need = samples_needed(PointLatency(30.0, p10_us=25.5, p90_us=34.5, n=400), DEFAULT)
+    assert need is not None and 400 < need <= DEFAULT.max_samples
+    est = estimate(_missing([100, 101, 102, 103]), lookup, DEFAULT)
+    per_point = est.seconds / 4
+    by_count = point_seconds(30.0, 400, DEFAULT)  # what the recorded sample count alone would say
+    assert per_point > 1.5 * by_count
+    assert per_point <= (DEFAULT.warmup_ms + DEFAULT.time_cap_ms) / 1e3 + POINT_OVERHEAD_S
+    assert per_point == pytest.approx((DEFAULT.warmup_ms + need * MIN_SAMPLE_US / 1e3) / 1e3 + POINT_OVERHEAD_S, rel=0.01)
+
+
+def test_quiet_points_take_what_they_took():
+    lookup = _curve(spread=0.02, n=10)
+    est = estimate(_missing([100, 101]), lookup, DEFAULT)
+    assert est.seconds == pytest.approx(2 * point_seconds(30.0, DEFAULT.min_samples, DEFAULT), rel=0.01)
+    # Under the timing that recorded them, a point's own count is never undercut.
+    assert samples_needed(PointLatency(30.0, p10_us=29.7, p90_us=30.3, n=57), QUICK) == 57
+
+
+def test_a_curve_not_measured_yet_takes_the_noise_of_the_alignments_other_curves():
+    lookup = _curve(spread=0.30, n=400)
+    # Two curves the alignment lacks points on: k = 256 (measured around them), k = 512 (nothing yet).
+    missing = _missing([101]) + _missing([200, 201], shape={"m": 256, "k": 512})
+    est = estimate(missing, lookup, DEFAULT)
+    need = samples_needed(PointLatency(30.0, p10_us=25.5, p90_us=34.5, n=400), DEFAULT)
+    assert need is not None
+    assert "time per FLOP" in est.basis
+    # Twice the work per call (k doubles): 60-us calls, still in 1-ms samples, as many as the noise needs.
+    assert est.per_curve[1] == pytest.approx(2 * point_seconds(60.0, need, DEFAULT), rel=0.01)
