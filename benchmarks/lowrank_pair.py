@@ -15,7 +15,6 @@ import argparse
 import random
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -23,6 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiler_agent.kernels import build_kernel  # noqa: E402
+from proof.latency import median_of_passes  # noqa: E402
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=128)
     ap.add_argument("--ranks", type=int, nargs="+", default=[*range(184, 201), 288, 291, 295, 296, 304, 307, 312])
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--reps", type=int, default=15, help="timed calls per kernel and round; their median counts")
+    ap.add_argument("--reps", type=int, default=15, help="timed calls per kernel and round, after a warm-up; their median counts")
     a = ap.parse_args()
     torch.set_num_threads(1)
     kernels = {}
@@ -47,14 +47,7 @@ def main() -> None:
         order = list(kernels)
         rng.shuffle(order)
         for key in order:
-            fn = kernels[key]
-            fn()  # warm-up
-            reps = []
-            for _ in range(a.reps):
-                t0 = time.perf_counter()
-                fn()
-                reps.append(time.perf_counter() - t0)
-            times[key].append(statistics.median(reps) * 1e6)
+            times[key].append(median_of_passes(kernels[key], a.reps, filter_preempted=True)[0])
     med = {key: statistics.median(v) for key, v in times.items()}
     print(f"x[{a.m},{a.fin}] -> rank r -> {a.fout}, {a.dtype}, 1 thread; us, median over {a.rounds} rounds")
     ratios: dict[bool, list[float]] = {True: [], False: []}

@@ -38,8 +38,8 @@ import numpy as np
 
 # p90 - p10 of a normal distribution is 2.563 sigma; a median's standard error is
 # sqrt(pi / 2) = 1.2533 times the mean's.
-_P10_P90_SIGMAS = 2.5631
-_MEDIAN_SE = 1.2533
+P10_P90_SIGMAS = 2.5631
+MEDIAN_SE = 1.2533
 _MAD_TO_SIGMA = 1.4826
 MIN_LINE_POINTS = 4  # a slope through 2 or 3 points would let a spike pass for a trend
 MIN_POINTS = 8  # fewer points than this tell too little about the curve's own noise
@@ -59,8 +59,8 @@ class Point:
         """Standard error of the median, from the point's own spread (0 when unknown)."""
         if self.p10_us is None or self.p90_us is None:
             return 0.0
-        sigma = max(0.0, self.p90_us - self.p10_us) / _P10_P90_SIGMAS
-        return _MEDIAN_SE * sigma / math.sqrt(max(1, self.n or 1))
+        sigma = max(0.0, self.p90_us - self.p10_us) / P10_P90_SIGMAS
+        return MEDIAN_SE * sigma / math.sqrt(max(1, self.n or 1))
 
 
 @dataclass(frozen=True)
@@ -277,11 +277,8 @@ def find_pattern(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpt
     def best_of(ms: list[int]) -> Pattern | None:
         span = float(x[-1] - x[0] + 1)
         groups: dict[int, list[int]] = {}
-        for m in ms:  # the finest trend (pieces a power of two) that leaves each piece 8 periods
-            pieces = 1
-            while span / (2 * pieces) >= PERIODS_PER_PIECE * m:
-                pieces *= 2
-            groups.setdefault(pieces, []).append(m)
+        for m in ms:
+            groups.setdefault(_piece_count(span, m), []).append(m)
         found = [p for pieces, group in sorted(groups.items()) for p in _best_templates(xs, x, y, sigma, pieces, np.array(group))]
         best = max(found, key=lambda p: (p.t, p.kind == "comb"), default=None)
         combs = [p for p in found if p.kind == "comb"]
@@ -303,6 +300,20 @@ def find_pattern(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, opts: CliffOpt
 
 
 PERIODS_PER_PIECE = 8
+
+
+def _piece_count(span: float, m: int) -> int:
+    """The finest trend for a pattern of period m: pieces a power of two, each PERIODS_PER_PIECE periods long at least."""
+    pieces = 1
+    while span / (2 * pieces) >= PERIODS_PER_PIECE * m:
+        pieces *= 2
+    return pieces
+
+
+def _piece_labels(x: np.ndarray, pieces: int) -> np.ndarray:
+    """Each point's piece (pieces of equal span over x)."""
+    span = float(x[-1] - x[0] + 1)
+    return np.minimum(((x - x[0]) * pieces / span).astype(int), pieces - 1)
 COMB_TEETH = 8  # a comb needs this many measured multiples, and as many other dims (a few
 # noise bursts that happen to share a divisor must not pass for one)
 COMB_SCATTER = 2.0  # ... and its teeth sit where its levels put them within this many sigmas
@@ -328,13 +339,10 @@ class Comb:
 def teeth_factor(comb: Comb | None, x: np.ndarray) -> np.ndarray:
     """Per dim, latency over the trend's: exp(log_offset) of the deepest level of the comb whose
     multiple it is, 1 elsewhere (and without a comb)."""
-    factor = np.ones(len(x))
     if comb is None:
-        return factor
-    xs = x.astype(int)
-    for level in comb.levels():
-        factor = np.where(xs % level.m == 0, math.exp(level.log_offset), factor)
-    return factor
+        return np.ones(len(x))
+    factors = np.array([1.0, *(math.exp(lv.log_offset) for lv in comb.levels())])
+    return factors[tooth_level(comb, x) + 1]
 
 
 def tooth_level(comb: Comb, x: np.ndarray) -> np.ndarray:
@@ -378,6 +386,7 @@ def _teeth_agree(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, comb: Comb
     (a penalty that adds a constant, say, shrinks as the trend grows): each stands for itself."""
     xs = x.astype(int)
     logs = np.log(y)
+    expected = np.log(teeth_factor(comb, x))
     plain = np.flatnonzero(xs % comb.m != 0)
     z = []
     for i in np.flatnonzero(xs % comb.m == 0):
@@ -390,7 +399,7 @@ def _teeth_agree(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, comb: Comb
         w = (xs[i] - xs[lo]) / (xs[hi] - xs[lo])
         diff = logs[i] - ((1 - w) * logs[lo] + w * logs[hi])
         noise = math.sqrt(rel_sigma[i] ** 2 + ((1 - w) * rel_sigma[lo]) ** 2 + (w * rel_sigma[hi]) ** 2)
-        z.append((diff - math.log(float(teeth_factor(comb, x[i:i + 1])[0]))) / noise)
+        z.append((diff - expected[i]) / noise)
     return len(z) < COMB_TEETH or _MAD_TO_SIGMA * float(np.median(np.abs(z))) <= COMB_SCATTER
 
 
@@ -402,11 +411,7 @@ def _ladder_fit(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int, ste
     levels = [m]
     while int((xs % (2 * levels[-1]) == 0).sum()) >= 2 and 2 * levels[-1] <= xs[-1]:
         levels.append(2 * levels[-1])
-    span = float(x[-1] - x[0] + 1)
-    pieces = 1
-    while span / (2 * pieces) >= PERIODS_PER_PIECE * m:
-        pieces *= 2
-    piece = np.minimum(((x - x[0]) * pieces / span).astype(int), pieces - 1)
+    piece = _piece_labels(x, _piece_count(float(x[-1] - x[0] + 1), m))
     trend = []
     for start, stop in _runs(piece):
         u = np.zeros(len(x))
@@ -473,8 +478,7 @@ def _best_templates(
     a trend that is one quadratic per piece (pieces of equal span). A comb may point either way
     (multiples faster or slower); a staircase only jumps up after its multiples."""
     sw = y / sigma  # sqrt of the weights in log space (relative sigma)
-    span = float(x[-1] - x[0] + 1)
-    piece = np.minimum(((x - x[0]) * pieces / span).astype(int), pieces - 1)
+    piece = _piece_labels(x, pieces)
     bases = []  # per piece: its points and an orthonormal basis of its weighted quadratic
     for start, stop in _runs(piece):
         u = (x[start:stop] - x[start]) / max(1.0, x[stop - 1] - x[start])
@@ -625,11 +629,13 @@ def fit_runs(x: np.ndarray, y: np.ndarray, u: np.ndarray, sigma: np.ndarray, opt
     beta = opts.penalty if opts.penalty is not None else 3.0 * math.log(max(len(x), 3))
     penalty = np.full(len(x), beta)
     pattern = find_pattern(x, y, sigma, opts)
-    comb_of = pattern if pattern is not None and pattern.kind == "comb" else (pattern.also if pattern is not None else None)
-    steps = pattern.m if pattern is not None and pattern.kind == "steps" else None
+    comb_of, steps = None, None
+    if pattern is not None:
+        comb_of = pattern if pattern.kind == "comb" else pattern.also
+        steps = pattern.m if pattern.kind == "steps" else None
     comb = fit_comb(x, y, sigma / y, comb_of.m, steps) if comb_of is not None else None
-    if pattern is not None and pattern.kind == "steps":
-        cell = (x.astype(int) - 1) // pattern.m
+    if steps is not None:
+        cell = (x.astype(int) - 1) // steps
         penalty[1:][cell[1:] != cell[:-1]] = opts.grid_penalty * beta
     runs, cost = _runs_and_cost(u, y, w, penalty, opts)
     if comb is not None:  # the comb must pay for itself (as a slope does): else it is not there

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from gac.contracts.alignment import MissingCurve
 from gac.contracts.measurements import Dtype, Op, op_flops
 from gac.contracts.plans import Timing
+from solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS
 from solver.lookup import LatencyLookup, PointLatency
 
 MIN_SAMPLE_US = 1000.0  # the CPU timer batches calls into samples of at least this long
@@ -58,13 +59,11 @@ def samples_needed(p: PointLatency, timing: Timing) -> int | None:
     elif timing.median_ci <= 0:
         need = timing.max_samples
     else:
-        need = math.ceil((_Z95 * _MEDIAN_SE * spread / _P10_P90_SIGMAS / timing.median_ci) ** 2)
+        need = math.ceil((_Z95 * MEDIAN_SE * spread / P10_P90_SIGMAS / timing.median_ci) ** 2)
     return max(need, p.n or 0)
 
 
-_P10_P90_SIGMAS = 2.563  # p90 - p10 of a normal sample, in sigmas
 _Z95 = 1.96
-_MEDIAN_SE = 1.2533  # the median's standard error over the mean's
 
 
 def _shape(mc: MissingCurve, dim: int) -> dict[str, int]:
