@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
@@ -135,32 +136,41 @@ def _short(name: str, width: int) -> str:
     return name if len(name) <= width else "…" + name[-(width - 1):]
 
 
+SUMMARY_LABEL = 15  # the summary's label column: its texts wrap under themselves, readable at 80 columns
+
+
+def _say(label: str, text: str) -> None:
+    """One summary row: the label, then the text wrapped under itself (a hanging indent)."""
+    for i, line in enumerate(Text.from_markup(text).wrap(console, max(20, console.width - SUMMARY_LABEL))):
+        head = Text.from_markup(label if i == 0 else "")
+        head.set_length(SUMMARY_LABEL)
+        line.rstrip()
+        console.print(Text.assemble(head, line), soft_wrap=True)
+
+
 def _summary(res: dict) -> None:
     lat = res.get("latency", {})
     kind = res.get("objective_kind", "importance")
     goal = {"importance": "importance (the paper's objective)",
-            "latency": f"latency, keeping at least {1 - (res.get('epsilon') or 0):.1%} of the importance objective's kept importance",
+            "latency": f"latency, keeping at least {1 - (res.get('epsilon') or 0):.1%} of the importance-only optimum's kept importance",
             "frontier": "the speed/importance frontier"}[kind]  # fmt: skip
     if res.get("window") == "paper":
         goal += ", over the paper's window (multiples of 8 within +/- 64)"
-    console.print(f"[bold]{res['model']}[/bold] on {res['platform']}: optimized for {goal}")
+    console.print(f"[bold]{res['model']}[/bold] on platform {res['platform'][:16]}")
+    _say("optimized for", goal)
     if lat.get("complete") and lat.get("unaligned_us") and lat.get("aligned_us"):
-        orig = f", original {lat['original_us']:,.1f}" if lat.get("original_us") else ""
-        console.print(
-            f"predicted      unaligned {lat['unaligned_us']:,.1f} µs -> GAC {lat['aligned_us']:,.1f} µs "
-            f"([bold]{lat['unaligned_us'] / lat['aligned_us']:.3f}x[/bold]){orig} (the compressed weights' kernels)"
-        )
+        orig = f"; original {lat['original_us']:,.1f} µs" if lat.get("original_us") else ""
+        _say("predicted", f"unaligned {lat['unaligned_us']:,.1f} µs -> GAC {lat['aligned_us']:,.1f} µs "
+                          f"([bold]{lat['unaligned_us'] / lat['aligned_us']:.3f}x[/bold]){orig} (the compressed weights' kernels)")
         if lat.get("importance_only_us") and kind != "importance":
-            console.print(
-                f"               importance-only GAC {lat['importance_only_us']:,.1f} µs "
-                f"({lat['unaligned_us'] / lat['importance_only_us']:.3f}x); kept importance {lat.get('importance_kept', 1):.2%} of its"
-            )
+            _say("", f"importance-only GAC {lat['importance_only_us']:,.1f} µs ({lat['unaligned_us'] / lat['importance_only_us']:.3f}x); "
+                     f"GAC keeps {lat.get('importance_kept', 1):.2%} of the importance it keeps")
     else:
         n = lat.get("missing_points") or sum(len(mc["dims"]) for mc in res.get("missing", []))
         why = "no latency data" if res.get("platform") == "rules only" else "incomplete"
-        console.print(f"predicted      {why}: {n:,} curve points missing (listed under `missing`; --profile-missing measures them)")
-    console.print(f"aligned dims   {res['aligned_share_before']:.0%} before -> {res['aligned_share_after']:.0%} after (% {res['align']})")
-    console.print(f"budget         {res['budget']:,} params; used {res['total_params']:,} ({res['total_params'] / res['budget']:.2%})")
+        _say("predicted", f"{why}: {n:,} curve points missing (listed under `missing`; --profile-missing measures them)")
+    _say("aligned dims", f"{res['aligned_share_before']:.0%} before -> {res['aligned_share_after']:.0%} after (% {res['align']})")
+    _say("budget", f"{res['budget']:,} params; used {res['total_params']:,} ({res['total_params'] / res['budget']:.2%})")
 
 
 TABLE_ROWS = 50  # weights listed in the table; --out or --json give every one
@@ -185,26 +195,28 @@ def _print(stored: dict, wide: bool = False) -> None:
         console.print(f"… and {len(res['weights']) - TABLE_ROWS:,} more weights: --out FILE or --json gives every one")
     cc = res["solver"]["cross_check"]
     agree = {True: "agrees", False: "DISAGREES", None: "not proven"}[cc.get("agrees")]
-    console.print(
-        f"solver         {res['solver']['method']} in {res['solver']['seconds'] * 1000:.1f} ms, objective {res['objective']:,.1f}; "
-        f"cross-check {cc['method']} {cc['status']} {agree}"
-    )
-    for b in res.get("baselines", []):
-        gap = f", gap {b['gap_to_optimum']:.2e}" if b.get("gap_to_optimum") is not None else ""
-        speed = f", {b['speedup']:.3f}x" if b.get("speedup") else ""
-        console.print(
-            f"baseline       {b['method']:<15} {b['total_params']:,} params, "
-            f"{'within' if b['within_budget'] else 'OVER'} budget, aligned {b['aligned_share']:.0%}{speed}{gap}"
-        )
+    check = "no cross-check" if cc["method"] == "none" else f"cross-check {cc['method']} {cc['status']} {agree}"
+    _say("solver", f"{res['solver']['method']} in {res['solver']['seconds'] * 1000:.1f} ms, objective {res['objective']:,.1f}; {check}")
+    if res.get("baselines"):
+        table = Table(box=None)
+        for col in ("baseline", "params", "budget", "aligned", "speed-up", "gap to optimum"):
+            table.add_column(col, justify="left" if col in ("baseline", "budget") else "right", no_wrap=True)
+        for b in res["baselines"]:
+            table.add_row(
+                b["method"], f"{b['total_params']:,}", "within" if b["within_budget"] else "OVER", f"{b['aligned_share']:.0%}",
+                f"{b['speedup']:.3f}x" if b.get("speedup") else "-",
+                f"{b['gap_to_optimum']:.2e}" if b.get("gap_to_optimum") is not None else "-",
+            )
+        console.print(table)
     if res.get("frontier"):
-        console.print(f"frontier       {len(res['frontier'])} Pareto points (--json or the dashboard shows them)")
+        _say("frontier", f"{len(res['frontier'])} Pareto points (--json or the dashboard shows them)")
     if res.get("missing"):
         secs = sum(m.get("estimated_seconds") or 0 for m in res["missing"])
-        console.print(f"missing data   {len(res['missing'])} curves, about {secs:.0f} s to profile: --profile-missing measures them")
+        _say("missing data", f"{len(res['missing'])} curves, about {secs:.0f} s to profile: --profile-missing measures them")
     for w in res.get("warnings", []):
-        console.print(f"[yellow]warning[/yellow]        {w}")
+        _say("[yellow]warning[/yellow]", w)
     if stored.get("id"):
-        console.print(f"stored as      {stored['id']}" + (f"; jobs queued: {stored['jobs']}" if stored.get("jobs") else ""))
+        _say("stored as", f"{stored['id']}" + (f"; jobs queued: {stored['jobs']}" if stored.get("jobs") else ""))
 
 
 def _profile_and_realign(stored: dict, run, server, token, db, device, threads, yes) -> dict:  # noqa: ANN001

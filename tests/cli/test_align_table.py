@@ -35,3 +35,32 @@ def test_a_long_manifest_lists_the_first_rows_and_counts_the_rest():
 def test_a_short_manifest_lists_every_weight():
     text = _printed(_stored(5))
     assert all(f"layers.{i}.proj " in text for i in range(5)) and "more weights" not in text
+
+
+SUMMARY_LABELS = ("optimized for", "predicted", "aligned dims", "budget", "solver", "baseline", "frontier", "missing data",
+                  "warning", "stored as")
+
+
+def test_the_summary_reads_at_80_columns(monkeypatch):
+    """Every line fits 80 columns, and a summary row that wraps continues under its text, never at the margin."""
+    from solver.lookup import FileLookup
+    from tests.solver.synthetic import Measure, gemm_truth, llama_like_manifest, lowrank_curves, measure_fast, platform_rows
+
+    doc = llama_like_manifest(1, hidden=512, seed=3, tokens=128, objective="latency")
+    manifest = Manifest.model_validate({"schema": "gac.manifest/v1", **doc})
+    rows, _ = platform_rows(lowrank_curves(doc), 32, Measure(seed=3))
+    result = align(manifest, FileLookup(rows, "f" * 64), AlignOptions(cross_check="none"))
+    for mc in result.missing:  # what --profile-missing would measure (the original model's kernels)
+        truth = gemm_truth({**mc.fixed_shape, mc.axis: 1}, mc.axis, 32)
+        rows += [("gemm", "float16", {**mc.fixed_shape, mc.axis: p.x}, mc.axis, p.median_us, p.p10_us, p.p90_us, p.n)
+                 for p in measure_fast(truth, mc.dims, Measure(seed=3))]
+    result = align(manifest, FileLookup(rows, "f" * 64), AlignOptions(cross_check="none"))
+    assert not result.missing
+    monkeypatch.setattr(cmd.console, "width", 80)
+    text = _printed({"id": "0" * 32, "jobs": [], "result": result.model_dump(mode="json", by_alias=True)})
+    lines = text.splitlines()
+    assert "importance-only GAC" in text and "baseline" in text, text  # the long rows are there
+    assert max(len(line) for line in lines) <= 80, text
+    at_margin = [line for line in lines[1:] if line and not line[0].isspace()]
+    assert at_margin and all(line.startswith(SUMMARY_LABELS) for line in at_margin), text
+    assert lines[0].startswith("llama-like on platform ffffffffffffffff") and len(lines[0]) < 80
