@@ -147,19 +147,13 @@ def open_session(device: str, threads: int | None, timing: bool = True) -> _Sess
 def _warn_if_busy(platform: PlatformDescriptor) -> None:
     """On a CPU that other work already uses, intra-op threads stall at every barrier
     (whole scheduler ticks, milliseconds): say so before the figures go wrong."""
-    import os
+    from profiler_agent.cpu_load import busy_now, contention_warning
 
-    if platform.device_kind != "cpu" or not platform.cores or not platform.threads:
+    if platform.device_kind != "cpu" or not platform.cores or not platform.threads or platform.threads <= 1:
         return
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        return
-    if platform.threads > 1 and load + platform.threads > platform.cores + 0.5:
-        console.print(
-            f"[yellow]warning: load average {load:.1f} on {platform.cores} cores: {platform.threads} timing threads "
-            f"will be descheduled and stall; use --threads 1 (or a quiet machine) for trustworthy figures[/yellow]"
-        )
+    warning = contention_warning(busy_now(), platform.cores, platform.threads)
+    if warning:
+        console.print(f"[yellow]warning: {warning}[/yellow]")
 
 
 def run_with_progress(
