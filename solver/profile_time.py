@@ -27,7 +27,8 @@ from solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS
 from solver.lookup import LatencyLookup, PointLatency
 
 MIN_SAMPLE_US = 1000.0  # the CPU timer batches calls into samples of at least this long
-POINT_OVERHEAD_S = 0.005  # allocating the inputs and recording the point
+POINT_OVERHEAD_S = 0.005
+BATCH_MIN = 50  # the rule's median interval also needs its batch-means interval: 10 batches of at least 5 samples  # allocating the inputs and recording the point
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,15 @@ def point_seconds(latency_us: float, samples: int | None, timing: Timing) -> flo
     return (timing.warmup_ms + sampling_ms) / 1e3 + POINT_OVERHEAD_S
 
 
+def most_seconds(points: int, timing: Timing | None = None) -> float:
+    """About the longest profiling `points` can take: each one's warm-up, then samples up to the
+    time cap (kernels shorter than time_cap / min_samples). Noise the platform's measured points
+    did not show (correlated noise, which the stopping rule's batch-means interval waits out)
+    can take a point there: the estimate above is what quiet points take."""
+    timing = timing or Timing()
+    return points * ((timing.warmup_ms + timing.time_cap_ms) / 1e3 + POINT_OVERHEAD_S)
+
+
 def samples_needed(p: PointLatency, timing: Timing) -> int | None:
     """Samples the timer's stopping rule takes on a point as noisy as p: min_samples when p's
     spread (p90 - p10) / median is within target_spread; else until the median's 95 % interval
@@ -59,7 +69,7 @@ def samples_needed(p: PointLatency, timing: Timing) -> int | None:
     elif timing.median_ci <= 0:
         need = timing.max_samples
     else:
-        need = math.ceil((_Z95 * MEDIAN_SE * spread / P10_P90_SIGMAS / timing.median_ci) ** 2)
+        need = max(BATCH_MIN, math.ceil((_Z95 * MEDIAN_SE * spread / P10_P90_SIGMAS / timing.median_ci) ** 2))
     return max(need, p.n or 0)
 
 

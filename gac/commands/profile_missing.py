@@ -47,8 +47,13 @@ def missing_points(result: dict[str, Any]) -> list[tuple[str, str, dict[str, int
 
 def confirm(points: int, curves: int, estimated: float, where: str, yes: bool) -> None:
     """Say what will be timed; ask above the threshold. Exits when the user (or a non-interactive run) declines."""
+    from gac.contracts.plans import Timing
+    from solver.profile_time import most_seconds
+
+    cap = Timing().time_cap_ms / 1e3
     console.print(f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} "
-                  "(estimated from the platform's measurements; an upper bound where it has none)")
+                  f"if they are as quiet as the platform's measured points (an upper bound where it has none), "
+                  f"at most about {_duration(most_seconds(points))} (each point to its {cap:g} s time cap)")
     if yes or estimated <= CONFIRM_ABOVE_S:
         return
     if not sys.stdin.isatty():

@@ -57,3 +57,15 @@ def test_a_curve_not_measured_yet_takes_the_noise_of_the_alignments_other_curves
     assert "time per FLOP" in est.basis
     # Twice the work per call (k doubles): 60-us calls, still in 1-ms samples, as many as the noise needs.
     assert est.per_curve[1] == pytest.approx(2 * point_seconds(60.0, need, DEFAULT), rel=0.01)
+
+
+@pytest.mark.parametrize("spread", [0.02, 0.3, 0.9])
+def test_the_estimate_never_passes_the_time_cap_bound(spread):
+    from solver.profile_time import most_seconds
+
+    lookup = _curve(spread=spread, n=100)
+    dims = [100, 101, 102, 103, 131, 257]
+    est = estimate(_missing(dims), lookup, DEFAULT)
+    assert est.seconds <= most_seconds(len(dims), DEFAULT) * (1 + 1e-12)
+    # Nothing measured: every point is taken to its cap, which is the bound itself.
+    assert estimate(_missing(dims), None, DEFAULT).seconds == pytest.approx(most_seconds(len(dims), DEFAULT))
