@@ -27,8 +27,8 @@ from solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS
 from solver.lookup import LatencyLookup, PointLatency
 
 MIN_SAMPLE_US = 1000.0  # the CPU timer batches calls into samples of at least this long
-POINT_OVERHEAD_S = 0.005
-BATCH_MIN = 50  # the rule's median interval also needs its batch-means interval: 10 batches of at least 5 samples  # allocating the inputs and recording the point
+POINT_OVERHEAD_S = 0.005  # allocating the inputs and recording the point
+BATCH_MIN = 50  # the rule's median interval also needs its batch-means interval: 10 batches of at least 5 samples
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -272,3 +273,24 @@ def test_a_budget_from_fractional_dims_stays_feasible_when_steps_are_wide(object
     result = align(manifest, FileLookup(rows, "wide"))
     assert result.total_params <= result.budget == 2719
     assert len(result.weights) == 2 and all(w.dim <= 36 for w in result.weights), result.warnings
+
+
+def test_a_paper_window_baseline_that_keeps_more_says_how_far_it_moved_dims():
+    """paper-dp-64 can keep more (linear) importance than GAC only by leaving GAC's window: the warning names the
+    widest such move, which is real (outside that item's candidates), and goes once the window is the paper's."""
+    from solver.align import PAPER_OWN
+    from tests.solver.synthetic import Measure, llama_like_manifest, lowrank_curves, platform_rows
+
+    doc = llama_like_manifest(1, hidden=512, seed=0, tokens=128)
+    manifest = Manifest.model_validate({"schema": "gac.manifest/v1", **doc})
+    rows, _ = platform_rows(lowrank_curves(doc), 32, Measure(seed=0))
+    lookup = FileLookup(rows, "f" * 64)
+    ours = align(manifest, lookup, AlignOptions(cross_check="none", objective="latency"))
+    theirs = next(b for b in ours.baselines if b.method == PAPER_OWN)
+    assert theirs.objective > ours.objective
+    (said,) = [w for w in ours.warnings if w.startswith(f"{PAPER_OWN} keeps more importance")]
+    name, move = re.search(r"\((\S+): [\d.]+ -> (\d+)\)", said).groups()
+    weight = next(w for w in ours.weights if w.name == name)
+    assert not min(c.dim for c in weight.candidates) <= int(move) <= max(c.dim for c in weight.candidates)
+    wide = align(manifest, lookup, AlignOptions(cross_check="none", objective="latency", window="paper"))
+    assert not [w for w in wide.warnings if w.startswith(f"{PAPER_OWN} keeps more importance")]
