@@ -150,7 +150,7 @@ def _warn_if_busy(platform: PlatformDescriptor) -> None:
     from profiler_agent.cpu_load import busy_now, contention_warning
 
     if platform.device_kind != "cpu" or not platform.cores or not platform.threads or platform.threads <= 1:
-        return
+        return  # one timing thread waits on no other: no need to sample the load
     warning = contention_warning(busy_now(), platform.cores, platform.threads)
     if warning:
         console.print(f"[yellow]warning: {warning}[/yellow]")

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import torch
 
-from gac.contracts.plans import Timing
+from gac.contracts.plans import MEDIAN_BATCHES, MIN_BATCH_SAMPLES, Timing
 
 StopReason = Literal["spread", "median_ci", "time_cap", "max_samples"]
 
@@ -46,13 +46,13 @@ def median_ci(sorted_values: Sequence[float], z: float = 1.96) -> tuple[float, f
 _T975 = {4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
-def batch_median_halfwidth(samples: Sequence[float], batches: int = 10) -> float | None:
+def batch_median_halfwidth(samples: Sequence[float], batches: int = MEDIAN_BATCHES) -> float | None:
     """Half-width of a ~95 % CI of the median from the medians of consecutive
     batches (the batch-means method): unlike the order-statistic interval it stays
     honest when neighbouring samples are correlated, as on a machine whose speed
     wanders over tens of milliseconds. None with fewer than 5 samples per batch."""
     n = len(samples)
-    if n < 5 * batches:
+    if n < MIN_BATCH_SAMPLES * batches:
         return None
     size = n // batches
     meds = [percentile(sorted(samples[i * size:(i + 1) * size]), 0.5) for i in range(batches)]

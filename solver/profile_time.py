@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 from gac.contracts.alignment import MissingCurve
 from gac.contracts.measurements import Dtype, Op, op_flops
-from gac.contracts.plans import Timing
+from gac.contracts.plans import MEDIAN_BATCHES, MIN_BATCH_SAMPLES, Timing
 from solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS
 from solver.lookup import LatencyLookup, PointLatency
 
 MIN_SAMPLE_US = 1000.0  # the CPU timer batches calls into samples of at least this long
 POINT_OVERHEAD_S = 0.005  # allocating the inputs and recording the point
-BATCH_MIN = 50  # the rule's median interval also needs its batch-means interval: 10 batches of at least 5 samples
+BATCH_MIN = MEDIAN_BATCHES * MIN_BATCH_SAMPLES  # a noisy point's median interval needs its batch-means interval too
 
 
 @dataclass(frozen=True)

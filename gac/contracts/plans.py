@@ -27,6 +27,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The stopping rule's batch-means interval of the median: this many consecutive batches, each of
+# at least MIN_BATCH_SAMPLES samples, so a noisy point stops on its median no sooner than their product.
+MEDIAN_BATCHES = 10
+MIN_BATCH_SAMPLES = 5
+
+
 class Timing(_Strict):
     """How long to time each point: the noise stopping rule's knobs.
 

@@ -44,7 +44,7 @@ SUMMARY_LABELS = ("optimized for", "predicted", "aligned dims", "budget", "solve
 def test_the_summary_reads_at_80_columns(monkeypatch):
     """Every line fits 80 columns, and a summary row that wraps continues under its text, never at the margin."""
     from solver.lookup import FileLookup
-    from tests.solver.synthetic import Measure, gemm_truth, llama_like_manifest, lowrank_curves, measure_fast, platform_rows
+    from tests.solver.synthetic import Measure, curve_rows, gemm_truth, llama_like_manifest, lowrank_curves, measure_fast, platform_rows
 
     doc = llama_like_manifest(1, hidden=512, seed=3, tokens=128, objective="latency")
     manifest = Manifest.model_validate({"schema": "gac.manifest/v1", **doc})
@@ -52,8 +52,7 @@ def test_the_summary_reads_at_80_columns(monkeypatch):
     result = align(manifest, FileLookup(rows, "f" * 64), AlignOptions(cross_check="none"))
     for mc in result.missing:  # what --profile-missing would measure (the original model's kernels)
         truth = gemm_truth({**mc.fixed_shape, mc.axis: 1}, mc.axis, 32)
-        rows += [("gemm", "float16", {**mc.fixed_shape, mc.axis: p.x}, mc.axis, p.median_us, p.p10_us, p.p90_us, p.n)
-                 for p in measure_fast(truth, mc.dims, Measure(seed=3))]
+        rows += curve_rows(mc.fixed_shape, mc.axis, measure_fast(truth, mc.dims, Measure(seed=3)))
     result = align(manifest, FileLookup(rows, "f" * 64), AlignOptions(cross_check="none"))
     assert not result.missing
     monkeypatch.setattr(cmd.console, "width", 80)

@@ -140,8 +140,13 @@ def platform_rows(
         planted[(c.fixed, c.axis)] = spikes
         truth = gemm_truth(c.shape(1), c.axis, period)
         pts = measure_fast(truth, xs, Measure(**{**vars(how), "seed": how.seed * 1000 + i}), spikes=spikes)
-        rows += [("gemm", "float16", c.shape(p.x), c.axis, p.median_us, p.p10_us, p.p90_us, p.n) for p in pts]
+        rows += curve_rows(dict(c.fixed), c.axis, pts)
     return rows, planted
+
+
+def curve_rows(fixed: dict[str, int], axis: str, pts: Iterable[Point]) -> list[tuple]:
+    """FileLookup rows (op, dtype, shape, axis, median, p10, p90, n) of measured points of one float16 gemm curve."""
+    return [("gemm", "float16", {**fixed, axis: p.x}, axis, p.median_us, p.p10_us, p.p90_us, p.n) for p in pts]
 
 
 def llama_like_shapes(hidden: int = 2048) -> dict[str, tuple[int, int]]:

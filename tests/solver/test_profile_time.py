@@ -69,3 +69,12 @@ def test_the_estimate_never_passes_the_time_cap_bound(spread):
     assert est.seconds <= most_seconds(len(dims), DEFAULT) * (1 + 1e-12)
     # Nothing measured: every point is taken to its cap, which is the bound itself.
     assert estimate(_missing(dims), None, DEFAULT).seconds == pytest.approx(most_seconds(len(dims), DEFAULT))
+
+
+def test_a_point_just_noisier_than_the_target_takes_the_batch_means_minimum():
+    # 6 % spread against a 5 % target: the normal-theory count is ~34, but the rule stops on the median only
+    # once its batch-means interval exists (MEDIAN_BATCHES batches of MIN_BATCH_SAMPLES).
+    from gac.contracts.plans import MEDIAN_BATCHES, MIN_BATCH_SAMPLES
+
+    need = samples_needed(PointLatency(30.0, p10_us=29.1, p90_us=30.9, n=10), DEFAULT)
+    assert need == MEDIAN_BATCHES * MIN_BATCH_SAMPLES
