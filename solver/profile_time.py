@@ -122,7 +122,7 @@ def estimate(missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timi
                 lat, n = rate * work, need
                 from_rate += 1
             else:
-                seconds += (timing.warmup_ms + timing.time_cap_ms) / 1e3 + POINT_OVERHEAD_S
+                seconds += most_seconds(1, timing)
                 capped += 1
                 continue
             seconds += point_seconds(lat, n, timing)
