@@ -1,16 +1,24 @@
-"""Do a model's GEMMs run inside the model as they ran in the profile? Every nn.Linear timed in place.
+"""Do a model's GEMMs run inside the model as they run in the profile? Every nn.Linear timed in place.
 
-`gac proof` predicts a variant's speed-up from the profiled GEMM curves (each kernel timed alone,
-warm) and flags a miss above 0.03. This takes a saved proof run, rebuilds its unaligned model and
-one other variant, times a prefill forward of each in shuffled rounds with a clock around every
-nn.Linear (forward hooks; they add a few us per call, alike for both), and prints per linear
-the median time inside the model beside the saved profile's median for the same GEMM
-(m = tokens, n = out_features, k = in_features), then the totals: what the variant saves inside
-the model against what the profile says it saves.
+`gac proof` predicts a variant's speed-up from the profiled GEMM curves (each kernel timed alone)
+and flags a miss above 0.03. This takes a saved proof run, rebuilds its unaligned model and one
+other variant, and in the same shuffled rounds times three things per variant:
+
+- model: a prefill forward with a clock around every nn.Linear (forward hooks; they add a few us
+  per call, alike for both variants), summed over the linears;
+- cold: the agent's own GEMM kernel for each linear (m = tokens, n = out_features, k = in_features)
+  as the agent times it on a CPU: weights read from a pool beyond the caches
+  (profiler_agent.timing.WEIGHT_POOL_BYTES), a new copy each call;
+- warm: the same kernel reusing one weight tensor, hot in cache (how the agent timed before).
+
+It prints per linear the three medians, then per mode the total over the linears, what the variant
+saves, and the paired ratio unaligned / variant with its 95 % bootstrap interval over rounds, beside
+the saved run's own profile. The mode whose ratio and saving match the model's is the one whose
+predictions hold inside a model.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/in_model_linears.py RUN.json [--method asvd] [--variant round-to-8]
 
-(RUN.json: a saved proof run, e.g. benchmarks/out/proof-minilm.json.)
+(RUN.json: a saved proof run, `gac proof ... --save RUN.json`.)
 """
 
 from __future__ import annotations
@@ -30,8 +38,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from profiler_agent.kernels import build_kernel  # noqa: E402
+from profiler_agent.timing import WEIGHT_POOL_BYTES  # noqa: E402
 from proof.pipeline import ProofConfig, compress, prepare, with_dtype  # noqa: E402
 from proof.retime import load_run  # noqa: E402
+from proof.stats import bootstrap_median_ci, paired_speedup  # noqa: E402
+
+MODES = ("model", "cold", "warm")
+CALLS = 12  # per linear and round in the kernel modes; the median of the last 10
 
 
 def clock_linears(model: torch.nn.Module) -> dict[str, list[float]]:
@@ -45,12 +59,22 @@ def clock_linears(model: torch.nn.Module) -> dict[str, list[float]]:
     return times
 
 
+def kernel_us(fn) -> float:
+    """One kernel's time this round: the median of the last 10 of CALLS calls."""
+    samples = []
+    for _ in range(CALLS):
+        t = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - t) / 1e3)
+    return statistics.median(samples[2:])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="a saved proof run (gac proof --save FILE)")
     ap.add_argument("--method", default=None, help="asvd | prune (default: the run's first)")
     ap.add_argument("--variant", default="round-to-8", help="compared with unaligned (a variant name of the run)")
-    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=20)
     a = ap.parse_args()
     saved = load_run(a.run)
     cfg = ProofConfig.from_json(saved["config"])
@@ -65,45 +89,63 @@ def main() -> None:
     torch.set_num_threads(cfg.threads)
     names = ("unaligned", a.variant)
     models = {n: copy.deepcopy(comp.build(dims[n])).to(cfg.torch_dtype).eval() for n in names}
+    linears = {n: {name: (mod.out_features, mod.in_features) for name, mod in m.named_modules() if isinstance(mod, torch.nn.Linear)}
+               for n, m in models.items()}
     clocks = {n: clock_linears(m) for n, m in models.items()}
     forwards = {n: subject.prefill(m, tokens, cfg.seed) for n, m in models.items()}
-    totals: dict[str, list[float]] = {n: [] for n in names}
+    shapes = {nk for per in linears.values() for nk in per.values()}
+    dtype = str(cfg.torch_dtype).removeprefix("torch.")
+    kernels = {
+        (mode, nk): build_kernel("gemm", dtype, {"m": tokens, "n": nk[0], "k": nk[1]},
+                                 weight_pool_bytes=WEIGHT_POOL_BYTES if mode == "cold" else 0).fn
+        for mode in ("cold", "warm") for nk in shapes
+    }
+    per_linear: dict[tuple[str, str, str], list[float]] = defaultdict(list)  # (mode, variant, linear) -> us per round
+    totals: dict[tuple[str, str], list[float]] = defaultdict(list)  # (mode, variant) -> sum over linears per round
     rng = random.Random(0)
-    with torch.no_grad():
+    with torch.inference_mode():
         for fn in forwards.values():
             fn()
-        for c in clocks.values():
-            c.clear()
+        for fn in kernels.values():
+            fn()
         for _ in range(a.rounds):
-            order = list(names)
-            rng.shuffle(order)
-            for n in order:
-                t0 = time.perf_counter_ns()
-                forwards[n]()
-                totals[n].append((time.perf_counter_ns() - t0) / 1e3)
+            jobs = [(mode, n) for mode in MODES for n in names]
+            rng.shuffle(jobs)
+            for mode, n in jobs:
+                if mode == "model":
+                    clocks[n].clear()
+                    forwards[n]()
+                    took = {name: sum(v) for name, v in clocks[n].items()}
+                else:
+                    took = {name: kernel_us(kernels[mode, nk]) for name, nk in linears[n].items()}
+                for name, us in took.items():
+                    per_linear[mode, n, name].append(us)
+                totals[mode, n].append(sum(took.values()))
+    u, v = names
+    print(f"{res['method']}, {v} against unaligned, prefill S = {tokens}, {why}; us, median over {a.rounds} rounds")
+    print(f"  {'linear':32s} {'unaligned':>10s} -> {v:<10s}  " + "  ".join(f"{m:>15s}" for m in MODES))
+    for name in sorted(linears[u]):
+        cells = "  ".join(f"{statistics.median(per_linear[m, u, name]):6.1f} -> {statistics.median(per_linear[m, v, name]):6.1f}"
+                          for m in MODES)
+        shape_u, shape_v = (f"{linears[n][name][0]}x{linears[n][name][1]}" for n in names)
+        print(f"  {name:32s} {shape_u:>10s} -> {shape_v:<10s}  {cells}")
+    print(f"{len(linears[u])} linears, summed; saves = unaligned - {v} per round, median [95% CI]; ratio = paired unaligned / {v}:")
+    for mode in MODES:
+        base, var = totals[mode, u], totals[mode, v]
+        saves = [b - x for b, x in zip(base, var)]
+        lo, hi = bootstrap_median_ci(saves)
+        sp = paired_speedup(base, var)
+        share = statistics.median(base) / statistics.median(totals["model", u])
+        print(f"  {mode:5s}  unaligned {statistics.median(base):7.0f} us ({share:.2f}x the model's)  "
+              f"saves {statistics.median(saves):+6.0f} us "
+              f"[{lo:+.0f} to {hi:+.0f}]  ratio {sp.median:.3f}x [{sp.ci_lo:.3f}-{sp.ci_hi:.3f}]")
     profile = {(m["shape"]["m"], m["shape"]["n"], m["shape"]["k"]): m["median_us"] for m in res["profile"] if m["op"] == "gemm"}
-    print(f"{res['method']}, {a.variant} against unaligned, prefill S = {tokens}, {why}; us, median over {a.rounds} rounds")
-    forward = {n: statistics.median(v) for n, v in totals.items()}
-    print(f"forward: unaligned {forward['unaligned']:.0f}, {a.variant} {forward[a.variant]:.0f} (hooks included)")
-    saved_model = saved_profile = in_model = in_profile = 0.0
-    compared = 0
-    for name in sorted(clocks["unaligned"]):
-        mods = {n: dict(models[n].named_modules())[name] for n in names}
-        t = {n: statistics.median(clocks[n][name]) for n in names}
-        p = {n: profile.get((tokens, mods[n].out_features, mods[n].in_features)) for n in names}
-        shape = {n: f"{mods[n].out_features}x{mods[n].in_features}" for n in names}
-        line = f"  {name:32s} {shape['unaligned']:>10s} -> {shape[a.variant]:<10s} model {t['unaligned']:7.1f} -> {t[a.variant]:7.1f}"
-        if p["unaligned"] is not None and p[a.variant] is not None:
-            line += f"   profile {p['unaligned']:7.1f} -> {p[a.variant]:7.1f}"
-            saved_model += t["unaligned"] - t[a.variant]
-            saved_profile += p["unaligned"] - p[a.variant]
-            in_model += t["unaligned"]
-            in_profile += p["unaligned"]
-            compared += 1
-        print(line)
-    print(f"{compared} linears with both GEMMs in the profile: unaligned inside the model {in_model:.0f} us, in the profile "
-          f"{in_profile:.0f} us ({in_model / max(in_profile, 1e-9):.2f}x); {a.variant} saves {saved_model:+.0f} us inside the model, "
-          f"{saved_profile:+.0f} us by the profile")
+    saved_u = [profile.get((tokens, *nk)) for nk in linears[u].values()]
+    saved_v = [profile.get((tokens, *nk)) for nk in linears[v].values()]
+    if None not in saved_u and None not in saved_v:
+        su, sv = sum(saved_u), sum(saved_v)  # type: ignore[arg-type]
+        print(f"  the saved run's profile ({res['profile'][0]['timer']}): unaligned {su:.0f} us, "
+              f"saves {su - sv:+.0f} us, ratio {su / sv:.3f}x")
 
 
 if __name__ == "__main__":

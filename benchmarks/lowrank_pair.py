@@ -22,6 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiler_agent.kernels import build_kernel  # noqa: E402
+from profiler_agent.timing import WEIGHT_POOL_BYTES  # noqa: E402
 from proof.latency import median_of_passes  # noqa: E402
 
 
@@ -37,10 +38,12 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(1)
     kernels = {}
+    pool = WEIGHT_POOL_BYTES  # as the agent times them: weights beyond the caches
     for r in a.ranks:
-        kernels["n", r] = build_kernel("gemm", a.dtype, {"m": a.m, "n": r, "k": a.fin}).fn
-        kernels["k", r] = build_kernel("gemm", a.dtype, {"m": a.m, "n": a.fout, "k": r}).fn
-        kernels["pair", r] = build_kernel("lowrank", a.dtype, {"m": a.m, "in_features": a.fin, "rank": r, "out_features": a.fout}).fn
+        kernels["n", r] = build_kernel("gemm", a.dtype, {"m": a.m, "n": r, "k": a.fin}, weight_pool_bytes=pool).fn
+        kernels["k", r] = build_kernel("gemm", a.dtype, {"m": a.m, "n": a.fout, "k": r}, weight_pool_bytes=pool).fn
+        kernels["pair", r] = build_kernel("lowrank", a.dtype, {"m": a.m, "in_features": a.fin, "rank": r, "out_features": a.fout},
+                                          weight_pool_bytes=pool).fn
     times: dict[tuple[str, int], list[float]] = {key: [] for key in kernels}
     rng = random.Random(0)
     for _ in range(a.rounds):

@@ -101,7 +101,7 @@ def main() -> int:
         for v in sweep.value_list():
             shape = sweep.shape_at(v)
             with torch.inference_mode():
-                k = build_kernel(Op.gemm, dtype, shape)
+                k = build_kernel(Op.gemm, dtype, shape, weight_pool_bytes=timer.weight_pool_bytes)
                 rule = timer.time(k.fn, timing)
                 fixed = fixed_loop(k.fn, reps=args.reps)
             curves[sweep.axis][v] = as_point(v, rule)
@@ -124,7 +124,7 @@ def main() -> int:
     # move when the measurement is simply repeated a minute later?
     for r, (sweep, v) in zip(rows, [(s, v) for s in plan.sweeps for v in s.value_list()]):
         with torch.inference_mode():
-            k = build_kernel(Op.gemm, dtype, sweep.shape_at(v))
+            k = build_kernel(Op.gemm, dtype, sweep.shape_at(v), weight_pool_bytes=timer.weight_pool_bytes)
             rule2 = timer.time(k.fn, timing)
             fixed2 = fixed_loop(k.fn, reps=args.reps)
         r["rule_repeat_median_us"] = round(rule2.median_us, 3)

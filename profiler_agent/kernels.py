@@ -3,12 +3,22 @@
 The layouts are the ones a compressed model actually runs: weights are
 nn.Linear-style (out_features x in_features) and applied with F.linear, SDPA
 is causal prefill attention on (b, h, s, head_dim) tensors.
+
+Inside a model each weight is read once per forward, long after the caches have
+filled with the rest of the model; a kernel that reuses one weight tensor call
+after call times it hot in L2 instead. Given `weight_pool_bytes`, a kernel takes
+its weights from copies laid side by side in a buffer of that size and uses the
+next copy on each call, so every call reads its weights from beyond the caches
+(the activations stay hot, as they are in a model). The CUDA timer flushes L2
+before each sample instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -39,12 +49,65 @@ class Kernel:
     kernel: str  # what the closure calls, for the record
     backend: str | None = None  # implementation chosen by dispatch (SDPA)
     flops: int = 0
+    inputs: tuple[torch.Tensor, ...] = ()  # what every call reads (activations)
+    weights: list[tuple[torch.Tensor, ...]] = field(default_factory=list)  # the copies, one per call in turn
 
 
 def _randn(*size: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:
     # Drawn in float32 then cast: some dtypes lack a randn kernel on some devices.
     t = torch.randn(*size, generator=gen, dtype=torch.float32, device="cpu") * scale
     return t.to(device=device, dtype=dtype)
+
+
+# One buffer per (dtype, device), shared by every kernel's weight copies: a point costs no
+# allocation, and the copies are read-only views. Values ~N(0, 0.02^2), a weight's usual scale.
+_POOLS: dict[tuple[torch.dtype, str], torch.Tensor] = {}
+_POOL_BLOCK = 1 << 20
+# Views are made once, before timing (slicing on each call would add microseconds to a tens-of-
+# microseconds kernel). Capped so a tiny weight does not take a second of views: 16,384 copies of
+# even a 256-byte weight still cycle through 4 MiB, twice a 2 MiB L2.
+MAX_WEIGHT_COPIES = 16_384
+
+
+def _pool(elements: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    key = (dtype, str(device))
+    buf = _POOLS.get(key)
+    if buf is None or buf.numel() < elements:
+        # One random block tiled over the buffer: timing does not depend on the values.
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        block = _randn(_POOL_BLOCK, dtype=dtype, device=device, gen=gen, scale=0.02)
+        buf = block.repeat(math.ceil(elements / _POOL_BLOCK))
+        _POOLS[key] = buf
+    return buf
+
+
+def weight_copies(shapes: Sequence[tuple[int, int]], pool_bytes: int, dtype: torch.dtype, device: torch.device,
+                  gen: torch.Generator) -> list[tuple[torch.Tensor, ...]]:
+    """Copies of one kernel's weights that fill `pool_bytes` between them (one copy, drawn
+    afresh, when pool_bytes is 0 or one copy alone fills it)."""
+    per_copy = sum(n * k for n, k in shapes)
+    copies = min(MAX_WEIGHT_COPIES, pool_bytes // (per_copy * torch.empty((), dtype=dtype).element_size()))
+    if copies < 2:
+        return [tuple(_randn(n, k, dtype=dtype, device=device, gen=gen, scale=k**-0.5) for n, k in shapes)]
+    buf = _pool(copies * per_copy, dtype, device)
+    out: list[tuple[torch.Tensor, ...]] = []
+    at = 0
+    for _ in range(copies):
+        ws = []
+        for n, k in shapes:
+            ws.append(buf[at:at + n * k].view(n, k))
+            at += n * k
+        out.append(tuple(ws))
+    return out
+
+
+def _each_call_next(copies: list[tuple[torch.Tensor, ...]], call: Callable[..., torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """A closure that runs call(*weights) with the next copy of the weights each time."""
+    if len(copies) == 1:
+        ws = copies[0]
+        return lambda: call(*ws)
+    turn = itertools.cycle(copies)
+    return lambda: call(*next(turn))
 
 
 def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> str | None:
@@ -62,25 +125,38 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: b
         return None
 
 
-def build_kernel(op: Op | str, dtype: Dtype | str, shape: dict[str, int], device: torch.device | str = "cpu", seed: int = 0) -> Kernel:
-    """Allocate the inputs for one point and return the closure that runs it."""
+def build_kernel(
+    op: Op | str, dtype: Dtype | str, shape: dict[str, int], device: torch.device | str = "cpu", seed: int = 0,
+    weight_pool_bytes: int = 0,
+) -> Kernel:
+    """Allocate the inputs for one point and return the closure that runs it.
+
+    weight_pool_bytes: read the weights from copies filling this many bytes, the next
+    copy on each call (0: one weight tensor, hot in cache after the first call).
+    """
     op, dtype = Op(op), Dtype(dtype)
     shape = validate_shape(op, shape)
     dev = torch.device(device)
     dt = TORCH_DTYPES[dtype]
     gen = torch.Generator(device="cpu").manual_seed(seed)
 
-    def r(*size: int, fan_in: int = 1) -> torch.Tensor:
-        return _randn(*size, dtype=dt, device=dev, gen=gen, scale=fan_in**-0.5)
+    def r(*size: int) -> torch.Tensor:
+        return _randn(*size, dtype=dt, device=dev, gen=gen)
+
+    def weights(*shapes: tuple[int, int]) -> list[tuple[torch.Tensor, ...]]:
+        return weight_copies(shapes, weight_pool_bytes, dt, dev, gen)
+
+    def kernel(what: str, x: torch.Tensor, ws: list[tuple[torch.Tensor, ...]], call: Callable[..., torch.Tensor]) -> Kernel:
+        return Kernel(op, dtype, shape, dev, _each_call_next(ws, call), what, flops=op_flops(op, shape), inputs=(x,), weights=ws)
 
     if op is Op.gemm:
         m, n, k = shape["m"], shape["n"], shape["k"]
-        x, w = r(m, k), r(n, k, fan_in=k)
-        return Kernel(op, dtype, shape, dev, lambda: F.linear(x, w), "F.linear(x[m,k], W[n,k])", flops=op_flops(op, shape))
+        x = r(m, k)
+        return kernel("F.linear(x[m,k], W[n,k])", x, weights((n, k)), lambda w: F.linear(x, w))
     if op is Op.gemv:
         n, k = shape["n"], shape["k"]
-        x, w = r(1, k), r(n, k, fan_in=k)
-        return Kernel(op, dtype, shape, dev, lambda: F.linear(x, w), "F.linear(x[1,k], W[n,k])", flops=op_flops(op, shape))
+        x = r(1, k)
+        return kernel("F.linear(x[1,k], W[n,k])", x, weights((n, k)), lambda w: F.linear(x, w))
     if op is Op.sdpa:
         b, h, s, d = shape["b"], shape["h"], shape["s"], shape["head_dim"]
         q, kk, v = r(b, h, s, d), r(b, h, s, d), r(b, h, s, d)
@@ -91,27 +167,19 @@ def build_kernel(op: Op | str, dtype: Dtype | str, shape: dict[str, int], device
             "F.scaled_dot_product_attention(causal)",
             backend=backend,
             flops=op_flops(op, shape),
+            inputs=(q, kk, v),
         )
     if op is Op.lowrank:
         m, fin, rank, fout = shape["m"], shape["in_features"], shape["rank"], shape["out_features"]
-        x, a, bm = r(m, fin), r(rank, fin, fan_in=fin), r(fout, rank, fan_in=rank)
-        return Kernel(
-            op, dtype, shape, dev,
-            lambda: F.linear(F.linear(x, a), bm),
-            "F.linear(F.linear(x[m,in], A[rank,in]), B[out,rank])",
-            flops=op_flops(op, shape),
-        )
+        x = r(m, fin)
+        return kernel("F.linear(F.linear(x[m,in], A[rank,in]), B[out,rank])", x, weights((rank, fin), (fout, rank)),
+                      lambda a, b: F.linear(F.linear(x, a), b))
     if op is Op.mlp:
         m, hid, width = shape["m"], shape["hidden"], shape["width"]
         x = r(m, hid)
-        gate, up, down = r(width, hid, fan_in=hid), r(width, hid, fan_in=hid), r(hid, width, fan_in=width)
-        return Kernel(
-            op, dtype, shape, dev,
-            lambda: F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down),
-            "down(silu(gate(x)) * up(x))",
-            flops=op_flops(op, shape),
-        )
+        return kernel("down(silu(gate(x)) * up(x))", x, weights((width, hid), (width, hid), (hid, width)),
+                      lambda gate, up, down: F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down))
     raise ValueError(f"no kernel for op {op!r}")  # pragma: no cover - Op is closed
 
 
-__all__ = ["SUPPORTED_DTYPES", "TORCH_DTYPES", "Kernel", "build_kernel", "sdpa_backend"]
+__all__ = ["SUPPORTED_DTYPES", "TORCH_DTYPES", "Kernel", "build_kernel", "sdpa_backend", "weight_copies"]

@@ -22,6 +22,7 @@ import torch
 
 from gac.contracts.measurements import PlatformDescriptor
 from profiler_agent.dtypes import cpu_dtype_fields, cuda_dtype_fields
+from profiler_agent.timing import COLD_WEIGHTS
 
 # CPU feature flags that change which GEMM/attention kernels a CPU library picks.
 _X86_FLAGS = (
@@ -128,6 +129,7 @@ def _detect_cpu(dtypes: bool = True) -> PlatformDescriptor:
         torch_version=torch.__version__,
         mkl_version=mkl if torch.backends.mkl.is_available() else None,
         onednn_version=dnn if torch.backends.mkldnn.is_available() else None,
+        timing=COLD_WEIGHTS,
         **cpu_dtype_fields(info, measure=dtypes),
     )
 

@@ -83,7 +83,7 @@ def time_point(point: PlanPoint, timer: Timer, timing: Timing, device: torch.dev
     """Build and time one point; an error (OOM, unsupported dtype) is recorded, not raised."""
     try:
         with torch.inference_mode():
-            k = build_kernel(point.op, point.dtype, point.shape, device)
+            k = build_kernel(point.op, point.dtype, point.shape, device, weight_pool_bytes=timer.weight_pool_bytes)
             result = timer.time(k.fn, timing)
     except (RuntimeError, ValueError, MemoryError, NotImplementedError) as err:
         return PointOutcome(point, None, None, f"{type(err).__name__}: {err}"[:500])

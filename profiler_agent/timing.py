@@ -102,10 +102,21 @@ def summarize(samples_us: Sequence[float], **kw: Any) -> TimingResult:
     )
 
 
+# Where a model's weights come from: beyond the caches. Rotating a kernel's weights through
+# this many bytes reads them from memory on a CPU (on a 2-core Xeon VM with 2 MiB of L2 a
+# GEMM's time grew with the pool up to 64 MiB and stayed within a few % from there to 1 GiB).
+WEIGHT_POOL_BYTES = 256 << 20
+# What the platform records of it (PlatformDescriptor.timing): CPU curves timed hot never mix with these.
+COLD_WEIGHTS = "cold-weights"
+
+
 class Timer(ABC):
     """Times a zero-argument callable that launches one kernel (or one block)."""
 
     name: str
+    # The kernel should take its weights from copies filling this many bytes (profiler_agent.kernels);
+    # 0 when the timer itself makes each sample cold (the CUDA timer flushes L2).
+    weight_pool_bytes: int = 0
 
     @abstractmethod
     def time(self, fn: Callable[[], object], timing: Timing | None = None) -> TimingResult:
@@ -166,12 +177,16 @@ class CpuTimer(Timer):
     extra["preempted"]). This check is on by default only with one intra-op
     thread (see __init__). If fewer than min_samples survive, the discarded ones
     are used after all (extra["preempted_fallback"]) rather than fail the point.
+
+    A CPU has no cheap cache flush, so the kernels it times read their weights from
+    a pool of `weight_pool_bytes` (the name says "+cold-weights"); 0 times them hot.
     """
 
     name = "cpu-perf-counter"
 
     def __init__(
-        self, threads: int | None = None, min_sample_us: float = 1000.0, min_on_cpu: float | None | Literal["auto"] = "auto"
+        self, threads: int | None = None, min_sample_us: float = 1000.0, min_on_cpu: float | None | Literal["auto"] = "auto",
+        weight_pool_bytes: int = WEIGHT_POOL_BYTES,
     ) -> None:
         if threads is not None:
             if threads < 1:
@@ -184,7 +199,9 @@ class CpuTimer(Timer):
             # barrier (its CPU time < wall without any preemption): check only at 1 thread.
             min_on_cpu = 0.9 if self.threads == 1 else None
         self.min_on_cpu = min_on_cpu
-        self.name = "cpu-perf-counter+preempt-filter" if min_on_cpu is not None else "cpu-perf-counter"
+        self.weight_pool_bytes = weight_pool_bytes
+        self.name = "cpu-perf-counter" + ("+preempt-filter" if min_on_cpu is not None else "") + (
+            f"+{COLD_WEIGHTS}" if weight_pool_bytes else "")
 
     def time(self, fn: Callable[[], object], timing: Timing | None = None) -> TimingResult:
         timing = timing or Timing()
@@ -374,10 +391,12 @@ def fixed_loop(fn: Callable[[], object], reps: int = 100, warmup: int = 3, timer
 
 
 __all__ = [
+    "COLD_WEIGHTS",
     "CpuTimer",
     "CudaTimer",
     "Timer",
     "TimingResult",
+    "WEIGHT_POOL_BYTES",
     "fixed_loop",
     "make_timer",
     "batch_median_halfwidth",

@@ -311,20 +311,24 @@ def manifest_params(manifest: Manifest, dims: dict[str, int]) -> int:
     return sum(unit_params(w) * int(dims[w.name]) for w in manifest.weights)
 
 
-def compressed_params(model: Any, manifest: Manifest) -> int:
-    """Weight parameters of the manifest's weights as built in the model (biases excluded, like the manifest)."""
-    total = 0
+def compressed_modules(model: Any, manifest: Manifest) -> list[nn.Module]:
+    """The modules that run the manifest's weights in the model: each low-rank pair, each pruned MLP's linears."""
+    out: list[nn.Module] = []
     for w in manifest.weights:
         if w.kind == "lowrank":
             lin = model.get_linear(w.name)
             assert isinstance(lin, LowRankLinear)
-            total += lin.down.weight.numel() + lin.up.weight.numel()
+            out.append(lin)
         elif w.kind == "mlp_width":
-            i = int(w.name.split(".")[0].removeprefix("layer"))
-            total += sum(lin.weight.numel() for lin in model.mlp_linears(i))
+            out += model.mlp_linears(int(w.name.split(".")[0].removeprefix("layer")))
         else:  # pragma: no cover - not produced here
             raise ValueError(f"unsupported kind {w.kind}")
-    return total
+    return out
+
+
+def compressed_params(model: Any, manifest: Manifest) -> int:
+    """Weight parameters of the manifest's weights as built in the model (biases excluded, like the manifest)."""
+    return sum(p.numel() for mod in compressed_modules(model, manifest) for name, p in mod.named_parameters() if name.endswith("weight"))
 
 
 __all__ = [
@@ -334,6 +338,7 @@ __all__ = [
     "PruneCompressor",
     "compress_asvd",
     "compress_prune",
+    "compressed_modules",
     "compressed_params",
     "manifest_params",
 ]

@@ -7,6 +7,10 @@ median of a few passes after one warm-up call; a pass during which the timing
 thread was off the CPU for over 10 % of the wall time (preempted) is dropped when
 running single-threaded, unless that would leave fewer than half of the passes.
 Speed-ups are the median of per-round ratios with a bootstrap CI (proof.stats).
+
+Optionally, once per round and setting, one more call of the baseline model runs with a
+clock around the modules that hold the compressed weights (forward hooks, removed again):
+how long those modules take in place, which the prediction sets against the profile.
 """
 
 from __future__ import annotations
@@ -83,6 +87,14 @@ class LatencyRun:
     medians: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     # (variant, setting label) -> passes dropped as preempted, per round
     preempted: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    # setting label -> the in-place variant's compressed modules, µs summed over one call, per round
+    in_place: dict[str, list[float]] = field(default_factory=dict)
+    in_place_variant: str | None = None
+
+    def in_place_us(self, label: str) -> float | None:
+        """Median over rounds of the compressed modules' time in place (None: not clocked)."""
+        got = self.in_place.get(label)
+        return statistics.median(got) if got else None
 
     @property
     def labels(self) -> list[str]:
@@ -113,6 +125,26 @@ def median_of_passes(fn: Callable[[], object], passes: int, filter_preempted: bo
     return statistics.median(use), passes - len(kept)
 
 
+def clocked_call(fn: Callable[[], object], modules: Sequence[nn.Module]) -> float:
+    """µs spent inside `modules` during one call of fn (forward hooks, removed afterwards)."""
+    spent = [0]
+    started: dict[int, int] = {}
+
+    def pre(mod: nn.Module, args: object) -> None:
+        started[id(mod)] = time.perf_counter_ns()
+
+    def post(mod: nn.Module, args: object, out: object) -> None:
+        spent[0] += time.perf_counter_ns() - started.pop(id(mod))
+
+    handles = [h for mod in modules for h in (mod.register_forward_pre_hook(pre), mod.register_forward_hook(post))]
+    try:
+        fn()
+    finally:
+        for h in handles:
+            h.remove()
+    return spent[0] / 1e3
+
+
 def time_rounds(
     models: Mapping[str, nn.Module],
     settings: Sequence[Setting],
@@ -123,12 +155,14 @@ def time_rounds(
     dtype: torch.dtype | None = None,
     seed: int = 0,
     on_round: Callable[[int], None] | None = None,
+    in_place: tuple[str, Callable[[nn.Module], Sequence[nn.Module]]] | None = None,
 ) -> LatencyRun:
     """Time every model at every setting, interleaved in `rounds` shuffled rounds.
 
     make_fn(model, setting) returns the zero-argument call to time (inputs and
     caches prepared once). Models are copied and cast to `dtype` (None: kept as they are);
-    callers keep theirs.
+    callers keep theirs. in_place = (variant, modules_of): each round, one more call of that
+    variant per setting clocks the modules modules_of(its model) returns (LatencyRun.in_place).
     """
     torch.set_num_threads(threads)
     cast = {name: (copy.deepcopy(m).to(dtype) if dtype is not None else copy.deepcopy(m)).eval() for name, m in models.items()}
@@ -145,6 +179,11 @@ def time_rounds(
             med, dropped = median_of_passes(fns[key], n, filter_preempted)
             out.medians.setdefault(key, []).append(med)
             out.preempted.setdefault(key, []).append(dropped)
+        if in_place is not None:
+            variant, modules_of = in_place
+            out.in_place_variant = variant
+            for s in settings:
+                out.in_place.setdefault(s.label, []).append(clocked_call(fns[variant, s.label], modules_of(cast[variant])))
         if on_round is not None:
             on_round(r + 1)
     return out

@@ -21,7 +21,7 @@ import torch
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
-from proof.compress import Compression, compress_asvd, compress_prune, compressed_params, manifest_params
+from proof.compress import Compression, compress_asvd, compress_prune, compressed_modules, compressed_params, manifest_params
 from proof.latency import LatencyRun, Setting, settings_for, time_rounds
 from proof.llama import LlamaConfig
 from proof.objectives import (
@@ -381,6 +381,7 @@ def evaluate(
     lat = time_rounds(
         models, settings, make_fn, rounds=cfg.rounds, passes=cfg.passes, threads=cfg.threads, dtype=cfg.torch_dtype,
         seed=cfg.seed, on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
+        in_place=(UNALIGNED, lambda m: compressed_modules(m, manifest)) if UNALIGNED in models else None,
     )
     t["latency"] = time.perf_counter() - t0
     return CompressorResult(

@@ -104,8 +104,12 @@ def prediction_table(r: CompressorResult) -> list[str]:
         f"predicted vs measured speed-up over unaligned. kernel pred: the compressed weights' kernels at the variant's dims vs"
         f" the unaligned dims, token-weighted as the solver weights them, from the solver's denoised curve estimates (not raw"
         f" medians). S pred: measured unaligned model time minus that setting's predicted kernel saving [+/-{Z} sigma of the"
-        f" curve estimates]; meas: paired ratio [{LEVEL:.0%} bootstrap CI]; diff = pred - meas, ! when |diff| > {FLAG}",
+        f" curve estimates], the saving scaled by how long the unaligned model's compressed modules took in place against"
+        f" their profile (in place); meas: paired ratio [{LEVEL:.0%} bootstrap CI]; diff = pred - meas, ! when |diff| > {FLAG}",
     ]
+    factors = {sp.label: sp.in_place_factor for vp in r.predictions.values() for sp in vp.settings if sp.in_place_us is not None}
+    if factors:
+        out.append("in place: " + ", ".join(f"{label} {f:.2f}x the profile" for label, f in factors.items()))
     out += _table(header, rows)
     if notes:
         out.append("no prediction:")
@@ -288,7 +292,8 @@ def to_json(res: ProofResult) -> dict:
             "notes": r.notes,
             "load": {"before": r.load_before, "after": r.load_after},
             "latency": {"rounds": lat.rounds, "passes": lat.passes, "threads": lat.threads, "seed": lat.seed,
-                        "settings": [dataclasses.asdict(s) for s in lat.settings]},
+                        "settings": [dataclasses.asdict(s) for s in lat.settings],
+                        "in_place_variant": lat.in_place_variant, "in_place_us_per_round": lat.in_place},
             "variants": {
                 name: {
                     "dims": v.dims, "aligned8": v.aligned8, "aligned16": v.aligned16, "weight_params": v.weight_params,
@@ -313,6 +318,7 @@ def _prediction_json(p) -> dict:
             s.label: {
                 "kernel_unaligned_us": s.kernel_unaligned_us, "kernel_us": s.kernel_us, "saving_us": s.saving_us,
                 "saving_sigma_us": s.saving_sigma_us, "measured_unaligned_us": s.measured_unaligned_us,
+                "in_place_us": s.in_place_us, "in_place_factor": s.in_place_factor,
                 "predicted": s.speedup, "predicted_lo": s.lo, "predicted_hi": s.hi,
                 "measured": s.measured.median, "measured_ci": [s.measured.ci_lo, s.measured.ci_hi],
                 "diff": s.diff, "flagged": s.flagged,

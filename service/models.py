@@ -88,6 +88,7 @@ class Platform(Base):
     mkl_version: Mapped[str | None] = mapped_column(String(200))
     onednn_version: Mapped[str | None] = mapped_column(String(200))
     tf32_allowed: Mapped[bool | None] = mapped_column(Boolean)
+    timing: Mapped[str | None] = mapped_column(String(200))
     first_seen: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 

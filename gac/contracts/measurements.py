@@ -184,6 +184,10 @@ class PlatformDescriptor(_Strict):
     mkl_version: OptText = None
     onednn_version: OptText = None
     tf32_allowed: bool | None = None
+    # How the agent's timer treats caches where that changes the figures, e.g. "cold-weights" (CPU
+    # kernels read their weights from beyond the caches, as inside a model): curves timed another
+    # way belong to another platform and never mix with these.
+    timing: OptText = None
     # What the agent found out about dtypes on this platform (see profiler_agent/dtypes.py).
     # Not identity: the fingerprint ignores these, and the service does not store them.
     native_dtypes: list[Dtype] | None = None  # low-precision dtypes with native arithmetic here
@@ -210,6 +214,8 @@ class PlatformDescriptor(_Strict):
             parts.append(f"sm_{self.compute_capability.replace('.', '')}")
         if self.torch_version:
             parts.append(f"torch {self.torch_version}")
+        if self.timing:
+            parts.append(self.timing)
         return " / ".join(parts)
 
 

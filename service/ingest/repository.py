@@ -23,8 +23,10 @@ def _stale(now: datetime):
 
 def upsert_platform(session: Session, desc: PlatformDescriptor, now: datetime) -> int:
     fingerprint = desc.fingerprint()
-    # The dtype fields are measured facts, not identity, and have no columns: not stored.
-    values = desc.model_dump(exclude=set(DTYPE_FIELDS)) | {"fingerprint": fingerprint, "first_seen": now, "last_seen": now}
+    # The dtype fields are measured facts, not identity, and have no columns: not stored. Unset fields
+    # are left to the column default (NULL), as the fingerprint leaves them out.
+    values = desc.model_dump(exclude=set(DTYPE_FIELDS), exclude_none=True)
+    values |= {"fingerprint": fingerprint, "first_seen": now, "last_seen": now}
     session.execute(insert_ignoring_conflicts(session, Platform.__table__, ["fingerprint"]).values(**values))
     platform_id = session.execute(select(Platform.id).where(Platform.fingerprint == fingerprint)).scalar_one()
     session.execute(

@@ -7,6 +7,7 @@ import torch
 
 from gac.contracts.measurements import SHAPE_FIELDS, Dtype, Op
 from profiler_agent.kernels import SUPPORTED_DTYPES, TORCH_DTYPES, build_kernel
+from profiler_agent.timing import WEIGHT_POOL_BYTES, CpuTimer
 
 SHAPES = {
     Op.gemm: ({"m": 8, "n": 12, "k": 16}, (8, 12)),
@@ -39,9 +40,31 @@ def test_kernel_runs_for_every_claimed_dtype(op):
 
 def test_gemm_computes_the_product():
     k = build_kernel(Op.gemm, Dtype.float32, {"m": 3, "n": 5, "k": 7})
-    held = dict(zip(k.fn.__code__.co_freevars, (c.cell_contents for c in k.fn.__closure__)))  # the inputs it holds
-    x, w = held["x"], held["w"]
+    (x,), [(w,)] = k.inputs, k.weights
     torch.testing.assert_close(k.fn(), x @ w.T)
+
+
+def test_pooled_weights_are_a_new_copy_on_every_call_and_fill_the_pool():
+    pool = 1 << 20
+    k = build_kernel(Op.lowrank, Dtype.float32, {"m": 4, "in_features": 64, "rank": 8, "out_features": 48}, weight_pool_bytes=pool)
+    per_copy = (8 * 64 + 48 * 8) * 4
+    assert len(k.weights) == pool // per_copy
+    (x,) = k.inputs
+    for a, b in k.weights + k.weights[:3]:  # in turn, and round again
+        torch.testing.assert_close(k.fn(), (x @ a.T) @ b.T)
+    # Side by side, never overlapping: every call reads bytes no other copy holds.
+    spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for ws in k.weights for t in ws)
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+    assert spans[-1][1] - spans[0][0] > pool - per_copy
+
+
+def test_a_weight_larger_than_the_pool_is_one_copy_and_the_cuda_timer_needs_no_pool():
+    k = build_kernel(Op.gemm, Dtype.float32, {"m": 2, "n": 64, "k": 64}, weight_pool_bytes=64 * 64 * 4)
+    assert len(k.weights) == 1
+    assert build_kernel(Op.gemm, Dtype.float32, {"m": 2, "n": 64, "k": 64}, weight_pool_bytes=64 * 64 * 8).weights.__len__() == 2
+    timer = CpuTimer(threads=1)
+    assert timer.weight_pool_bytes == WEIGHT_POOL_BYTES and timer.name.endswith("+cold-weights")
+    assert CpuTimer(threads=1, weight_pool_bytes=0).name == "cpu-perf-counter+preempt-filter"
 
 
 def test_sdpa_records_the_backend_dispatch_picks():

@@ -40,11 +40,17 @@ def test_fingerprint_is_stable_across_runs():
 @pytest.mark.parametrize(
     "change",
     [{"torch_version": "0.0.1"}, {"onednn_version": "9.9.9"}, {"mkl_version": "1999.1"}, {"threads": 77},
-     {"cublas_version": "12.2.5"}, {"tf32_allowed": True}],
+     {"cublas_version": "12.2.5"}, {"tf32_allowed": True}, {"timing": None}],
 )
 def test_fingerprint_changes_with_any_version_field(change):
     p = detect_platform("cpu")
     assert p.model_copy(update=change).fingerprint() != p.fingerprint()
+
+
+def test_a_cpu_records_that_its_kernels_read_cold_weights():
+    # Curves timed with hot weights (agents before this field) must not mix with these: another fingerprint.
+    p = detect_platform("cpu", dtypes=False)
+    assert p.timing == "cold-weights" and "cold-weights" in p.label()
 
 
 def test_device_parsing_and_missing_cuda():

@@ -56,7 +56,7 @@ def test_run_plan_emits_one_measurement_per_point(timer):
     assert [p.done for p in progress] == list(range(1, 9)) and progress[-1].total == 8
     assert len({m.id for m in seen}) == 8
     m = seen[0]
-    assert m.timer == "cpu-perf-counter+preempt-filter" and m.n >= 10 and m.p10_us <= m.median_us <= m.p90_us
+    assert m.timer == "cpu-perf-counter+preempt-filter+cold-weights" and m.n >= 10 and m.p10_us <= m.median_us <= m.p90_us
     assert {(m.op.value, m.dtype.value, m.x) for m in seen} == {
         (p.op.value, p.dtype.value, p.shape[p.axis]) for p in plan.points()
     }

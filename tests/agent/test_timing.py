@@ -121,7 +121,7 @@ def test_cpu_timer_fixes_the_thread_count():
         torch.set_num_threads(2)  # someone else changes it...
         r = t.time(lambda: None, Timing(time_cap_ms=20))
         assert torch.get_num_threads() == 1  # ...the timer puts it back before sampling
-        assert r.extra["threads"] == 1 and r.timer == "cpu-perf-counter+preempt-filter"
+        assert r.extra["threads"] == 1 and r.timer == "cpu-perf-counter+preempt-filter+cold-weights"
     finally:
         torch.set_num_threads(before)
 
@@ -142,7 +142,7 @@ def test_samples_spent_off_cpu_are_discarded(clock):
                 clock.off_cpu(2000)  # ...then descheduled for 2 ms before the sample ends
 
         r = timer.time(sometimes_descheduled, Timing(time_cap_ms=200, median_ci=0, warmup_ms=0))
-        assert r.timer == "cpu-perf-counter+preempt-filter" and r.inner == 1
+        assert r.timer == "cpu-perf-counter+preempt-filter+cold-weights" and r.inner == 1
         # Warm-up: calls 1-2. Sampled: calls 3-15; 4, 8 and 12 were descheduled and dropped, the
         # other 10 are the 300 us kernel alone and agree exactly, so the spread rule stops there.
         assert calls[0] == 15 and r.extra["preempted"] == 3 and not r.extra.get("preempted_fallback")
@@ -154,7 +154,7 @@ def test_samples_spent_off_cpu_are_discarded(clock):
         # the dropped samples rather than return an empty point.
         assert asleep.extra.get("preempted_fallback") and asleep.n == asleep.extra["preempted"] >= 10
         assert asleep.median_us == 500.0 and asleep.wall_s == pytest.approx(0.1)
-        assert CpuTimer(threads=2).name == "cpu-perf-counter"  # the check is off with several threads
+        assert CpuTimer(threads=2).name == "cpu-perf-counter+cold-weights"  # the check is off with several threads
     finally:
         torch.set_num_threads(before)
 

@@ -151,7 +151,9 @@ def test_predictions_come_from_the_denoised_estimates(run) -> None:
             assert abs(raw - p.kernel_us) > 1e-6 * raw
             for sp in p.settings:
                 u = sp.measured_unaligned_us
-                assert sp.speedup == pytest.approx(u / (u - sp.saving_us))
+                # the saving grows as the unaligned model's compressed modules took longer in place than profiled
+                assert sp.in_place_us == pytest.approx(r.latency.in_place_us(sp.label)) and sp.in_place_us > 0
+                assert sp.speedup == pytest.approx(u / (u - sp.saving_us * sp.in_place_us / sp.kernel_unaligned_us))
                 assert sp.lo <= sp.speedup <= sp.hi and sp.saving_sigma_us > 0
                 assert sp.flagged == (abs(sp.speedup - sp.measured.median) > FLAG)
         assert UNALIGNED not in r.predictions
@@ -183,8 +185,14 @@ def test_prediction_arithmetic_and_missing_points() -> None:
                  for w in manifest.weights for k in kernels(w, 16))
     sp = out["v"].settings[0]
     assert sp.saving_us == pytest.approx(expect) and sp.measured_unaligned_us == 1000.0
+    assert sp.in_place_us is None and sp.in_place_factor == 1.0  # not clocked: the profile's saving as it is
     assert sp.speedup == pytest.approx(1000.0 / (1000.0 - expect)) and sp.lo <= sp.speedup <= sp.hi
     assert sp.measured.median == pytest.approx(1.2) and sp.flagged and "GEMMs are" in sp.misses()
+    # Clocked in place at twice the profile's time: the predicted saving doubles, and the misses say so.
+    lat.in_place_variant, lat.in_place["S=16"] = "unaligned", [2 * sp.kernel_unaligned_us] * 3
+    sp2 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
+    assert sp2.in_place_factor == pytest.approx(2.0) and sp2.speedup == pytest.approx(1000.0 / (1000.0 - 2 * expect))
+    assert sp2.lo <= sp2.speedup <= sp2.hi and "2.00x the profile" in sp2.misses()
     assert not out["far"].complete and out["far"].missing and "not in the profile" in out["far"].missing[0]
     assert predict(manifest, None, {"unaligned": un, "v": var}, lat)["v"].note.startswith("no latency data")
 
@@ -207,6 +215,8 @@ def test_report_names_cpu_and_has_the_new_columns(run, tmp_path) -> None:
     r0 = saved["results"][0]
     assert set(r0["alignments"]) == {IMPORTANCE, LATENCY, FRONTIER} and r0["frontier_pick"]["cap"] == 6
     assert r0["predictions"][GAC_LATENCY]["settings"]["S=16"]["predicted"] > 0
+    assert r0["predictions"][GAC_LATENCY]["settings"]["S=16"]["in_place_factor"] > 0
+    assert len(r0["latency"]["in_place_us_per_round"]["S=16"]) == run.config.rounds and "in place: S=16 " in text
     json.dumps(saved)
 
 

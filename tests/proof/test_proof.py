@@ -11,7 +11,7 @@ import torch
 
 from proof.bert import BertConfig, Tokenizer, embed_sentences, load_minilm, random_bert
 from proof.compress import compress_asvd, compress_prune, compressed_params, manifest_params
-from proof.latency import Setting, Stat, time_rounds
+from proof.latency import Setting, Stat, clocked_call, time_rounds
 from proof.pipeline import round8_dims
 from proof.profile import align_options, dims_of, plan_for_missing
 from proof.quality import MEAN_COS, RANK_AGR, QualityJudge, load_sentences, spearman, split_sentences
@@ -163,6 +163,23 @@ def test_stat_and_interleaved_timing(small) -> None:
     # each round: every pair once (1 warm-up + passes; decode 4x the passes)
     assert calls.count(("a", "S=16")) == 3 * 3 and calls.count(("b", "decode@8")) == 3 * 9
     assert next(small.parameters()).dtype == torch.float32  # the caller's model is not cast
+    # In place: each round one more call of "b" per setting, clocking only the modules asked for.
+    calls.clear()
+    layers = lambda m: [m.layers[0]]  # noqa: E731
+    run = time_rounds({"a": a, "b": b}, [Setting("prefill", 16)], make_fn, rounds=3, passes=2, in_place=("b", layers))
+    assert calls.count(("b", "S=16")) == 3 * 4 and calls.count(("a", "S=16")) == 3 * 3
+    assert run.in_place_variant == "b" and len(run.in_place["S=16"]) == 3
+    assert 0 < run.in_place_us("S=16") < max(run.medians[("b", "S=16")]) and run.in_place_us("decode@8") is None
+
+
+def test_clocked_call_counts_only_the_modules_given_and_leaves_no_hooks(small) -> None:
+    ids = torch.randint(1000, SMALL.vocab_size, (1, 16))
+    one, every = [small.layers[0]], list(small.layers)
+    with torch.no_grad():
+        t_one = min(clocked_call(lambda: small(ids), one) for _ in range(5))
+        t_every = min(clocked_call(lambda: small(ids), every) for _ in range(5))
+    assert 0 < t_one < t_every
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in small.modules())
 
 
 def test_cli_registers_proof() -> None:
