@@ -67,25 +67,40 @@ _POOL_BLOCK = 1 << 20
 # microseconds kernel). Capped so a tiny weight does not take a second of views: 16,384 copies of
 # even a 256-byte weight still cycle through 4 MiB, twice a 2 MiB L2.
 MAX_WEIGHT_COPIES = 16_384
+_ALIGN_BYTES = 64  # every copy starts on a cache line, as a fresh allocation does
 
 
 def _pool(elements: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     key = (dtype, str(device))
     buf = _POOLS.get(key)
     if buf is None or buf.numel() < elements:
-        # One random block tiled over the buffer: timing does not depend on the values.
+        # One random block tiled over the buffer (timing does not depend on the values), each tile
+        # scaled differently: identical pages could be merged by the host (KSM) into a few physical
+        # ones, and physically tagged caches would then hold the "cold" weights after all.
         gen = torch.Generator(device="cpu").manual_seed(0)
         block = _randn(_POOL_BLOCK, dtype=dtype, device=device, gen=gen, scale=0.02)
-        buf = block.repeat(math.ceil(elements / _POOL_BLOCK))
+        tiles = math.ceil(elements / _POOL_BLOCK)
+        buf = block.repeat(tiles, 1).mul_(torch.linspace(1.0, 2.0, tiles, device=device).to(dtype)[:, None]).view(-1)
         _POOLS[key] = buf
     return buf
 
 
+def release_weight_pools() -> None:
+    """Free the pools (the next pooled kernel allocates its dtype's again)."""
+    _POOLS.clear()
+
+
 def weight_copies(shapes: Sequence[tuple[int, int]], pool_bytes: int, dtype: torch.dtype, device: torch.device,
                   gen: torch.Generator) -> list[tuple[torch.Tensor, ...]]:
-    """Copies of one kernel's weights that fill `pool_bytes` between them (one copy, drawn
-    afresh, when pool_bytes is 0 or one copy alone fills it)."""
-    per_copy = sum(n * k for n, k in shapes)
+    """Copies of one kernel's weights, side by side in the shared pool, in the order the kernel uses them.
+
+    As many copies as fill `pool_bytes`, at most MAX_WEIGHT_COPIES; the first one used is drawn from
+    `gen`, so kernels timed in turn do not start on the same bytes. With fewer than two copies (pool_bytes
+    0, or one copy alone fills it) a single copy is drawn afresh from `gen` instead.
+    """
+    align = max(1, _ALIGN_BYTES // torch.empty((), dtype=dtype).element_size())
+    strides = [math.ceil(n * k / align) * align for n, k in shapes]
+    per_copy = sum(strides)
     copies = min(MAX_WEIGHT_COPIES, pool_bytes // (per_copy * torch.empty((), dtype=dtype).element_size()))
     if copies < 2:
         return [tuple(_randn(n, k, dtype=dtype, device=device, gen=gen, scale=k**-0.5) for n, k in shapes)]
@@ -94,11 +109,12 @@ def weight_copies(shapes: Sequence[tuple[int, int]], pool_bytes: int, dtype: tor
     at = 0
     for _ in range(copies):
         ws = []
-        for n, k in shapes:
+        for (n, k), stride in zip(shapes, strides):
             ws.append(buf[at:at + n * k].view(n, k))
-            at += n * k
+            at += stride
         out.append(tuple(ws))
-    return out
+    first = int(torch.randint(copies, (1,), generator=gen))
+    return out[first:] + out[:first]
 
 
 def _each_call_next(copies: list[tuple[torch.Tensor, ...]], call: Callable[..., torch.Tensor]) -> Callable[[], torch.Tensor]:

@@ -17,7 +17,7 @@ import torch
 from gac.contracts.ids import new_id
 from gac.contracts.measurements import Dtype, Measurement
 from gac.contracts.plans import PlanPoint, Sweep, SweepPlan, Timing
-from profiler_agent.kernels import build_kernel
+from profiler_agent.kernels import build_kernel, release_weight_pools
 from profiler_agent.timing import Timer, TimingResult
 
 _T = TypeVar("_T")
@@ -146,6 +146,7 @@ class PlanRunner:
                               for v in sweep.value_list()]
         for point, timing in self._ordered(fixed, rng):
             self._one(point, timing, out)
+        release_weight_pools()  # up to 256 MiB per dtype: not held between plans
         out.seconds = time.perf_counter() - started
         return out
 

@@ -106,8 +106,9 @@ def summarize(samples_us: Sequence[float], **kw: Any) -> TimingResult:
 # this many bytes reads them from memory on a CPU (on a 2-core Xeon VM with 2 MiB of L2 a
 # GEMM's time grew with the pool up to 64 MiB and stayed within a few % from there to 1 GiB).
 WEIGHT_POOL_BYTES = 256 << 20
-# What the platform records of it (PlatformDescriptor.timing): CPU curves timed hot never mix with these.
-COLD_WEIGHTS = "cold-weights"
+# What the platform records of it (PlatformDescriptor.timing): CPU curves timed hot, or with another
+# pool, never mix with these.
+COLD_WEIGHTS = f"cold-weights/{WEIGHT_POOL_BYTES >> 20}MiB"
 
 
 class Timer(ABC):
@@ -201,7 +202,7 @@ class CpuTimer(Timer):
         self.min_on_cpu = min_on_cpu
         self.weight_pool_bytes = weight_pool_bytes
         self.name = "cpu-perf-counter" + ("+preempt-filter" if min_on_cpu is not None else "") + (
-            f"+{COLD_WEIGHTS}" if weight_pool_bytes else "")
+            "+cold-weights" if weight_pool_bytes else "")
 
     def time(self, fn: Callable[[], object], timing: Timing | None = None) -> TimingResult:
         timing = timing or Timing()

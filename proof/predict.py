@@ -14,8 +14,10 @@ dims). Inside a model the same kernels take longer than alone: the caches hold o
 data and code, and each call pays for it. When the proof clocked the unaligned model's compressed
 modules in place (proof.latency: P µs against the profile's T_M(unaligned dims)), the saving is
 taken to grow with them: S' = S * P / T_M(unaligned dims). (On a 2-core Xeon with AMX, MiniLM's
-72 low-rank linears took 1.7x their cold-weight profile in place, hooks included, and round-to-8
-saved about 8 % of their time in both: benchmarks/in_model_linears.py.) The predicted model time
+36 low-rank modules, 72 linears, took 1.7x their cold-weight profile in place, hooks included, and
+round-to-8 saved about 8 % of their time in both: benchmarks/in_model_linears.py.) P also holds
+what each module call costs besides its kernels (a few µs: dispatch, hooks, bias), which aligning
+does not save, so S' leans a little high, most where the kernels are shortest (decode). The predicted model time
 is the MEASURED unaligned model time U minus S', so the predicted speed-up is U / (U - S');
 everything outside the compressed modules (attention, norms, embeddings, other layers) is
 assumed unchanged. Interval: S' +/- 1.96 sigma (scaled alike), sigma from the curve

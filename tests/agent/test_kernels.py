@@ -52,10 +52,24 @@ def test_pooled_weights_are_a_new_copy_on_every_call_and_fill_the_pool():
     (x,) = k.inputs
     for a, b in k.weights + k.weights[:3]:  # in turn, and round again
         torch.testing.assert_close(k.fn(), (x @ a.T) @ b.T)
-    # Side by side, never overlapping: every call reads bytes no other copy holds.
+    # Side by side, never overlapping, each on a cache line: every call reads bytes no other copy holds.
     spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for ws in k.weights for t in ws)
     assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
-    assert spans[-1][1] - spans[0][0] > pool - per_copy
+    assert spans[-1][1] - spans[0][0] > pool - per_copy and all(start % 64 == 0 for start, _ in spans)
+    # Another shape starts its turn elsewhere in the shared pool.
+    other = build_kernel(Op.gemm, Dtype.float32, {"m": 4, "n": 33, "k": 33}, weight_pool_bytes=pool)
+    assert other.weights[0][0].data_ptr() != k.weights[0][0].data_ptr() and other.weights[0][0].data_ptr() % 64 == 0
+
+
+def test_the_pool_holds_no_two_identical_tiles():
+    # Identical pages can be merged by the host into one physical page, which caches would keep hot.
+    from profiler_agent.kernels import _POOL_BLOCK, _pool, release_weight_pools
+
+    release_weight_pools()
+    buf = _pool(3 * _POOL_BLOCK, torch.bfloat16, torch.device("cpu"))
+    tiles = buf[: 3 * _POOL_BLOCK].view(3, _POOL_BLOCK)
+    assert not torch.equal(tiles[0, :2048], tiles[1, :2048]) and not torch.equal(tiles[1, :2048], tiles[2, :2048])
+    release_weight_pools()
 
 
 def test_a_weight_larger_than_the_pool_is_one_copy_and_the_cuda_timer_needs_no_pool():

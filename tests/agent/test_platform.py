@@ -50,7 +50,7 @@ def test_fingerprint_changes_with_any_version_field(change):
 def test_a_cpu_records_that_its_kernels_read_cold_weights():
     # Curves timed with hot weights (agents before this field) must not mix with these: another fingerprint.
     p = detect_platform("cpu", dtypes=False)
-    assert p.timing == "cold-weights" and "cold-weights" in p.label()
+    assert p.timing == "cold-weights/256MiB" and "cold-weights" in p.label()
 
 
 def test_device_parsing_and_missing_cuda():
