@@ -4,8 +4,9 @@
 and flags a miss above 0.03. This takes a saved proof run, rebuilds its unaligned model and one
 other variant, and in the same shuffled rounds times three things per variant:
 
-- model: a prefill forward with a clock around every nn.Linear (forward hooks; they add a few us
-  per call, alike for both variants), summed over the linears;
+- model: a prefill forward (or with --decode, one decode step after the run's KV cache) with a clock
+  around every nn.Linear (forward hooks; they add a few us per call, alike for both variants), summed
+  over the linears;
 - cold: the agent's own GEMM kernel for each linear (m = tokens, n = out_features, k = in_features)
   as the agent times it on a CPU: weights read from a pool beyond the caches
   (profiler_agent.timing.WEIGHT_POOL_BYTES), a new copy each call;
@@ -16,7 +17,7 @@ saves, and the paired ratio unaligned / variant with its 95 % bootstrap interval
 the saved run's own profile. The mode whose ratio and saving match the model's is the one whose
 predictions hold inside a model.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/in_model_linears.py RUN.json [--method asvd] [--variant round-to-8]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/in_model_linears.py RUN.json [--method asvd] [--variant round-to-8] [--decode]
 
 (RUN.json: a saved proof run, `gac proof ... --save RUN.json`.)
 """
@@ -75,6 +76,7 @@ def main() -> None:
     ap.add_argument("--method", default=None, help="asvd | prune (default: the run's first)")
     ap.add_argument("--variant", default="round-to-8", help="compared with unaligned (a variant name of the run)")
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--decode", action="store_true", help="one decode step (M = 1) instead of the prefill")
     a = ap.parse_args()
     saved = load_run(a.run)
     cfg = ProofConfig.from_json(saved["config"])
@@ -85,14 +87,18 @@ def main() -> None:
     dims = {name: {k: int(d) for k, d in v["dims"].items()} for name, v in res["variants"].items()}
     if a.variant not in dims:
         ap.error(f"no variant {a.variant!r} in {a.run}: {', '.join(dims)}")
-    tokens = cfg.prefill_seqs[0]
+    if a.decode and (subject.decode is None or not cfg.decode_context):
+        ap.error(f"{a.run}: its model has no decode setting")
+    tokens = 1 if a.decode else cfg.prefill_seqs[0]
+    setting = f"decode@{cfg.decode_context} (M = 1)" if a.decode else f"prefill S = {tokens}"
     torch.set_num_threads(cfg.threads)
     names = ("unaligned", a.variant)
     models = {n: copy.deepcopy(comp.build(dims[n])).to(cfg.torch_dtype).eval() for n in names}
     linears = {n: {name: (mod.out_features, mod.in_features) for name, mod in m.named_modules() if isinstance(mod, torch.nn.Linear)}
                for n, m in models.items()}
     clocks = {n: clock_linears(m) for n, m in models.items()}
-    forwards = {n: subject.prefill(m, tokens, cfg.seed) for n, m in models.items()}
+    timed = subject.decode if a.decode else subject.prefill
+    forwards = {n: timed(m, cfg.decode_context if a.decode else tokens, cfg.seed) for n, m in models.items()}  # type: ignore[misc]
     shapes = {nk for per in linears.values() for nk in per.values()}
     dtype = str(cfg.torch_dtype).removeprefix("torch.")
     kernels = {
@@ -122,7 +128,7 @@ def main() -> None:
                     per_linear[mode, n, name].append(us)
                 totals[mode, n].append(sum(took.values()))
     u, v = names
-    print(f"{res['method']}, {v} against unaligned, prefill S = {tokens}, {why}; us, median over {a.rounds} rounds")
+    print(f"{res['method']}, {v} against unaligned, {setting}, {why}; us, median over {a.rounds} rounds")
     print(f"  {'linear':32s} {'unaligned':>10s} -> {v:<10s}  " + "  ".join(f"{m:>15s}" for m in MODES))
     for name in sorted(linears[u]):
         cells = "  ".join(f"{statistics.median(per_linear[m, u, name]):6.1f} -> {statistics.median(per_linear[m, v, name]):6.1f}"
