@@ -41,12 +41,13 @@ sys.path.insert(0, str(ROOT))
 
 from profiler_agent.kernels import build_kernel  # noqa: E402
 from profiler_agent.timing import WEIGHT_POOL_BYTES  # noqa: E402
+from proof.latency import median_of_passes  # noqa: E402
 from proof.pipeline import ProofConfig, compress, prepare, with_dtype  # noqa: E402
 from proof.retime import load_run  # noqa: E402
 from proof.stats import bootstrap_median_ci, paired_speedup  # noqa: E402
 
 MODES = ("model", "cold", "warm")
-CALLS = 12  # per linear and round in the kernel modes; the median of the last 10
+PASSES = 10  # per linear and round in the kernel modes, after one warm-up call; their median counts
 
 
 def clock_linears(model: torch.nn.Module) -> dict[str, list[float]]:
@@ -58,16 +59,6 @@ def clock_linears(model: torch.nn.Module) -> dict[str, list[float]]:
             mod.register_forward_pre_hook(lambda m, i, name=name: started.__setitem__(name, time.perf_counter_ns()))
             mod.register_forward_hook(lambda m, i, o, name=name: times[name].append((time.perf_counter_ns() - started[name]) / 1e3))
     return times
-
-
-def kernel_us(fn) -> float:
-    """One kernel's time this round: the median of the last 10 of CALLS calls."""
-    samples = []
-    for _ in range(CALLS):
-        t = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - t) / 1e3)
-    return statistics.median(samples[2:])
 
 
 def main() -> None:
@@ -123,7 +114,8 @@ def main() -> None:
                     forwards[n]()
                     took = {name: sum(v) for name, v in clocks[n].items()}
                 else:
-                    took = {name: kernel_us(kernels[mode, nk]) for name, nk in linears[n].items()}
+                    took = {name: median_of_passes(kernels[mode, nk], PASSES, filter_preempted=False)[0]
+                            for name, nk in linears[n].items()}
                 for name, us in took.items():
                     per_linear[mode, n, name].append(us)
                 totals[mode, n].append(sum(took.values()))

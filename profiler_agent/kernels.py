@@ -98,10 +98,11 @@ def weight_copies(shapes: Sequence[tuple[int, int]], pool_bytes: int, dtype: tor
     `gen`, so kernels timed in turn do not start on the same bytes. With fewer than two copies (pool_bytes
     0, or one copy alone fills it) a single copy is drawn afresh from `gen` instead.
     """
-    align = max(1, _ALIGN_BYTES // torch.empty((), dtype=dtype).element_size())
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    align = max(1, _ALIGN_BYTES // itemsize)
     strides = [math.ceil(n * k / align) * align for n, k in shapes]
     per_copy = sum(strides)
-    copies = min(MAX_WEIGHT_COPIES, pool_bytes // (per_copy * torch.empty((), dtype=dtype).element_size()))
+    copies = min(MAX_WEIGHT_COPIES, pool_bytes // (per_copy * itemsize))
     if copies < 2:
         return [tuple(_randn(n, k, dtype=dtype, device=device, gen=gen, scale=k**-0.5) for n, k in shapes)]
     buf = _pool(copies * per_copy, dtype, device)

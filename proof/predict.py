@@ -58,11 +58,21 @@ class SettingPrediction:
     saving_us: float  # kernel_unaligned_us - kernel_us
     saving_sigma_us: float
     measured_unaligned_us: float  # the unaligned model's median over rounds
-    speedup: float  # predicted model speed-up U / (U - saving * in_place_factor)
-    lo: float
-    hi: float
     measured: Speedup
     in_place_us: float | None = None  # the unaligned model's compressed modules clocked in place (None: not clocked)
+
+    @property
+    def speedup(self) -> float:
+        """Predicted model speed-up U / (U - saving * in_place_factor)."""
+        return _speedup(self.measured_unaligned_us, self.in_place_saving_us)
+
+    @property
+    def lo(self) -> float:
+        return _speedup(self.measured_unaligned_us, self.in_place_factor * (self.saving_us - Z * self.saving_sigma_us))
+
+    @property
+    def hi(self) -> float:
+        return _speedup(self.measured_unaligned_us, self.in_place_factor * (self.saving_us + Z * self.saving_sigma_us))
 
     @property
     def in_place_factor(self) -> float:
@@ -238,14 +248,10 @@ def predict(
             m = s.gemm_m
             u = float(latency.stat(unaligned, s.label).median)
             saving, sigma = _saving(points, base[m], var[m])
-            in_place = latency.in_place_us(s.label) if latency.in_place_variant == unaligned else None
             sp = SettingPrediction(
                 label=s.label, kind=s.kind, kernel_unaligned_us=base_tot[m][0], kernel_us=var_tot[m][0],  # type: ignore[arg-type]
-                saving_us=saving, saving_sigma_us=sigma, measured_unaligned_us=u, speedup=0.0, lo=0.0, hi=0.0,
-                measured=latency.speedup(name, unaligned, s.label), in_place_us=in_place,
+                saving_us=saving, saving_sigma_us=sigma, measured_unaligned_us=u, measured=latency.speedup(name, unaligned, s.label),
+                in_place_us=latency.in_place_us(s.label) if latency.in_place_variant == unaligned else None,
             )
-            f = sp.in_place_factor
-            sp.speedup, sp.lo, sp.hi = (_speedup(u, f * saving), _speedup(u, f * (saving - Z * sigma)),
-                                        _speedup(u, f * (saving + Z * sigma)))
             vp.settings.append(sp)
     return out

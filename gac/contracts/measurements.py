@@ -184,7 +184,7 @@ class PlatformDescriptor(_Strict):
     mkl_version: OptText = None
     onednn_version: OptText = None
     tf32_allowed: bool | None = None
-    # How the agent's timer treats caches where that changes the figures, e.g. "cold-weights" (CPU
+    # How the agent's timer treats caches where that changes the figures, e.g. "cold-weights/256MiB" (CPU
     # kernels read their weights from beyond the caches, as inside a model): curves timed another
     # way belong to another platform and never mix with these.
     timing: OptText = None
