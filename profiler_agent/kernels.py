@@ -45,7 +45,7 @@ class Kernel:
     dtype: Dtype
     shape: dict[str, int]
     device: torch.device
-    fn: Callable[[], torch.Tensor]
+    fn: Callable[[], object]  # queues the kernel (its result is not used)
     kernel: str  # what the closure calls, for the record
     backend: str | None = None  # implementation chosen by dispatch (SDPA)
     flops: int = 0
@@ -83,6 +83,26 @@ def _pool(elements: int, dtype: torch.dtype, device: torch.device) -> torch.Tens
         buf = block.repeat(tiles, 1).mul_(torch.linspace(1.0, 2.0, tiles, device=device).to(dtype)[:, None]).view(-1)
         _POOLS[key] = buf
     return buf
+
+
+class _PoolViews:
+    """Disjoint views of the (dtype, device) pool, laid out one after another: a GPU point's inputs
+    cost no host-side random numbers and no allocation (drawing a GEMM's inputs on the host took
+    longer than timing it). The values do not matter to the timing; disjoint views keep one tensor's
+    reads from warming another's lines."""
+
+    def __init__(self, dtype: torch.dtype, device: torch.device) -> None:
+        self.dtype, self.device, self.at = dtype, device, 0
+        self._align = max(1, _ALIGN_BYTES // torch.empty((), dtype=dtype).element_size())
+
+    def take(self, *size: int) -> torch.Tensor:
+        n = math.prod(size)
+        buf = _POOLS.get((self.dtype, str(self.device)))
+        if buf is None or buf.numel() < self.at + n:
+            buf = _pool(2 * (self.at + n), self.dtype, self.device)  # views taken before keep the old buffer alive
+        out = buf[self.at:self.at + n].view(*size)
+        self.at += math.ceil(n / self._align) * self._align
+        return out
 
 
 def release_weight_pools() -> None:
@@ -157,10 +177,14 @@ def build_kernel(
     dt = TORCH_DTYPES[dtype]
     gen = torch.Generator(device="cpu").manual_seed(seed)
 
+    views = _PoolViews(dt, dev) if dev.type != "cpu" else None
+
     def r(*size: int) -> torch.Tensor:
-        return _randn(*size, dtype=dt, device=dev, gen=gen)
+        return views.take(*size) if views is not None else _randn(*size, dtype=dt, device=dev, gen=gen)
 
     def weights(*shapes: tuple[int, int]) -> list[tuple[torch.Tensor, ...]]:
+        if views is not None:  # a GPU timer flushes the L2 itself: one copy
+            return [tuple(views.take(n, k) for n, k in shapes)]
         return weight_copies(shapes, weight_pool_bytes, dt, dev, gen)
 
     def kernel(what: str, x: torch.Tensor, ws: list[tuple[torch.Tensor, ...]], call: Callable[..., torch.Tensor]) -> Kernel:

@@ -22,7 +22,7 @@ import torch
 
 from gac.contracts.measurements import PlatformDescriptor
 from profiler_agent.dtypes import cpu_dtype_fields, cuda_dtype_fields
-from profiler_agent.timing import COLD_WEIGHTS
+from profiler_agent.timing import COLD_WEIGHTS, QUEUED_L2_FLUSH
 
 # CPU feature flags that change which GEMM/attention kernels a CPU library picks.
 _X86_FLAGS = (
@@ -242,6 +242,7 @@ def _detect_cuda(dev: torch.device, dtypes: bool = True) -> PlatformDescriptor:
         triton_version=_dist_version("triton", "pytorch-triton", "pytorch-triton-rocm"),
         flash_attn_version=_dist_version("flash-attn", "flash_attn"),
         tf32_allowed=_tf32_allowed(),
+        timing=QUEUED_L2_FLUSH,
         **(cuda_dtype_fields(capability, is_rocm) if dtypes else {}),
     )
 

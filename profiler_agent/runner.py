@@ -17,7 +17,7 @@ import torch
 from gac.contracts.ids import new_id
 from gac.contracts.measurements import Dtype, Measurement
 from gac.contracts.plans import PlanPoint, Sweep, SweepPlan, Timing
-from profiler_agent.kernels import build_kernel, release_weight_pools
+from profiler_agent.kernels import Kernel, build_kernel, release_weight_pools
 from profiler_agent.timing import Timer, TimingResult
 
 _T = TypeVar("_T")
@@ -79,11 +79,17 @@ def to_measurement(point: PlanPoint, result: TimingResult, backend: str | None, 
     )
 
 
-def time_point(point: PlanPoint, timer: Timer, timing: Timing, device: torch.device | str = "cpu") -> PointOutcome:
+# What makes a point's kernel: build_kernel on a real device; a simulated device brings its own.
+KernelBuilder = Callable[..., Kernel]
+
+
+def time_point(
+    point: PlanPoint, timer: Timer, timing: Timing, device: torch.device | str = "cpu", build: KernelBuilder = build_kernel,
+) -> PointOutcome:
     """Build and time one point; an error (OOM, unsupported dtype) is recorded, not raised."""
     try:
         with torch.inference_mode():
-            k = build_kernel(point.op, point.dtype, point.shape, device, weight_pool_bytes=timer.weight_pool_bytes)
+            k = build(point.op, point.dtype, point.shape, device, weight_pool_bytes=timer.weight_pool_bytes)
             result = timer.time(k.fn, timing)
     except (RuntimeError, ValueError, MemoryError, NotImplementedError) as err:
         return PointOutcome(point, None, None, f"{type(err).__name__}: {err}"[:500])
@@ -112,8 +118,10 @@ class PlanRunner:
         on_measurement: Callable[[Measurement], None] | None = None,
         adaptive: bool = True,
         shuffle_seed: int | None = 0,
+        build: KernelBuilder = build_kernel,
     ) -> None:
         self.timer = timer
+        self.build = build
         self.device = torch.device(device)
         self.on_progress = on_progress
         self.on_measurement = on_measurement
@@ -167,7 +175,7 @@ class PlanRunner:
         return outcome
 
     def _time(self, point: PlanPoint, timing: Timing) -> PointOutcome:
-        return time_point(point, self.timer, timing, self.device)
+        return time_point(point, self.timer, timing, self.device, self.build)
 
     def _run_adaptive(self, i: int, sweep: Sweep, dtype: Dtype, timing: Timing, out: RunResult, rng: random.Random) -> None:
         """The coarse values first, then the values between coarse neighbours that differ by more than the jump."""

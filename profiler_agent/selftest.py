@@ -42,9 +42,10 @@ import torch
 
 from gac.contracts.measurements import Op, PlatformDescriptor
 from gac.contracts.plans import Timing
+from profiler_agent.gpu_queue import nvml_handle
 from profiler_agent.kernels import build_kernel
 from profiler_agent.platform import detect_platform, parse_device
-from profiler_agent.timing import CpuTimer, CudaTimer, Timer, nvml_handle
+from profiler_agent.timing import CpuTimer, CudaTimer, Timer
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -63,6 +64,9 @@ SDPA_SHAPE = {"b": 1, "h": 8, "s": 256}
 # that were not preempted for up to twice its cap, and the reference gets as long (GIVE_UP_S).
 CPU_TIMING = Timing(time_cap_ms=500, warmup_ms=20)
 CUDA_TIMING = Timing(time_cap_ms=500)
+L2_TIMING = Timing(time_cap_ms=200)
+SMALL_GEMMS = ((256, 128, 256), (256, 136, 256), (256, 200, 256))  # ~3-7 us on current GPUs
+REPEAT_OK, REPEAT_FAIL = 0.03, 0.10  # medians of one point apart by up to 3 %: repeatable; beyond 10 %: broken
 REFERENCE_S = 0.2  # time budget of one reference measurement
 GIVE_UP_S = 2 * CPU_TIMING.time_cap_ms / 1e3
 CPU_BLOCK_US = 1000.0  # torch.utils.benchmark block length (see cpu_reference_us)
@@ -725,9 +729,25 @@ def check_l2_flush(dev: torch.device, timer: CudaTimer | None = None) -> CheckRe
     if flush < l2:
         return CheckResult(name, "fail", head + ": smaller than the L2, kernels would read warm operands",
                            fix="use the default flush size (twice the L2)", data=data)
-    warm, cold = _l2_read_times(dev, timer, l2 // 2)
-    data.update(warm_read_us=warm, cold_read_us=cold)
-    detail = f"{head}; a read of {_fmt_bytes(l2 // 2)} takes {cold:.1f} us after a flush, {warm:.1f} us warm ({cold / warm:.2f}x)"
+    with torch.cuda.device(dev), torch.inference_mode():
+        buf = torch.ones(max(1, l2 // 4 // 4), dtype=torch.float32, device=dev)
+        warm, cold = l2_read_times(timer, buf.sum)
+        del buf
+    return judge_l2_flush(l2, flush, warm, cold)
+
+
+def l2_read_times(timer: CudaTimer, read: Callable[[], object]) -> tuple[float, float]:
+    """Median us of one read: warm (read just before) and cold (after the timer's flush), both queued ahead."""
+    return timer.warm().time(read, L2_TIMING).median_us, timer.time(read, L2_TIMING).median_us
+
+
+def judge_l2_flush(l2: int, flush: int, warm: float, cold: float) -> CheckResult:
+    """A read of a quarter of the L2 must be slower after a flush than warm (a quarter: it fits in
+    the near half of a partitioned L2 too)."""
+    name = "l2 flush"
+    data: dict[str, Any] = {"l2_bytes": l2, "flush_bytes": flush, "warm_read_us": warm, "cold_read_us": cold}
+    head = f"flush buffer {_fmt_bytes(flush)} = {flush / l2:.1f}x the L2 ({_fmt_bytes(l2)})"
+    detail = f"{head}; a read of {_fmt_bytes(l2 // 4)} takes {cold:.1f} us after a flush, {warm:.1f} us warm ({cold / warm:.2f}x)"
     if flush < 2 * l2:
         return CheckResult(name, "warn", detail + "; under 2x the L2, some lines may survive",
                            fix="use the default flush size (twice the L2)", data=data)
@@ -737,29 +757,44 @@ def check_l2_flush(dev: torch.device, timer: CudaTimer | None = None) -> CheckRe
     return CheckResult(name, "ok", detail, data=data)
 
 
-def _l2_read_times(dev: torch.device, timer: CudaTimer, nbytes: int, reps: int = 30) -> tuple[float, float]:
-    """Median us of summing an nbytes buffer: warm (read just before) and cold (after the timer's flush)."""
+# ---------------------------------------------------------------- repeatability
+
+
+def check_repeatability(dev: torch.device, platform: PlatformDescriptor | None, timer: CudaTimer | None = None) -> CheckResult:
+    """Small GEMMs (a few us, where launch latency and host jitter are as long as the kernel) timed
+    REPEATS times each, interleaved: each point's medians must agree."""
+    name = "small-kernel repeatability"
+    if dev.type != "cuda":
+        return _skip(name, "CPU device: the CPU timer's agreement is checked against torch.utils.benchmark")
+    timer = timer or CudaTimer(dev)
+    dtype = _cuda_gemm_dtype(platform)
     with torch.cuda.device(dev), torch.inference_mode():
-        buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=dev)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        kernels = [(f"{_gemm_label(m, n, k)} {dtype}", build_kernel(Op.gemm, dtype, {"m": m, "n": n, "k": k}, dev).fn)
+                   for m, n, k in SMALL_GEMMS]
+        return judge_repeatability(name, repeat_medians(timer, kernels))
 
-        def one(flush: bool) -> float:
-            if flush:
-                timer._flush_l2()
-            else:
-                buf.sum()  # bring it into the L2
-            start.record()
-            buf.sum()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) * 1e3
 
-        for _ in range(5):
-            one(True)
-            one(False)
-        warm = statistics.median(one(False) for _ in range(reps))
-        cold = statistics.median(one(True) for _ in range(reps))
-    return warm, cold
+def repeat_medians(timer: Timer, kernels: Sequence[tuple[str, Callable[[], object]]], repeats: int = REPEATS) -> dict[str, list[float]]:
+    """Each kernel's median from `repeats` separate timings, interleaved (kernel 1, 2, ..., 1, 2, ...)."""
+    out: dict[str, list[float]] = {label: [] for label, _ in kernels}
+    for _ in range(repeats):
+        for label, fn in kernels:
+            out[label].append(timer.time(fn, CUDA_TIMING).median_us)
+    return out
+
+
+def judge_repeatability(name: str, medians: dict[str, list[float]]) -> CheckResult:
+    """ok when every kernel's medians lie within REPEAT_OK of their smallest, fail beyond REPEAT_FAIL."""
+    spreads = {label: max(ms) / min(ms) - 1 for label, ms in medians.items()}
+    worst = max(spreads, key=spreads.__getitem__)
+    detail = "; ".join(f"{label}: {', '.join(f'{m:.2f}' for m in medians[label])} us" for label in medians)
+    data = {"medians_us": medians, "spread": spreads}
+    head = f"worst {worst}: medians {spreads[worst]:.1%} apart ({detail})"
+    if spreads[worst] <= REPEAT_OK:
+        return CheckResult(name, "ok", head, data=data)
+    fix = ("the same kernel timed again gives another figure: small kernels' points would show cliffs that are not there; "
+           "check for other processes on the GPU and for clock changes (nvml clocks)")
+    return CheckResult(name, "fail" if spreads[worst] > REPEAT_FAIL else "warn", head, fix=fix, data=data)
 
 
 # ---------------------------------------------------------------- SDPA
@@ -830,7 +865,7 @@ def check_sdpa(dev: torch.device, platform: PlatformDescriptor | None, head_dims
 
 CHECKS = (
     "device", "cuda stack", "nvml clocks", "timer vs cuda events", "timer vs triton do_bench",
-    "timer vs torch.utils.benchmark", "l2 flush", "sdpa backends",
+    "timer vs torch.utils.benchmark", "small-kernel repeatability", "l2 flush", "sdpa backends",
 )
 
 
@@ -864,6 +899,7 @@ def run_selftest(device: str | torch.device = "cpu", on_check: Callable[[str], N
             ("timer vs cuda events", lambda: check_cuda_timer(dev, platform, cuda_timer())),
             ("timer vs triton do_bench", lambda: check_triton_timer(dev, platform, cuda_timer())),
             ("timer vs torch.utils.benchmark", lambda: check_cpu_timer(dev)),
+            ("small-kernel repeatability", lambda: check_repeatability(dev, platform, cuda_timer())),
             ("l2 flush", lambda: check_l2_flush(dev, cuda_timer())),
             ("sdpa backends", lambda: check_sdpa(dev, platform)),
         ]
@@ -901,6 +937,7 @@ __all__ = [
     "check_cuda_timer",
     "check_device",
     "check_l2_flush",
+    "check_repeatability",
     "check_nvml",
     "check_sdpa",
     "check_triton_timer",
@@ -910,6 +947,10 @@ __all__ = [
     "decode_throttle",
     "exit_code",
     "judge_agreement",
+    "judge_l2_flush",
+    "judge_repeatability",
+    "l2_read_times",
+    "repeat_medians",
     "judge_nvml",
     "run_selftest",
 ]

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch
 
 from gac.contracts.plans import MEDIAN_BATCHES, MIN_BATCH_SAMPLES, Timing
+from profiler_agent.gpu_queue import GpuQueue, TorchCudaQueue
 
 StopReason = Literal["spread", "median_ci", "time_cap", "max_samples"]
 
@@ -109,6 +110,18 @@ WEIGHT_POOL_BYTES = 256 << 20
 # What the platform records of it (PlatformDescriptor.timing): CPU curves timed hot, or with another
 # pool, never mix with these.
 COLD_WEIGHTS = f"cold-weights/{WEIGHT_POOL_BYTES >> 20}MiB"
+# A GPU's curves timed by CudaTimer (L2 flushed, samples queued ahead of the host): those timed with a
+# synchronisation per sample carry launch latency in small kernels and belong to another platform.
+QUEUED_L2_FLUSH = "l2-flush/queued"
+
+
+# The CUDA timer's rounds (see CudaTimer).
+ROUND_US = 2_000.0  # device time a round aims at: ~2 ms, so a point takes a few host round trips
+MIN_ROUND, MAX_ROUND = 10, 200  # samples per round
+LEAD_FACTOR = 1.5  # spin before a round: this many times the host's time to queue it
+MAX_LEAD_US = 50_000.0  # a host slower than this per round is kept (extra["late_rounds"]), not waited on
+FIRST_CALLS = 3  # untimed calls on a new point
+IDLE_S = 1.0  # the device idle this long: let its clocks settle again
 
 
 class Timer(ABC):
@@ -123,22 +136,26 @@ class Timer(ABC):
     def time(self, fn: Callable[[], object], timing: Timing | None = None) -> TimingResult:
         """Warm up, then sample fn until the stopping rule says enough."""
 
+    def now(self) -> float:
+        """The host clock the time caps are read on."""
+        return time.perf_counter()
+
     def _sample_loop(
-        self, take_sample: Callable[[], float | None], timing: Timing, started: float, **kw: Any
+        self, take_samples: Callable[[], Sequence[float]], timing: Timing, started: float, **kw: Any
     ) -> TimingResult:
-        """The shared stopping rule over a sample source (microseconds per call;
-        None for a sample the source itself discarded)."""
+        """The shared stopping rule over a sample source (microseconds per call, any number per
+        call of the source: [] when it discarded what it took)."""
         cap_s = timing.time_cap_ms / 1e3
         samples: list[float] = []
         next_check = timing.min_samples
         stop: StopReason = "max_samples"
         while len(samples) < timing.max_samples:
-            sample = take_sample()
-            if sample is None:
-                if time.perf_counter() - started >= 2 * cap_s:
+            taken = take_samples()
+            if not taken:
+                if self.now() - started >= 2 * cap_s:
                     break  # the source keeps discarding: the caller falls back
                 continue
-            samples.append(sample)
+            samples.extend(taken[: timing.max_samples - len(samples)])
             n = len(samples)
             if n >= next_check:
                 # Re-check the spread every ~10 % more samples: sorting each time is O(n log n).
@@ -156,12 +173,12 @@ class Timer(ABC):
                     if batch is not None and max(med - lo, hi - med, batch) / med < timing.median_ci:
                         stop = "median_ci"
                         break
-            if n >= timing.min_samples and time.perf_counter() - started >= cap_s:
+            if n >= timing.min_samples and self.now() - started >= cap_s:
                 stop = "time_cap"
                 break
         if not samples:
             raise RuntimeError("no sample was kept within twice the time cap")
-        return summarize(samples, timer=self.name, stop=stop, wall_s=time.perf_counter() - started, **kw)
+        return summarize(samples, timer=self.name, stop=stop, wall_s=self.now() - started, **kw)
 
 
 class CpuTimer(Timer):
@@ -220,7 +237,7 @@ class CpuTimer(Timer):
         min_on_cpu = self.min_on_cpu
         discarded: list[float] = []
 
-        def take_sample() -> float | None:
+        def take_sample() -> list[float]:
             c = cpu_clock()
             t = clock()
             for _ in range(inner):
@@ -230,8 +247,8 @@ class CpuTimer(Timer):
             us = wall / 1e3 / inner
             if min_on_cpu is not None and wall > 0 and on_cpu < min_on_cpu * wall:
                 discarded.append(us)
-                return None
-            return us
+                return []
+            return [us]
 
         extra: dict[str, Any] = {"threads": self.threads}
         try:
@@ -248,126 +265,126 @@ class CpuTimer(Timer):
 
 
 class CudaTimer(Timer):
-    """CUDA events around each sample, L2 flushed before each sample, warm-up
-    until clocks settle; SM clock and throttle reasons from NVML when present.
+    """CUDA events around each sample, L2 flushed before each, the device queue kept ahead of the host.
 
-    Each sample is one kernel call on a cold L2: a buffer at least twice the
-    device's L2 size is overwritten before the start event, so the sample
-    includes the kernel's real DRAM traffic, as a weight read in a real forward pass does.
+    Each sample is one kernel call on a cold L2 (a write over a buffer at least the L2's size
+    before its start event), so it includes the kernel's real DRAM traffic, as a weight read in a
+    real forward pass does.
+
+    Samples are queued in rounds, with one host synchronisation per round: a spin kernel first
+    keeps the device busy while the host queues the whole round behind it, so the device never
+    waits for a launch between a sample's events, whatever the launch latency or host jitter
+    (a synchronisation per sample lets the device go idle and puts both into small kernels'
+    figures). A round counts only when the spin was still running after the host had queued it
+    all (an event query says so); otherwise its samples are dropped and the lead doubles.
+
+    Clocks settle once per timer and again after the device has been idle for IDLE_S, not once
+    per point: a curve's points follow each other closely.
     """
 
-    name = "cuda-events+l2-flush"
+    name = "cuda-events+l2-flush+queued"
 
-    def __init__(self, device: torch.device | str = "cuda:0", flush_bytes: int | None = None) -> None:
-        if not torch.cuda.is_available():
-            raise RuntimeError("CudaTimer needs CUDA; this torch build or machine has none")
-        self.device = torch.device(device)
-        if self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
-        props = torch.cuda.get_device_properties(self.device)
-        l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-        # Unknown L2 size: 256 MiB is above every GPU's L2 to date.
-        size = flush_bytes if flush_bytes is not None else (2 * l2 if l2 else 256 << 20)
-        if size < l2:
-            raise ValueError(f"flush buffer ({size} B) must be at least the L2 size ({l2} B)")
-        self.flush_bytes = size
-        self._flush = torch.empty(size // 4, dtype=torch.int32, device=self.device)
-        self._nvml = _NvmlProbe(self.device)
+    def __init__(
+        self, device: torch.device | str = "cuda:0", flush_bytes: int | None = None, queue: GpuQueue | None = None,
+        cold: bool = True,
+    ) -> None:
+        if queue is None:
+            dev = torch.device(device)
+            if dev.index is None:
+                if not torch.cuda.is_available():
+                    raise RuntimeError("CudaTimer needs CUDA; this torch build or machine has none")
+                dev = torch.device("cuda", torch.cuda.current_device())
+            self.device = dev
+            queue = TorchCudaQueue(dev, flush_bytes)
+        self.queue = queue
+        self.flush_bytes = queue.flush_bytes
+        # cold=False: each sample follows an untimed call instead of a flush (its operands warm in
+        # the L2); the selftest compares the two to see that the flush works.
+        self.cold = cold
+        if not cold:
+            self.name = "cuda-events+queued"
+        self._lead = LEAD_FACTOR  # spin length per queued sample, as a multiple of the host's time per sample
+        self._host_us = 50.0  # host time to queue one sample (a guess on the slow side), learned from each round
+        self._last_used: float | None = None
 
-    def _flush_l2(self) -> None:
-        self._flush.fill_(1)  # a write over the whole buffer evicts every L2 line
+    def now(self) -> float:
+        return self.queue.now()
+
+    def warm(self) -> CudaTimer:
+        """A timer on the same queue whose samples read warm operands (no flush)."""
+        return CudaTimer(queue=self.queue, cold=False)
 
     def _settle(self, fn: Callable[[], object], timing: Timing) -> None:
-        """Run fn in rounds until two rounds agree within 5 % (clocks settled),
-        for at least warmup_ms and at most 10x that (never less than 2 s cap)."""
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        t0 = time.perf_counter()
+        """Run fn in rounds until two rounds agree within 5 % (clocks settled), for at least
+        warmup_ms and at most 10x that (never less than a 2 s cap)."""
+        q = self.queue
+        t0 = q.now()
         cap = max(2.0, 10 * timing.warmup_ms / 1e3)
         prev = None
         while True:
-            start.record()
+            start, end = q.event(), q.event()
+            q.record(start)
             for _ in range(10):
                 fn()
-            end.record()
-            end.synchronize()
-            cur = start.elapsed_time(end)
-            elapsed = time.perf_counter() - t0
+            q.record(end)
+            q.synchronize()
+            cur = q.elapsed_us(start, end)
+            elapsed = q.now() - t0
             settled = prev is not None and abs(cur - prev) <= 0.05 * max(prev, 1e-9)
             if (settled and elapsed * 1e3 >= timing.warmup_ms) or elapsed >= cap:
                 return
             prev = cur
 
+    def _round(self, fn: Callable[[], object], k: int, stats: dict[str, int]) -> list[float]:
+        """k samples queued behind a spin, one synchronisation; [] when the queue ran dry."""
+        q = self.queue
+        starts, ends = [q.event() for _ in range(k)], [q.event() for _ in range(k)]
+        lead_done = q.event()
+        q.spin(min(MAX_LEAD_US, self._lead * self._host_us * k))
+        q.record(lead_done)
+        t0 = q.now()
+        for s, e in zip(starts, ends):
+            if self.cold:
+                q.flush_l2()
+            else:
+                fn()
+            q.record(s)
+            fn()
+            q.record(e)
+        self._host_us = (q.now() - t0) * 1e6 / k
+        ahead = not q.done(lead_done)  # the device was still spinning: every sample was queued in time
+        q.synchronize()
+        stats["rounds"] += 1
+        if not ahead and self._lead * self._host_us * k < MAX_LEAD_US:
+            stats["dry_rounds"] += 1
+            self._lead *= 2
+            return []
+        stats["late_rounds"] += not ahead  # kept: the lead is at its cap (a very slow host)
+        return [q.elapsed_us(s, e) for s, e in zip(starts, ends)]
+
     def time(self, fn: Callable[[], object], timing: Timing | None = None) -> TimingResult:
         timing = timing or Timing()
-        started = time.perf_counter()
-        with torch.cuda.device(self.device):
+        q = self.queue
+        started = q.now()
+        if self._last_used is None or started - self._last_used > IDLE_S:
             self._settle(fn, timing)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(FIRST_CALLS):  # library set-up on a new shape (cuBLAS heuristics, allocator)
+            fn()
+        stats = {"rounds": 0, "dry_rounds": 0, "late_rounds": 0}
+        per_sample = [0.0]  # device time of one sample (flush and kernel), from the last round
 
-            def take_sample() -> float:
-                self._flush_l2()
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                return start.elapsed_time(end) * 1e3  # elapsed_time is in milliseconds
+        def take_round() -> list[float]:
+            k = min(MAX_ROUND, max(MIN_ROUND, round(ROUND_US / per_sample[0]))) if per_sample[0] else MIN_ROUND
+            t0 = q.now()
+            samples = self._round(fn, k, stats)
+            per_sample[0] = max(1.0, (q.now() - t0) * 1e6 / k)
+            return samples
 
-            result = self._sample_loop(take_sample, timing, started, extra=self._nvml.read())
+        extra = dict(q.clocks())
+        result = self._sample_loop(take_round, timing, started, extra=extra)
+        extra.update(stats)
+        self._last_used = q.now()
         return result
-
-
-def nvml_handle(nv: Any, dev: torch.device) -> tuple[Any, int | None]:
-    """The NVML handle of this CUDA device: by PCI bus id when torch reports it, else by index."""
-    props = torch.cuda.get_device_properties(dev)
-    bus = getattr(props, "pci_bus_id", None)
-    if bus is not None:
-        try:
-            pci = f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
-            handle = nv.nvmlDeviceGetHandleByPciBusId(pci)
-            return handle, int(nv.nvmlDeviceGetIndex(handle))
-        except Exception:  # noqa: BLE001 - fall back to the index mapping
-            pass
-    try:
-        index = int(torch.cuda._get_nvml_device_index(dev))  # honours CUDA_VISIBLE_DEVICES
-    except Exception:  # noqa: BLE001
-        index = dev.index or 0
-    return nv.nvmlDeviceGetHandleByIndex(index), index
-
-
-
-class _NvmlProbe:
-    """SM clock (MHz) and clock-throttle reasons via nvidia-ml-py, when installed."""
-
-    def __init__(self, device: torch.device) -> None:
-        self._handle = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            # By PCI bus id: the CUDA index differs from NVML's under CUDA_VISIBLE_DEVICES or another device order.
-            self._handle, _ = nvml_handle(pynvml, device)
-        except Exception:  # noqa: BLE001 - no NVML: nothing recorded, nothing invented
-            self._handle = None
-
-    def read(self) -> dict[str, Any]:
-        if self._handle is None:
-            return {}
-        nv = self._nvml
-        out: dict[str, Any] = {}
-        try:
-            out["sm_clock_mhz"] = int(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_SM))
-        except Exception:  # noqa: BLE001
-            pass
-        getter = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
-        )
-        if getter is not None:
-            try:
-                out["throttle_reasons"] = int(getter(self._handle))
-            except Exception:  # noqa: BLE001
-                pass
-        return out
 
 
 def make_timer(device: torch.device | str, threads: int | None = None) -> Timer:
@@ -391,8 +408,25 @@ def fixed_loop(fn: Callable[[], object], reps: int = 100, warmup: int = 3, timer
     return summarize(samples, timer=timer_name, stop="max_samples", wall_s=time.perf_counter() - started)
 
 
+def synced_samples(queue: GpuQueue, fn: Callable[[], object], n: int = 200) -> TimingResult:
+    """The naive CUDA baseline: flush, events around one call, wait for the device, n times. Used
+    by the benchmark and the tests to show what queueing ahead buys."""
+    started = queue.now()
+    samples = []
+    for _ in range(n):
+        start, end = queue.event(), queue.event()
+        queue.flush_l2()
+        queue.record(start)
+        fn()
+        queue.record(end)
+        queue.synchronize()
+        samples.append(queue.elapsed_us(start, end))
+    return summarize(samples, timer="cuda-events+sync-per-sample", stop="max_samples", wall_s=queue.now() - started)
+
+
 __all__ = [
     "COLD_WEIGHTS",
+    "QUEUED_L2_FLUSH",
     "CpuTimer",
     "CudaTimer",
     "Timer",
@@ -405,4 +439,5 @@ __all__ = [
     "percentile",
     "relative_spread",
     "summarize",
+    "synced_samples",
 ]

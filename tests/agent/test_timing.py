@@ -71,7 +71,7 @@ class _Source(CpuTimer):
         import profiler_agent.timing as timing_module
 
         it = iter(samples)
-        return self._sample_loop(lambda: next(it), timing, timing_module.time.perf_counter())  # the clock it reads
+        return self._sample_loop(lambda: [next(it)], timing, timing_module.time.perf_counter())  # the clock it reads
 
 
 def test_stopping_rule_quiet_noisy_and_capped(clock):

@@ -1,0 +1,144 @@
+"""A simulated GPU stream (a GpuQueue), so the CUDA timing logic runs and is tested without a GPU.
+
+It models what makes GPU timing hard rather than any GPU's speed: the host queues work and
+the device runs it later, in order; each launch costs host time, and some launches cost far
+more (the bimodal host stalls of small kernels: a slow launch path, an interrupt, the
+garbage collector); an event takes the device's time when the device reaches it, so a device
+that waits for the host between two events puts the wait into the measurement. Kernels read
+cold or warm operands depending on whether an L2 flush ran since they last did.
+
+Times are microseconds on a virtual clock: nothing here waits for real time, and a seed makes
+every run repeatable.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gac.contracts.measurements import Dtype, Op, op_flops
+from profiler_agent.kernels import Kernel
+
+
+@dataclass
+class HostCosts:
+    """Host microseconds per call into the runtime (a stall adds to a launch with probability stall_p)."""
+
+    launch_us: float = 5.0  # a plain kernel launch (the flush, a spin)
+    op_us: float = 20.0  # what a framework op costs the host before its kernel is queued
+    stall_p: float = 0.5  # share of op launches that take the slow path ...
+    stall_us: tuple[float, float] = (20.0, 35.0)  # ... and how much longer (uniform)
+    record_us: float = 1.5
+    query_us: float = 1.0
+    sync_us: float = 8.0
+
+
+@dataclass
+class SimEvent:
+    at_us: float | None = None  # device time when the device reaches it
+
+
+@dataclass
+class SimulatedGpu:
+    """A GpuQueue on a virtual clock. `kernel(cold_us, warm_us)` makes a callable that queues one kernel."""
+
+    flush_bytes: int = 100 << 20
+    flush_us: float = 33.0  # writing flush_bytes at ~3 TB/s
+    noise: float = 0.01  # relative jitter of device durations (gaussian sd)
+    host: HostCosts = field(default_factory=HostCosts)
+    seed: int = 0
+    host_us: float = 0.0  # the host's clock
+    free_us: float = 0.0  # when the device has run everything queued so far
+    launches: int = 0
+    _cold: bool = True  # whether the next kernel's operands were flushed out of the L2
+    _rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    # -- the device side
+    def _queue(self, device_us: float, host_us: float) -> None:
+        self.host_us += host_us
+        self.free_us = max(self.free_us, self.host_us) + device_us * max(0.0, 1 + self._rng.gauss(0, self.noise))
+        self.launches += 1
+
+    def kernel(self, cold_us: float, warm_us: float | None = None) -> Callable[[], None]:
+        """A framework op whose kernel takes cold_us on a flushed L2 and warm_us (default cold_us) otherwise."""
+        warm = cold_us if warm_us is None else warm_us
+
+        def launch() -> None:
+            stall = self._rng.uniform(*self.host.stall_us) if self._rng.random() < self.host.stall_p else 0.0
+            self._queue(cold_us if self._cold else warm, self.host.op_us + stall)
+            self._cold = False
+
+        return launch
+
+    # -- GpuQueue
+    def now(self) -> float:
+        return self.host_us / 1e6
+
+    def flush_l2(self) -> None:
+        self._queue(self.flush_us, self.host.launch_us)
+        self._cold = True
+
+    def spin(self, us: float) -> None:
+        if us > 0:
+            self._queue(us, self.host.launch_us)
+
+    def event(self) -> SimEvent:
+        return SimEvent()
+
+    def record(self, event: Any) -> None:
+        self.host_us += self.host.record_us
+        event.at_us = max(self.free_us, self.host_us)
+
+    def done(self, event: Any) -> bool:
+        self.host_us += self.host.query_us
+        return event.at_us is not None and event.at_us <= self.host_us
+
+    def synchronize(self) -> None:
+        self.host_us = max(self.host_us, self.free_us) + self.host.sync_us
+
+    def elapsed_us(self, start: Any, end: Any) -> float:
+        if start.at_us is None or end.at_us is None:
+            raise RuntimeError("an event that was never recorded")
+        return end.at_us - start.at_us
+
+    def clocks(self) -> dict[str, Any]:
+        return {}
+
+    def build_kernel(self, op: Any, dtype: Any, shape: dict[str, int], device: Any = None, **_: Any) -> Kernel:
+        """A point's kernel on this stream (the runner's KernelBuilder), its time from lattice_us."""
+        op, dtype = Op(op), Dtype(dtype)
+        return Kernel(op, dtype, shape, torch.device("meta"), self.kernel(lattice_us(op, shape)), "simulated", flops=op_flops(op, shape))
+
+    def idle(self, seconds: float) -> None:
+        """Let host time pass with nothing queued (between points, between curves)."""
+        self.host_us += seconds * 1e6
+
+
+# The shape of a GPU's cliffs, not any GPU's figures: a roofline floor (FLOPs at PEAK_TFLOPS, bytes at
+# BANDWIDTH) times a factor per misaligned dim: multiples of 8 run at full speed, other even dims
+# EVEN_FACTOR slower, odd dims ODD_FACTOR slower (GEMM along N and K; SDPA along head_dim).
+PEAK_TFLOPS, BANDWIDTH_GBS, FLOOR_US = 600.0, 3000.0, 2.0
+EVEN_FACTOR, ODD_FACTOR = 2.5, 5.5
+_ALIGNED_DIMS = {Op.gemm: ("n", "k"), Op.gemv: ("n", "k"), Op.lowrank: ("rank",), Op.mlp: ("width",), Op.sdpa: ("head_dim",)}
+
+
+def lattice_us(op: Op, shape: dict[str, int], bytes_per_element: int = 2) -> float:
+    """A simulated kernel's duration at this shape."""
+    elements = sum(math.prod(v for k, v in shape.items() if k != d) for d in shape) if op is not Op.sdpa else 4 * math.prod(shape.values())
+    floor = max(FLOOR_US, op_flops(op, shape) / (PEAK_TFLOPS * 1e6), elements * bytes_per_element / (BANDWIDTH_GBS * 1e3))
+    factor = 1.0
+    for d in _ALIGNED_DIMS[op]:
+        v = shape[d]
+        factor = max(factor, 1.0 if v % 8 == 0 else EVEN_FACTOR if v % 2 == 0 else ODD_FACTOR)
+    return floor * factor
+
+
+__all__ = ["HostCosts", "SimEvent", "SimulatedGpu", "lattice_us"]

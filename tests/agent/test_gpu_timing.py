@@ -1,0 +1,127 @@
+"""The CUDA timer's logic on a simulated GPU stream: launch latency, queueing and the bimodal host
+stalls that made small kernels' figures wander on an H100 (profiler_agent.simulated_gpu)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from gac.contracts.plans import Sweep, SweepPlan, Timing
+from profiler_agent.kernels import _PoolViews
+from profiler_agent.runner import PlanRunner
+from profiler_agent.selftest import judge_l2_flush, judge_repeatability, l2_read_times, repeat_medians
+from profiler_agent.simulated_gpu import HostCosts, SimulatedGpu
+from profiler_agent.timing import CudaTimer, Timer, TimingResult, synced_samples
+
+SIZES_US = (3.0, 6.0, 50.0, 1000.0)
+
+
+@pytest.mark.parametrize("true_us", SIZES_US)
+def test_queued_samples_measure_the_kernel_at_every_size(true_us: float) -> None:
+    for seed in range(3):
+        sim = SimulatedGpu(seed=seed)
+        r = CudaTimer(queue=sim).time(sim.kernel(true_us), Timing())
+        assert r.median_us == pytest.approx(true_us, rel=0.03), (seed, r)
+        assert r.extra["late_rounds"] == 0
+
+
+def test_a_sync_per_sample_puts_launches_into_small_kernels() -> None:
+    """What the simulation reproduces: synchronising after each sample, a 6 us kernel's median
+    lands anywhere up to 3x, depending on the run."""
+    medians = []
+    for seed in range(6):
+        sim = SimulatedGpu(seed=seed)
+        medians.append(synced_samples(sim, sim.kernel(6.0), 30).median_us)
+    assert max(medians) > 1.5 * 6.0
+    assert max(medians) / min(medians) > 1.3
+
+
+def test_a_host_slower_than_the_device_is_outrun_by_the_lead() -> None:
+    """A host that needs 200 us to queue a 3 us sample: the first rounds run dry and are dropped, the
+    spin before each round grows until the whole round is queued in time."""
+    sim = SimulatedGpu(seed=1, host=HostCosts(op_us=200.0))
+    r = CudaTimer(queue=sim).time(sim.kernel(3.0), Timing())
+    assert r.extra["dry_rounds"] >= 1
+    assert r.median_us == pytest.approx(3.0, rel=0.03)
+
+
+def test_clocks_settle_once_per_curve_not_once_per_point() -> None:
+    sim = SimulatedGpu(seed=2)
+    timer = CudaTimer(queue=sim)
+    timer.time(sim.kernel(20.0), Timing(warmup_ms=30))
+    first = sim.launches
+    timer.time(sim.kernel(21.0), Timing(warmup_ms=30))
+    second = sim.launches - first
+    assert second < first / 3  # no settling rounds for the next point of the curve
+    sim.idle(2.0)
+    before = sim.launches
+    timer.time(sim.kernel(22.0), Timing(warmup_ms=30))
+    assert sim.launches - before > 2 * second  # after an idle spell the clocks settle again
+
+
+class _SyncedTimer(Timer):
+    """The timing the agent used before: one synchronisation per sample."""
+
+    name = "synced"
+
+    def __init__(self, sim: SimulatedGpu) -> None:
+        self.sim = sim
+
+    def time(self, fn: Callable[[], object], timing: Timing | None = None) -> TimingResult:
+        return synced_samples(self.sim, fn, 30)
+
+
+def _small_kernels(sim: SimulatedGpu) -> list[tuple[str, Callable[[], object]]]:
+    return [(f"{us} us", sim.kernel(us)) for us in (3.0, 5.0, 7.0)]
+
+
+def test_repeatability_check_passes_the_queued_timer_and_fails_a_synced_one() -> None:
+    sim = SimulatedGpu(seed=3)
+    ok = judge_repeatability("r", repeat_medians(CudaTimer(queue=sim), _small_kernels(sim)))
+    assert ok.status == "ok", ok.detail
+    sim = SimulatedGpu(seed=3)
+    bad = judge_repeatability("r", repeat_medians(_SyncedTimer(sim), _small_kernels(sim)))
+    assert bad.status == "fail", bad.detail
+
+
+def test_l2_flush_check_sees_a_cold_read_slower_than_a_warm_one() -> None:
+    sim = SimulatedGpu(seed=4)
+    warm, cold = l2_read_times(CudaTimer(queue=sim), sim.kernel(10.0, warm_us=5.0))
+    assert warm == pytest.approx(5.0, rel=0.03) and cold == pytest.approx(10.0, rel=0.03)
+    assert judge_l2_flush(50 << 20, 100 << 20, warm, cold).status == "ok"
+    sim = SimulatedGpu(seed=4)
+    warm, cold = l2_read_times(CudaTimer(queue=sim), sim.kernel(10.0))  # a flush that changes nothing
+    assert judge_l2_flush(50 << 20, 100 << 20, warm, cold).status == "warn"
+
+
+def test_gpu_inputs_are_disjoint_aligned_views_of_one_pool() -> None:
+    views = _PoolViews(torch.float16, torch.device("cpu"))
+    tensors = [views.take(1000), views.take(3, 5), views.take(10, 7), views.take(2, 2)]
+    base = tensors[0].data_ptr()
+    spans = sorted((t.data_ptr() - base, t.data_ptr() - base + t.numel() * t.element_size()) for t in tensors)
+    assert all(t.is_contiguous() for t in tensors) and tensors[2].shape == (10, 7)
+    assert all(t.untyped_storage().data_ptr() == tensors[0].untyped_storage().data_ptr() for t in tensors)  # one pool
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:]))  # no byte read by two tensors
+    assert all(start % 64 == 0 for start, _ in spans)  # each starts on a cache line, as an allocation does
+
+
+def test_a_lattice_curve_profiled_on_the_simulated_gpu_repeats_its_cliffs() -> None:
+    """The runner with the CUDA timer on a simulated GPU whose GEMMs follow a lattice (multiples of 8
+    fast, even widths slower, odd widths slowest): two separate runs find the same curve, so the
+    largest step they report is a cliff, not noise."""
+    plan = SweepPlan(name="lattice", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256},
+                                                  values={"start": 120, "stop": 200, "step": 4})])
+    runs = []
+    for seed in (5, 6):
+        sim = SimulatedGpu(seed=seed)
+        result = PlanRunner(CudaTimer(queue=sim), "cpu", adaptive=False, build=sim.build_kernel).run(plan)
+        runs.append({m.shape["n"]: m.median_us for m in result.measurements})
+    first, second = runs
+    assert first.keys() == second.keys() and len(first) == 21
+    assert all(abs(first[n] / second[n] - 1) < 0.03 for n in first)
+    for curve in runs:
+        fast = [us for n, us in curve.items() if n % 8 == 0]
+        slow = [us for n, us in curve.items() if n % 8]
+        assert max(fast) < min(slow)  # the lattice, read from the medians
