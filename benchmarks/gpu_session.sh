@@ -59,7 +59,7 @@ for s in "${steps[@]}"; do
       cp "$GAC_DATA_DIR-align/gac.db" "$OUT/align-8b.db" 2>/dev/null || true
       ;;
     proof)
-      step proof 420 gac proof --device "$DEVICE" --model llama8b --quick
+      step proof 420 gac proof --device "$DEVICE" --model llama8b --compressor all --quick
       ;;
     interrupt)
       rm -rf "$GAC_DATA_DIR-int"

@@ -55,10 +55,12 @@ class BertConfig:
 class LowRankLinear(nn.Module):
     """W (out x in) as B @ A: x -> down (in -> rank, no bias) -> up (rank -> out, with W's bias if it has one)."""
 
-    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool = True) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, rank: int, bias: bool = True, device: torch.device | str | None = None
+    ) -> None:
         super().__init__()
-        self.down = nn.Linear(in_features, rank, bias=False)
-        self.up = nn.Linear(rank, out_features, bias=bias)
+        self.down = nn.Linear(in_features, rank, bias=False, device=device)
+        self.up = nn.Linear(rank, out_features, bias=bias, device=device)
 
     @property
     def rank(self) -> int:
@@ -170,9 +172,11 @@ class BertEncoder(nn.Module):
 
     def with_mlp_neurons(self, keep: Sequence[torch.Tensor]) -> BertEncoder:
         """A copy keeping, per layer, the intermediate neurons `keep[i]` (indices, ascending)."""
-        model = BertEncoder(self.cfg, [len(k) for k in keep])
+        with torch.device(self.word.weight.device):
+            model = BertEncoder(self.cfg, [len(k) for k in keep])
         state = self.state_dict()
         for i, k in enumerate(keep):
+            k = k.to(self.word.weight.device)
             state[f"layers.{i}.mlp_in.weight"] = state[f"layers.{i}.mlp_in.weight"][k]
             state[f"layers.{i}.mlp_in.bias"] = state[f"layers.{i}.mlp_in.bias"][k]
             state[f"layers.{i}.mlp_out.weight"] = state[f"layers.{i}.mlp_out.weight"][:, k]
@@ -259,9 +263,10 @@ class Tokenizer:
 
 @torch.inference_mode()
 def embed_sentences(model: BertEncoder, tok: Tokenizer, sentences: Sequence[str], batch: int = 64) -> torch.Tensor:
-    """(n, hidden) float32 unit vectors."""
+    """(n, hidden) float32 unit vectors, on the model's device."""
+    device = model.word.weight.device
     out = []
     for i in range(0, len(sentences), batch):
         ids, mask = tok(sentences[i:i + batch])
-        out.append(model.embed(ids, mask))
+        out.append(model.embed(ids.to(device), mask.to(device)))
     return torch.cat(out)

@@ -1,36 +1,59 @@
-"""`gac proof`: compress a real model, align it against this CPU's measured profile, print Table 5."""
+"""`gac proof`: compress a real model, align it against this machine's measured profile (the CPU,
+or a CUDA GPU with --device cuda:N), print Table 5."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+COMPRESSOR_SETS = {"both": ("asvd", "prune"), "all": ("asvd", "prune", "palu")}  # both: as before palu existed
+
 
 def config_kwargs(
     model: str, compressor: str, ratio: float | None, seq: list[int] | None, decode_context: int | None,
     rounds: int | None, passes: int | None, window: int, rel_tol: float | None, threads: int, dtype: str | None = None,
-    frontier_search: str | None = None,
+    frontier_search: str | None = None, device: str | None = None, layers: int | None = None, retime: bool = False,
 ) -> dict[str, Any]:
-    """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py."""
-    from proof.objectives import SEARCHES
-    from proof.pipeline import DTYPES
+    """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py.
 
-    if model not in ("minilm", "llama"):
-        raise ValueError("--model: use minilm or llama")
+    retime: for --retime (the saved run's model decides the lengths it takes, not --model)."""
+    from profiler_agent.platform import parse_device
+    from proof.llama import LLAMA_CONFIGS
+    from proof.objectives import SEARCHES
+    from proof.pipeline import COMPRESSORS, DECODERS, DTYPES, MODELS, ProofConfig, check_device, check_positions
+
+    if model not in MODELS:
+        raise ValueError(f"--model: use {', '.join(MODELS)}")
     if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"--dtype: use {', '.join(DTYPES)}")
     if frontier_search is not None and frontier_search not in SEARCHES:
         raise ValueError(f"--frontier-search: use {', '.join(SEARCHES)}")
-    methods = ("asvd", "prune") if compressor == "both" else (compressor,)
-    if any(m not in ("asvd", "prune") for m in methods):
-        raise ValueError("--compressor: use asvd, prune or both")
+    methods = COMPRESSOR_SETS.get(compressor, (compressor,))
+    if any(m not in COMPRESSORS for m in methods):
+        raise ValueError(f"--compressor: use {', '.join(COMPRESSORS)}, both (asvd and prune) or all")
+    if "palu" in methods and model not in DECODERS:
+        raise ValueError(f"--compressor {compressor}: palu compresses a decoder's K/V heads: use --model {' or '.join(DECODERS)}")
+    if layers is not None and model not in DECODERS:
+        raise ValueError(f"--layers: only for --model {' or '.join(DECODERS)}")
+    if device is not None:
+        try:
+            device = str(parse_device(device))  # "cuda" -> "cuda:0"; anything but cpu/cuda is refused
+        except (RuntimeError, ValueError):
+            raise ValueError(f"--device {device}: use cpu, cuda or cuda:N") from None
+        check_device(device)
     kw: dict[str, Any] = {"model": model, "compressors": methods, "ratio": ratio, "window": window, "threads": threads,
                           "seqs": tuple(seq) if seq else None, "decode_context": decode_context,
                           "rounds": rounds, "passes": passes, "rel_tol": rel_tol, "dtype": dtype,
-                          "frontier_search": frontier_search}
-    return {k: v for k, v in kw.items() if v is not None}
+                          "frontier_search": frontier_search, "device": device}
+    if layers is not None:
+        kw["llama"] = dataclasses.replace(LLAMA_CONFIGS[model], layers=layers)
+    kw = {k: v for k, v in kw.items() if v is not None}
+    if not retime:
+        check_positions(ProofConfig(**kw))  # lengths past the model's positions: said before anything is built
+    return kw
 
 
 def run(kw: dict[str, Any], quick: bool, save: Path | None, retime_file: Path | None, log: Any) -> str:
@@ -40,7 +63,8 @@ def run(kw: dict[str, Any], quick: bool, save: Path | None, retime_file: Path | 
     from proof.retime import default_save_path, retime, save_run
 
     if retime_file is not None:
-        keep = ("rounds", "passes", "threads", "seqs", "decode_context", "dtype")  # dtype: only to check it is the saved one
+        # dtype and the kind of device: only to check they are the saved run's
+        keep = ("rounds", "passes", "threads", "seqs", "decode_context", "dtype", "device")
         res = retime(retime_file, log=log, **{k: v for k, v in kw.items() if k in keep})
         if save is not None:
             log(f"saved to {save_run(res, save)}")
@@ -56,15 +80,21 @@ def register(app: typer.Typer) -> None:
 
     @app.command("proof")
     def proof(
-        model: Annotated[str, typer.Option("--model", help="minilm (trained encoder) | llama (random-weight decoder)")] = "minilm",
-        compressor: Annotated[str, typer.Option("--compressor", help="asvd | prune | both")] = "both",
+        model: Annotated[str, typer.Option(
+            "--model", help="minilm (trained encoder) | llama (small random-weight decoder) | llama8b (Llama-3-8B's dims, random weights)",
+        )] = "minilm",
+        compressor: Annotated[str, typer.Option(
+            "--compressor", help="asvd | prune | palu (decoders: K/V low rank per KV head) | both (asvd, prune) | all",
+        )] = "both",
         ratio: Annotated[float | None, typer.Option(
-            "--ratio", min=0.01, max=0.9, help="Budget ratio rho (default: asvd 0.15, prune 0.25)",
+            "--ratio", min=0.01, max=0.9, help="Budget ratio rho (default: asvd 0.15, prune 0.25, palu 0.5)",
         )] = None,
         quick: Annotated[bool, typer.Option("--quick", help="One prefill length, fewer rounds (a few minutes)")] = False,
-        seq: Annotated[list[int] | None, typer.Option("--seq", min=8, max=1024, help="Prefill sequence lengths (repeatable)")] = None,
+        seq: Annotated[list[int] | None, typer.Option(
+            "--seq", min=8, max=8192, help="Prefill sequence lengths (repeatable; up to the model's positions: minilm 512)",
+        )] = None,
         decode_context: Annotated[int | None, typer.Option(
-            "--decode-context", min=0, max=1000, help="llama: decode at this context (0: off; default 256)",
+            "--decode-context", min=0, max=8191, help="decoders: decode at this context (0: off; default llama 256, llama8b 1024)",
         )] = None,
         rounds: Annotated[int | None, typer.Option("--rounds", min=1, max=200, help="Interleaved timing rounds (default 25)")] = None,
         passes: Annotated[int | None, typer.Option("--passes", min=1, max=100, help="Passes per round, median taken (default 5)")] = None,
@@ -72,10 +102,16 @@ def register(app: typer.Typer) -> None:
         rel_tol: Annotated[float | None, typer.Option(
             "--rel-tol", min=0.0, max=0.5, help="A larger dim within this latency counts as as fast (default 0.02)",
         )] = None,
-        threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads for profiling and timing alike")] = 1,
+        threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads for profiling and timing alike (CPU only)")] = 1,
         dtype: Annotated[str | None, typer.Option(
             "--dtype", help="float32 | bfloat16 | float16 to compress for, profile and time in "
-                            "(default: this CPU's fast dtype, see `gac agent platform`)",
+                            "(default: the device's fast dtype, see `gac agent platform`)",
+        )] = None,
+        device: Annotated[str | None, typer.Option(
+            "--device", help="cpu (default) | cuda | cuda:N: where the models live, the agent profiles and the variants are timed",
+        )] = None,
+        layers: Annotated[int | None, typer.Option(
+            "--layers", min=1, max=64, help="decoders: how many layers (default llama 4, llama8b 2)",
         )] = None,
         frontier_search: Annotated[str | None, typer.Option(
             "--frontier-search", help="bisect (default) | scan: how the frontier variant's points are scored for quality (at most 6)",
@@ -87,17 +123,19 @@ def register(app: typer.Typer) -> None:
             "--retime", exists=True, dir_okay=False, help="Re-time a saved run: rebuild its variants from the saved dims, no profiling",
         )] = None,
     ) -> None:
-        """Compress a model (ASVD and/or MLP pruning), align with GAC on this CPU's measured profile,
+        """Compress a model (ASVD, MLP pruning and/or PaLU), align with GAC on the device's measured profile,
         and print aligned share, params, quality and latency per variant."""
         try:
             kw = config_kwargs(model, compressor, ratio, seq, decode_context, rounds, passes, window, rel_tol, threads, dtype,
-                               frontier_search)
+                               frontier_search, device, layers, retime=retime_file is not None)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-        from proof.retime import DtypeMismatch
+        from proof.retime import DeviceMismatch, DtypeMismatch
 
         try:
             report = run(kw, quick, save, retime_file, log=lambda msg: typer.echo(msg, err=True))
         except DtypeMismatch as exc:
             raise typer.BadParameter(str(exc), param_hint="--dtype") from None
+        except DeviceMismatch as exc:
+            raise typer.BadParameter(str(exc), param_hint="--device") from None
         typer.echo(report)

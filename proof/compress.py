@@ -1,4 +1,4 @@
-"""Two real dimension-reducing compressors, each emitting a GAC manifest.
+"""Three real dimension-reducing compressors, each emitting a GAC manifest.
 
 - ASVD-style low-rank factorisation: every linear W is scaled by its calibration
   input magnitudes, factorised by SVD and unscaled; per-weight ranks come from a
@@ -7,19 +7,23 @@
 - Structured MLP-width pruning: each intermediate neuron is scored by its mean
   activation magnitude times the norm of its output column; one global ranking of
   the layer-normalised scores under the budget sets irregular per-layer widths.
+- PaLU-style low-rank keys and values: ASVD's factorisation applied per group of
+  KV heads of each key and value projection (decoders only; see PaluCompressor).
 
-Both keep what they computed (SVD factors, neuron scores), so the same compressor
+All keep what they computed (SVD factors, neuron scores), so the same compressor
 rebuilds the model at any dims: its own, round-to-8, or GAC's. They work on any
 model with the structure interface of BertEncoder and LlamaDecoder (named_linears,
-get/set_linear, mlp_down, mlp_linears, with_mlp_neurons, mlp_gated) and take their
-data through a Calibration.
+get/set_linear, mlp_down, mlp_linears, with_mlp_neurons, mlp_gated; PaLU also
+kv_linears and a config with kv_heads and head_dim) and take their data through a
+Calibration. They run where the model's weights are (CPU or GPU), so the models they
+build live on the same device.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,6 +32,7 @@ from torch import nn
 
 from gac.contracts.manifest import Manifest
 from proof.bert import LowRankLinear
+from proof.llama import HeadGroups, split_group
 
 ASVD_ALPHA = 0.5  # the ASVD paper's activation-scaling exponent
 
@@ -92,54 +97,81 @@ def input_magnitudes(model: Any, calibration: Calibration) -> dict[str, torch.Te
 
 
 @dataclass
+class _Target:
+    """One matrix a low-rank compressor factorises: a projection, or some of its output rows."""
+
+    weight: torch.Tensor  # out x in
+    bias: torch.Tensor | None
+    source: str  # the projection (a named_linears name) whose input magnitudes scale it
+
+
+@dataclass
 class _Factors:
     u_sigma: torch.Tensor  # out x r_max: U * Sigma
     vt_unscaled: torch.Tensor  # r_max x in: V^T S^-1
     bias: torch.Tensor | None
-    energy: torch.Tensor  # sigma_j^2 / sum sigma^2, descending
+    energy: torch.Tensor  # sigma_j^2 / sum sigma^2, descending (on the CPU: the allocation reads it element-wise)
     in_features: int
     out_features: int
 
 
+def _factorise(t: _Target, magnitudes: torch.Tensor) -> _Factors:
+    """ASVD: SVD of W scaled by its input magnitudes ** ASVD_ALPHA, in float64 on the weight's device."""
+    w = t.weight.detach().double()
+    s = magnitudes.double().clamp(min=1e-6) ** ASVD_ALPHA
+    u, sig, vt = torch.linalg.svd(w * s[None, :], full_matrices=False)
+    return _Factors(
+        u_sigma=(u * sig[None, :]).float(),
+        vt_unscaled=(vt / s[None, :]).float(),
+        bias=None if t.bias is None else t.bias.detach().clone(),
+        energy=(sig**2 / (sig**2).sum()).float().cpu(),
+        in_features=w.shape[1],
+        out_features=w.shape[0],
+    )
+
+
 class AsvdCompressor(Compressor):
-    """Activation-aware SVD of every projection, ranks set by sensitivity-weighted energy."""
+    """Activation-aware SVD of every projection, ranks set by sensitivity-weighted energy.
+
+    What gets factorised is `targets` (every projection here); `install` puts a low-rank module
+    in a target's place. Subclasses change the two (PaluCompressor: K/V rows per head group)."""
 
     method = "asvd"
 
     def __init__(self, model: Any, calibration: Calibration) -> None:
         self.base = model
         mags = input_magnitudes(model, calibration)
-        self.factors: dict[str, _Factors] = {}
-        for name, lin in model.named_linears():
-            assert isinstance(lin, nn.Linear)
-            w = lin.weight.detach().double()
-            s = mags[name].double().clamp(min=1e-6) ** ASVD_ALPHA
-            u, sig, vt = torch.linalg.svd(w * s[None, :], full_matrices=False)
-            self.factors[name] = _Factors(
-                u_sigma=(u * sig[None, :]).float(),
-                vt_unscaled=(vt / s[None, :]).float(),
-                bias=None if lin.bias is None else lin.bias.detach().clone(),
-                energy=(sig**2 / (sig**2).sum()).float(),
-                in_features=lin.in_features,
-                out_features=lin.out_features,
-            )
+        self.factors: dict[str, _Factors] = {name: _factorise(t, mags[t.source]) for name, t in self.targets(model)}
         self.sensitivity = self._sensitivity(calibration)
 
+    def targets(self, model: Any) -> Iterator[tuple[str, _Target]]:
+        for name, lin in model.named_linears():
+            assert isinstance(lin, nn.Linear)
+            yield name, _Target(lin.weight, lin.bias, name)
+
+    def projection(self, name: str) -> str:
+        """The model's projection a target belongs to."""
+        return name
+
+    def install(self, model: Any, name: str, module: nn.Module) -> None:
+        model.set_linear(name, module)
+
     def _sensitivity(self, calibration: Calibration) -> dict[str, float]:
-        """How much the outputs move when one weight alone keeps half its rank (ASVD's sensitivity, cheaply)."""
+        """How much the outputs move when one target alone keeps half its rank (ASVD's sensitivity, cheaply)."""
         out: dict[str, float] = {}
         for name, f in self.factors.items():
-            dense = self.base.get_linear(name)
-            self.base.set_linear(name, self._lowrank(name, min(f.in_features, f.out_features) // 2))
+            proj = self.projection(name)
+            dense = self.base.get_linear(proj)
+            self.install(self.base, name, self._lowrank(name, min(f.in_features, f.out_features) // 2))
             try:
                 out[name] = max(1e-6, calibration.distance(self.base))
             finally:
-                self.base.set_linear(name, dense)
+                self.base.set_linear(proj, dense)
         return out
 
     def _lowrank(self, name: str, rank: int) -> LowRankLinear:
         f = self.factors[name]
-        mod = LowRankLinear(f.in_features, f.out_features, rank, bias=f.bias is not None)
+        mod = LowRankLinear(f.in_features, f.out_features, rank, bias=f.bias is not None, device=f.u_sigma.device)
         with torch.no_grad():
             mod.down.weight.copy_(f.vt_unscaled[:rank])
             mod.up.weight.copy_(f.u_sigma[:, :rank])
@@ -195,17 +227,59 @@ class AsvdCompressor(Compressor):
     def build(self, dims: dict[str, int]) -> Any:
         model = copy.deepcopy(self.base)
         for name, r in dims.items():
-            model.set_linear(name, self._lowrank(name, int(r)))
+            self.install(model, name, self._lowrank(name, int(r)))
         return model.eval()
 
 
-def compress_asvd(
-    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str,
-    model_name: str = "model", token_weights: Sequence[float] | None = None,
+class PaluCompressor(AsvdCompressor):
+    """PaLU-style low-rank keys and values, per group of KV heads.
+
+    PaLU factorises each layer's key and value projections per head group, W_g (rows of the group's
+    heads x hidden) = B_g A_g with a rank r_g of its own: x A_g^T is the group's latent (what PaLU
+    caches) and B_g reconstructs the group's keys or values. Each group here is one `lowrank`
+    manifest weight named 'layerI.attn.k.gJ' (or .v), out_features = heads_per_group * head_dim,
+    in_features = hidden, dim = r_g: the model runs exactly that weight's two GEMMs (M x hidden ->
+    r_g, then r_g -> out) per group (proof.llama.HeadGroups), so the solver's kernels for the
+    `lowrank` kind are the ones timed, and r_g is the irregular dim it aligns. Every group is its
+    own weight (no manifest `group` tying K to V): PaLU gives keys and values ranks of their own.
+    Ranks come from ASVD's activation-aware SVD and sensitivity-weighted greedy, over the K/V
+    groups only; PaLU's Fisher-information rank search is not reproduced. The KV cache still holds
+    the reconstructed keys and values: the proof times the projections, not the cache's size.
+    """
+
+    method = "palu"
+
+    def __init__(self, model: Any, calibration: Calibration, heads_per_group: int = 1) -> None:
+        cfg = model.cfg
+        if heads_per_group < 1 or cfg.kv_heads % heads_per_group:
+            raise ValueError(f"heads_per_group {heads_per_group} must divide the {cfg.kv_heads} KV heads")
+        self.rows = heads_per_group * cfg.head_dim
+        super().__init__(model, calibration)
+
+    def targets(self, model: Any) -> Iterator[tuple[str, _Target]]:
+        for proj in model.kv_linears():
+            lin = model.get_linear(proj)
+            assert isinstance(lin, nn.Linear)
+            for g, start in enumerate(range(0, lin.out_features, self.rows)):
+                rows = slice(start, start + self.rows)
+                yield f"{proj}.g{g}", _Target(lin.weight[rows], None if lin.bias is None else lin.bias[rows], proj)
+
+    def projection(self, name: str) -> str:
+        return split_group(name)[0]
+
+    def install(self, model: Any, name: str, module: nn.Module) -> None:
+        """Split the target's projection into dense head groups (once), then put `module` in its group's place."""
+        proj = self.projection(name)
+        dense = model.get_linear(proj)
+        if not isinstance(dense, HeadGroups):
+            model.set_linear(proj, HeadGroups.split(dense, self.rows))
+        model.set_linear(name, module)
+
+
+def _lowrank_manifest(
+    comp: AsvdCompressor, ranks: dict[str, int], model_name: str, ratio: float, tokens: Sequence[int],
+    token_weights: Sequence[float] | None, dtype: str,
 ) -> Compression:
-    comp = AsvdCompressor(model, calibration)
-    budget = math.floor((1.0 - ratio) * comp.original_params())
-    ranks = comp.allocate(budget)
     importance = {n: comp.marginal_importance(n, r) for n, r in ranks.items()}
     weights = [
         {
@@ -214,8 +288,27 @@ def compress_asvd(
         }
         for n, f in comp.factors.items()
     ]
-    manifest = _manifest(model_name, "asvd", ratio, tokens, token_weights, dtype, weights)
-    return Compression("asvd", ranks, importance, manifest, comp)
+    manifest = _manifest(model_name, comp.method, ratio, tokens, token_weights, dtype, weights)
+    return Compression(comp.method, ranks, importance, manifest, comp)
+
+
+def compress_asvd(
+    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str,
+    model_name: str = "model", token_weights: Sequence[float] | None = None,
+) -> Compression:
+    comp = AsvdCompressor(model, calibration)
+    ranks = comp.allocate(math.floor((1.0 - ratio) * comp.original_params()))
+    return _lowrank_manifest(comp, ranks, model_name, ratio, tokens, token_weights, dtype)
+
+
+def compress_palu(
+    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str,
+    model_name: str = "model", token_weights: Sequence[float] | None = None, heads_per_group: int = 1,
+) -> Compression:
+    """PaLU-style ranks per KV head group (PaluCompressor); the budget is a share of the K/V projections' parameters."""
+    comp = PaluCompressor(model, calibration, heads_per_group)
+    ranks = comp.allocate(math.floor((1.0 - ratio) * comp.original_params()))
+    return _lowrank_manifest(comp, ranks, model_name, ratio, tokens, token_weights, dtype)
 
 
 # ----------------------------------------------------------------- MLP-width pruning
@@ -233,7 +326,8 @@ class PruneCompressor(Compressor):
         for i in range(len(model.layers)):
             down = model.mlp_down(i)
             s = mags[down] * model.get_linear(down).weight.detach().float().norm(dim=0)
-            self.scores.append(s / s.sum())  # layer-normalised: a neuron's share of its layer's output
+            # layer-normalised: a neuron's share of its layer's output; on the CPU, as the allocation reads it element-wise
+            self.scores.append((s / s.sum()).cpu())
         self.order = [torch.argsort(s, descending=True) for s in self.scores]
         self.hidden = model.cfg.hidden
         self.gated = bool(model.mlp_gated)
@@ -335,8 +429,10 @@ __all__ = [
     "AsvdCompressor",
     "Calibration",
     "Compression",
+    "PaluCompressor",
     "PruneCompressor",
     "compress_asvd",
+    "compress_palu",
     "compress_prune",
     "compressed_modules",
     "compressed_params",

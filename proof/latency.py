@@ -3,24 +3,35 @@
 Each round times every (variant, setting) pair once, in a fresh random order, so
 drift of a shared machine hits all variants alike and a round's ratio of two
 variants compares them under the same machine state. One measurement is the
-median of a few passes after one warm-up call; a pass during which the timing
-thread was off the CPU for over 10 % of the wall time (preempted) is dropped when
-running single-threaded, unless that would leave fewer than half of the passes.
-Speed-ups are the median of per-round ratios with a bootstrap CI (proof.stats).
+median of a few passes after one warm-up call. Speed-ups are the median of
+per-round ratios with a bootstrap CI (proof.stats).
+
+How one pass is clocked depends on the device the models are on (pass_clock):
+- CPU: perf_counter around the call, on the intra-op thread count asked for; a pass
+  during which the timing thread was off the CPU for over 10 % of the wall time
+  (preempted) is dropped when running single-threaded, unless that would leave fewer
+  than half of the passes.
+- CUDA: CUDA events recorded on the current stream before and after the call, read
+  after a torch.cuda.synchronize that follows the pass: the GPU's time from the start
+  event to the end event, gaps waiting for the host's launches included (what eager
+  execution costs). No thread count and no preemption filter apply there.
 
 Optionally, once per round and setting, one more call of the baseline model runs with a
 clock around the modules that hold the compressed weights (forward hooks, removed again):
-how long those modules take in place, which the prediction sets against the profile.
+how long those modules take in place, which the prediction sets against the profile
+(on CUDA, an event pair per module call).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -81,8 +92,9 @@ class LatencyRun:
     settings: list[Setting]
     rounds: int
     passes: int
-    threads: int
+    threads: int | None  # the CPU's intra-op threads; None on CUDA
     seed: int = 0
+    device: str = "cpu"
     # (variant, setting label) -> one median per round, in µs (index r = round r)
     medians: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     # (variant, setting label) -> passes dropped as preempted, per round
@@ -108,37 +120,123 @@ class LatencyRun:
         return paired_speedup(self.medians[(baseline, label)], self.medians[(variant, label)], seed=self.seed)
 
 
-def median_of_passes(fn: Callable[[], object], passes: int, filter_preempted: bool) -> tuple[float, int]:
-    """(median µs over the passes after one warm-up call, passes dropped as preempted)."""
-    fn()  # warm-up: this variant's weights back into cache, oneDNN primitives looked up
+Device = torch.device | str
+# One timed pass: (µs the call took, µs the calling thread was on the CPU meanwhile; None where that is not read).
+PassClock = Callable[[Callable[[], object]], tuple[float, float | None]]
+
+
+def is_cuda(device: Device) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def cpu_pass(fn: Callable[[], object]) -> tuple[float, float | None]:
+    """perf_counter around one call (the CPU runs it synchronously), and the thread's CPU time."""
+    c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+    fn()
+    wall = time.perf_counter_ns() - t0
+    return wall / 1e3, (time.thread_time_ns() - c0) / 1e3
+
+
+def cuda_pass(fn: Callable[[], object]) -> tuple[float, float | None]:
+    """CUDA events around one call on the current stream; read after synchronizing, once the pass is done."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3, None  # elapsed_time is in ms
+
+
+def pass_clock(device: Device) -> PassClock:
+    """How a pass on this device is clocked: CUDA events on a CUDA device, perf_counter elsewhere."""
+    return cuda_pass if is_cuda(device) else cpu_pass
+
+
+def synchronize(device: Device) -> None:
+    """Wait for the device's queued work (a no-op on the CPU, which runs the calls synchronously)."""
+    if is_cuda(device):
+        torch.cuda.synchronize(device)
+
+
+def on_device(device: Device) -> contextlib.AbstractContextManager[Any]:
+    """Make `device` the current CUDA device (its current stream is where the events are recorded)."""
+    return torch.cuda.device(torch.device(device)) if is_cuda(device) else contextlib.nullcontext()
+
+
+def median_of_passes(fn: Callable[[], object], passes: int, filter_preempted: bool, device: Device = "cpu") -> tuple[float, int]:
+    """(median µs over the passes after one warm-up call, passes dropped as preempted; always 0 on CUDA)."""
+    clock = pass_clock(device)
+    fn()  # warm-up: this variant's weights back into cache, oneDNN primitives or cuBLAS heuristics looked up
+    synchronize(device)
     walls: list[float] = []
     kept: list[float] = []
     for _ in range(passes):
-        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
-        fn()
-        wall = time.perf_counter_ns() - t0
-        on_cpu = time.thread_time_ns() - c0
-        walls.append(wall / 1e3)
-        if not filter_preempted or on_cpu >= MIN_ON_CPU * wall:
-            kept.append(wall / 1e3)
+        us, on_cpu = clock(fn)
+        walls.append(us)
+        if not filter_preempted or on_cpu is None or on_cpu >= MIN_ON_CPU * us:
+            kept.append(us)
     use = kept if 2 * len(kept) >= passes else walls
     return statistics.median(use), passes - len(kept)
 
 
-def clocked_call(fn: Callable[[], object], modules: Sequence[nn.Module]) -> float:
+class CpuSpans:
+    """perf_counter at each module's start and end; the CPU runs its kernels in between."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, int] = {}
+        self.spent = 0
+
+    def start(self, key: int) -> None:
+        self.started[key] = time.perf_counter_ns()
+
+    def stop(self, key: int) -> None:
+        self.spent += time.perf_counter_ns() - self.started.pop(key)
+
+    def total_us(self) -> float:
+        return self.spent / 1e3
+
+
+class CudaSpans:
+    """A CUDA event recorded at each module's start and end on the current stream; summed after a synchronize."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, Any] = {}
+        self.spans: list[tuple[Any, Any]] = []
+
+    def start(self, key: int) -> None:
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        self.started[key] = ev
+
+    def stop(self, key: int) -> None:
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        self.spans.append((self.started.pop(key), ev))
+
+    def total_us(self) -> float:
+        torch.cuda.synchronize()
+        return sum(a.elapsed_time(b) for a, b in self.spans) * 1e3
+
+
+def module_spans(device: Device) -> CpuSpans | CudaSpans:
+    return CudaSpans() if is_cuda(device) else CpuSpans()
+
+
+def clocked_call(fn: Callable[[], object], modules: Sequence[nn.Module], device: Device = "cpu") -> float:
     """µs spent inside `modules` during one call of fn (forward hooks, removed afterwards).
 
-    Each module is clocked once however often it is listed. The clock includes what a module call
-    costs besides its kernels (Python dispatch, the hooks, a bias add): a few µs per module."""
+    Each module is clocked once however often it is listed. On the CPU the clock includes what a
+    module call costs besides its kernels (Python dispatch, the hooks, a bias add): a few µs per
+    module. On CUDA it is the GPU's time from the module's start event to its end event, which
+    includes any wait for the host to launch the module's kernels."""
     modules = list({id(m): m for m in modules}.values())
-    spent = [0]
-    started: dict[int, int] = {}
+    spans = module_spans(device)
 
     def pre(mod: nn.Module, args: object) -> None:
-        started[id(mod)] = time.perf_counter_ns()
+        spans.start(id(mod))
 
     def post(mod: nn.Module, args: object, out: object) -> None:
-        spent[0] += time.perf_counter_ns() - started.pop(id(mod))
+        spans.stop(id(mod))
 
     handles = [h for mod in modules for h in (mod.register_forward_pre_hook(pre), mod.register_forward_hook(post))]
     try:
@@ -146,7 +244,7 @@ def clocked_call(fn: Callable[[], object], modules: Sequence[nn.Module]) -> floa
     finally:
         for h in handles:
             h.remove()
-    return spent[0] / 1e3
+    return spans.total_us()
 
 
 def time_rounds(
@@ -160,34 +258,46 @@ def time_rounds(
     seed: int = 0,
     on_round: Callable[[int], None] | None = None,
     in_place: tuple[str, Callable[[nn.Module], Sequence[nn.Module]]] | None = None,
+    device: Device = "cpu",
 ) -> LatencyRun:
     """Time every model at every setting, interleaved in `rounds` shuffled rounds.
 
     make_fn(model, setting) returns the zero-argument call to time (inputs and
-    caches prepared once). Models are copied and cast to `dtype` (None: kept as they are);
-    callers keep theirs. in_place = (variant, modules_of): each round, one more call of that
-    variant per setting clocks the modules modules_of(its model) returns (LatencyRun.in_place).
+    caches prepared once, on the model's device). Models are copied to `device` and cast to
+    `dtype` (None: kept as they are); callers keep theirs. `threads` applies to the CPU only.
+    in_place = (variant, modules_of): each round, one more call of that variant per setting
+    clocks the modules modules_of(its model) returns (LatencyRun.in_place).
     """
-    torch.set_num_threads(threads)
-    cast = {name: (copy.deepcopy(m).to(dtype) if dtype is not None else copy.deepcopy(m)).eval() for name, m in models.items()}
+    cuda = is_cuda(device)
+    if not cuda:
+        torch.set_num_threads(threads)
+    cast = {name: _copy_to(m, device, dtype) for name, m in models.items()}
     by_label = {s.label: s for s in settings}
-    fns = {(name, s.label): make_fn(m, s) for name, m in cast.items() for s in settings}
-    out = LatencyRun(settings=list(settings), rounds=rounds, passes=passes, threads=torch.get_num_threads(), seed=seed)
+    out = LatencyRun(settings=list(settings), rounds=rounds, passes=passes, threads=None if cuda else torch.get_num_threads(),
+                     seed=seed, device=str(torch.device(device)))
     rng = random.Random(seed)
     filter_preempted = out.threads == 1  # with more threads the caller may legitimately wait at a barrier
-    for r in range(rounds):
-        order = list(fns)
-        rng.shuffle(order)
-        for key in order:
-            n = passes * (DECODE_PASS_FACTOR if by_label[key[1]].kind == "decode" else 1)
-            med, dropped = median_of_passes(fns[key], n, filter_preempted)
-            out.medians.setdefault(key, []).append(med)
-            out.preempted.setdefault(key, []).append(dropped)
-        if in_place is not None:
-            variant, modules_of = in_place
-            out.in_place_variant = variant
-            for s in settings:
-                out.in_place.setdefault(s.label, []).append(clocked_call(fns[variant, s.label], modules_of(cast[variant])))
-        if on_round is not None:
-            on_round(r + 1)
+    with on_device(device):
+        fns = {(name, s.label): make_fn(m, s) for name, m in cast.items() for s in settings}
+        for r in range(rounds):
+            order = list(fns)
+            rng.shuffle(order)
+            for key in order:
+                n = passes * (DECODE_PASS_FACTOR if by_label[key[1]].kind == "decode" else 1)
+                med, dropped = median_of_passes(fns[key], n, filter_preempted, device)
+                out.medians.setdefault(key, []).append(med)
+                out.preempted.setdefault(key, []).append(dropped)
+            if in_place is not None:
+                variant, modules_of = in_place
+                out.in_place_variant = variant
+                for s in settings:
+                    us = clocked_call(fns[variant, s.label], modules_of(cast[variant]), device)
+                    out.in_place.setdefault(s.label, []).append(us)
+            if on_round is not None:
+                on_round(r + 1)
     return out
+
+
+def _copy_to(model: nn.Module, device: Device, dtype: torch.dtype | None) -> nn.Module:
+    m = copy.deepcopy(model).to(device)
+    return (m.to(dtype) if dtype is not None else m).eval()

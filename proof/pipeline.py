@@ -1,5 +1,12 @@
-"""The whole proof: compress a model, align it against this CPU's measured profile,
-build every variant, score quality and time prefill (and decode) latency.
+"""The whole proof: compress a model, align it against the measured profile of the device
+it runs on (this CPU, or a CUDA GPU with --device cuda:N), build every variant, score
+quality and time prefill (and decode) latency.
+
+The device is one setting that flows everywhere: the models, the calibration and evaluation
+data and the timed inputs live on it, the agent profiles on it (profiler_agent.timing.make_timer
+picks its timer), the variants are timed on it (proof.latency picks the pass clock), and the
+dtype defaults to its fast dtype (profiler_agent.dtypes.choose_dtype). Thread counts apply to
+the CPU only.
 
 Variants per compressor: the original, the compressor's own (unaligned) dims,
 naive round-to-nearest-8, and GAC's choices from measured candidates under three objectives
@@ -21,9 +28,18 @@ import torch
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
-from proof.compress import Compression, compress_asvd, compress_prune, compressed_modules, compressed_params, manifest_params
-from proof.latency import LatencyRun, Setting, settings_for, time_rounds
-from proof.llama import LlamaConfig
+from gac.contracts.measurements import PlatformDescriptor
+from proof.compress import (
+    Compression,
+    compress_asvd,
+    compress_palu,
+    compress_prune,
+    compressed_modules,
+    compressed_params,
+    manifest_params,
+)
+from proof.latency import LatencyRun, Setting, is_cuda, settings_for, time_rounds
+from proof.llama import LLAMA_CONFIGS, LlamaConfig
 from proof.objectives import (
     FRONTIER,
     FRONTIER_TRIES,
@@ -37,14 +53,15 @@ from proof.objectives import (
 from proof.predict import VariantPrediction, predict
 from proof.profile import REL_TOL, align_options, dims_of, measured_alignment
 from proof.quality import Quality
-from proof.subjects import Subject, make_subject
+from proof.subjects import Subject, make_subject, max_positions
 from solver.align import budget_params
 from solver.baselines import round_nearest
 from solver.kinds import original_params
 from solver.lookup import FileLookup, LatencyLookup
 
-DEFAULT_RATIO = {"asvd": 0.15, "prune": 0.25}
-COMPRESSORS: dict[str, Callable[..., Compression]] = {"asvd": compress_asvd, "prune": compress_prune}
+DEFAULT_RATIO = {"asvd": 0.15, "prune": 0.25, "palu": 0.5}  # palu: half the K/V projections' parameters
+COMPRESSORS: dict[str, Callable[..., Compression]] = {"asvd": compress_asvd, "prune": compress_prune, "palu": compress_palu}
+DECODER_ONLY = ("palu",)  # compressors that need a decoder's KV heads
 ORIGINAL, UNALIGNED, ROUND8 = "original", "unaligned", "round-to-8"
 # The control: the unaligned dims built a second time. What it measures against unaligned is what two
 # instances of one model differ by (memory placement, allocation): a smaller difference is not a speed-up.
@@ -54,11 +71,19 @@ GAC = GAC_LATENCY  # the headline GAC variant (the solver's default objective wi
 LEGACY_GAC = "GAC-aligned"  # runs saved before the objectives: one GAC variant
 VARIANTS = (ORIGINAL, UNALIGNED, UNALIGNED_AGAIN, ROUND8, GAC_IMPORTANCE, GAC_LATENCY, GAC_FRONTIER)
 OBJECTIVE_VARIANTS = {IMPORTANCE: GAC_IMPORTANCE, LATENCY: GAC_LATENCY, FRONTIER: GAC_FRONTIER}
-MODELS = ("minilm", "llama")
+MODELS = ("minilm", "llama", "llama8b")
+DECODERS = ("llama", "llama8b")
 DTYPES = ("float32", "bfloat16", "float16")
 SAVED_BEFORE_DTYPES = "bfloat16"  # what runs saved before ProofConfig had a dtype were made in
-DEFAULT_SEQS = {"minilm": (128, 256, 512), "llama": (128, 256, 512)}
-DEFAULT_DECODE_CONTEXT = {"minilm": None, "llama": 256}
+DEFAULT_SEQS = {"minilm": (128, 256, 512), "llama": (128, 256, 512), "llama8b": (1024, 2048)}
+CUDA_SEQS = {"llama": (1024, 2048), "llama8b": (1024, 2048)}  # the decoders' prefill lengths on a GPU
+DEFAULT_DECODE_CONTEXT = {"minilm": None, "llama": 256, "llama8b": 1024}
+QUICK_DECODE_CONTEXT = {"llama": 128}
+
+
+def default_seqs(model: str, device: str = "cpu") -> tuple[int, ...]:
+    """The prefill lengths a model is timed at by default on a device."""
+    return CUDA_SEQS.get(model, DEFAULT_SEQS[model]) if is_cuda(device) else DEFAULT_SEQS[model]
 
 
 @dataclass(frozen=True)
@@ -75,27 +100,41 @@ class ProofConfig:
     rel_tol: float = REL_TOL
     paper_radius: int = 0  # latency priced: also multiples of 8 within this many steps (the paper's window: 8)
     balance_tokens: bool = True  # weight each timed M by 1 / its measured total (proof.profile)
-    threads: int = 1
+    threads: int = 1  # the CPU's intra-op threads for profiling and timing (CPU runs only)
     seed: int = 0
     quick: bool = False
-    llama: LlamaConfig | None = None  # None: proof.llama.PROOF_LLAMA (tests pass a tiny one)
+    llama: LlamaConfig | None = None  # None: the model's (proof.llama.LLAMA_CONFIGS); tests pass a tiny one
     llama_data: tuple[tuple[int, int], tuple[int, int]] = ((8, 128), (4, 128))  # (calibration, evaluation) random ids
-    # The dtype compressed for, profiled and timed in; None: this CPU's fast dtype (settled by with_dtype).
+    # The dtype compressed for, profiled and timed in; None: the device's fast dtype (settled by with_dtype).
     dtype: str | None = None
     frontier_search: str = "bisect"  # how the frontier variant's points are scored (proof.objectives.pick_frontier)
     frontier_tries: int = FRONTIER_TRIES  # at most this many frontier points scored for quality
+    device: str = "cpu"  # where models live, the agent profiles and the variants are timed: "cpu" or "cuda:N"
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: use one of {DTYPES}")
         if self.frontier_search not in SEARCHES:
             raise ValueError(f"frontier_search {self.frontier_search!r}: use one of {SEARCHES}")
+        try:
+            kind = torch.device(self.device).type
+        except RuntimeError:
+            kind = self.device
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"device {self.device!r}: use cpu or cuda[:N]")
+        bad = [c for c in self.compressors if c not in COMPRESSORS]
+        if bad:
+            raise ValueError(f"compressor {bad[0]!r}: use one of {tuple(COMPRESSORS)}")
+        if self.model not in DECODERS and any(c in DECODER_ONLY for c in self.compressors):
+            raise ValueError(f"palu compresses a decoder's K/V projections per KV head: use it with {' or '.join(DECODERS)}")
 
     @classmethod
     def quick_config(cls, **kw: Any) -> ProofConfig:
-        base: dict[str, Any] = {"seqs": (128,), "rounds": 10, "passes": 3, "window": 16, "quick": True}
-        if kw.get("model") == "llama":
-            base["decode_context"] = 128
+        model = kw.get("model") or "minilm"
+        base: dict[str, Any] = {"seqs": default_seqs(model, kw.get("device") or "cpu")[:1], "rounds": 10, "passes": 3,
+                                "window": 16, "quick": True}
+        if model in QUICK_DECODE_CONTEXT:
+            base["decode_context"] = QUICK_DECODE_CONTEXT[model]
         base.update({k: v for k, v in kw.items() if v is not None})
         return cls(**base)
 
@@ -104,7 +143,11 @@ class ProofConfig:
 
     @property
     def prefill_seqs(self) -> tuple[int, ...]:
-        return self.seqs if self.seqs is not None else DEFAULT_SEQS[self.model]
+        return self.seqs if self.seqs is not None else default_seqs(self.model, self.device)
+
+    @property
+    def llama_config(self) -> LlamaConfig:
+        return self.llama if self.llama is not None else LLAMA_CONFIGS[self.model]
 
     @property
     def context(self) -> int | None:
@@ -122,11 +165,8 @@ class ProofConfig:
     def subject_spec(self) -> dict:
         if self.model == "minilm":
             return {"model": "minilm"}
-        spec: dict[str, Any] = {"model": "llama", "seed": self.seed, "calib": list(self.llama_data[0]),
-                                "evaluation": list(self.llama_data[1])}
-        if self.llama is not None:
-            spec["config"] = self.llama.to_dict()
-        return spec
+        return {"model": "llama", "config": self.llama_config.to_dict(), "seed": self.seed,
+                "calib": list(self.llama_data[0]), "evaluation": list(self.llama_data[1])}
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -155,11 +195,12 @@ class ProofConfig:
 
 
 def with_dtype(cfg: ProofConfig, by: str = "with --dtype") -> tuple[ProofConfig, str]:
-    """cfg with its dtype settled (None: this CPU's fast dtype), and one line saying which dtype and why."""
+    """cfg with its dtype settled (None: the device's fast dtype, as the agent's platform says: on CUDA
+    bfloat16 from sm_80, float16 from sm_70), and one line saying which dtype and why."""
     from profiler_agent.dtypes import choose_dtype
     from profiler_agent.platform import detect_platform
 
-    dtype, why = choose_dtype(detect_platform("cpu"), cfg.dtype, by)
+    dtype, why = choose_dtype(detect_platform(cfg.device), cfg.dtype, by)
     return dataclasses.replace(cfg, dtype=dtype), why
 
 
@@ -216,8 +257,9 @@ class ProofResult:
     footnote: str
     spec: dict
     results: list[CompressorResult]
-    timed_on: str = ""  # this machine, where the variants were timed
-    cpu: str = ""  # the agent's platform of this machine: device name and ISA
+    timed_on: str = ""  # the device the variants were timed on: name (fingerprint)
+    cpu: str = ""  # the agent's platform of this machine's CPU: name and ISA (on a CUDA run: the host)
+    gpu: str = ""  # on a CUDA run, the agent's platform of the GPU: name, compute capability, driver, CUDA, cuBLAS
     retimed_from: str | None = None
     dtype_note: str = ""  # which dtype the run used and why (profiler_agent.dtypes.choose_dtype)
 
@@ -281,7 +323,7 @@ def gac_variants(
 
 
 def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) -> Aligner:
-    """Profile the missing curves on this CPU with the agent, then align (proof.profile)."""
+    """Profile the missing curves on the proof's device with the agent, then align (proof.profile)."""
 
     def run(manifest: Manifest) -> tuple[Manifest, AlignmentResult, ProfileSummary | None, list[str], list]:
         last = [0.0]
@@ -293,7 +335,7 @@ def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) 
 
         ma = measured_alignment(
             manifest, window=cfg.window, window_rel=cfg.window_rel, rel_tol=cfg.rel_tol, paper_radius=cfg.paper_radius, threads=cfg.threads,
-            on_point=progress, balance=cfg.balance_tokens,
+            on_point=progress, balance=cfg.balance_tokens, device=cfg.device,
         )
         name = f"{ma.platform.device_name} ({ma.platform.fingerprint()[:12]})"
         summary = ProfileSummary(ma.plan.n_points(), len(ma.measurements), ma.failures, ma.seconds, name)
@@ -381,7 +423,7 @@ def evaluate(
     lat = time_rounds(
         models, settings, make_fn, rounds=cfg.rounds, passes=cfg.passes, threads=cfg.threads, dtype=cfg.torch_dtype,
         seed=cfg.seed, on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
-        in_place=(UNALIGNED, lambda m: compressed_modules(m, manifest)) if UNALIGNED in models else None,
+        in_place=(UNALIGNED, lambda m: compressed_modules(m, manifest)) if UNALIGNED in models else None, device=cfg.device,
     )
     t["latency"] = time.perf_counter() - t0
     return CompressorResult(
@@ -391,16 +433,41 @@ def evaluate(
     )
 
 
+def check_device(device: str) -> None:
+    if is_cuda(device) and not torch.cuda.is_available():
+        raise ValueError(f"device {device}: this torch ({torch.__version__}) has no CUDA, or no GPU is visible")
+
+
+def check_positions(cfg: ProofConfig) -> None:
+    """Fail before building, compressing and profiling when a timed length is past the model's positions."""
+    limit = max_positions(cfg.subject_spec())
+    if max(cfg.prefill_seqs) > limit or (cfg.context or 0) + 1 > limit:
+        why = " (BERT's learned position embeddings end there)" if cfg.model == "minilm" else ""
+        raise ValueError(
+            f"{cfg.model} takes at most {limit} positions{why}: asked prefill {list(cfg.prefill_seqs)},"
+            f" decode after {cfg.context or 0} tokens"
+        )
+
+
 def prepare(cfg: ProofConfig) -> Subject:
-    torch.manual_seed(cfg.seed)
-    torch.set_num_threads(cfg.threads)
+    """The subject on cfg's device, once the device and the lengths are known to work."""
     if cfg.model not in MODELS:
         raise ValueError(f"unknown model {cfg.model!r}: use one of {MODELS}")
-    subject = make_subject(cfg.subject_spec())
-    limit = subject.model.cfg.max_positions  # fail before compressing and profiling, not in the timing
-    if max(cfg.prefill_seqs) > limit or (cfg.context or 0) + 1 > limit:
-        raise ValueError(f"{cfg.model} takes at most {limit} positions: prefill {cfg.prefill_seqs}, decode context {cfg.context}")
-    return subject
+    check_device(cfg.device)
+    check_positions(cfg)
+    torch.manual_seed(cfg.seed)
+    if not is_cuda(cfg.device):
+        torch.set_num_threads(cfg.threads)
+    return make_subject(cfg.subject_spec(), cfg.device)
+
+
+def describe_gpu(p: PlatformDescriptor) -> str:
+    """The GPU as the agent's platform descriptor records it (unknown fields say so)."""
+    def known(v: object) -> str:
+        return str(v) if v else "unknown"
+
+    return (f"{p.device_name}, compute capability {known(p.compute_capability)}, driver {known(p.driver_version)},"
+            f" CUDA {known(p.cuda_runtime)}, cuBLAS {known(p.cublas_version)}")
 
 
 def proof_result(
@@ -408,19 +475,20 @@ def proof_result(
 ) -> ProofResult:
     from profiler_agent.platform import detect_platform
 
-    p = detect_platform("cpu", dtypes=False)  # the name and fingerprint only
+    p = detect_platform(cfg.device, dtypes=False)  # the name and fingerprint only
+    host = p if not is_cuda(cfg.device) else detect_platform("cpu", dtypes=False)
     here = f"{p.device_name} ({p.fingerprint()[:12]})"
-    cpu = f"{p.device_name}, ISA {p.isa or 'unknown'}"
     profiled = next((r.profile.platform for r in results if r.profile is not None), here)
     return ProofResult(
         config=cfg, platform=profiled, torch_version=torch.__version__, subject_title=subject.title,
         quality_note=subject.quality_note, footnote=subject.footnote, spec=subject.spec, results=results,
-        timed_on=here, retimed_from=retimed_from, dtype_note=dtype_note, cpu=cpu,
+        timed_on=here, retimed_from=retimed_from, dtype_note=dtype_note, cpu=f"{host.device_name}, ISA {host.isa or 'unknown'}",
+        gpu=describe_gpu(p) if is_cuda(cfg.device) else "",
     )
 
 
 def run_proof(cfg: ProofConfig, log: Callable[[str], None] = print, aligner: Aligner | None = None) -> ProofResult:
-    subject = prepare(cfg)  # sets the thread count first
+    subject = prepare(cfg)  # sets the CPU's thread count first
     cfg, why = with_dtype(cfg)
     log(why)
     results = [run_compressor(m, cfg, subject, log, aligner) for m in cfg.compressors]

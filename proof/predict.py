@@ -42,6 +42,7 @@ from solver.lookup import LatencyLookup
 
 Z = 1.96  # two-sided 95 % for the prediction's interval
 FLAG = 0.03  # |predicted - measured| speed-up above this is flagged
+WITHIN = 0.03  # a prediction holds when |predicted / measured - 1| is at most this
 
 # A curve point: (curve key, axis value).
 PointKey = tuple[tuple, int]
@@ -97,6 +98,11 @@ class SettingPrediction:
     @property
     def flagged(self) -> bool:
         return abs(self.diff) > FLAG
+
+    def within(self, tolerance: float = WITHIN) -> bool:
+        """The predicted model speed-up is within `tolerance` (relative) of the measured one."""
+        m = self.measured.median
+        return m > 0 and math.isfinite(self.speedup) and abs(self.speedup / m - 1) <= tolerance
 
     @property
     def kernel_share(self) -> float:

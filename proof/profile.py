@@ -1,7 +1,8 @@
 """Align a manifest against this machine's own measured latency curves, in process.
 
 align once with rules only to learn which curves are missing, turn them into a
-sweep plan, time it with the profiler agent's runner and timer on this CPU, index
+sweep plan, time it with the profiler agent's runner and timer on the proof's device
+(this CPU, or a CUDA GPU: profiler_agent.timing.make_timer picks the timer), index
 the measurements in a FileLookup and align again with measured candidates.
 
 Which M: the manifest's workload.tokens are the GEMM row counts the model is timed
@@ -24,6 +25,7 @@ from gac.contracts.alignment import AlignmentResult, MissingCurve
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Measurement, PlatformDescriptor
 from gac.contracts.plans import SweepPlan, Timing, plan_for_points
+from proof.latency import is_cuda
 from solver.align import AlignOptions, align
 from solver.candidates import CandidateOptions
 from solver.kinds import kernels
@@ -111,23 +113,27 @@ def measured_alignment(
     timing: Timing = PROFILE_TIMING,
     on_point: Callable[[int, int], None] | None = None,
     balance: bool = True,
+    device: str = "cpu",
 ) -> MeasuredAlignment:
-    """Profile exactly what the manifest's candidates need on this CPU, then align with it."""
+    """Profile exactly what the manifest's candidates need on `device`, then align with it.
+
+    threads: the CPU's intra-op threads (CPU only; a CUDA timer takes none)."""
     import time
 
     from profiler_agent.platform import detect_platform
     from profiler_agent.runner import run_plan
-    from profiler_agent.timing import CpuTimer
+    from profiler_agent.timing import make_timer
 
     started = time.perf_counter()
     opts = align_options(window, rel_tol, window_rel, paper_radius)
     rules = align(manifest, None, opts)
-    timer = CpuTimer(threads=threads)  # sets the thread count before the platform reads it
-    platform = detect_platform("cpu")
+    # On the CPU the timer sets the thread count, before the platform (which records it) is read.
+    timer = make_timer(device) if is_cuda(device) else make_timer(device, threads=threads)
+    platform = detect_platform(device)
     # `missing` already holds the look-ahead above each window (solver.candidates.needed_points).
     plan = plan_for_missing(f"proof-{manifest.compressor}", rules.missing, lookahead=0, timing=timing)
     progress = (lambda p: on_point(p.done, p.total)) if on_point is not None else None
-    run = run_plan(plan, timer, "cpu", on_progress=progress, adaptive=False)
+    run = run_plan(plan, timer, device, on_progress=progress, adaptive=False)
     lookup = FileLookup.from_measurements(run.measurements, platform.fingerprint())
     notes: list[str] = []
     if balance:

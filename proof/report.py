@@ -1,4 +1,7 @@
-"""The proof's output: one Table-5-style table per compressor, plus what it was measured under."""
+"""The proof's output: one Table-5-style table per compressor, plus what it was measured under
+(the device as the agent's platform records it) and, per compressor, the issue's claims checked
+on the figures: smaller is slower, GAC faster than unaligned and at least as fast as round-to-8,
+each prediction within 3 % of the measurement."""
 
 from __future__ import annotations
 
@@ -12,14 +15,15 @@ from proof.pipeline import (
     GAC_LATENCY,
     LEGACY_GAC,
     ORIGINAL,
+    ROUND8,
     UNALIGNED,
     UNALIGNED_AGAIN,
     VARIANTS,
     CompressorResult,
     ProofResult,
 )
-from proof.predict import FLAG, Z
-from proof.stats import LEVEL, N_BOOT
+from proof.predict import FLAG, WITHIN, Z
+from proof.stats import LEVEL, MIN_ROUNDS, N_BOOT, Speedup
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
@@ -207,15 +211,94 @@ def verdict(r: CompressorResult, model: str = "") -> list[str]:
     return out
 
 
+def direction(sp: Speedup) -> str:
+    """How a paired ratio baseline / variant reads: 'faster' or 'slower' (95 % CI excludes 1.0),
+    'same' (it includes 1.0), or 'few' (fewer rounds than a verdict needs)."""
+    if sp.n < MIN_ROUNDS:
+        return "few"
+    return "faster" if sp.measurably_faster else "slower" if sp.measurably_slower else "same"
+
+
+def _ratio(sp: Speedup) -> str:
+    return f"{sp.median:.3f}x [{sp.ci_lo:.3f}-{sp.ci_hi:.3f}]"
+
+
+def smaller_is_slower(sp: Speedup) -> str:
+    """sp: original / unaligned. Is the unaligned compressed model slower than the original?"""
+    return {
+        "slower": "YES, smaller is slower: the unaligned compressed model is measurably slower than the original",
+        "faster": "no: the unaligned compressed model is measurably faster than the original",
+        "same": "not measurably: the 95% CI includes 1.0",
+        "few": f"no verdict: {sp.n} rounds, the CI needs at least {MIN_ROUNDS}",
+    }[direction(sp)]
+
+
+def faster_than_unaligned(sp: Speedup) -> str:
+    """sp: unaligned / GAC."""
+    return {
+        "faster": "yes, measurably faster",
+        "slower": "NO: measurably slower",
+        "same": "NOT measurably faster: the 95% CI includes 1.0",
+        "few": f"no verdict: {sp.n} rounds, the CI needs at least {MIN_ROUNDS}",
+    }[direction(sp)]
+
+
+def as_fast_as_round8(sp: Speedup, same_dims: bool) -> str:
+    """sp: round-to-8 / GAC. At least as fast = not measurably slower."""
+    same = " (the same dims)" if same_dims else ""
+    return {
+        "faster": "yes, measurably faster",
+        "same": f"yes, within noise: the 95% CI includes 1.0{same}",
+        "slower": f"NO: measurably slower{same}",
+        "few": f"no verdict: {sp.n} rounds, the CI needs at least {MIN_ROUNDS}",
+    }[direction(sp)]
+
+
+def claims(r: CompressorResult, where: str) -> list[str]:
+    """The issue's claims for one compressor, each from the figures above, with the device they were measured on."""
+    lat = r.latency
+    gac = headline_gac(r)
+    out = [f"claims ({r.method}, measured on {where}; paired ratios [95% CI]):"]
+    for s in lat.settings:
+        sp = lat.speedup(UNALIGNED, ORIGINAL, s.label)
+        out.append(f"  smaller is slower? {s.label}: original / unaligned {_ratio(sp)}: {smaller_is_slower(sp)}")
+    for s in lat.settings:
+        sp = lat.speedup(gac, UNALIGNED, s.label)
+        out.append(f"  {gac} faster than unaligned? {s.label}: {_ratio(sp)}: {faster_than_unaligned(sp)}")
+    if ROUND8 in r.variants:
+        same = r.variants[ROUND8].dims == r.variants[gac].dims
+        for s in lat.settings:
+            sp = lat.speedup(gac, ROUND8, s.label)
+            out.append(f"  {gac} at least as fast as {ROUND8}? {s.label}: {ROUND8} / GAC {_ratio(sp)}: {as_fast_as_round8(sp, same)}")
+    out += prediction_claims(r)
+    return out
+
+
+def prediction_claims(r: CompressorResult) -> list[str]:
+    """Whether each model-level prediction is within WITHIN of the measured speed-up."""
+    rows = [(name, sp) for name in variant_names(r) if (vp := r.predictions.get(name)) is not None for sp in vp.settings]
+    if not rows:
+        return [f"  predictions within {WITHIN:.0%} of measured? none to check (no complete prediction)"]
+    misses = [(name, sp) for name, sp in rows if not sp.within()]
+    out = [f"  predictions within {WITHIN:.0%} of measured (|predicted / measured - 1| <= {WITHIN})?"
+           f" {len(rows) - len(misses)} of {len(rows)}{'' if misses else ': all'}"]
+    out += [f"    NOT within: {name} {sp.label}: predicted {sp.speedup:.3f}x, measured {sp.measured.median:.3f}x"
+            f" ({sp.speedup / sp.measured.median - 1:+.1%})" for name, sp in misses]
+    return out
+
+
 def render(res: ProofResult) -> str:
     cfg = res.config
     lat = res.results[0].latency if res.results else None
+    on = f"{cfg.threads} CPU thread(s)" if not res.gpu else f"on {cfg.device}"
     lines = [
         res.subject_title,
         f"platform: profiled on {res.platform}, timed on {res.timed_on}; torch {res.torch_version};"
-        f" batch 1 in {cfg.dtype or 'bfloat16'}, {cfg.threads} thread(s); {res.quality_note}",
+        f" batch 1 in {cfg.dtype or 'bfloat16'}, {on}; {res.quality_note}",
     ]
-    if res.cpu:
+    if res.gpu:
+        lines.append(f"GPU (the agent's platform): {res.gpu}; dtype {cfg.dtype}; host CPU: {res.cpu}")
+    elif res.cpu:
         lines.append(f"CPU (the agent's platform): {res.cpu}; dtype {cfg.dtype or 'bfloat16'}")
     if res.dtype_note:
         lines.append(res.dtype_note)
@@ -224,9 +307,10 @@ def render(res: ProofResult) -> str:
     if lat is not None:
         decode = any(s.kind == "decode" for s in lat.settings)
         steps = f" ({lat.passes * DECODE_PASS_FACTOR} single-token steps for decode)" if decode else ""
+        clock = "CUDA events around each pass, read after a synchronize" if lat.device.startswith("cuda") else "perf_counter"
         lines.append(
             f"latency: {lat.rounds} interleaved rounds, the order of (variant, setting) shuffled each round (seed {lat.seed});"
-            f" per round and pair the median of {lat.passes} passes after one warm-up{steps};"
+            f" per round and pair the median of {lat.passes} passes after one warm-up{steps}, clocked by {clock};"
             f" ms = median over rounds [min-max over rounds]; speed-up = median over rounds of the paired ratio unaligned / variant"
             f" [{LEVEL:.0%} bootstrap CI over rounds, {N_BOOT:,} resamples]"
         )
@@ -256,6 +340,7 @@ def render(res: ProofResult) -> str:
         lines += compressor_table(r)
         lines += prediction_table(r)
         lines += verdict(r, cfg.model)
+        lines += claims(r, res.timed_on)
         names = [n for n in variant_names(r) if n == UNALIGNED or n.startswith("GAC")]
         width = max(len(n) for n in names)
         lines += [f"{'dims:' if i == 0 else '':5} {n:{width}}  {_dims(r.variants[n].dims)}" for i, n in enumerate(names)]
@@ -273,7 +358,8 @@ def to_json(res: ProofResult) -> dict:
     proof.retime rebuilds and re-times the variants from this."""
     out: dict = {
         "schema": "gac.proof-run/v1",
-        "platform": res.platform, "timed_on": res.timed_on, "cpu": res.cpu, "torch": res.torch_version, "retimed_from": res.retimed_from,
+        "platform": res.platform, "timed_on": res.timed_on, "cpu": res.cpu, "gpu": res.gpu, "torch": res.torch_version,
+        "retimed_from": res.retimed_from,
         "spec": res.spec, "config": res.config.to_json(), "results": [],
     }
     for r in res.results:
@@ -291,7 +377,7 @@ def to_json(res: ProofResult) -> dict:
             "profile": [m.model_dump(mode="json") for m in r.measurements],
             "notes": r.notes,
             "load": {"before": r.load_before, "after": r.load_after},
-            "latency": {"rounds": lat.rounds, "passes": lat.passes, "threads": lat.threads, "seed": lat.seed,
+            "latency": {"rounds": lat.rounds, "passes": lat.passes, "threads": lat.threads, "seed": lat.seed, "device": lat.device,
                         "settings": [dataclasses.asdict(s) for s in lat.settings],
                         "in_place_variant": lat.in_place_variant, "in_place_us_per_round": lat.in_place},
             "variants": {
@@ -321,7 +407,7 @@ def _prediction_json(p) -> dict:
                 "in_place_us": s.in_place_us, "in_place_factor": s.in_place_factor,
                 "predicted": s.speedup, "predicted_lo": s.lo, "predicted_hi": s.hi,
                 "measured": s.measured.median, "measured_ci": [s.measured.ci_lo, s.measured.ci_hi],
-                "diff": s.diff, "flagged": s.flagged,
+                "diff": s.diff, "flagged": s.flagged, "within": s.within(),
             }
             for s in p.settings
         },

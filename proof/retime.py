@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Measurement
@@ -41,11 +43,16 @@ class DtypeMismatch(ValueError):
     """A re-time asked for another dtype than the saved run was aligned for."""
 
 
+class DeviceMismatch(ValueError):
+    """A re-time asked for another kind of device (CPU, CUDA) than the saved run was profiled on."""
+
+
 def default_save_path(cfg: ProofConfig) -> Path:
-    """benchmarks/out/proof-MODEL[-quick].json in this checkout (else under the working directory)."""
+    """benchmarks/out/proof-MODEL[-cuda][-quick].json in this checkout (else under the working directory)."""
     repo = Path(__file__).resolve().parents[1]
     root = repo if (repo / "benchmarks").is_dir() else Path.cwd()
-    return root / "benchmarks" / "out" / f"proof-{cfg.model}{'-quick' if cfg.quick else ''}.json"
+    gpu = "-cuda" if torch.device(cfg.device).type == "cuda" else ""
+    return root / "benchmarks" / "out" / f"proof-{cfg.model}{gpu}{'-quick' if cfg.quick else ''}.json"
 
 
 def save_run(res: ProofResult, path: str | Path) -> Path:
@@ -66,14 +73,18 @@ def retime(path: str | Path, log: Callable[[str], None] = print, **overrides: An
     """Rebuild the saved run's variants at their saved dims; re-score quality and re-time.
 
     overrides: ProofConfig fields for the timing (rounds, passes, threads, seqs,
-    decode_context, seed). Prefill lengths other than the saved ones are timed
+    decode_context, seed, device). Prefill lengths other than the saved ones are timed
     too, but the alignment was profiled for the saved ones (the report says at which M).
-    The dtype stays the saved run's: its dims were aligned for that dtype's curves."""
+    The dtype stays the saved run's: its dims were aligned for that dtype's curves; so does
+    the kind of device (another GPU index is fine, a CPU run is not re-timed on a GPU)."""
     saved = load_run(path)
     cfg = ProofConfig.from_json(saved["config"])
     asked = overrides.pop("dtype", None)
     if asked is not None and asked != cfg.dtype:
         raise DtypeMismatch(f"{path} was aligned for {cfg.dtype}: re-time it in {cfg.dtype}, or run the proof again with dtype {asked}")
+    device = overrides.get("device")
+    if device is not None and torch.device(device).type != torch.device(cfg.device).type:
+        raise DeviceMismatch(f"{path} was profiled on {cfg.device}: re-time it there, or run the proof again on {device}")
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     subject = prepare(cfg)
     cfg, why = with_dtype(cfg, by="by the saved run")

@@ -10,7 +10,9 @@ see, the quality judge, and the calls that get timed:
   the KV cache filled and last-position logits, and decode of one token at a
   given context length (batch 1).
 
-`spec` is what rebuilds the same subject, so a saved run can be re-timed.
+`spec` is what rebuilds the same subject, so a saved run can be re-timed. The device
+is not part of it: the model, calibration and evaluation data are put on the device
+the subject is made for, and the timed calls make their inputs on the model's device.
 """
 
 from __future__ import annotations
@@ -22,11 +24,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from proof.bert import Tokenizer, embed_sentences, load_minilm
+from proof.bert import BertConfig, Tokenizer, embed_sentences, load_minilm, model_dir
 from proof.llama import PROOF_LLAMA, LlamaConfig, random_llama
 from proof.quality import Quality, QualityJudge, ReconstructionJudge, load_sentences, relative_error, split_sentences
 
 N_PROBE = 16  # calibration sentences (or sequences) ASVD's sensitivity probe uses
+
+
+def device_of(model: nn.Module) -> torch.device:
+    """Where the model's weights are (so its inputs go there too)."""
+    return next(model.parameters()).device
 
 
 class SentenceCalibration:
@@ -39,9 +46,10 @@ class SentenceCalibration:
 
     @torch.inference_mode()
     def run(self, model: nn.Module) -> None:
+        device = device_of(model)
         for s in self.sentences:
             ids, mask = self.tok([s])
-            model(ids, mask)
+            model(ids.to(device), mask.to(device))
 
     def distance(self, model: nn.Module) -> float:
         """1 - mean cosine of the probe embeddings to the original's."""
@@ -74,7 +82,7 @@ def random_ids(vocab: int, shape: tuple[int, ...], seed: int, low: int = 0) -> t
 
 def bert_prefill(model: nn.Module, seq: int, seed: int = 0) -> Callable[[], torch.Tensor]:
     """One batch-1 prefill of `seq` tokens (no padding, so no mask)."""
-    ids = random_ids(model.cfg.vocab_size, (1, seq), seed + seq, low=1000)
+    ids = random_ids(model.cfg.vocab_size, (1, seq), seed + seq, low=1000).to(device_of(model))
 
     def run() -> torch.Tensor:
         with torch.inference_mode():
@@ -84,7 +92,7 @@ def bert_prefill(model: nn.Module, seq: int, seed: int = 0) -> Callable[[], torc
 
 def llama_prefill(model: nn.Module, seq: int, seed: int = 0) -> Callable[[], torch.Tensor]:
     """As a server prefills: batch 1, `seq` tokens, KV cache written, logits of the last position."""
-    ids = random_ids(model.cfg.vocab_size, (1, seq), seed + seq)
+    ids = random_ids(model.cfg.vocab_size, (1, seq), seed + seq).to(device_of(model))
     cache = model.new_cache(1, seq)
 
     def run() -> torch.Tensor:
@@ -95,11 +103,11 @@ def llama_prefill(model: nn.Module, seq: int, seed: int = 0) -> Callable[[], tor
 
 def llama_decode(model: nn.Module, context: int, seed: int = 0) -> Callable[[], torch.Tensor]:
     """One decode step (batch 1) after `context` cached tokens; every call redoes the same step."""
-    vocab = model.cfg.vocab_size
+    vocab, device = model.cfg.vocab_size, device_of(model)
     cache = model.new_cache(1, context + 1)
     with torch.inference_mode():
-        model(random_ids(vocab, (1, context), seed + context), cache, 0)
-    token = random_ids(vocab, (1, 1), seed + context + 1)
+        model(random_ids(vocab, (1, context), seed + context).to(device), cache, 0)
+    token = random_ids(vocab, (1, 1), seed + context + 1).to(device)
 
     def run() -> torch.Tensor:
         with torch.inference_mode():
@@ -115,7 +123,7 @@ class Subject:
     key: str
     title: str  # the report's first line
     manifest_model: str
-    model: nn.Module  # the original, float32, eval mode
+    model: nn.Module  # the original, float32, eval mode, on the proof's device
     calibration: Any  # a proof.compress.Calibration
     judge: Callable[[nn.Module], Quality]
     quality_note: str
@@ -125,8 +133,8 @@ class Subject:
     spec: dict = field(default_factory=dict)
 
 
-def minilm_subject() -> Subject:
-    model = load_minilm()
+def minilm_subject(device: torch.device | str = "cpu") -> Subject:
+    model = load_minilm().to(device)
     tok = Tokenizer()
     calibration, evaluation = split_sentences(load_sentences())
     return Subject(
@@ -144,14 +152,15 @@ def minilm_subject() -> Subject:
 
 
 def llama_subject(
-    cfg: LlamaConfig = PROOF_LLAMA, seed: int = 0, calib: tuple[int, int] = (8, 128), evaluation: tuple[int, int] = (4, 128)
+    cfg: LlamaConfig = PROOF_LLAMA, seed: int = 0, calib: tuple[int, int] = (8, 128), evaluation: tuple[int, int] = (4, 128),
+    device: torch.device | str = "cpu",
 ) -> Subject:
     """calib, evaluation: (sequences, tokens each) of random token ids."""
-    model = random_llama(cfg, seed)
+    model = random_llama(cfg, seed, device)
     v = cfg.vocab_size
-    cal_ids = random_ids(v, calib, seed + 1)
-    probe = random_ids(v, (2, min(64, calib[1])), seed + 2)
-    eval_ids = random_ids(v, evaluation, seed + 3)
+    cal_ids = random_ids(v, calib, seed + 1).to(device)
+    probe = random_ids(v, (2, min(64, calib[1])), seed + 2).to(device)
+    eval_ids = random_ids(v, evaluation, seed + 3).to(device)
     blocks = sum(p.numel() for p in model.layers.parameters())
     return Subject(
         key="llama",
@@ -175,15 +184,32 @@ def llama_subject(
     )
 
 
-def make_subject(spec: dict) -> Subject:
+def make_subject(spec: dict, device: torch.device | str = "cpu") -> Subject:
     if spec["model"] == "minilm":
-        return minilm_subject()
+        return minilm_subject(device)
     if spec["model"] == "llama":
         return llama_subject(
             LlamaConfig(**spec.get("config", {})), int(spec.get("seed", 0)),
             tuple(spec.get("calib", (8, 128))), tuple(spec.get("evaluation", (4, 128))),  # type: ignore[arg-type]
+            device,
         )
     raise ValueError(f"unknown model {spec['model']!r}: use minilm or llama")
 
 
-__all__ = ["SentenceCalibration", "Subject", "TokenCalibration", "llama_subject", "make_subject", "minilm_subject"]
+def max_positions(spec: dict) -> int:
+    """How many positions the subject's model takes, without building it."""
+    if spec["model"] == "minilm":
+        return BertConfig.from_hf_json(model_dir() / "config.json").max_positions
+    return LlamaConfig(**spec.get("config", {})).max_positions
+
+
+__all__ = [
+    "SentenceCalibration",
+    "Subject",
+    "TokenCalibration",
+    "device_of",
+    "llama_subject",
+    "make_subject",
+    "max_positions",
+    "minilm_subject",
+]

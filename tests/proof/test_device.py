@@ -1,0 +1,323 @@
+"""The proof's device plumbing, run on the CPU: the device reaches the models, their inputs, the
+agent's timer and platform, and the timing; the CUDA pass clock is chosen for CUDA devices only;
+Llama-3-8B's dimensions; the report's claims. The tests marked `cuda` run only where torch sees a GPU."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import pytest
+import torch
+
+from gac.contracts.measurements import PlatformDescriptor
+from gac.contracts.plans import Timing
+from profiler_agent.dtypes import cuda_dtype_fields
+from proof.latency import (
+    CpuSpans,
+    CudaSpans,
+    Setting,
+    cpu_pass,
+    cuda_pass,
+    median_of_passes,
+    module_spans,
+    on_device,
+    pass_clock,
+    time_rounds,
+)
+from proof.llama import LLAMA3_8B, LlamaConfig, LlamaDecoder
+from proof.pipeline import GAC_LATENCY, ORIGINAL, ROUND8, UNALIGNED, ProofConfig, describe_gpu, run_proof, with_dtype
+from proof.predict import SettingPrediction
+from proof.profile import align_options
+from proof.stats import paired_speedup
+from proof.subjects import bert_prefill, llama_decode, llama_prefill
+from solver.align import align
+
+TINY = LlamaConfig(vocab_size=512, hidden=128, intermediate=176, heads=4, kv_heads=2, layers=2, max_positions=128)
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def rules_only(manifest):
+    return manifest, align(manifest, None, align_options(16)), None, ["rules only (test)"], []
+
+
+def tiny_cfg(**kw) -> ProofConfig:
+    base = dict(model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=8, rounds=2, passes=1,
+                dtype="float32")
+    return ProofConfig(**{**base, **kw})
+
+
+# ---------------------------------------------------------------- Llama-3-8B's dimensions
+
+
+def test_llama8b_config_has_llama3_8b_dimensions() -> None:
+    c = LLAMA3_8B
+    assert (c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate) == (4096, 32, 8, 128, 14336)
+    assert 2 <= c.layers <= 4 and c.max_positions >= 4096
+    with torch.device("meta"):  # shapes without allocating 1.7 GB
+        model = LlamaDecoder(c)
+    shapes = {n: tuple(lin.weight.shape) for n, lin in model.named_linears() if n.startswith("layer0.")}
+    assert shapes == {
+        "layer0.attn.q": (4096, 4096), "layer0.attn.k": (1024, 4096), "layer0.attn.v": (1024, 4096), "layer0.attn.o": (4096, 4096),
+        "layer0.mlp.gate": (14336, 4096), "layer0.mlp.up": (14336, 4096), "layer0.mlp.down": (4096, 14336),
+    }
+    assert sum(p.numel() for p in model.layers[0].parameters()) == 218_112_000  # Llama-3-8B's per-layer count
+
+
+def test_llama8b_times_the_gpu_lengths_and_decode() -> None:
+    cfg = ProofConfig(model="llama8b")
+    assert cfg.llama_config is LLAMA3_8B and cfg.subject_spec()["config"]["hidden"] == 4096
+    assert [s.label for s in cfg.settings] == ["S=1024", "S=2048", "decode@1024"]
+    assert ProofConfig(model="llama", device="cuda:0").prefill_seqs == (1024, 2048)
+    assert ProofConfig(model="llama").prefill_seqs == (128, 256, 512)  # the CPU's lengths are unchanged
+    assert ProofConfig.quick_config(model="llama", device="cuda:0").prefill_seqs == (1024,)
+    assert ProofConfig.quick_config(model="llama").gemm_tokens() == [128, 1]
+
+
+def test_lengths_are_checked_against_each_models_positions() -> None:
+    from proof.cli import config_kwargs
+
+    kw = config_kwargs("llama8b", "all", None, [1024, 4096], None, None, None, 16, None, 1, layers=3)
+    assert kw["seqs"] == (1024, 4096) and kw["llama"].layers == 3 and kw["compressors"] == ("asvd", "prune", "palu")
+    assert config_kwargs("llama", "both", None, [4096], 0, None, None, 16, None, 1)["compressors"] == ("asvd", "prune")
+    with pytest.raises(ValueError, match="minilm takes at most 512 positions"):
+        config_kwargs("minilm", "asvd", None, [1024], None, None, None, 16, None, 1)
+    with pytest.raises(ValueError, match="llama takes at most 4096 positions"):
+        config_kwargs("llama", "asvd", None, [128], 4096, None, None, 16, None, 1)
+    with pytest.raises(ValueError, match="palu"):
+        config_kwargs("minilm", "palu", None, None, None, None, None, 16, None, 1)
+
+
+# ---------------------------------------------------------------- the device reaches everything
+
+
+def test_inputs_and_caches_follow_the_models_device() -> None:
+    """A model on the meta device: every timed call's ids and KV cache must be made there too."""
+    from proof.bert import BertConfig, BertEncoder
+
+    with torch.device("meta"):
+        llama = LlamaDecoder(TINY).eval()
+        bert = BertEncoder(BertConfig(hidden=64, intermediate=128, heads=2, layers=1)).eval()
+    inputs: list[torch.device] = []
+    for m in (llama, bert):
+        m.register_forward_pre_hook(lambda _m, args: inputs.extend(a.device for a in args if isinstance(a, torch.Tensor)))
+    for out in (llama_prefill(llama, 16)(), llama_decode(llama, 8)()):
+        assert out.device.type == "meta" and out.shape == (1, 1, TINY.vocab_size)
+    assert bert_prefill(bert, 16)().device.type == "meta"
+    assert len(inputs) == 4 and {d.type for d in inputs} == {"meta"}  # prefill, decode's prefix and step, BERT
+    assert llama.new_cache(1, 8).k[0].device.type == "meta"
+
+
+@pytest.mark.slow
+def test_device_flows_to_subject_profile_and_timing(monkeypatch) -> None:
+    """cpu:0 is a device no default names: every place that receives "cpu:0" was given the proof's device."""
+    import profiler_agent.platform
+    import profiler_agent.runner
+    import profiler_agent.timing
+    import proof.pipeline
+
+    seen: dict[str, list[str]] = {}
+
+    def spy(module, name, device_of, change=lambda kw: kw):
+        real = getattr(module, name)
+
+        def wrapper(*a, **kw):
+            seen.setdefault(name, []).append(str(device_of(a, kw)))
+            return real(*a, **change(kw))
+        monkeypatch.setattr(module, name, wrapper)
+
+    fast = Timing(min_samples=10, max_samples=10, time_cap_ms=5, warmup_ms=0)
+    spy(proof.pipeline, "make_subject", lambda a, kw: a[1])
+    spy(proof.pipeline, "measured_alignment", lambda a, kw: kw["device"], lambda kw: {**kw, "timing": fast})
+    spy(proof.pipeline, "time_rounds", lambda a, kw: kw["device"])
+    spy(profiler_agent.timing, "make_timer", lambda a, kw: a[0])
+    spy(profiler_agent.runner, "run_plan", lambda a, kw: a[2])
+    spy(profiler_agent.platform, "detect_platform", lambda a, kw: a[0] if a else kw.get("device"))
+    res = run_proof(tiny_cfg(compressors=("prune",), decode_context=0, rounds=1, window=4, device="cpu:0"), log=lambda _m: None)
+    for name in ("make_subject", "measured_alignment", "time_rounds", "make_timer", "run_plan"):
+        assert seen[name] and set(seen[name]) == {"cpu:0"}, (name, seen[name])
+    assert "cpu:0" in seen["detect_platform"]
+    r = res.results[0]
+    assert r.latency.device == "cpu:0" and r.profile is not None and r.profile.measured > 0
+
+
+def test_subject_lives_on_the_asked_device() -> None:
+    """Built for the meta device (no default names it): model, calibration, probe and evaluation ids all go there."""
+    from proof.subjects import llama_subject
+
+    s = llama_subject(TINY, calib=(2, 16), evaluation=(1, 16), device="meta")
+    assert {p.device.type for p in s.model.parameters()} == {"meta"}
+    for t in (s.calibration.ids, s.calibration.probe, s.calibration.reference, s.judge.ids, s.judge.reference):
+        assert t.device.type == "meta"
+
+
+def test_cuda_run_needs_cuda() -> None:
+    from proof.pipeline import prepare
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    from proof.cli import config_kwargs
+
+    with pytest.raises(ValueError, match="no CUDA"):
+        prepare(tiny_cfg(device="cuda:0"))
+    with pytest.raises(ValueError, match="cuda:0: this torch .* has no CUDA"):
+        config_kwargs("llama8b", "palu", None, None, None, None, None, 16, None, 1, device="cuda")
+    with pytest.raises(ValueError, match="use cpu or cuda"):
+        tiny_cfg(device="mps")
+
+
+def test_cuda_dtype_comes_from_the_agents_choice(monkeypatch) -> None:
+    """with_dtype asks the agent's platform of the proof's device: bfloat16 from sm_80, float16 before."""
+    import profiler_agent.platform
+
+    asked: list[str] = []
+
+    def platform_of(device, dtypes=True):
+        asked.append(str(device))
+        return PlatformDescriptor(device_kind="cuda", device_name="GPU under test", compute_capability=capability[0],
+                                  **cuda_dtype_fields(capability[0], False))
+
+    monkeypatch.setattr(profiler_agent.platform, "detect_platform", platform_of)
+    capability = ["9.0"]
+    assert with_dtype(ProofConfig(device="cuda:0"))[0].dtype == "bfloat16"
+    capability[0] = "7.5"
+    assert with_dtype(ProofConfig(device="cuda:0"))[0].dtype == "float16"
+    assert with_dtype(ProofConfig(device="cuda:0", dtype="bfloat16"))[0].dtype == "bfloat16"  # --dtype wins
+    assert asked == ["cuda:0"] * 3
+
+
+# ---------------------------------------------------------------- the timing branch
+
+
+def test_pass_clock_is_cuda_events_only_on_cuda_devices() -> None:
+    assert pass_clock("cuda:0") is cuda_pass and pass_clock(torch.device("cuda", 1)) is cuda_pass and pass_clock("cuda") is cuda_pass
+    assert pass_clock("cpu") is cpu_pass and pass_clock("cpu:0") is cpu_pass
+    assert isinstance(module_spans("cuda:0"), CudaSpans) and isinstance(module_spans("cpu"), CpuSpans)
+    assert isinstance(on_device("cpu"), contextlib.nullcontext)
+
+
+def test_cpu_timing_never_touches_cuda(monkeypatch) -> None:
+    def no_cuda(*_a, **_k):
+        raise AssertionError("the CPU path called torch.cuda")
+
+    for name in ("Event", "synchronize", "device"):
+        monkeypatch.setattr(torch.cuda, name, no_cuda)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    x = torch.randn(4, 8)
+    run = time_rounds({"a": model}, [Setting("prefill", 4)], lambda m, s: lambda: m(x), rounds=2, passes=2,
+                      in_place=("a", lambda m: [m[0]]), device="cpu")
+    assert run.device == "cpu" and run.threads == 1 and len(run.in_place["S=4"]) == 2
+    us, dropped = median_of_passes(lambda: model(x), 3, True, device="cpu")
+    assert us > 0 and 0 <= dropped <= 3
+
+
+# ---------------------------------------------------------------- the report
+
+
+def speedup(effect: float, noise: float = 0.002, n: int = 12):
+    base = [100.0 * (1 + 0.1 * (i % 3)) for i in range(n)]
+    return paired_speedup(base, [b / effect * (1 + noise * ((-1) ** i)) for i, b in enumerate(base)])
+
+
+def test_claims_read_the_confidence_intervals() -> None:
+    from proof.report import as_fast_as_round8, direction, faster_than_unaligned, smaller_is_slower
+
+    assert direction(speedup(0.9)) == "slower" and direction(speedup(1.1)) == "faster" and direction(speedup(1.0, 0.05)) == "same"
+    assert direction(speedup(1.1, n=4)) == "few"
+    assert smaller_is_slower(speedup(0.9)).startswith("YES, smaller is slower")
+    assert smaller_is_slower(speedup(1.1)).startswith("no")
+    assert faster_than_unaligned(speedup(1.05)).startswith("yes") and faster_than_unaligned(speedup(0.95)).startswith("NO")
+    assert as_fast_as_round8(speedup(1.0, 0.05), same_dims=True).startswith("yes, within noise")
+    assert as_fast_as_round8(speedup(0.95), same_dims=False).startswith("NO")
+
+
+def test_prediction_within_three_percent() -> None:
+    def pred(saving_us: float, effect: float) -> SettingPrediction:
+        return SettingPrediction("S=16", "prefill", 100.0, 100.0 - saving_us, saving_us, 0.0, 1000.0, speedup(effect))
+
+    measured = speedup(1.05).median
+    assert pred(1000.0 * (1 - 1 / measured), 1.05).within()  # predicted exactly the measured speed-up
+    assert not pred(0.0, 1.05).within()  # predicted 1.0x against 1.05x measured: 4.8 % off
+    assert pred(1000.0 * (1 - 1 / (measured * 1.02)), 1.05).within() and not pred(1000.0 * (1 - 1 / (measured * 1.04)), 1.05).within()
+
+
+@pytest.fixture(scope="module")
+def palu_run():
+    return run_proof(tiny_cfg(compressors=("palu",)), log=lambda _m: None, aligner=rules_only)
+
+
+def test_report_states_the_claims_per_compressor(palu_run) -> None:
+    from proof.report import render
+
+    r = palu_run.results[0]
+    assert r.method == "palu" and r.variants[UNALIGNED].within_budget and r.variants[GAC_LATENCY].within_budget
+    assert {ORIGINAL, UNALIGNED, ROUND8, GAC_LATENCY} <= set(r.variants)
+    text = render(palu_run)
+    assert f"claims (palu, measured on {palu_run.timed_on}" in text
+    for claim in ("smaller is slower? S=16: original / unaligned", "GAC latency-aware faster than unaligned? decode@8",
+                  "GAC latency-aware at least as fast as round-to-8? S=16", "predictions within 3% of measured?"):
+        assert claim in text
+    assert "CPU (the agent's platform):" in text and "GPU (the agent's platform)" not in text and "1 CPU thread(s)" in text
+
+
+def test_report_names_the_gpu_from_the_agents_platform(palu_run) -> None:
+    from proof.report import render
+
+    p = PlatformDescriptor(device_kind="cuda", device_name="GPU under test")
+    gpu = describe_gpu(p)
+    assert gpu == "GPU under test, compute capability unknown, driver unknown, CUDA unknown, cuBLAS unknown"
+    res = dataclasses.replace(palu_run, gpu=gpu, config=dataclasses.replace(palu_run.config, device="cuda:0"))
+    text = render(res)
+    assert f"GPU (the agent's platform): {gpu}" in text and "on cuda:0" in text and "thread(s)" not in text
+
+
+def test_retime_keeps_the_kind_of_device(palu_run, tmp_path) -> None:
+    from proof.retime import DeviceMismatch, default_save_path, retime, save_run
+
+    path = save_run(palu_run, tmp_path / "run.json")
+    with pytest.raises(DeviceMismatch, match="profiled on cpu"):
+        retime(path, log=lambda _m: None, device="cuda:0")
+    assert default_save_path(ProofConfig(model="llama8b", device="cuda:0")).name == "proof-llama8b-cuda.json"
+    assert default_save_path(ProofConfig(model="llama")).name == "proof-llama.json"
+
+
+def test_cli_takes_device_model_and_compressor() -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from proof.cli import register
+
+    app = typer.Typer()
+    register(app)
+
+    @app.command("noop")
+    def _noop() -> None:
+        pass
+
+    res = CliRunner().invoke(app, ["proof", "--help"])
+    assert res.exit_code == 0 and "--device" in res.output and "--layers" in res.output and "llama8b" in res.output
+    bad = CliRunner().invoke(app, ["proof", "--model", "minilm", "--seq", "2048"])
+    assert bad.exit_code == 2 and "512" in bad.output
+    bad = CliRunner().invoke(app, ["proof", "--device", "tpu"])
+    assert bad.exit_code == 2
+
+
+# ---------------------------------------------------------------- on a GPU only
+
+
+@cuda
+def test_cuda_pass_times_on_the_gpu() -> None:
+    a = torch.randn(1024, 1024, device="cuda")
+    us, on_cpu = cuda_pass(lambda: a @ a)
+    assert us > 0 and on_cpu is None
+    med, dropped = median_of_passes(lambda: a @ a, 3, True, device="cuda:0")
+    assert med > 0 and dropped == 0
+
+
+@cuda
+def test_tiny_proof_runs_on_cuda() -> None:
+    res = run_proof(tiny_cfg(compressors=("asvd", "palu"), device="cuda:0", dtype=None), log=lambda _m: None, aligner=rules_only)
+    assert res.gpu and res.config.dtype in ("bfloat16", "float16")
+    for r in res.results:
+        assert r.latency.device == "cuda:0" and r.latency.threads is None
+        assert all(v > 0 for key, meds in r.latency.medians.items() for v in meds)
