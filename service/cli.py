@@ -31,7 +31,7 @@ def _settings():
 
 def serve(
     host: Annotated[str | None, typer.Option(help="bind address (default GAC_HOST or 127.0.0.1)")] = None,
-    port: Annotated[int | None, typer.Option(help="port (default GAC_PORT or 8000)")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="port (default GAC_PORT or 8000)")] = None,
     workers: Annotated[int, typer.Option(
         min=1, help="worker processes; on Postgres about two per core: each waits on the database for much of an upload",
     )] = 1,
@@ -43,10 +43,15 @@ def serve(
     from service.db import make_engine, schema_status
 
     settings = _settings()
-    if not settings.migrate_on_start:
-        engine = make_engine(settings.url)
+    engine = make_engine(settings.url)
+    try:
         status = schema_status(engine)
+    except Exception as exc:  # noqa: BLE001 - whatever the driver raises, one line that names the database
+        err.print(f"[red]refusing to start:[/red] cannot open the database {_safe_url(settings.url)}: {_first_line(exc)}")
+        raise typer.Exit(1) from None
+    finally:
         engine.dispose()
+    if not settings.migrate_on_start:
         if not status.up_to_date:
             err.print(f"[red]refusing to start:[/red] {status.explain()}")
             raise typer.Exit(1)
@@ -56,6 +61,12 @@ def serve(
         uvicorn.run(create_app(settings), host=where, port=at, log_level="info")
     else:  # each worker builds its own app (and engine) from the same GAC_ settings
         uvicorn.run("service.app:create_app", factory=True, workers=workers, host=where, port=at, log_level="info")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's own message without SQLAlchemy's statement and background link."""
+    cause = getattr(exc, "orig", None) or exc
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
 
 
 def _safe_url(url: str) -> str:

@@ -31,7 +31,7 @@ class Settings(BaseSettings):
     auto_migrate: bool | None = None
 
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(default=8000, ge=1, le=65535)
 
     max_batch_rows: int = Field(default=5_000, ge=1, le=10_000)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)

@@ -92,3 +92,13 @@ def curve_fixed(meta: dict) -> dict[str, int]:
     from gac.contracts.measurements import parse_shape_key
 
     return meta["fixed"] if isinstance(meta.get("fixed"), dict) else parse_shape_key(meta["fixed_key"])
+
+
+def test_serve_refuses_a_bad_port_and_a_missing_database_in_one_line(tmp_path):
+    env = {**os.environ, "GAC_DATA_DIR": str(tmp_path)}
+    assert_clean_failure(gac("serve", "--port", "99999", env=env), "--port", "65535")
+    assert_clean_failure(gac("serve", env={**env, "GAC_PORT": "0"}), "GAC_PORT")
+    missing = {**env, "GAC_SECRET_KEY": "k", "GAC_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:5432/gac_no_such_db"}
+    out = gac("serve", env=missing)
+    assert_clean_failure(out, "refusing to start", "gac_no_such_db")
+    assert len((out.stdout + out.stderr).strip().splitlines()) <= 2, out.stderr
