@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 from rich.console import Console
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
     from profiler_agent.delivery import BatchFileWriter, Deliverer, DeliveryStats, Spool
+    from profiler_agent.interrupt import StopSignals
     from profiler_agent.jobs import Job, JobClient, ProgressLine
+    from profiler_agent.resume import Known, Remaining
     from profiler_agent.runner import RunResult
     from profiler_agent.timing import Timer
 
@@ -196,6 +198,57 @@ def run_with_progress(
         return result
 
 
+class KeepingSink(Protocol):
+    """Where run_keeping puts each measured row: committed as it goes, the rest on close()."""
+
+    @property
+    def committed(self) -> int: ...  # rows made durable so far
+
+    def add(self, m: Measurement) -> None: ...
+
+    def close(self) -> None: ...
+
+    def kept_where(self) -> str: ...  # "stored", "sent to URL", ...
+
+
+def run_keeping(
+    session: _Session, plan: SweepPlan, sink: KeepingSink, adaptive: bool, quiet: bool = False, line: ProgressLine | None = None,
+    on_stop: Callable[[StopSignals], None] | None = None,
+) -> RunResult:
+    """run_with_progress into a sink that commits as it goes. Stopped by Ctrl-C or SIGTERM, it commits
+    what was measured, calls on_stop (a job is given back), says how many points it kept and exits
+    130 (SIGINT) or 143 (SIGTERM)."""
+    from profiler_agent.interrupt import interrupted_line, stop_signals
+    from profiler_agent.resume import planned_points
+
+    with stop_signals() as stop:
+        try:
+            by = {"line": line} if line is not None else {}
+            result = run_with_progress(session, plan, sink.add, adaptive, quiet, **by)
+            sink.close()
+            return result
+        except KeyboardInterrupt:
+            sink.close()  # a second signal now waits for each commit, then stops the command as it stands
+            if on_stop is not None:
+                on_stop(stop)
+            left = max(0, planned_points(plan, adaptive) - sink.committed)
+            console.print(interrupted_line(sink.committed, left, sink.kept_where()), style="yellow", markup=False, highlight=False)
+            raise typer.Exit(stop.exit_code) from None
+
+
+def left_to_time(plan: SweepPlan, known: Known, adaptive: bool) -> Remaining:
+    """The plan without the points already stored; says how many it skips."""
+    from profiler_agent.resume import remaining
+
+    left = remaining(plan, known, adaptive)
+    said = left.skip_line()
+    if said:
+        console.print(said, markup=False, highlight=False)
+    if left.plan is None:
+        console.print(f"nothing left to time: every point of plan {plan.name} is stored for this platform", markup=False, highlight=False)
+    return left
+
+
 _SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
@@ -298,7 +351,8 @@ class _Agent:
 
 @dataclass
 class _Sinks:
-    """Where one run's measurements go: the service (spooling what it cannot take now), a results file, or both."""
+    """Where one run's measurements go: the service (spooling what it cannot take now), a results file, or both.
+    Both commit as they go (profiler_agent.interrupt.commit_every_s), so a stopped run keeps what it measured."""
 
     deliverer: Deliverer | None
     writer: BatchFileWriter | None
@@ -306,13 +360,14 @@ class _Sinks:
     @classmethod
     def open(cls, agent: _Agent, run: RunInfo) -> _Sinks:
         from profiler_agent.delivery import BatchFileWriter, Deliverer
+        from profiler_agent.interrupt import commit_every_s
 
-        o, platform = agent.opts, agent.session.platform
+        o, platform, every = agent.opts, agent.session.platform, commit_every_s()
         deliverer = None
         if o.server is not None and o.token is not None:
             deliverer = Deliverer(o.server, o.token, platform, run, spool=agent.spool, batch_size=o.batch_size, client=agent.client,
-                                  retries=o.retries, log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"))
-        writer = BatchFileWriter(o.out, platform, run, batch_size=o.batch_size) if o.out is not None else None
+                                  retries=o.retries, log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"), commit_every_s=every)
+        writer = BatchFileWriter(o.out, platform, run, batch_size=o.batch_size, commit_every_s=every) if o.out is not None else None
         return cls(deliverer, writer)
 
     def add(self, m: Measurement) -> None:
@@ -326,6 +381,13 @@ class _Sinks:
             self.deliverer.close()
         if self.writer is not None:
             self.writer.close()
+
+    @property
+    def committed(self) -> int:
+        return min(s.committed for s in (self.deliverer, self.writer) if s is not None)
+
+    def kept_where(self) -> str:
+        return "; ".join(s.kept_where() for s in (self.deliverer, self.writer) if s is not None)
 
     def report(self) -> None:
         if self.deliverer is not None:
@@ -342,20 +404,13 @@ class _Sinks:
             return None
         return f"{st.spooled_rows} rows spooled, {st.rejected_rows} rejected"
 
-    def interrupted(self) -> NoReturn:
-        """Ctrl-C: deliver (or spool) every point measured so far, say so, and stop."""
-        self.close()
-        self.report()
-        console.print("[yellow]interrupted: every point measured so far was delivered or spooled "
-                      "(`gac agent flush` sends the spool)[/yellow]")
-        raise typer.Exit(130)
-
 
 def run_agent(opts: AgentRunOptions) -> int:
     """`gac agent run` once its options are valid: the plan (unless only --jobs), then the queue; the exit code."""
     import httpx
 
     from profiler_agent.delivery import Spool
+    from profiler_agent.interrupt import stop_signals
 
     with httpx.Client(timeout=30.0) as client:
         if opts.server is not None and opts.token is not None:
@@ -364,22 +419,42 @@ def run_agent(opts: AgentRunOptions) -> int:
         console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
         plan = None if (opts.jobs and opts.plan is None) else _load_plan(opts.plan, opts.dtypes, session.platform)
         agent = _Agent(opts, session, Spool(opts.spool_dir), client)
-        exit_code = _run_plan(agent, plan) if plan is not None else 0
-        if opts.jobs:
-            exit_code = max(exit_code, _run_jobs(agent))
+        # Outside the timing (claiming, reporting on a job) a stop signal ends the run between steps.
+        with stop_signals() as stop:
+            try:
+                exit_code = _run_plan(agent, plan) if plan is not None else 0
+                if opts.jobs:
+                    exit_code = max(exit_code, _run_jobs(agent))
+            except KeyboardInterrupt:
+                console.print(f"[yellow]interrupted by {stop.name} between steps: nothing measured was left behind[/yellow]")
+                return stop.exit_code
         return exit_code
+
+
+def _known_to_service(agent: _Agent, plan: SweepPlan) -> Known:
+    """The plan's points the service has stored for this platform, and those waiting in the local spool
+    for it; nothing without --server (a results file is not looked into)."""
+    from profiler_agent.resume import known_in_spool, known_on_server, merge, plan_curves
+
+    o, fingerprint = agent.opts, agent.session.platform.fingerprint()
+    if o.server is None or o.token is None:
+        return {}
+    stored = known_on_server(agent.client, o.server, o.token, fingerprint, plan_curves(plan))
+    if stored is None:
+        console.print(f"[yellow]cannot ask {o.server} which points it has stored: skipping only those waiting in the spool[/yellow]")
+    return merge(stored or {}, known_in_spool(agent.spool, o.server, fingerprint))
 
 
 def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
     sinks = _Sinks.open(agent, run_info(plan.name))
     if sinks.deliverer is not None:
         sinks.deliverer.drain()  # what an earlier run could not send goes first
-    try:
-        result = run_with_progress(agent.session, plan, sinks.add, agent.opts.adaptive, agent.opts.quiet)
-    except KeyboardInterrupt:
-        sinks.interrupted()
-    sinks.close()
-    out_console.print(_summary_table(result, plan))
+    left = left_to_time(plan, _known_to_service(agent, plan), agent.opts.adaptive)
+    if left.plan is None:
+        sinks.close()
+        return 0
+    result = run_keeping(agent.session, left.plan, sinks, agent.opts.adaptive, agent.opts.quiet, on_stop=lambda _: sinks.report())
+    out_console.print(_summary_table(result, left.plan))
     _print_failures(result)
     sinks.report()
     return 1 if sinks.undelivered() else 0
@@ -413,7 +488,8 @@ def _run_jobs(agent: _Agent) -> int:
 
 
 def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> int:
-    """Time one claimed job and deliver its points; complete it, or fail it so that it is queued again. 1 if not all arrived."""
+    """Time one claimed job and deliver its points; complete it, or fail it so that it is queued again. 1 if not all arrived.
+    Stopped by Ctrl-C or SIGTERM, it delivers what it measured and gives the job back to the queue."""
     from profiler_agent.jobs import Heartbeat, ProgressLine, job_label
 
     o = agent.opts
@@ -423,19 +499,22 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
         console.print(f"{job_label(k, n)}: skipped (id {job.id}, plan {job.plan.name}): {err}", markup=False, highlight=False)
         _safe(jc.fail, job.id, f"agent {_agent_name()} skips it: {err}")
         return 0
-    line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
+    # A job is timed whole, stored points or not: it may have been queued to measure them again.
     run = run_info(f"job:{job.id}:{p.name}")
+    line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
     sinks = _Sinks.open(agent, run)
+
+    def stopped(_: StopSignals) -> None:
+        sinks.report()
+        _give_back(jc, job.id)  # at once, not after its lease, with what was measured delivered first
+
     try:
         with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds):
-            result = run_with_progress(agent.session, p, sinks.add, o.adaptive, o.quiet, line=line)
-            sinks.close()
+            result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
         if o.quiet:  # no live line: its final state, once
             console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
-    except KeyboardInterrupt:
-        # Give the job back at once (not after its lease), keeping what was measured.
-        _safe(jc.fail, job.id, f"interrupted on agent {_agent_name()}")
-        sinks.interrupted()
+    except typer.Exit:
+        raise
     except Exception as err:  # report the job as failed, then stop
         _safe(jc.fail, job.id, f"{type(err).__name__}: {err}")
         raise
@@ -448,6 +527,24 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
         return 1
     _safe(jc.complete, job.id, len(result.measurements), str(run.id))
     return 0
+
+
+def _give_back(jc: JobClient, job_id: int | str) -> None:
+    """Release the lease: the job is queued again without using up an attempt. A service without
+    /release has it failed instead (queued again while attempts remain)."""
+    from profiler_agent.interrupt import received_name
+    from profiler_agent.jobs import JobError
+
+    reason = f"interrupted by {received_name()} on agent {_agent_name()}"
+    try:
+        jc.release(job_id, reason)
+    except JobError as err:
+        if err.status not in (404, 405):
+            console.print(f"[yellow]{err}[/yellow]")
+            return
+        _safe(jc.fail, job_id, reason)
+    except Exception as err:  # noqa: BLE001 - best effort: the lease expiry is the fallback
+        console.print(f"[yellow]{err}[/yellow]")
 
 
 def _safe(fn: Callable[..., object], *args: object) -> None:

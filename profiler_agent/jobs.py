@@ -1,4 +1,4 @@
-"""Client for the service's profiling-job queue: claim, heartbeat, complete, fail.
+"""Client for the service's profiling-job queue: claim, heartbeat, complete, fail, release.
 
 A claimed job carries a lease; a background heartbeat extends it while the
 agent runs the job's plan, and an expired lease sends the job back to the queue.
@@ -33,7 +33,11 @@ class Job(BaseModel):
 
 
 class JobError(Exception):
-    """The job endpoints answered with an error."""
+    """The job endpoints answered with an error (`status`: its HTTP status)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class JobClient:
@@ -51,7 +55,7 @@ class JobClient:
     def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         resp = self._client.post(f"{self.server}{path}", json=body, headers=self._headers)
         if resp.status_code >= 400:
-            raise JobError(f"POST {path}: HTTP {resp.status_code}: {resp.text[:500]}")
+            raise JobError(f"POST {path}: HTTP {resp.status_code}: {resp.text[:500]}", resp.status_code)
         return resp
 
     def claim(self, platform: PlatformDescriptor, lease_seconds: int | None = None) -> Job | None:
@@ -78,6 +82,13 @@ class JobClient:
 
     def fail(self, job_id: int | str, error: str) -> dict[str, Any]:
         return self._post(f"/v1/jobs/{job_id}/fail", {"agent": self.agent, "error": (error or "unknown error")[:2000]}).json()
+
+    def release(self, job_id: int | str, reason: str | None = None) -> dict[str, Any]:
+        """Give a leased job back (the agent is stopping): queued again at once, no attempt used up."""
+        body: dict[str, Any] = {"agent": self.agent}
+        if reason:
+            body["reason"] = reason[:2000]
+        return self._post(f"/v1/jobs/{job_id}/release", body).json()
 
     def queued_for(self, platform: PlatformDescriptor, limit: int = 1000, page_size: int = 500, max_pages: int = 2) -> int | None:
         """How many queued jobs this platform could claim now, counted up to `limit`.

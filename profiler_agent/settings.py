@@ -20,6 +20,8 @@ class AgentSettings(BaseSettings):
     token: str | None = None  # GAC_TOKEN: an API token (ingest scope to deliver)
     data_dir: Path = Field(default_factory=lambda: Path(user_data_dir("gac", appauthor=False)))  # GAC_DATA_DIR
     agent_spool_dir: Path | None = None  # GAC_AGENT_SPOOL_DIR: overrides GAC_DATA_DIR/spool
+    # GAC_COMMIT_EVERY_S: at most this long between a measured row and its commit (plus one point's timing)
+    commit_every_s: float = Field(default=1.0, ge=0.0)
 
     @property
     def spool_dir(self) -> Path:

@@ -1,9 +1,13 @@
 """`gac profile`: time a plan on this machine (the agent) and store the results in the local
-embedded database (the service), without a server in between."""
+embedded database (the service), without a server in between.
+
+Rows are committed in small batches as they are measured (gac/commands/local_store.py): Ctrl-C
+or SIGTERM keeps every point measured so far, and running the same command again times only
+the points the database does not have yet for this platform."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -17,14 +21,12 @@ from profiler_agent.cli import (
     _print_failures,
     _summary_table,
     console,
+    left_to_time,
     open_session,
     out_console,
     run_info,
-    run_with_progress,
+    run_keeping,
 )
-
-if TYPE_CHECKING:
-    from gac.contracts.measurements import Measurement
 
 
 def profile(
@@ -37,25 +39,25 @@ def profile(
 ) -> None:
     """Time a plan on this machine and store the results in the local embedded database."""
     try:
-        from service.ingest.service import ingest_local
+        from service.ingest.service import LocalDatabase
     except ImportError as err:
         console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}[service]'): {err}[/red]")
         raise typer.Exit(2) from err
-    from profiler_agent.delivery import make_batches
+    from gac.commands.local_store import LocalStore, stored_points
 
     session = open_session(device, threads)
-    console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
+    fingerprint = session.platform.fingerprint()
+    console.print(f"platform {session.platform.label()}  fingerprint {fingerprint[:16]}")
     p = _load_plan(plan, dtype, session.platform)
-    rows: list[Measurement] = []
-    result = run_with_progress(session, p, rows.append, adaptive, quiet)
-    inserted = dup = 0
-    for batch in make_batches(session.platform, run_info(p.name), rows):
-        receipt = ingest_local(batch)
-        inserted += receipt.inserted
-        dup += receipt.duplicates
-    out_console.print(_summary_table(result, p))
+    with LocalDatabase() as db:
+        left = left_to_time(p, stored_points(db, session.platform, p), adaptive)
+        if left.plan is None:
+            return
+        store = LocalStore(db, session.platform, run_info(p.name))
+        result = run_keeping(session, left.plan, store, adaptive, quiet)
+    out_console.print(_summary_table(result, left.plan))
     _print_failures(result)
-    console.print(f"stored {inserted} new rows ({dup} duplicates) for platform {session.platform.fingerprint()[:16]}")
+    console.print(f"stored {store.inserted} new rows ({store.duplicates} duplicates) for platform {fingerprint[:16]}")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,51 +72,70 @@ def this_machine(device: str, threads: int | None):  # noqa: ANN201 - the agent'
 
 
 def measure(result: dict[str, Any], session, yes: bool, server: str | None, token: str | None, db: str | None) -> Measured:  # noqa: ANN001
-    """Time the result's missing points here and store them (local database, or the service)."""
+    """Time the result's missing points here, storing them as they are measured (local database, or the service).
+
+    Points this platform already has are left out: an alignment made without a platform (rules
+    only) lists every point, those an earlier, interrupted run stored included. Stopped by Ctrl-C
+    or SIGTERM, what was measured is kept, and the same command continues from there."""
     from gac.contracts.plans import plan_for_points
-    from profiler_agent.cli import run_info, run_with_progress
+    from profiler_agent.cli import left_to_time, run_info, run_keeping
 
     missing = result.get("missing", [])
     points = missing_points(result)
     estimated = sum(m.get("estimated_seconds") or 0.0 for m in missing)
-    label = session.platform.label()
-    confirm(len(points), len(missing), estimated, f"on this machine ({label})", yes)
+    label, fingerprint = session.platform.label(), session.platform.fingerprint()
     plan = plan_for_points(f"missing for {result['model']}"[:200], points)  # the default timing, as the estimate assumed
-    rows: list = []
-    started = time.perf_counter()
-    run = run_with_progress(session, plan, rows.append, adaptive=False)
-    seconds = time.perf_counter() - started
-    info = run_info(plan.name)
+    with _destination(server, token, db, session.platform, plan) as (known, open_sink):
+        todo = left_to_time(plan, known, adaptive=False).plan
+        if todo is None:
+            return Measured(0, 0, 0.0, 0.0, fingerprint)
+        n = todo.n_points()
+        curves = sum(len(sw.dtypes) for sw in todo.sweeps)  # plan_for_points: one dtype of a sweep is one curve
+        confirm(n, curves, estimated * n / len(points), f"on this machine ({label})", yes)
+        sink = open_sink(run_info(plan.name))
+        started = time.perf_counter()
+        run = run_keeping(session, todo, sink, adaptive=False)
+        seconds = time.perf_counter() - started
     if server:
-        _send(server, token, session.platform, info, rows)
-    else:
-        _store_locally(db, session.platform, info, rows)
-    console.print(f"measured {len(rows)} points in {_duration(seconds)} (estimated {_duration(estimated)}); {len(run.failures)} failed")
-    return Measured(len(rows), len(run.failures), seconds, estimated, session.platform.fingerprint())
+        _check_delivered(sink, len(run.measurements))
+    console.print(f"measured {len(run.measurements)} points in {_duration(seconds)} (estimated {_duration(estimated)}); "
+                  f"{len(run.failures)} failed")
+    return Measured(len(run.measurements), len(run.failures), seconds, estimated, fingerprint)
 
 
-def _store_locally(db: str | None, platform, info, rows: list) -> None:  # noqa: ANN001
-    from profiler_agent.delivery import make_batches
-    from service.ingest.service import ingest_local
+@contextmanager
+def _destination(server: str | None, token: str | None, db: str | None, platform, plan) -> Iterator[tuple[Any, Callable]]:  # noqa: ANN001
+    """(what this platform has stored on the plan's curves, a function making a sink for a run's rows):
+    the local database, or with --server the service (and the points waiting for it in the spool)."""
+    if not server:
+        from gac.commands.local_store import LocalStore, stored_points
+        from service.ingest.service import LocalDatabase
 
-    for batch in make_batches(platform, info, rows):
-        ingest_local(batch, db)
+        with LocalDatabase(db) as local:
+            yield stored_points(local, platform, plan), lambda run: LocalStore(local, platform, run)
+        return
+    import httpx
 
-
-def _send(server: str, token: str | None, platform, info, rows: list) -> None:  # noqa: ANN001
-    from profiler_agent.delivery import Deliverer
+    from profiler_agent.delivery import Deliverer, Spool
+    from profiler_agent.interrupt import commit_every_s
+    from profiler_agent.resume import known_in_spool, known_on_server, merge, plan_curves
 
     if not token:
         console.print("[red]sending measurements to --server needs an ingest token (--token or GAC_TOKEN)[/red]")
         raise typer.Exit(2)
-    deliverer = Deliverer(server, token, platform, info, log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"))
-    for m in rows:
-        deliverer.add(m)
-    deliverer.close()
+    fingerprint, spool = platform.fingerprint(), Spool()
+    with httpx.Client(timeout=30.0) as client:
+        stored = known_on_server(client, server, token, fingerprint, plan_curves(plan))
+        known = merge(stored or {}, known_in_spool(spool, server, fingerprint))
+        yield known, lambda run: Deliverer(server, token, platform, run, spool=spool, client=client, commit_every_s=commit_every_s(),
+                                           log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"))
+
+
+def _check_delivered(deliverer, rows: int) -> None:  # noqa: ANN001
     s = deliverer.stats
     if s.rejected_batches or s.spooled_batches:
         console.print(
-            f"[red]the service took {s.inserted + s.duplicates} of {len(rows)} rows: {s.rejected_rows} rejected, "
+            f"[red]the service took {s.inserted + s.duplicates} of {rows} rows: {s.rejected_rows} rejected, "
             f"{s.spooled_rows} spooled (`gac agent flush` resends them)[/red]"
         )
         for e in s.errors[:5]:

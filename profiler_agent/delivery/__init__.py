@@ -1,9 +1,10 @@
 """Deliver measurements to the service: batches, retries, spool, drain.
 
-Rows are cut into batches (<= batch_size) with client-made ids (`codec`); each batch is
+Rows are cut into batches (<= batch_size, or whatever came within commit_every_s) with
+client-made ids (`codec`); each batch is written to a local spool (JSONL, `spool`) and then
 POSTed with retries (exponential backoff + jitter) on connection errors, 408,
-429 and 5xx (`sender`). A batch that cannot be delivered is appended to a local spool
-(JSONL, `spool`) and re-sent on the next run or by `gac agent flush`. The service's
+429 and 5xx (`sender`). A batch the service took is taken out of the spool; one that cannot be
+delivered stays there and is re-sent on the next run or by `gac agent flush`. The service's
 ingest is idempotent by batch id and by measurement id, so re-sending after a
 crash or a lost answer is safe: nothing is lost and nothing is stored twice.
 A 4xx other than 408/429 is permanent: the batch goes to a rejected file.

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gac.contracts.columns import COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.ids import new_id
 from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
+from profiler_agent.interrupt import shielded
 
 DEFAULT_BATCH_SIZE = 1000
 
@@ -35,32 +37,55 @@ def make_batches(
 
 
 class BatchBuffer:
-    """Rows added one at a time, handed on (`_emit`) as a batch with a fresh id every `batch_size` rows."""
+    """Rows added one at a time, committed as a batch with a fresh id every `batch_size` rows, or
+    (with `commit_every_s`) at the first row added once that long has passed since the last commit.
 
-    def __init__(self, platform: PlatformDescriptor, run: RunInfo, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    A commit has two steps: `_commit` makes the batch durable (the local database, a file, the
+    spool) with stop signals held off (profiler_agent.interrupt.shielded), so Ctrl-C or SIGTERM
+    never cuts it in half; `_after_commit` may then take its time (sending to the service) and
+    may be interrupted, since the batch is already safe. Time is checked as rows are added: a row
+    waits for its commit at most `commit_every_s` plus the time the next point takes to time."""
+
+    def __init__(
+        self, platform: PlatformDescriptor, run: RunInfo, batch_size: int = DEFAULT_BATCH_SIZE, commit_every_s: float | None = None
+    ) -> None:
         self.platform = platform
         self.run = run
         self.batch_size = check_batch_size(batch_size)
+        self.commit_every_s = commit_every_s
+        self.committed = 0  # rows made durable so far
         self._pending: list[Measurement] = []
+        self._last_commit = time.monotonic()
 
-    def _emit(self, batch: Batch) -> None:
+    def _commit(self, batch: Batch) -> None:
         raise NotImplementedError
+
+    def _after_commit(self, batch: Batch) -> None:
+        """What follows once the batch is durable (nothing, unless a subclass says)."""
 
     def add(self, m: Measurement) -> None:
         self._pending.append(m)
-        if len(self._pending) >= self.batch_size:
+        if len(self._pending) >= self.batch_size or self._due():
             self.flush()
+
+    def _due(self) -> bool:
+        return self.commit_every_s is not None and time.monotonic() - self._last_commit >= self.commit_every_s
 
     def add_many(self, rows: Iterable[Measurement]) -> None:
         for m in rows:
             self.add(m)
 
     def flush(self) -> None:
-        """Hand on the rows added since the last batch, if any."""
-        if self._pending:
+        """Commit the rows added since the last batch, if any."""
+        self._last_commit = time.monotonic()
+        if not self._pending:
+            return
+        with shielded():  # the rows leave the buffer only once they are durable
             batch = Batch(id=new_id(), platform=self.platform, run=self.run, measurements=self._pending)
+            self._commit(batch)
             self._pending = []
-            self._emit(batch)
+            self.committed += len(batch.measurements)
+        self._after_commit(batch)
 
 
 def batch_document(batch: Batch) -> dict[str, Any]:

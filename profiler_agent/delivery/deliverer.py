@@ -11,14 +11,18 @@ from gac.contracts.measurements import Batch, BatchReceipt, PlatformDescriptor, 
 from profiler_agent.delivery.codec import DEFAULT_BATCH_SIZE, BatchBuffer, batch_document
 from profiler_agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
 from profiler_agent.delivery.sender import BatchSender, RetryPolicy
-from profiler_agent.delivery.spool import Spool
+from profiler_agent.delivery.spool import Spool, SpoolEntry
+from profiler_agent.interrupt import shielded
 
 
 class Deliverer(BatchBuffer):
     """Sends measurements as they come; spools what cannot be sent.
 
-    Use as a context manager, or call close() at the end: it sends the last
-    partial batch and tries to drain the spool once more.
+    Every batch is written to the spool (on disk, fsync'd) before it is sent and taken out once
+    the service has it, so a batch handed over is never only in memory: a Ctrl-C, SIGTERM or
+    SIGKILL mid-send leaves it in the spool, for the next run or `gac agent flush` (a re-send
+    stores nothing twice). Use as a context manager, or call close() at the end: it sends the
+    last partial batch and tries to drain the spool once more.
     """
 
     def __init__(
@@ -35,38 +39,48 @@ class Deliverer(BatchBuffer):
         timeout_s: float = 30.0,
         client: httpx.Client | None = None,
         log: Callable[[str], None] | None = None,
+        commit_every_s: float | None = None,
     ) -> None:
-        super().__init__(platform, run, batch_size)
+        super().__init__(platform, run, batch_size, commit_every_s)
         self.log = log or (lambda msg: None)
         self.sender = BatchSender(server, token, RetryPolicy(retries, backoff_s, max_backoff_s), timeout_s, client, self.log)
         self.server = self.sender.server
         self.spool = spool or Spool()
         self.stats = DeliveryStats()
         self._online = True
+        self._spooled: dict[object, SpoolEntry] = {}  # batches committed to the spool, not yet sent
 
     def send_document(self, doc: dict[str, Any], retries: int | None = None) -> BatchReceipt:
         """One batch document, with retries: see BatchSender.send_document."""
         return self.sender.send_document(doc, retries)
 
-    def _emit(self, batch: Batch) -> None:
-        self.deliver(batch)
+    def _commit(self, batch: Batch) -> None:
+        self._spooled[batch.id] = self.spool.add(self.server, batch)
+
+    def _after_commit(self, batch: Batch) -> None:
+        self._send(batch, self._spooled.pop(batch.id))
 
     def deliver(self, batch: Batch) -> bool:
-        """Send a batch (spooling it if that fails); True when the service has it."""
+        """Spool a batch, then send it (taking it out of the spool once sent); True when the service has it."""
+        with shielded():
+            entry = self.spool.add(self.server, batch)
+        return self._send(batch, entry)
+
+    def _send(self, batch: Batch, entry: SpoolEntry) -> bool:
         doc = batch_document(batch)
         try:
             # Once the service was found down, each later batch gets one quick try:
             # the run goes on at full speed and notices when the service is back.
             receipt = self.send_document(doc, retries=None if self._online else 0)
         except DeliveryError as err:
-            self.spool.add(self.server, batch)
-            self.stats.spooled_batches += 1
+            self.stats.spooled_batches += 1  # it stays where _commit put it
             self.stats.spooled_rows += len(batch.measurements)
             if self._online:
                 self.log(f"service unreachable, spooling to {self.spool.path}: {err}")
             self._online = False
             return False
         except RejectedError as err:
+            self.spool.remove(entry)
             self.spool.reject(self.server, doc, str(err))
             self.stats.count_rejected(batch.id, len(batch.measurements), err)
             self.log(
@@ -74,12 +88,18 @@ class Deliverer(BatchBuffer):
                 f"resend with `gac ingest {self.spool.rejected_path} --server {self.server} --token ...`"
             )
             return False
+        self.spool.remove(entry)
         self.stats.merge_receipt(receipt)
         if not self._online:
             self._online = True
             self.log("service reachable again, draining the spool")
             self.drain()
         return True
+
+    def kept_where(self) -> str:
+        """Where the committed rows are: 'sent to URL', and how many of them wait in the spool."""
+        spooled = self.stats.spooled_rows
+        return f"sent to {self.server}" + (f", {spooled} of them spooled: `gac agent flush` sends them" if spooled else "")
 
     def drain(self) -> int:
         """Re-send spooled batches for this server."""

@@ -16,14 +16,17 @@ from profiler_agent.delivery.codec import DEFAULT_BATCH_SIZE, BatchBuffer, read_
 class BatchFileWriter(BatchBuffer):
     """Appends batches to a JSONL file (one Batch document per line) for later upload."""
 
-    def __init__(self, path: Path | str, platform: PlatformDescriptor, run: RunInfo, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
-        super().__init__(platform, run, batch_size)
+    def __init__(
+        self, path: Path | str, platform: PlatformDescriptor, run: RunInfo, batch_size: int = DEFAULT_BATCH_SIZE,
+        commit_every_s: float | None = None,
+    ) -> None:
+        super().__init__(platform, run, batch_size, commit_every_s)
         self.path = Path(path)
         self.rows = 0
         self.batches = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def _emit(self, batch: Batch) -> None:
+    def _commit(self, batch: Batch) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(batch.model_dump_json(by_alias=True) + "\n")
             fh.flush()
@@ -33,6 +36,9 @@ class BatchFileWriter(BatchBuffer):
 
     def close(self) -> None:
         self.flush()
+
+    def kept_where(self) -> str:
+        return f"written to {self.path}"
 
 
 def read_batch_file(path: Path | str) -> Iterator[tuple[int, Batch | None, str | None]]:

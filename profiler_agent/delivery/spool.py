@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from filelock import FileLock
 
@@ -27,16 +28,33 @@ def norm_server(url: str) -> str:
     return url.rstrip("/")
 
 
+def _read_at(fh: BinaryIO, offset: int, size: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(size)
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def _append(path: Path, record: dict[str, Any]) -> None:
+def _append(path: Path, record: dict[str, Any]) -> SpoolEntry:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(compact_json(record) + "\n")
+    line = (compact_json(record) + "\n").encode()
+    with open(path, "ab") as fh:
+        start = fh.tell()
+        fh.write(line)
         fh.flush()
         os.fsync(fh.fileno())
+    return SpoolEntry(str(record.get("batch", {}).get("id")), start, line)
+
+
+@dataclass(frozen=True)
+class SpoolEntry:
+    """One spooled record: its batch id, and where its line was written (to take it out again cheaply)."""
+
+    batch_id: str
+    offset: int
+    line: bytes
 
 
 class Spool:
@@ -53,9 +71,27 @@ class Spool:
         self.dir.mkdir(parents=True, exist_ok=True)
         return FileLock(self._lock_path)
 
-    def add(self, server: str, batch: Batch) -> None:
+    def add(self, server: str, batch: Batch) -> SpoolEntry:
         with self.lock():
-            _append(self.path, {"server": server, "spooled_at": _now(), "batch": batch_document(batch)})
+            return _append(self.path, {"server": server, "spooled_at": _now(), "batch": batch_document(batch)})
+
+    def remove(self, entry: SpoolEntry) -> None:
+        """Take a record out once the service has it: cut off the file's tail when the record is still
+        its last line (the usual case: written just before the send), else rewrite the spool without it."""
+        with self.lock():
+            end = entry.offset + len(entry.line)
+            try:
+                with open(self.path, "r+b") as fh:
+                    if os.fstat(fh.fileno()).st_size == end and _read_at(fh, entry.offset, len(entry.line)) == entry.line:
+                        fh.truncate(entry.offset)
+                        os.fsync(fh.fileno())
+                        return
+            except FileNotFoundError:
+                return  # drained and removed by someone else
+            records = self.records()
+            keep = [r for r in records if str(r.get("batch", {}).get("id")) != entry.batch_id]
+            if len(keep) != len(records):
+                self._rewrite(keep)
 
     def reject(self, server: str, batch_doc: dict[str, Any], error: str) -> None:
         _append(self.rejected_path, {"server": server, "rejected_at": _now(), "error": error, "batch": batch_doc})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import groupby
 from statistics import median
 
@@ -13,6 +14,7 @@ from service.curves import repository as repo
 from service.curves.schemas import Curve, CurvePoint, CurveSummary
 from service.errors import NotFound, Unprocessable
 from service.models import Curve as CurveRow
+from service.platforms import repository as platforms_repo
 from service.platforms.service import get_platform
 
 
@@ -82,6 +84,25 @@ def get_curve_by_id(session: Session, curve_id: int) -> Curve:
 def curve_json(session: Session, row: CurveRow) -> bytes:
     """The curve as JSON (cached per version by the endpoints)."""
     return _curve(session, row).model_dump_json().encode()
+
+
+def stored_medians(
+    session: Session, fingerprint: str, keys: Iterable[tuple[str, str, str, str]]
+) -> dict[tuple[str, str, str, str], dict[int, float]]:
+    """The points a platform has stored on these curves (op, dtype, axis, fixed_key), each point's
+    median (repeated measurements combined): what a re-run of a plan may leave out. Nothing for a
+    platform this database has never seen."""
+    platform = platforms_repo.find(session, fingerprint)
+    if platform is None:
+        return {}
+    ids = repo.ids_by_key(session, platform.id)
+    found = {}
+    for key in keys:
+        if key in ids:
+            points = combine(repo.points(session, ids[key]))
+            if points:
+                found[key] = {p.x: p.median_us for p in points}
+    return found
 
 
 def fixed_key_for(op: Op, axis: str, fixed: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -12,7 +12,7 @@ from gac.contracts.measurements import Batch, BatchReceipt
 from service.db import begin_write
 from service.errors import Conflict, Unprocessable
 from service.ingest import repository as repo
-from service.ingest.incoming import Incoming
+from service.ingest.incoming import CurveKey, Incoming
 from service.ingest.known import KNOWN, agent_key, platform_key, run_key
 from service.metrics import INGEST_BATCHES, INGEST_ROWS
 from service.models import UploadBatch, utcnow
@@ -104,17 +104,42 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
     )
 
 
-def ingest_local(batch: Batch, database_url: str | None = None) -> BatchReceipt:
-    """Ingest straight into the configured (by default embedded) database, for `gac profile`."""
-    from service.db import make_engine, make_sessionmaker
-    from service.settings import get_settings
-    from service.startup import ensure_schema
+class LocalDatabase:
+    """The configured (by default embedded) database, held open for one command: `gac profile`
+    commits a small batch every second or so, and opening the database and checking its schema
+    for each batch would cost more than storing it."""
 
-    settings = get_settings(database_url)
-    engine = make_engine(settings.url)
-    try:
-        ensure_schema(engine, settings)
-        with make_sessionmaker(engine)() as session:
+    def __init__(self, database_url: str | None = None) -> None:
+        from service.db import make_engine, make_sessionmaker
+        from service.settings import get_settings
+        from service.startup import ensure_schema
+
+        settings = get_settings(database_url)
+        self._engine = make_engine(settings.url)
+        try:
+            ensure_schema(self._engine, settings)
+        except BaseException:
+            self._engine.dispose()
+            raise
+        self._sessions = make_sessionmaker(self._engine)
+
+    def ingest(self, batch: Batch) -> BatchReceipt:
+        with self._sessions() as session:
             return ingest_batch(session, Incoming.from_rows(batch), token_id=None, max_rows=10_000)
-    finally:
-        engine.dispose()
+
+    def stored_medians(self, fingerprint: str, keys: Iterable[CurveKey]) -> dict[CurveKey, dict[int, float]]:
+        """What this platform has stored on these curves: see service.curves.service.stored_medians."""
+        from service.curves.service import stored_medians
+
+        with self._sessions() as session:
+            return stored_medians(session, fingerprint, keys)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> LocalDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -9,7 +9,16 @@ from fastapi import APIRouter, Query, Response, status
 from service.deps import AdminToken, IngestToken, Reader, SessionDep, SettingsDep
 from service.errors import errors
 from service.jobs import service
-from service.jobs.schemas import ClaimRequest, CompleteRequest, FailRequest, HeartbeatRequest, JobCreate, JobOut, JobStatus
+from service.jobs.schemas import (
+    ClaimRequest,
+    CompleteRequest,
+    FailRequest,
+    HeartbeatRequest,
+    JobCreate,
+    JobOut,
+    JobStatus,
+    ReleaseRequest,
+)
 from service.schemas import AfterId, Page, RowId
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -62,6 +71,12 @@ def complete(job_id: RowId, body: CompleteRequest, session: SessionDep, token: I
 @router.post("/{job_id:int}/fail", responses=errors(401, 403, 404, 409, 413, 422))
 def fail(job_id: RowId, body: FailRequest, session: SessionDep, token: IngestToken) -> JobOut:
     return service.to_out(service.fail(session, job_id, body.agent, body.error, token.id))
+
+
+@router.post("/{job_id:int}/release", responses=errors(401, 403, 404, 409, 413, 422))
+def release(job_id: RowId, body: ReleaseRequest, session: SessionDep, token: IngestToken) -> JobOut:
+    """The lease holder gives the job back unfinished: queued again, without using up an attempt."""
+    return service.to_out(service.release(session, job_id, body.agent, body.reason, token.id))
 
 
 @router.delete("/{job_id:int}", responses=errors(401, 403, 404, 409, 413, 422))

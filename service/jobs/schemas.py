@@ -12,6 +12,7 @@ from gac.contracts.plans import SweepPlan
 
 __all__ = [
     "AgentName", "ClaimRequest", "CompleteRequest", "FailRequest", "HeartbeatRequest", "JobCreate", "JobMatch", "JobOut", "JobStatus",
+    "ReleaseRequest",
 ]
 
 # Text that reaches a String column: no NUL (Postgres refuses it), no more than the column holds.
@@ -60,3 +61,10 @@ class CompleteRequest(_In):
 class FailRequest(_In):
     agent: AgentName
     error: Annotated[str, Field(min_length=1, max_length=2000, pattern=PRINTABLE)]
+
+
+class ReleaseRequest(_In):
+    """The agent gives the job back unfinished (it is stopping): not a failure."""
+
+    agent: AgentName
+    reason: Annotated[str | None, Field(min_length=1, max_length=2000, pattern=PRINTABLE)] = None

@@ -1,4 +1,4 @@
-"""Job use cases: enqueue, claim with a lease, heartbeat, complete, fail, cancel."""
+"""Job use cases: enqueue, claim with a lease, heartbeat, complete, fail, release, cancel."""
 
 from __future__ import annotations
 
@@ -137,6 +137,20 @@ def fail(session: Session, job_id: int, agent: str, error: str, token_id: int) -
         job.status, job.finished_at = "failed", now
     else:
         job.status = "queued"
+    session.commit()
+    return job
+
+
+def release(session: Session, job_id: int, agent: str, reason: str | None, token_id: int) -> Job:
+    """The agent gives the job back unfinished (stopped by Ctrl-C or SIGTERM): queued again at once,
+    and the attempt its claim counted is given back too, since nothing failed. The reason, if
+    any, is kept where a failure's error would be, so the queue shows why it is back."""
+    job = _owned(session, job_id, agent, token_id)
+    now = _now()
+    job.status, job.attempts = "queued", max(0, job.attempts - 1)
+    job.lease_owner, job.lease_expires_at, job.lease_token_id, job.updated_at = None, None, None, now
+    if reason:
+        job.error = reason
     session.commit()
     return job
 

@@ -1,0 +1,154 @@
+"""Running the same command again continues: the points already stored for this platform are left
+out of the plan before anything is timed.
+
+What is stored is given per curve, as the service keys them (op, dtype, swept axis, fixed
+shape), with each stored point's median: the local database answers for `gac profile`
+(service.curves.service.stored_medians), the service and the local spool for
+`gac agent run --server` (known_on_server, known_in_spool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import httpx
+
+from gac.contracts.measurements import Dtype, Measurement, shape_key
+from gac.contracts.plans import Sweep, SweepPlan
+from profiler_agent.delivery.codec import read_document
+from profiler_agent.delivery.spool import Spool, norm_server
+
+CurveKey = tuple[str, str, str, str]  # op, dtype, swept axis, fixed shape ("k=128,m=2048")
+Known = dict[CurveKey, dict[int, float]]  # per curve, the stored medians (us) by swept dimension
+
+
+def sweep_curve(sweep: Sweep, dtype: Dtype) -> CurveKey:
+    return (sweep.op.value, dtype.value, sweep.axis, shape_key(sweep.fixed))
+
+
+def plan_curves(plan: SweepPlan) -> list[CurveKey]:
+    """The curves a plan's points lie on, each once."""
+    return list(dict.fromkeys(sweep_curve(s, d) for s in plan.sweeps for d in s.dtypes))
+
+
+def add_rows(known: Known, rows: Iterable[Measurement]) -> None:
+    for m in rows:
+        fixed = {k: v for k, v in m.shape.items() if k != m.sweep_axis}
+        key = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(fixed))
+        known.setdefault(key, {})[m.x] = m.median_us
+
+
+@dataclass(frozen=True)
+class Remaining:
+    plan: SweepPlan | None  # what is left to time; None when every point is stored
+    skipped: int  # points of the plan already stored, left out
+    retimed: int = 0  # stored points timed again (see _left_of)
+
+    def skip_line(self) -> str | None:
+        """'skipping 27 points already stored for this platform', or None when there are none."""
+        if not self.skipped and not self.retimed:
+            return None
+        line = f"skipping {self.skipped} point{'s' if self.skipped != 1 else ''} already stored for this platform"
+        if self.retimed:
+            line += (f" ({self.retimed} other stored points are timed again: their adaptive sweeps' coarse grids "
+                     "were only partly measured, and refinement is decided from a whole coarse grid timed in one run)")
+        return line
+
+
+def remaining(plan: SweepPlan, known: Known, adaptive: bool) -> Remaining:
+    """The plan without its stored points. A sweep with none stored is kept as it is; otherwise each of its
+    dtypes becomes a sweep over the values still to time."""
+    sweeps: list[Sweep] = []
+    skipped = retimed = 0
+    for sweep in plan.sweeps:
+        if not any(known.get(sweep_curve(sweep, d)) for d in sweep.dtypes):
+            sweeps.append(sweep)
+            continue
+        for dtype in sweep.dtypes:
+            left, skip, again = _left_of(sweep, dtype, known.get(sweep_curve(sweep, dtype), {}), adaptive)
+            skipped, retimed = skipped + skip, retimed + again
+            if left is not None:
+                sweeps.append(left)
+    return Remaining(plan.model_copy(update={"sweeps": sweeps}) if sweeps else None, skipped, retimed)
+
+
+def _left_of(sweep: Sweep, dtype: Dtype, have: dict[int, float], adaptive: bool) -> tuple[Sweep | None, int, int]:
+    """(the sweep left to time in this dtype or None, points skipped, stored points timed again)."""
+    from profiler_agent.runner import values_to_refine
+
+    one = sweep.model_copy(update={"dtypes": [dtype]})
+    full = sweep.value_list()
+    stored = sum(v in have for v in full)
+    if not stored:
+        return one, 0, 0
+    values = full
+    if adaptive and sweep.adaptive is not None:
+        coarse = sweep.coarse_values()
+        if not all(v in have for v in coarse):
+            # The runner decides where to refine from the coarse medians it timed in the same run, and
+            # cannot be handed stored ones: a partly stored coarse grid is timed again whole (its stored
+            # points twice, combined by median). The runner times adaptive sweeps one after another, so
+            # an interrupted run leaves at most one sweep like this.
+            return one, 0, stored
+        # The whole coarse grid is stored: refine from its stored medians, as the runner would have.
+        values = sorted(set(coarse) | set(values_to_refine(full, coarse, have, sweep.adaptive.jump)))
+    todo = [v for v in values if v not in have]
+    left = one.model_copy(update={"values": todo, "adaptive": None}) if todo else None
+    return left, stored, 0
+
+
+def planned_points(plan: SweepPlan, adaptive: bool) -> int:
+    """Points the runner sets out to time (an adaptive sweep's coarse grid; its refinement adds more)."""
+    return sum(len(s.coarse_values() if adaptive and s.adaptive else s.value_list()) * len(s.dtypes) for s in plan.sweeps)
+
+
+def known_in_spool(spool: Spool, server: str, fingerprint: str) -> Known:
+    """The points this machine measured for `server` that wait in the spool (not sent yet)."""
+    known: Known = {}
+    for rec in spool.records():
+        if norm_server(rec.get("server", "")) != norm_server(server):
+            continue
+        try:
+            batch = read_document(rec["batch"])
+        except (KeyError, ValueError):
+            continue  # a record `gac agent flush` will report
+        if batch.platform.fingerprint() == fingerprint:
+            add_rows(known, batch.measurements)
+    return known
+
+
+def known_on_server(client: httpx.Client, server: str, token: str, fingerprint: str, curves: Iterable[CurveKey]) -> Known | None:
+    """The stored medians of these curves on the service (GET /v1/platforms/{fp}/curves, then /v1/curves/{id}
+    for each curve of the plan it has); None when the service cannot be asked."""
+    base, headers = norm_server(server), {"Authorization": f"Bearer {token}"}
+    wanted = set(curves)
+    try:
+        listed = client.get(f"{base}/v1/platforms/{fingerprint}/curves", headers=headers)
+        if listed.status_code == 404:
+            return {}  # the service has never seen this platform
+        listed.raise_for_status()
+        known: Known = {}
+        for c in listed.json():
+            key = (c["op"], c["dtype"], c["axis"], c["fixed_key"])
+            if key in wanted and c.get("points"):
+                curve = client.get(f"{base}/v1/curves/{c['id']}", headers=headers)
+                curve.raise_for_status()
+                known[key] = {p["x"]: p["median_us"] for p in curve.json()["points"]}
+        return known
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+
+
+def merge(*parts: Known) -> Known:
+    out: Known = {}
+    for part in parts:
+        for key, points in part.items():
+            out.setdefault(key, {}).update(points)
+    return out
+
+
+__all__ = [
+    "CurveKey", "Known", "Remaining", "add_rows", "known_in_spool", "known_on_server", "merge", "plan_curves", "planned_points",
+    "remaining", "sweep_curve",
+]

@@ -1,0 +1,236 @@
+"""Nothing lost: the real CLI in its own process, stopped by SIGINT, SIGTERM or SIGKILL once its
+progress shows points done, keeps every point it showed done; the same command then continues
+where it stopped; an agent stopped mid-job gives the job back to the queue without using up an
+attempt. Progress is read from the live line (FORCE_COLOR makes rich draw it on a pipe)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from profiler_agent.interrupt import shielded, stop_signals
+from tests import factories as f
+from tests.fixtures.database import BACKENDS
+
+pytestmark = pytest.mark.slow
+
+POINTS = 16
+PLAN = f"""
+name: interrupt-tiny
+timing: {{time_cap_ms: 30, warmup_ms: 1, min_samples: 10, max_samples: 100000, target_spread: 0.0001, median_ci: 0}}
+sweeps:
+  - {{op: gemm, dtypes: [float32], axis: n, fixed: {{m: 8, k: 16}}, values: {{start: 8, stop: {8 * POINTS}, step: 8}}}}
+"""  # every point runs to its 30 ms cap: a few points a second, each a real float32 GEMM on this CPU
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -signal.SIGKILL}
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+KEPT = re.compile(r"interrupted: kept (\d+) measured points? \((.*?)\), (\d+) points? not measured; "
+                  r"run the same command again to continue")
+
+
+class Gac:
+    """`python -m gac ARGS` in its own process, its stderr read as it comes."""
+
+    def __init__(self, args: list[str], env: dict[str, str], out: Path) -> None:
+        env = env | {"FORCE_COLOR": "1", "COLUMNS": "220"}  # the live progress line, even on a pipe
+        self.proc = subprocess.Popen([sys.executable, "-m", "gac", *args], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=out.open("wb"), stderr=subprocess.PIPE)
+        self.err = ""
+
+    def _read(self, timeout: float) -> bool:
+        """Read what stderr has within the timeout; False at its end."""
+        assert self.proc.stderr is not None
+        ready, _, _ = select.select([self.proc.stderr], [], [], timeout)
+        if not ready:
+            return True
+        chunk = os.read(self.proc.stderr.fileno(), 65536)
+        self.err += chunk.decode(errors="replace")
+        return bool(chunk)
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.err)
+
+    def done(self) -> int:
+        """Points the progress line has shown done so far."""
+        return max((int(d) for d in re.findall(r"(\d+)/\d+ points", self.text)), default=0)
+
+    def wait_for(self, ready, timeout: float = 180.0) -> None:  # noqa: ANN001 - a predicate on self
+        deadline = time.monotonic() + timeout
+        while not ready():
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out; stderr so far:\n{self.text[-3000:]}"
+            assert self._read(min(left, 1.0)), f"exited with {self.proc.wait()} first:\n{self.text[-3000:]}"
+
+    def stop(self, sig: int, after_points: int) -> int:
+        """Send `sig` once the progress shows `after_points` done; the points shown done by then."""
+        self.wait_for(lambda: self.done() >= after_points)
+        seen = self.done()
+        self.proc.send_signal(sig)
+        return seen
+
+    def finish(self, timeout: float = 120.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self._read(max(0.01, deadline - time.monotonic())):
+            assert time.monotonic() < deadline, f"did not exit:\n{self.text[-3000:]}"
+        return self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+
+
+def stored(url: str) -> tuple[int, int]:
+    """(rows, distinct points) in the measurements table."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as c:
+            rows = c.execute(text("select count(*) from measurements")).scalar_one()
+            points = c.execute(text("select count(*) from (select distinct curve_id, x from measurements) as p")).scalar_one()
+    finally:
+        engine.dispose()
+    return rows, points
+
+
+def kept(gac: Gac) -> tuple[int, str, int]:
+    found = KEPT.search(gac.text)
+    assert found, gac.text[-3000:]
+    return int(found[1]), found[2], int(found[3])
+
+
+@pytest.fixture
+def plan_file(tmp_path: Path) -> Path:
+    path = tmp_path / "plan.yaml"
+    path.write_text(PLAN)
+    return path
+
+
+# The local database is the embedded default (SQLite); its commits go through the service's ingest, tested on both
+# backends elsewhere. The agent's run goes to the service on Postgres.
+LOCAL_BACKEND = "sqlite" if "sqlite" in BACKENDS else BACKENDS[0]
+SERVICE_BACKEND = "postgres" if "postgres" in BACKENDS else BACKENDS[0]
+
+
+@pytest.mark.parametrize("database", [LOCAL_BACKEND], indirect=True)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_stopped_profile_keeps_every_point_it_showed_done(app, settings, tmp_path, plan_file, sig):
+    # SIGKILL cannot be handled: with commits on every row, each point is stored before it is shown done.
+    # SIGINT and SIGTERM are handled: with commits twice a second, the last ones are flushed on the way out.
+    every = "0" if sig == signal.SIGKILL else "0.5"
+    env = f.cli_env(settings, tmp_path) | {"GAC_COMMIT_EVERY_S": every}
+    gac = Gac(["profile", "--plan", str(plan_file), "--threads", "1"], env, tmp_path / "out")
+    seen = gac.stop(sig, after_points=3)
+    assert gac.finish() == EXIT[sig], gac.text[-3000:]
+    rows, points = stored(settings.url)
+    assert rows == points >= seen >= 3  # every point shown done, each once
+    if sig == signal.SIGKILL:
+        return
+    n, where, not_measured = kept(gac)
+    assert (n, where) == (rows, "stored") and n + not_measured == POINTS
+    assert rows < POINTS  # it was stopped mid-plan: the test stopped something
+
+
+@pytest.mark.parametrize("database", [LOCAL_BACKEND], indirect=True)
+def test_the_same_command_again_skips_what_is_stored_and_finishes(app, settings, tmp_path, plan_file):
+    env = f.cli_env(settings, tmp_path)
+    first = Gac(["profile", "--plan", str(plan_file), "--threads", "1"], env, tmp_path / "out1")
+    first.stop(signal.SIGINT, after_points=3)
+    assert first.finish() == 130, first.text[-3000:]
+    before, _ = stored(settings.url)
+    assert 3 <= before < POINTS
+
+    again = Gac(["profile", "--plan", str(plan_file), "--threads", "1", "--quiet"], env, tmp_path / "out2")
+    assert again.finish() == 0, again.text[-3000:]
+    assert f"skipping {before} points already stored for this platform" in again.text
+    assert f"stored {POINTS - before} new rows (0 duplicates)" in again.text
+    assert stored(settings.url) == (POINTS, POINTS)  # every point once: none timed twice, none missing
+
+
+def _manifest(path: Path) -> Path:
+    """Two small low-rank weights: rules only, the alignment lists about 30 GEMM points of a few microseconds."""
+    path.write_text(json.dumps({
+        "schema": "gac.manifest/v1", "model": "tiny", "compressor": "asvd", "budget": {"params": 2719},
+        "workload": {"tokens": [8], "dtype": "float32"},
+        "weights": [{"name": f"layers.{i}.proj", "kind": "lowrank", "out_features": 40, "in_features": 48, "dim": d,
+                     "importance": 1.0 + i} for i, d in enumerate((11.3, 19.6))],
+    }))
+    return path
+
+
+@pytest.mark.parametrize("database", [LOCAL_BACKEND], indirect=True)
+def test_a_stopped_profile_missing_keeps_its_points_and_continues(app, settings, tmp_path):
+    manifest = _manifest(tmp_path / "m.json")
+    env = f.cli_env(settings, tmp_path)
+    args = ["align", str(manifest), "--profile-missing", "--yes", "--threads", "1"]
+    first = Gac(args, env, tmp_path / "out1")
+    seen = first.stop(signal.SIGTERM, after_points=2)
+    assert first.finish() == 143, first.text[-3000:]
+    rows, points = stored(settings.url)
+    n, where, _ = kept(first)
+    assert rows == points == n >= seen >= 2 and where == "stored"
+
+    # Aligned without a platform (rules only), the same command lists those points again: they are skipped.
+    again = Gac(args, env, tmp_path / "out2")
+    again.wait_for(lambda: f"skipping {n} points already stored for this platform" in again.text)
+    seen_again = again.stop(signal.SIGTERM, after_points=1)
+    assert again.finish() == 143, again.text[-3000:]
+    more, _, _ = kept(again)
+    assert stored(settings.url) == (n + more, n + more) and more >= seen_again >= 1  # both runs' points, each once
+
+
+@pytest.mark.parametrize("database", [SERVICE_BACKEND], indirect=True)
+def test_an_agent_stopped_mid_job_delivers_its_points_and_gives_the_job_back(live_service, tmp_path, plan_file):
+    from gac.contracts.plans import loads_plan
+
+    plan = loads_plan(PLAN).to_document()
+    r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": {"device_kind": "cpu"}, "max_attempts": 1},
+                   headers=f.auth(live_service.admin_token))
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+    env = os.environ | {"GAC_COMMIT_EVERY_S": "0.5"}
+    gac = Gac(["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token,
+               "--threads", "1", "--spool-dir", str(tmp_path / "spool")], env, tmp_path / "out")
+    seen = gac.stop(signal.SIGTERM, after_points=2)
+    assert gac.finish() == 143, gac.text[-3000:]
+
+    job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers=f.auth(live_service.admin_token)).json()
+    # Back in the queue at once, its one attempt not used up (a failure would have used it: status failed).
+    assert (job["status"], job["attempts"], job["lease_owner"]) == ("queued", 0, None)
+    assert job["error"].startswith("interrupted by SIGTERM on agent ")
+    rows = httpx.get(f"{live_service.url}/v1/measurements", params={"limit": 5000}).json()["items"]
+    n, where, _ = kept(gac)
+    assert len(rows) == n >= seen and where == f"sent to {live_service.url}"
+    assert not (tmp_path / "spool" / "spool.jsonl").read_text()  # every batch reached the service
+
+    from profiler_agent.jobs import JobClient
+
+    again = JobClient(live_service.url, live_service.ingest_token, agent="next").claim(f.platform())
+    assert again is not None and again.id == job_id  # another agent takes it now, not after the lease
+
+    # The same plan run by this machine leaves out what the service has stored for it (asked over HTTP).
+    rest = Gac(["agent", "run", "--server", live_service.url, "--token", live_service.ingest_token, "--plan", str(plan_file),
+                "--threads", "1", "--quiet", "--spool-dir", str(tmp_path / "spool")], env, tmp_path / "out2")
+    assert rest.finish() == 0, rest.text[-3000:]
+    assert f"skipping {n} points already stored for this platform" in rest.text
+    rows = httpx.get(f"{live_service.url}/v1/measurements", params={"limit": 5000}).json()["items"]
+    assert sorted(r["shape"]["n"] for r in rows) == list(range(8, 8 * POINTS + 1, 8))  # every point once
+
+
+def test_a_stop_signal_waits_for_the_commit_under_way():
+    """In this process: SIGTERM inside shielded() is raised as KeyboardInterrupt at the block's end, not inside it."""
+    reached = []
+    with stop_signals() as stop, pytest.raises(KeyboardInterrupt):
+        with shielded():
+            signal.raise_signal(signal.SIGTERM)  # the handler runs before this call returns
+            reached.append("after the signal")
+        reached.append("after the block")  # never: the interrupt comes as the block ends
+    assert reached == ["after the signal"]
+    assert (stop.name, stop.exit_code) == ("SIGTERM", 143)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler was for the command's duration only
