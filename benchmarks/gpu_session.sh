@@ -9,7 +9,7 @@
 #   profile    the quick plan twice, back to back: does the largest step repeat?
 #   align      examples/llama3-8b-asvd-r15.json --profile-missing from an empty database, end to end
 #   proof      gac proof --device cuda:0 (the decoder at Llama-3-8B's dims, quick)
-#   interrupt  gac profile stopped by SIGTERM after 20 s, then run again: what was kept and skipped
+#   interrupt  gac profile --plan paper stopped by SIGTERM after 15 s, then run again: what was kept and skipped
 #
 # Where the machine lacks the service stack, wheels in .gpu/whl are installed first (see
 # docs/architecture.md, "Developing without a GPU").
@@ -63,8 +63,8 @@ for s in "${steps[@]}"; do
       ;;
     interrupt)
       rm -rf "$GAC_DATA_DIR-int"
-      GAC_DATA_DIR="$GAC_DATA_DIR-int" step interrupt-1 20 gac profile --plan quick --device "$DEVICE" --exhaustive
-      GAC_DATA_DIR="$GAC_DATA_DIR-int" step interrupt-2 120 gac profile --plan quick --device "$DEVICE" --exhaustive
+      GAC_DATA_DIR="$GAC_DATA_DIR-int" step interrupt-1 15 gac profile --plan paper --device "$DEVICE"
+      GAC_DATA_DIR="$GAC_DATA_DIR-int" step interrupt-2 90 gac profile --plan paper --device "$DEVICE"
       ;;
     *) echo "unknown step $s (timer, profile, align, proof, interrupt)"; exit 2 ;;
   esac
