@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from profiler_agent.jobs import Job, JobClient, ProgressLine
     from profiler_agent.resume import Known, Remaining
     from profiler_agent.runner import RunResult
-    from profiler_agent.timing import Timer
+    from profiler_agent.timing import Timer, TimingResult
 
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 out_console = Console()
@@ -267,17 +267,27 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
         groups.setdefault((o.point.sweep, o.point.dtype.value), []).append(o)
     for (i, dtype), outs in sorted(groups.items()):
         sweep = plan.sweeps[i]
-        ok = sorted((o.point.shape[sweep.axis], o.result.median_us) for o in outs if o.result is not None)
+        ok = sorted((o.point.shape[sweep.axis], o.result) for o in outs if o.result is not None)
         failed = sum(1 for o in outs if o.error)
         rng, step = "-", "-"
         if ok:
-            meds = [m for _, m in ok]
+            meds = [r.median_us for _, r in ok]
             rng = f"{min(meds):.1f}..{max(meds):.1f}"
-            big = max(((b[1] - a[1]) / a[1], a[0], b[0]) for a, b in zip(ok, ok[1:])) if len(ok) > 1 else None
-            step = f"{big[0]:+.0%} {sweep.axis}={big[1]}->{big[2]}" if big else "-"
+            step = _largest_step(ok, sweep.axis)
         name = f"{sweep.op.value} {_SHORT.get(dtype, dtype)} {sweep.axis} | {shape_key(sweep.fixed)}"
         t.add_row(name, str(len(ok)), rng, step, str(failed) if failed else "")
     return t
+
+
+def _largest_step(curve: list[tuple[int, TimingResult]], axis: str) -> str:
+    """The largest step between neighbours whose p10..p90 ranges do not overlap: a step inside the
+    points' own noise would not come back in the next run, and is not shown as a cliff."""
+    steps = [((b.median_us - a.median_us) / a.median_us, x, y) for (x, a), (y, b) in zip(curve, curve[1:])
+             if b.p10_us > a.p90_us or b.p90_us < a.p10_us]
+    if not steps:
+        return "none beyond noise" if len(curve) > 1 else "-"
+    big = max(steps, key=lambda s: abs(s[0]))
+    return f"{big[0]:+.0%} {axis}={big[1]}->{big[2]}"
 
 
 def _print_failures(result: RunResult) -> None:

@@ -125,3 +125,17 @@ def test_a_lattice_curve_profiled_on_the_simulated_gpu_repeats_its_cliffs() -> N
         fast = [us for n, us in curve.items() if n % 8 == 0]
         slow = [us for n, us in curve.items() if n % 8]
         assert max(fast) < min(slow)  # the lattice, read from the medians
+
+
+def _point(median: float, p10: float, p90: float) -> TimingResult:
+    return TimingResult(median_us=median, p10_us=p10, p90_us=p90, mean_us=median, n=30, timer="t", spread=(p90 - p10) / median,
+                        stop="spread", wall_s=0.0)
+
+
+def test_the_summary_names_no_step_inside_the_points_noise() -> None:
+    from profiler_agent.cli import _largest_step
+
+    noisy = [(120, _point(5.2, 5.1, 17.0)), (124, _point(12.4, 5.3, 30.0)), (128, _point(6.0, 5.2, 33.0))]
+    assert _largest_step(noisy, "n") == "none beyond noise"  # +138 % between medians, all inside each other's spread
+    lattice = [(127, _point(99.0, 98.0, 101.0)), (128, _point(18.0, 17.8, 18.3)), (129, _point(99.5, 98.9, 100.2))]
+    assert _largest_step(lattice, "n") == "+453% n=128->129"
