@@ -9,6 +9,7 @@ long they should take before anything is timed, and confirms above a threshold.
 
 from __future__ import annotations
 
+import random
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ console = Console(stderr=True, soft_wrap=True)  # messages name files: never bro
 
 CONFIRM_ABOVE_S = 120.0  # ask before timing for longer than this (unless --yes)
 MAX_ROUNDS = 3  # measure, align, and again while the new points ask for more
+PROBE_POINTS = 8  # with nothing measured on the platform, these are timed first: the estimate is then this machine's rate
 RULES_ONLY = "rules only"
 
 
@@ -47,15 +49,17 @@ def missing_points(result: dict[str, Any]) -> list[tuple[str, str, dict[str, int
     ]
 
 
-def confirm(points: int, curves: int, estimated: float, where: str, yes: bool) -> None:
+ESTIMATE_BASIS = "if they are as quiet as the platform's measured points (an upper bound where it has none)"
+
+
+def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, basis: str = ESTIMATE_BASIS) -> None:
     """Say what will be timed; ask above the threshold. Exits when the user (or a non-interactive run) declines."""
     from gac.contracts.plans import Timing
     from solver.profile_time import most_seconds
 
     cap = Timing().time_cap_ms / 1e3
     console.print(f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} "
-                  f"if they are as quiet as the platform's measured points (an upper bound where it has none), "
-                  f"at most about {_duration(most_seconds(points))} (each point to its {cap:g} s time cap)")
+                  f"{basis}, at most about {_duration(most_seconds(points))} (each point to its {cap:g} s time cap)")
     if yes or estimated <= CONFIRM_ABOVE_S:
         return
     if not sys.stdin.isatty():
@@ -91,16 +95,43 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
             return Measured(0, 0, 0.0, 0.0, fingerprint)
         n = todo.n_points()
         curves = sum(len(sw.dtypes) for sw in todo.sweeps)  # plan_for_points: one dtype of a sweep is one curve
-        confirm(n, curves, estimated * n / len(points), f"on this machine ({label})", yes)
-        sink = open_sink(run_info(plan.name))
+        estimated = estimated * n / len(points)
         started = time.perf_counter()
-        run = run_keeping(session, todo, sink, adaptive=False)
+        measured = failed = 0
+        sinks = []
+        if result.get("platform") == RULES_ONLY and n > 2 * PROBE_POINTS and (yes or sys.stdin.isatty()):
+            # The solver's figure is then only the time-cap bound: time a few of the points first.
+            probe, todo = split_probe(todo)
+            console.print(f"nothing measured on this platform yet: timing {PROBE_POINTS} of the {n} points first, for the estimate")
+            sinks.append(open_sink(run_info(plan.name)))
+            run = run_keeping(session, probe, sinks[-1], adaptive=False, quiet=True)
+            measured, failed = len(run.measurements), len(run.failures)
+            per_point = (time.perf_counter() - started) / PROBE_POINTS
+            estimated = per_point * n
+            confirm(n - PROBE_POINTS, curves, per_point * (n - PROBE_POINTS), f"on this machine ({label})", yes,
+                    basis=f"at the rate of the {PROBE_POINTS} points just timed")
+        else:
+            confirm(n, curves, estimated, f"on this machine ({label})", yes)
+        sinks.append(open_sink(run_info(plan.name)))
+        run = run_keeping(session, todo, sinks[-1], adaptive=False)
+        measured, failed = measured + len(run.measurements), failed + len(run.failures)
         seconds = time.perf_counter() - started
     if server:
-        _check_delivered(sink, len(run.measurements))
-    console.print(f"measured {len(run.measurements)} points in {_duration(seconds)} (estimated {_duration(estimated)}); "
-                  f"{len(run.failures)} failed")
-    return Measured(len(run.measurements), len(run.failures), seconds, estimated, fingerprint)
+        for sink in sinks:
+            _check_delivered(sink, sink.committed)
+    console.print(f"measured {measured} points in {_duration(seconds)} (estimated {_duration(estimated)}); {failed} failed")
+    return Measured(measured, failed, seconds, estimated, fingerprint)
+
+
+def split_probe(plan):  # noqa: ANN001, ANN201 - SweepPlan in, (SweepPlan, SweepPlan) out
+    """PROBE_POINTS points drawn at random (seeded) from the plan, and the plan without them."""
+    from gac.contracts.plans import plan_for_points
+
+    points = [(p.op, p.dtype, p.shape, p.axis) for p in plan.iter_points()]
+    picked = set(random.Random(0).sample(range(len(points)), PROBE_POINTS))
+    probe = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i in picked], plan.timing)
+    rest = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i not in picked], plan.timing)
+    return probe, rest
 
 
 @contextmanager
