@@ -213,11 +213,11 @@ class KeepingSink(Protocol):
 
 def run_keeping(
     session: _Session, plan: SweepPlan, sink: KeepingSink, adaptive: bool, quiet: bool = False, line: ProgressLine | None = None,
-    on_stop: Callable[[StopSignals], None] | None = None,
+    on_stop: Callable[[StopSignals], None] | None = None, kept_before: int = 0,
 ) -> RunResult:
     """run_with_progress into a sink that commits as it goes. Stopped by Ctrl-C or SIGTERM, it commits
-    what was measured, calls on_stop (a job is given back), says how many points it kept and exits
-    130 (SIGINT) or 143 (SIGTERM)."""
+    what was measured, calls on_stop (a job is given back), says how many points it kept (with
+    `kept_before`, those an earlier run of the same command kept) and exits 130 (SIGINT) or 143 (SIGTERM)."""
     from profiler_agent.interrupt import interrupted_line, stop_signals
     from profiler_agent.resume import planned_points
 
@@ -232,7 +232,8 @@ def run_keeping(
             if on_stop is not None:
                 on_stop(stop)
             left = max(0, planned_points(plan, adaptive) - sink.committed)
-            console.print(interrupted_line(sink.committed, left, sink.kept_where()), style="yellow", markup=False, highlight=False)
+            console.print(interrupted_line(kept_before + sink.committed, left, sink.kept_where()), style="yellow",
+                          markup=False, highlight=False)
             raise typer.Exit(stop.exit_code) from None
 
 

@@ -113,7 +113,7 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
         else:
             confirm(n, curves, estimated, f"on this machine ({label})", yes)
         sinks.append(open_sink(run_info(plan.name)))
-        run = run_keeping(session, todo, sinks[-1], adaptive=False)
+        run = run_keeping(session, todo, sinks[-1], adaptive=False, kept_before=measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)
         seconds = time.perf_counter() - started
     if server:
