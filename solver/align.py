@@ -35,6 +35,7 @@ from solver.candidates import (
     build_candidates,
     build_items,
     candidate_notes,
+    later_points,
     missing_curves,
     paper_window,
 )
@@ -43,6 +44,7 @@ from solver.kinds import original_params, row_count, unit_params
 from solver.lookup import LatencyLookup
 from solver.mckp import InfeasibleBudget, solve_mckp
 from solver.profile_time import estimate as estimate_profile
+from solver.sparse_needs import FIRST_PASS
 from solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
@@ -94,12 +96,17 @@ def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: Alig
     smallest feasible budget, and CrossCheckDisagreement if OR-Tools finds a
     different optimum.
     """
-    opts = options or AlignOptions()
+    return _align(manifest, lookup, options or AlignOptions(), LatencyModel(lookup, manifest))
+
+
+def _align(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, model: LatencyModel) -> AlignmentResult:
+    """align() with the latency model given: the latency objective's reference and the budget's
+    retry share it, so each curve is modelled once (on a large platform most of an alignment's time)."""
     warnings: list[str] = []
     goal = _goal(manifest, lookup, opts, warnings)
     if goal.kind != "importance":
-        return _align_for_latency(manifest, lookup, opts, goal)
-    return _align_for_importance(manifest, lookup, opts, warnings)
+        return _align_for_latency(manifest, lookup, opts, goal, model)
+    return _align_for_importance(manifest, lookup, opts, warnings, model)
 
 
 @dataclass(frozen=True)
@@ -141,25 +148,26 @@ class _Instance:
     budget: int
 
 
-def _instance(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, every_dim: bool = False) -> _Instance:
-    model = LatencyModel(lookup, manifest)
+def _instance(
+    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, model: LatencyModel, every_dim: bool = False
+) -> _Instance:
     items = build_items(manifest)
     cands = [build_candidates(it, model, opts.candidates, every_dim=every_dim) for it in items]
     return _Instance(manifest, lookup, opts, model, items, cands, budget_params(manifest))
 
 
 def _align_for_importance(
-    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, warnings: list[str]
+    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, warnings: list[str], model: LatencyModel
 ) -> AlignmentResult:
     """The importance objective: the most kept importance within the budget over the cliff-free dims (solver.mckp)."""
-    inst = _instance(manifest, lookup, opts)
+    inst = _instance(manifest, lookup, opts, model)
     warnings.extend(candidate_notes(inst.cands))  # e.g. "no cliffs": the platform's curves are smooth
     costs, values = integer_instance(inst.cands, opts.importance_bits)
     t0 = time.perf_counter()
     try:
         sol = solve_mckp(costs, values, inst.budget, method=opts.method)
     except InfeasibleBudget as exc:
-        return _widened_for_budget(manifest, lookup, opts, inst.budget, exc)
+        return _widened_for_budget(manifest, lookup, opts, inst.budget, exc, model)
     seconds = time.perf_counter() - t0
     chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, sol.choice)]
     cross = _importance_cross_check(inst, costs, values, sol.value)
@@ -172,7 +180,7 @@ def _align_for_importance(
 
 
 def _widened_for_budget(
-    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, budget: int, exc: InfeasibleBudget
+    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, budget: int, exc: InfeasibleBudget, model: LatencyModel
 ) -> AlignmentResult:
     """The budget is below every cliff-free choice: with measured curves, solve again over wider candidates."""
     copts = opts.candidates
@@ -182,7 +190,7 @@ def _widened_for_budget(
     # compressor's choice; the budget is hard, so a weight may keep the compressor's dim.
     # (Letting every measured dim compete ignores latency: the value is linear in params.)
     relaxed = replace(opts, candidates=replace(copts, cliff_free_only=False))
-    result = align(manifest, lookup, relaxed)
+    result = _align(manifest, lookup, relaxed, model)
     result.warnings.insert(0, (
         f"the cliff-free dims of the windows need at least {exc.smallest_feasible:,} params, over the budget: "
         "candidates widened to every dim no larger one beats (no tolerance) and the compressor's own dim, "
@@ -216,15 +224,17 @@ def _importance_notes(inst: _Instance) -> list[str]:
     return notes
 
 
-def _align_for_latency(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, goal: _Goal) -> AlignmentResult:
+def _align_for_latency(
+    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, goal: _Goal, model: LatencyModel
+) -> AlignmentResult:
     """Latency priced: among every measured dim of each window, the fastest choice keeping at least
     (1 - epsilon) of the importance objective's kept importance (exact, solver.tradeoff); epsilon 0
     keeps at least as much as that answer and is never slower. The frontier and the reference beside it."""
     # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
-    reference = align(manifest, lookup, replace(opts, objective="importance", baselines=False, window="gac"))
+    reference = _align(manifest, lookup, replace(opts, objective="importance", baselines=False, window="gac"), model)
     if goal.window == "paper":
         opts = replace(opts, candidates=replace(opts.candidates, paper_radius=max(opts.candidates.paper_radius, PAPER_RADIUS)))
-    inst = _instance(manifest, lookup, opts, every_dim=True)
+    inst = _instance(manifest, lookup, opts, model, every_dim=True)
     titems = _tradeoff_items(inst.cands, opts.importance_bits)
     ref_dims = [w.dim for w in reference.weights]
     ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
@@ -309,6 +319,8 @@ def _result(
     """
     opts, copts, n = inst.opts, inst.opts.candidates, len(inst.items)
     obj = objective(inst.items, chosen)
+    missing = _missing(inst.cands, inst.model, copts)
+    warnings.extend(w for w in _first_pass_note(missing) if w not in warnings)  # the latency objective's reference said it too
     return AlignmentResult(
         model=inst.manifest.model,
         budget=inst.budget,
@@ -322,7 +334,7 @@ def _result(
             inst.items, inst.cands, inst.budget, obj, copts.align, warnings, inst.model, importance_dims,
             opts.paper_dp_max_items, defer=_deferred(opts, n),
         ) if opts.baselines else [],
-        missing=_missing(inst.cands, inst.model, copts),
+        missing=missing,
         warnings=warnings,
         rule_items=[ic.item.name for ic in inst.cands if not ic.measured],
         pending=_pending(opts, n, solver.cross_check),
@@ -333,9 +345,20 @@ def _result(
 def _missing(cands: list[ItemCandidates], model: LatencyModel, copts: CandidateOptions) -> list[MissingCurve]:
     """The points to profile, each curve with the time profiling it should take on this platform."""
     missing = missing_curves(cands, model, copts)
-    for mc, seconds in zip(missing, estimate_profile(missing, model.lookup).per_curve):
+    for mc, seconds in zip(missing, estimate_profile(missing, model.lookup, later=later_points(cands, model, missing)).per_curve):
         mc.estimated_seconds = round(seconds, 3)
     return missing
+
+
+def _first_pass_note(missing: list[MissingCurve]) -> list[str]:
+    """What a first pass of sparse profiling is, when the missing points are one (solver.sparse_needs)."""
+    first = sum(len(mc.dims) for mc in missing if FIRST_PASS in mc.reasons)
+    if not first:
+        return []
+    return [f"{first:,} of the missing points are a first pass: each window's multiples of 8, the compressor's dims and a "
+            "sample of the rest; aligned again with them, the solver asks for the dims their lattice cannot rule out (on a GPU "
+            "a few; where the curves are no lattice, as on a CPU, the rest of each window); `gac align --exhaustive` asks for "
+            "every dim at once"]
 
 
 def _latency_units(cands: list[ItemCandidates]) -> list[list[int]]:

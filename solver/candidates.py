@@ -5,6 +5,7 @@ An item is one weight, or a group of weights that must share one dimension.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,13 +16,18 @@ import numpy as np
 
 from gac.contracts.alignment import Candidate, MissingCurve
 from gac.contracts.manifest import Manifest, Weight
+from gac.contracts.measurements import Op
+from solver import sparse_needs
 from solver.curve_model import MIN_POINTS, SMOOTH_NOTE, CliffOptions, CurveModel, frontier_from_estimates, frontier_of_sum, model_curve
 from solver.curve_model import Point as CurveModelPoint
 from solver.frontier import cliff_free_frontier
 from solver.kinds import Kernel, kernels, original_points, shape_key, unit_params
+from solver.lattice import LatticeFit, fit_lattice, is_lattice, model_by_class, relative_noise
 from solver.lookup import LatencyLookup, PointLatency
+from solver.sparse_needs import FIRST_PASS
 
 PAPER_RADIUS = 8  # the paper's reference code searches +/- this many multiples of 8 (+/- 64 dims)
+LATTICE_BLOCK = 64  # LatencyModel.lattice: a span's fit takes the measured dims of the blocks it touches
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,12 @@ class CandidateOptions:
     # paper's window let the decoder's ASVD ranks move by up to 29 % (204 -> 144) at a kept
     # importance of 99.8 %, and its reconstruction error rose 8.7 % over the compressor's dims.
     paper_radius: int = 0
+    # What `missing` asks for: every dim of each span (False), or in passes (solver.sparse_needs):
+    # the span's lattice and a sample of its other dims first, then only the dims its lattice
+    # cannot rule out; on a GPU a fraction of them. For callers that align again after measuring
+    # (the service: `gac align --profile-missing`, profiling jobs); one that profiles `missing`
+    # once (proof/profile.py) needs every dim.
+    sparse: bool = False
 
     def half_width(self, d_star: float) -> int:
         return min(self.max_window // 2, max(self.window, math.ceil(self.window_rel * d_star)))
@@ -115,6 +127,8 @@ class NeededPoints:
 
     kernel: Kernel
     runs: list[tuple[Sequence[int], str]]
+    first_pass: bool = False  # the span's skeleton (solver.sparse_needs): its fit may call for more ...
+    span: range | None = None  # ... of these axis values (the whole span), at most
 
     def has(self, x: int) -> bool:
         return any(x in xs for xs, _ in self.runs)
@@ -147,6 +161,10 @@ class LatencyModel:
         self._own: dict[tuple, CurveModel] = {}  # each curve modelled on its own data alone
         self._terms: dict[tuple, list[tuple[Kernel, float]]] = {}  # per item's members' shapes: kernel_terms
         self._original: dict[tuple, list[tuple[Kernel, int, float]]] = {}  # ... and original_terms
+        self._arrays: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # per curve: dims, medians, noise
+        self._lattices: dict[tuple, LatticeFit] = {}  # per curve and span
+        self._is_lattices: dict[tuple, bool] = {}  # per curve: modelled class by class?
+        self._wanted: dict[tuple, tuple[list[int] | None, bool]] = {}  # per shapes, span and own dims: sparse_needs.wanted
         # Every curve the manifest's weights use: a tile size one of them shows is a hypothesis
         # for the others of the same op and axis (the platform's kernels tile them alike).
         shapes = list({shape_key(w): w for w in manifest.weights}.values())  # one weight per shape
@@ -176,7 +194,7 @@ class LatencyModel:
                 p.m for other in self._kernels.values()
                 if (other.op, other.axis) == (k.op, k.axis) and other.curve_key != key
                 and (p := self._own_model(other.curve_key).period) is not None
-            }) if own.period is None and len(own.estimates) >= MIN_POINTS else []
+            }) if own.period is None and len(own.estimates) >= MIN_POINTS and not self._is_lattice(key) else []
             self._models[key] = model_curve(self._points(key), CliffOptions(periods=tuple(siblings))) if siblings else own
         return self._models[key]
 
@@ -185,9 +203,48 @@ class LatencyModel:
         return [CurveModelPoint(x, p.latency_us, p.p10_us, p.p90_us, p.n or 1) for x, p in sorted(self.curve(k).items())]
 
     def _own_model(self, key: tuple) -> CurveModel:
+        """The curve modelled on its own data: class by class when it is a lattice (solver.lattice)."""
         if key not in self._own:
-            self._own[key] = model_curve(self._points(key))
+            self._own[key] = model_by_class(self._points(key)) if self._is_lattice(key) else model_curve(self._points(key))
         return self._own[key]
+
+    def _is_lattice(self, key: tuple) -> bool:
+        if (lattice := self._is_lattices.get(key)) is None:
+            xs, medians, noise = self.curve_arrays(self._kernels.get(key) or Kernel(*key))
+            lattice = self._is_lattices[key] = is_lattice(fit_lattice(xs.tolist(), medians, noise))
+        return lattice
+
+    def wanted(self, item: Item, span: tuple[int, int, int], align: int) -> tuple[list[int] | None, bool]:
+        """solver.sparse_needs.wanted, once per item shapes, span and compressor's dims (thousands of
+        weights share a few)."""
+        key = (item.shapes, span, math.floor(item.d_star), math.ceil(item.d_star), align)
+        if (got := self._wanted.get(key)) is None:
+            got = self._wanted[key] = sparse_needs.wanted(item, self, span, align)
+        return got
+
+    def lattice(self, k: Kernel, lo: int, hi: int) -> LatticeFit:
+        """The curve's lattice (solver.lattice) fitted on its measured dims around lo..hi: local,
+        so that the trend is nearly straight and a class's factor is the span's own. The span is
+        widened to whole blocks of LATTICE_BLOCK dims, which the items of a large manifest share."""
+        lo, hi = lo // LATTICE_BLOCK * LATTICE_BLOCK, -(-hi // LATTICE_BLOCK) * LATTICE_BLOCK
+        key = (k.curve_key, lo, hi)
+        if (fit := self._lattices.get(key)) is None:
+            xs, medians, noise = self.curve_arrays(k)
+            i, j = np.searchsorted(xs, [lo, hi + 1])
+            fit = self._lattices[key] = fit_lattice(xs[i:j].tolist(), medians[i:j], noise[i:j])
+        return fit
+
+    def curve_arrays(self, k: Kernel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The curve's measured dims (ascending), their medians and relative_noise()."""
+        key = k.curve_key
+        if key not in self._arrays:
+            pts = sorted(self.curve(k).items())
+            self._arrays[key] = (
+                np.array([x for x, _ in pts], dtype=np.int64),
+                np.array([p.latency_us for _, p in pts]),
+                np.array([relative_noise(p.latency_us, p.p10_us, p.p90_us, p.n) for _, p in pts]),
+            )
+        return self._arrays[key]
 
     def estimate(self, k: Kernel, x: int) -> float | None:
         return self.model(k).estimates.get(x) if x in self.curve(k) else None
@@ -245,7 +302,8 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
     as fast as (by the item's denoised latency) holds fewer parameters for no speed, so it is
     dropped: the cliff-free frontier, judged against measured dims up to the look-ahead above the
     window, a larger dim having to be slower beyond the noise (opts.frontier); when the whole
-    window sits on one plateau whose top lies above it, the window's top is the one candidate.
+    window sits on one plateau whose top lies above it, the window's top is the one candidate
+    (of the dims as fast as its fastest: plateau_top).
     every_dim=True (latency priced): every measured dim of the window (and of the paper's window
     when opts.paper_radius > 0) competes; the solver weighs latency, importance and parameters.
     """
@@ -277,8 +335,8 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
         else:
             front = cliff_free_frontier(lat, opts.rel_tol)
         keep = [d for d in front if d in choices]
-        if not keep:  # one plateau over the whole window: its best is the window's top
-            keep = [d for d in cliff_free_frontier({d: v for d, v in lat.items() if d <= hi}) if d <= hi][-1:]
+        if not keep:  # one plateau over the whole window, its top above it: the window's share of it
+            keep = [plateau_top(item, model, {d: v for d, v in lat.items() if d <= hi})]
         # The budget's escape: the compressor's own dim rounded down always fits a budget taken
         # from its fractional dims (every_dim, and the importance objective's fallback); the
         # fallback keeps the nearest dim too.
@@ -291,6 +349,15 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
         cands = [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep]
         return ItemCandidates(item, cands, True, needed, notes)
     return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed, notes)
+
+
+def plateau_top(item: Item, model: LatencyModel, lat: Mapping[int, float]) -> int:
+    """The largest dim as fast as the fastest within the noise of the two (CliffOptions.frontier_z
+    sigmas): the top of a flat window, and on a lattice its top multiple of 8, not a slower width
+    above it (its window's top dim may be odd)."""
+    best = min(lat, key=lambda d: (lat[d], -d))
+    z, s_best = CliffOptions().frontier_z, model.sigma(item, best)
+    return max(d for d, v in lat.items() if v - lat[best] <= z * math.hypot(model.sigma(item, d), s_best))
 
 
 def candidate_notes(results: list[ItemCandidates]) -> list[str]:
@@ -323,9 +390,16 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions, span:
     why: the window lo..hi, the look-ahead above it up to top (span), the paper's window (the latency
     objective's wider choices and the paper-DP baseline's), the original dim and the compressor's
     (floor and ceil). Without a lookup every one of them is missing: profiling them is what a first
-    alignment asks for."""
+    alignment asks for. With opts.sparse, only the span's dims solver.sparse_needs wants: its
+    skeleton first, then the dims its lattice cannot rule out."""
     lo, hi, top = span
     runs: list[tuple[Sequence[int], str]] = [(range(lo, hi + 1), "window"), (range(hi + 1, top + 1), "look-ahead")]
+    first = False
+    if opts.sparse:
+        dims, first = model.wanted(item, span, opts.align)
+        if dims is not None:
+            cut = bisect.bisect_right(dims, hi)
+            runs = [(dims[:cut], "window"), (dims[cut:], "look-ahead")]
     beyond = [d for d in paper_window(item, opts.align, max(PAPER_RADIUS, opts.paper_radius)) if not lo <= d <= top]
     own = {max(1, math.floor(item.d_star)), min(item.max_dim, math.ceil(item.d_star))}
     runs += [(beyond, "paper's window"), (sorted(d for d in own if not lo <= d <= top and d not in beyond), "compressor's dim")]
@@ -341,7 +415,7 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions, span:
         else:
             kept = [(xs, why) for r, why in runs if (xs := [s * d for d in r if s * d not in curve])]
         if kept:
-            out.append(NeededPoints(k, kept))
+            out.append(NeededPoints(k, kept, first, range(s * lo, s * (top + 1), s) if first else None))
     for k, x, _ in model.original_terms(item):  # a few per item: the dense weights' kernels
         if x not in model.curve(k) and not any(need.has(x) for need in out if need.kernel.curve_key == k.curve_key):
             out.append(NeededPoints(k, [([x], "original dim")]))
@@ -383,6 +457,8 @@ def missing_curves(results: list[ItemCandidates], model: LatencyModel, opts: Can
             entry[1].extend(xs for xs, _ in need.runs)
             entry[2][r.item.name] = None
             entry[3].update(why for _, why in need.runs)
+            if need.first_pass:
+                entry[3].add(FIRST_PASS)
     return [
         MissingCurve(
             op=k.op.value, dtype=model.dtype.value, fixed_shape=k.fixed_shape, axis=k.axis,
@@ -390,6 +466,21 @@ def missing_curves(results: list[ItemCandidates], model: LatencyModel, opts: Can
         )
         for k, runs, names, whys in merged.values()
     ]
+
+
+def later_points(results: list[ItemCandidates], model: LatencyModel, missing: list[MissingCurve]) -> list[int]:
+    """Per missing curve, how many more points the later passes may ask for at most: the dims of
+    the first passes' spans that are neither measured nor asked for now (0 without a first pass)."""
+    spans: dict[tuple, tuple[Kernel, list[range]]] = {}
+    for r in results:
+        for need in r.missing:
+            if need.span is not None:
+                spans.setdefault(need.kernel.curve_key, (need.kernel, []))[1].append(need.span)
+    out = []
+    for mc in missing:
+        k, runs = spans.get((Op(mc.op), tuple(sorted(mc.fixed_shape.items())), mc.axis), (None, []))
+        out.append(len(set(union(runs)).difference(mc.dims, model.curve(k))) if k is not None else 0)
+    return out
 
 
 def union(runs: Iterable[Sequence[int]]) -> list[int]:

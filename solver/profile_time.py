@@ -25,8 +25,14 @@ from gac.contracts.measurements import Dtype, Op, op_flops
 from gac.contracts.plans import MEDIAN_BATCHES, MIN_BATCH_SAMPLES, Timing
 from solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS
 from solver.lookup import LatencyLookup, PointLatency
+from solver.sparse_needs import FIRST_PASS
 
 MIN_SAMPLE_US = 1000.0  # the CPU timer batches calls into samples of at least this long
+# A curve's first pass (solver.sparse_needs: its lattice and a sample) calls for more points once
+# measured: on a GPU's lattice a few at most (none on an H100's q_proj curves and their synthetic
+# Llama-3-8B extension), on a curve that is no lattice (a CPU's) every other dim of its windows,
+# about 3x the first pass. The estimate adds this share for them; more may follow, and it says so.
+LATER_PASSES = 0.25
 POINT_OVERHEAD_S = 0.005  # allocating the inputs and recording the point
 BATCH_MIN = MEDIAN_BATCHES * MIN_BATCH_SAMPLES  # a noisy point's median interval needs its batch-means interval too
 
@@ -86,8 +92,12 @@ def _nearest(curve: dict[int, PointLatency], xs: list[int], dim: int) -> int:
     return min(near, key=lambda x: abs(x - dim))
 
 
-def estimate(missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timing: Timing | None = None) -> ProfileEstimate:
-    """Estimated seconds to profile every point of `missing` with `timing` (the plan default if None)."""
+def estimate(
+    missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timing: Timing | None = None, later: Sequence[int] | None = None
+) -> ProfileEstimate:
+    """Estimated seconds to profile every point of `missing` with `timing` (the plan default if None),
+    and the later passes a first pass calls for (solver.sparse_needs): LATER_PASSES of it, or, where
+    nothing was measured (an upper bound), at most `later` more points per curve at the time cap."""
     timing = timing or Timing()
     points = sum(len(mc.dims) for mc in missing)
     curves = {id(mc): dict(lookup.curve(Op(mc.op), Dtype(mc.dtype), mc.fixed_shape, mc.axis)) if lookup else {} for mc in missing}
@@ -105,12 +115,14 @@ def estimate(missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timi
     any_need = int(statistics.median(n for ns in needs.values() for n in ns)) if needs else None
     per_curve: list[float] = []
     from_curve = from_rate = capped = 0
-    for mc in missing:
+    added = bounded = 0.0
+    for i, mc in enumerate(missing):
         seconds = 0.0
         op, curve = Op(mc.op), curves[id(mc)]
         xs = sorted(curve)
         rate = statistics.median(rates[mc.op]) if mc.op in rates else any_rate
         need = int(statistics.median(needs[mc.op])) if mc.op in needs else any_need
+        capped_before = capped
         for d in mc.dims:
             work = op_flops(op, _shape(mc, d))
             if xs:
@@ -126,6 +138,13 @@ def estimate(missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timi
                 capped += 1
                 continue
             seconds += point_seconds(lat, n, timing)
+        if FIRST_PASS in mc.reasons:
+            if later is not None and capped - capped_before == len(mc.dims):  # an upper bound: the later passes at their most
+                bounded += later[i] * most_seconds(1, timing)
+                seconds += later[i] * most_seconds(1, timing)
+            else:
+                added += LATER_PASSES * seconds
+                seconds *= 1 + LATER_PASSES
         per_curve.append(seconds)
     parts = []
     if from_curve:
@@ -134,5 +153,10 @@ def estimate(missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timi
         parts.append(f"{from_rate} from the platform's time per FLOP on similar shapes")
     if capped:
         parts.append(f"{capped} at the {timing.time_cap_ms:g} ms time cap (nothing measured yet: an upper bound)")
+    if added:
+        parts.append(f"{added:.0f} s ({LATER_PASSES:.0%}) added for the points a first pass (lattice and sample) calls for next, "
+                     "more where a curve is no lattice")
+    if bounded:
+        parts.append(f"{bounded:.0f} s for the rest of the first passes' windows, which later passes may ask for (at most)")
     basis = "; ".join(parts) or "nothing to profile"
     return ProfileEstimate(points=points, seconds=sum(per_curve), basis=basis, per_curve=tuple(per_curve))

@@ -65,7 +65,7 @@ def _via_server(server: str, token: str | None, body: dict, platform: str | None
     return stored.model_dump(mode="json", by_alias=True)
 
 
-def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool) -> dict:
+def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, exhaustive: bool = False) -> dict:
     from pydantic import ValidationError
 
     from gac.contracts.manifest import Manifest
@@ -85,7 +85,7 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool) ->
     try:
         with make_sessionmaker(engine)() as session:
             target = service.resolve_platform(session, manifest, platform)
-            result = service.run_alignment(session, manifest, target)
+            result = service.run_alignment(session, manifest, target, exhaustive=exhaustive)
             jobs = service.enqueue_missing(session, settings, result, target) if enqueue and target else []
             row = service.store(session, manifest, target, result)
             # The stored text as the service serves it: compact above COMPACT_ABOVE_WEIGHTS (a
@@ -101,11 +101,12 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool) ->
         engine.dispose()
 
 
-def _from_file(measurements: Path, body: dict) -> dict:
+def _from_file(measurements: Path, body: dict, exhaustive: bool = False) -> dict:
     from pydantic import ValidationError
 
     from gac.contracts.manifest import Manifest
-    from solver.align import BudgetBelowFeasible, align
+    from solver.align import AlignOptions, BudgetBelowFeasible, align
+    from solver.candidates import CandidateOptions
     from solver.lookup import FileLookup
 
     try:
@@ -124,7 +125,7 @@ def _from_file(measurements: Path, body: dict) -> dict:
     from service.align.service import compact_json
 
     try:
-        result = align(manifest, lookup)
+        result = align(manifest, lookup, AlignOptions(candidates=CandidateOptions(sparse=not exhaustive)))  # as the service
     except BudgetBelowFeasible as exc:
         raise _validation_exit(exc) from exc
     large = len(manifest.weights) > COMPACT_ABOVE_WEIGHTS  # compact, as the service answers
@@ -239,11 +240,13 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
         err.print(f"queued {points} points for platform {target[:16]} as job(s) {queued['jobs']}: "
                       "its agents (`gac agent run --jobs`) measure them; align again afterwards")
         return queued
-    # What gets measured can ask for more: a step found in the new points moves the look-ahead
-    # past it. A few rounds settle it; each says what it adds.
+    # What gets measured can ask for more: a first pass's lattice and sample call for the dims their
+    # fit cannot rule out (solver.sparse_needs), and a step found in the new points moves the
+    # look-ahead past it. A few rounds settle it; each says what it adds.
     for round_ in range(pm.MAX_ROUNDS):
         if round_:
-            err.print(f"the new measurements call for {len(pm.missing_points(result))} more points (look-ahead past a step they revealed)")
+            err.print(f"the new measurements call for {len(pm.missing_points(result))} more points "
+                      "(dims their lattice fit cannot rule out, or look-ahead past a step they revealed)")
         pm.measure(result, session, yes, server, token, db)
         stored = run(here, False)
         result = stored["result"]
@@ -281,6 +284,10 @@ def align_command(
     threads: Annotated[int | None, typer.Option(
         min=1, help="with --profile-missing: CPU timing threads (as the platform was profiled)",
     )] = None,
+    exhaustive: Annotated[bool, typer.Option(
+        "--exhaustive", help="ask for every dim of each window (default: each window's lattice and a sample first, "
+        "then only the dims its fit cannot rule out)",
+    )] = False,
     wide: Annotated[bool, typer.Option("--wide", help="full weight names in the table")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print only the gac.alignment/v1 document")] = False,
     out: Annotated[Path | None, typer.Option(help="also write the gac.alignment/v1 document to this file")] = None,
@@ -310,6 +317,9 @@ def align_command(
         body["window"] = window
     if dtype is not None:
         body.setdefault("workload", {"tokens": [1024]})["dtype"] = dtype
+    if exhaustive and server:
+        err.print("[red]--exhaustive works with the local database or --measurements: the service's API has no such option[/red]")
+        raise typer.Exit(2)
     if profile_missing and measurements:
         err.print("[red]--profile-missing stores what it measures: use it with the local database or --server, not --measurements[/red]")
         raise typer.Exit(2)
@@ -318,8 +328,8 @@ def align_command(
         if server:
             return _via_server(server, token, body, platform, enqueue)
         if measurements:
-            return _from_file(measurements, body)
-        return _locally(db, body, platform, enqueue)
+            return _from_file(measurements, body, exhaustive)
+        return _locally(db, body, platform, enqueue, exhaustive)
 
     stored = run(platform, False)
     if enqueue_missing and not profile_missing and stored["result"].get("missing"):

@@ -42,6 +42,7 @@ from service.platforms import repository as platforms
 from service.schemas import Page
 from service.settings import Settings
 from solver.align import AlignOptions, BudgetBelowFeasible, align
+from solver.candidates import CandidateOptions
 from solver.crosscheck import CrossCheckDisagreement
 
 log = logging.getLogger("gac.service")
@@ -59,12 +60,16 @@ def resolve_platform(session: Session, manifest: Manifest, override: str | None)
     return platform
 
 
-def run_alignment(session: Session, manifest: Manifest, platform: Platform | None, defer_above: int | None = None) -> AlignmentResult:
+def run_alignment(
+    session: Session, manifest: Manifest, platform: Platform | None, defer_above: int | None = None, exhaustive: bool = False
+) -> AlignmentResult:
     """align() over the platform's curves. defer_above: leave the checks of larger instances pending
-    (the service answers first; complete_pending runs them)."""
+    (the service answers first; complete_pending runs them). What is missing comes in passes, each
+    window's lattice and a sample first (CandidateOptions.sparse: whoever measures it aligns again);
+    exhaustive: every dim of each window at once (`gac align --exhaustive`)."""
     lookup = DbLookup(session, platform) if platform is not None else None
     try:
-        return align(manifest, lookup, AlignOptions(defer_above=defer_above))
+        return align(manifest, lookup, AlignOptions(defer_above=defer_above, candidates=CandidateOptions(sparse=not exhaustive)))
     except BudgetBelowFeasible as exc:
         raise Unprocessable([{"field": "body.budget", "message": str(exc)}]) from exc
     except CrossCheckDisagreement as exc:

@@ -78,3 +78,26 @@ def test_a_point_just_noisier_than_the_target_takes_the_batch_means_minimum():
 
     need = samples_needed(PointLatency(30.0, p10_us=29.1, p90_us=30.9, n=10), DEFAULT)
     assert need == MEDIAN_BATCHES * MIN_BATCH_SAMPLES
+
+
+def test_a_first_pass_adds_a_share_for_the_points_it_calls_for():
+    """Sparse profiling's first pass (solver.sparse_needs) is followed by the dims its fit cannot rule out: the estimate says so."""
+    from solver.profile_time import LATER_PASSES
+    from solver.sparse_needs import FIRST_PASS
+
+    lookup = _curve(spread=0.02, n=10)
+    plain = estimate(_missing([100, 101]), lookup, DEFAULT)
+    first = estimate([mc.model_copy(update={"reasons": ["window", FIRST_PASS]}) for mc in _missing([100, 101])], lookup, DEFAULT)
+    assert first.points == plain.points and first.seconds == pytest.approx(plain.seconds * (1 + LATER_PASSES))
+    assert "first pass" in first.basis and "first pass" not in plain.basis
+
+
+def test_a_first_pass_with_nothing_measured_bounds_the_later_passes_too():
+    """Nothing measured: the estimate is an upper bound, so it covers the rest of the first pass's windows, which the
+    later passes ask for where the curves are no lattice (a CPU's)."""
+    from solver.profile_time import most_seconds
+    from solver.sparse_needs import FIRST_PASS
+
+    first = [mc.model_copy(update={"reasons": [FIRST_PASS]}) for mc in _missing([96, 100, 104])]
+    est = estimate(first, None, DEFAULT, later=[20])
+    assert est.points == 3 and est.seconds == pytest.approx(most_seconds(3 + 20, DEFAULT)) and "at most" in est.basis
