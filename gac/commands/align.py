@@ -247,7 +247,7 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
         if round_:
             err.print(f"the new measurements call for {len(pm.missing_points(result))} more points "
                       "(dims their lattice fit cannot rule out, or look-ahead past a step they revealed)")
-        pm.measure(result, session, yes, server, token, db)
+        pm.measure(result, session, yes or round_ > 0, server, token, db)  # the first round's estimate covered the later ones
         stored = run(here, False)
         result = stored["result"]
         if not result.get("missing"):

@@ -83,6 +83,8 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
     or SIGTERM, what was measured is kept, and the same command continues from there."""
     from gac.contracts.plans import plan_for_points
     from profiler_agent.cli import left_to_time, run_info, run_keeping
+    from solver.profile_time import LATER_PASSES
+    from solver.sparse_needs import FIRST_PASS
 
     missing = result.get("missing", [])
     points = missing_points(result)
@@ -99,6 +101,7 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
         started = time.perf_counter()
         measured = failed = 0
         sinks = []
+        first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
         if result.get("platform") == RULES_ONLY and n > 2 * PROBE_POINTS and (yes or sys.stdin.isatty()):
             # The solver's figure is then only the time-cap bound: time a few of the points first.
             probe, todo = split_probe(todo)
@@ -106,12 +109,17 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
             sinks.append(open_sink(run_info(plan.name)))
             run = run_keeping(session, probe, sinks[-1], adaptive=False, quiet=True)
             measured, failed = len(run.measurements), len(run.failures)
-            per_point = (time.perf_counter() - started) / PROBE_POINTS
+            # A first pass calls for more points: as much allowance as the solver's own estimate makes.
+            per_point = (time.perf_counter() - started) / PROBE_POINTS * (1 + LATER_PASSES if first_pass else 1)
             estimated = per_point * n
             confirm(n - PROBE_POINTS, curves, per_point * (n - PROBE_POINTS), f"on this machine ({label})", yes,
                     basis=f"at the rate of the {PROBE_POINTS} points just timed")
         else:
             confirm(n, curves, estimated, f"on this machine ({label})", yes)
+        if first_pass:
+            console.print(f"these are each window's lattice and a sample: the estimate allows {LATER_PASSES:.0%} for the points "
+                          "they call for next, and a curve they do not explain as a lattice calls for every dim "
+                          "(`--exhaustive` measures every dim at once)")
         sinks.append(open_sink(run_info(plan.name)))
         run = run_keeping(session, todo, sinks[-1], adaptive=False, kept_before=measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)
