@@ -40,7 +40,7 @@ from solver.mckp import solve_mckp
 from solver.tradeoff_closing import TooManyStates, beam_point
 from solver.tradeoff_core import Effort
 from solver.tradeoff_dp import WindowSolver, WindowTooLarge
-from solver.tradeoff_fastest import fastest_keeping, fastest_proportional, fastest_unbudgeted
+from solver.tradeoff_fastest import Unbudgeted, fastest_keeping, fastest_proportional, fastest_unbudgeted
 from solver.tradeoff_optimum import fastest_optimal, importance_optimum
 from solver.tradeoff_problem import Point, TradeoffItem, TradeoffStats, better, picks_of, prepare, segmented_min, to_point
 
@@ -203,63 +203,86 @@ class Tradeoff:
         return self._fast
 
     def fastest(self, min_value: int) -> Fastest:
-        """Least latency whose kept importance is >= min_value (then most importance, fewest params)."""
+        """Least latency whose kept importance is >= min_value (then most importance, fewest params).
+
+        The cheap answers first (the proportional DP, an end of the frontier, the best choice without
+        the budget when it fits), then the closing DP between two supported points, and when that
+        outgrows its cap the best point found with its proven gap.
+        """
         if min_value > self.max_value:
             raise ImportanceOutOfReach(min_value, self.max_value)
-        f = self._p.f
-        if self._p.ratio is not None:
-            # Proportional importance: one window DP, the importance optimum as the feasible ceiling.
+        cheap = self._fastest_proportional(min_value) or self._fastest_at_an_end(min_value)
+        if cheap is not None:
+            return cheap
+        base = self._p.f
+        need = min_value - base.base_value
+        # Most questions leave the budget slack: the best choice without it, when it fits, is the answer.
+        unbudgeted = fastest_unbudgeted(self._p, need, self.importance_optimum.latency - base.base_lat)
+        exact = unbudgeted.exact
+        if exact is not None and self._fits(exact):
+            return Fastest(exact, exact.latency, True)
+        below, above = self._bracket(min_value)
+        if below is None:  # the fast end already keeps enough
+            return Fastest(above, above.latency, True)
+        # The optimum's latency is not always proven the least of its ties: then search below it.
+        above_proven = above is not self.importance_optimum or self.stats.optimum_tie_proven
+        if above_proven and (above.value == min_value or below.latency == above.latency):
+            return Fastest(above, above.latency, True)
+        if not unbudgeted.too_large:  # else the closing DP would outgrow its cap too
             try:
-                pt = fastest_proportional(self._p, min_value - f.base_value, [self._imp_picks])
-                return Fastest(pt, pt.latency, True)
-            except WindowTooLarge:
+                closed = fastest_keeping(self._p, need, [picks_of(self._p, above)], MAX_STATES, unbudgeted=False)
+                return Fastest(closed, closed.latency, True)
+            except TooManyStates:
                 pass
+        return self._fastest_unproven(min_value, above, unbudgeted)
+
+    def _fits(self, point: Point) -> bool:
+        """Whether a point found without the budget is within it."""
+        return point.cost - self._p.f.base_cost <= self._p.room
+
+    def _fastest_proportional(self, min_value: int) -> Fastest | None:
+        """Proportional importance: one window DP, the importance optimum as the feasible ceiling."""
+        if self._p.ratio is None:
+            return None
+        try:
+            point = fastest_proportional(self._p, min_value - self._p.f.base_value, [self._imp_picks])
+        except WindowTooLarge:
+            return None
+        return Fastest(point, point.latency, True)
+
+    def _fastest_at_an_end(self, min_value: int) -> Fastest | None:
+        """The importance optimum when all of it is asked for, the fast end when it keeps enough."""
         if min_value == self.max_value and self.stats.optimum_tie_proven:
             return Fastest(self.importance_optimum, self.importance_optimum.latency, True)
         fast = self._fastest_supported()
-        if fast.value >= min_value:  # the fast end already keeps enough
-            return Fastest(fast, fast.latency, True)
-        need = min_value - f.base_value
-        # Most questions leave the budget slack: the best choice without it, when it fits, is the answer.
-        free = fastest_unbudgeted(self._p, need, self.importance_optimum.latency - f.base_lat)
-        if free.exact is not None and free.exact.cost - f.base_cost <= self._p.room:
-            return Fastest(free.exact, free.exact.latency, True)
-        lo, hi = self._bracket(min_value)
-        if lo is None:  # the fast end already keeps enough
-            return Fastest(hi, hi.latency, True)
-        if hi is self.importance_optimum and not self.stats.optimum_tie_proven:
-            pass  # the optimum's latency is not proven the least of its ties: search below
-        elif hi.value == min_value or lo.latency == hi.latency:
-            return Fastest(hi, hi.latency, True)
-        # The weighted solves give a Lagrangian bound (the line through lo and hi when their weights were exact).
+        return Fastest(fast, fast.latency, True) if fast.value >= min_value else None
+
+    def _fastest_unproven(self, min_value: int, above: Point, unbudgeted: Unbudgeted) -> Fastest:
+        """The closing DP gave up: the best of `above`, the unbudgeted search's fastest choice within the
+        budget and a beam search below it, with the proven bound (the weighted solves' Lagrangian bound)."""
+        base = self._p.f
+        need = min_value - base.base_value
         bound = self._dual_bound(min_value)
-        try:
-            if free.too_large:
-                raise TooManyStates("the unbudgeted core DP outgrew its cap: the closing DP would too")
-            pt = fastest_keeping(self._p, need, [picks_of(self._p, hi)], MAX_STATES, unbudgeted=False)
-        except TooManyStates:
-            # Not proven: report the best of hi, the unbudgeted search's fastest choice within the budget and
-            # a beam search below it, with the proven bound.
-            start = hi
-            if free.seen is not None and free.seen.cost - f.base_cost <= self._p.room and better(free.seen, hi):
-                start = free.seen
-            best = beam_point(self._p, need, picks_of(self._p, start))
-            lower = max(math.ceil(bound), math.ceil(self._p.stats.bound - 1e-6))
-            if best.latency <= lower:
-                return Fastest(best, best.latency, True)
-            above = free.above
-            if free.too_large and self.exact_seconds > 0:
-                # Near ties: the quick search ran out of work. Search without it, from below the beam's point.
-                more = fastest_unbudgeted(self._p, need, best.latency - f.base_lat, Effort.exhaustive(self.exact_seconds))
-                if more.exact is not None and more.exact.cost - f.base_cost <= self._p.room:
-                    return Fastest(more.exact, more.exact.latency, True)
-                if more.seen is not None and more.seen.cost - f.base_cost <= self._p.room and better(more.seen, best):
-                    best = more.seen
-                above = max(above, more.above)
-            # Without the budget no choice keeping min_value is faster than `above`, so with it neither.
-            # Reaching it proves the latency only, not the tie-break (more importance, fewer params): not optimal.
-            return Fastest(best, max(lower, min(best.latency, above + f.base_lat)), False)
-        return Fastest(pt, pt.latency, True)
+        start = above
+        seen = unbudgeted.seen
+        if seen is not None and self._fits(seen) and better(seen, above):
+            start = seen
+        best = beam_point(self._p, need, picks_of(self._p, start))
+        lower = max(math.ceil(bound), math.ceil(self._p.stats.bound - 1e-6))
+        if best.latency <= lower:
+            return Fastest(best, best.latency, True)
+        unbudgeted_floor = unbudgeted.above
+        if unbudgeted.too_large and self.exact_seconds > 0:
+            # Near ties: the quick search ran out of work. Search without it, from below the beam's point.
+            more = fastest_unbudgeted(self._p, need, best.latency - base.base_lat, Effort.exhaustive(self.exact_seconds))
+            if more.exact is not None and self._fits(more.exact):
+                return Fastest(more.exact, more.exact.latency, True)
+            if more.seen is not None and self._fits(more.seen) and better(more.seen, best):
+                best = more.seen
+            unbudgeted_floor = max(unbudgeted_floor, more.above)
+        # Without the budget no choice keeping min_value is faster than that floor, so with it neither.
+        # Reaching it proves the latency only, not the tie-break (more importance, fewer params): not optimal.
+        return Fastest(best, max(lower, min(best.latency, unbudgeted_floor + base.base_lat)), False)
 
     def fastest_within(self, epsilon: float) -> Fastest:
         """Least latency keeping at least (1 - epsilon) of the importance optimum's kept importance."""
@@ -278,8 +301,8 @@ class Tradeoff:
             return None, fast
         lo, hi = fast, self.importance_optimum
         while True:
-            p, q = self._weights(hi.latency - lo.latency, hi.value - lo.value)
-            mid = self.weighted(p, q)
+            on_value, on_latency = self._weights(hi.latency - lo.latency, hi.value - lo.value)
+            mid = self.weighted(on_value, on_latency)
             if mid.value in (lo.value, hi.value) or not lo.value < mid.value < hi.value:
                 return lo, hi
             if mid.value >= want:
