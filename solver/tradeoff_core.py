@@ -28,39 +28,12 @@ ties included. The caller checks the budget afterwards (solver.tradeoff_fastest)
 it answers the budgeted question too. A round that ends without a choice at or below T
 proves that none exists: the caller keeps T + 1 as a lower bound even when a later round fails.
 
-Why near-tied importance defeats it (measured on the 8B "near" family of benchmarks/frontier.py,
-scores within 0.1 %, seed 1, epsilon 0.005; the budget does not bind there). Importance is
-q_i * params with q_i within 0.1 % of one ratio q, and on staircases every step top lies on one
-line of latency per param, so the Lagrangian is nearly degenerate: moving any item by a whole
-step (32 dims) costs a reduced cost of 0.002 .. 2.5 latency units (half of it latency rounding).
-At the LP bound's own target every one of 120 items still has 2 .. 11 survivors, at 5 units
-above it 217 of 224 items do. Yet the integral optimum lies more than 64 units above the bound
-(no choice at bound + 64; the best known is bound + 174): step moves change the kept importance
-in lumps of q * 32 * unit, and the fraction of a lump the LP fills for free can only be bought
-by dims inside a latency step (11 .. 40 units a dim), by overshooting, or by swapping steps
-between items of different q_i, which costs the same price per unit of importance as
-overshooting (plus rounding noise). So the LP gap is real integrality, not a weak multiplier,
-and no residue of the cost (tradeoff_group) sees it: the q_i spread shifts the importance by
-more than a whole lump. Meanwhile the Pareto states of (importance, latency) within a slack S
-are every combination of cheap moves whose importance differs by more than S / price, and
-those grow with S: 3.4k states at the bound, 20k at bound + 4, 100k (6.5 s) at bound + 64.
-An LP bound on what the items to come must spend to fill a state's shortfall (tried) removes 5 %
-of them: every state lies on the LP line, and the LP of the rest fills any shortfall for free.
-With thousands of items the lumps combine finely enough that the bound is (nearly) reached:
-5k near seed 1 ends at the bound itself (44k states, 3 s), seed 2 at bound + 2, where the round
-needs 177k states (29 s) and the work budget stops it first. Lognormal importance has a clear LP
-break instead: there the old cap of 10k states x 8 was the only limit (8B seed 2: 5.7k states x
-18 candidates, proven in 0.04 s; its old unproven answer was 10 units slower than the optimum).
-So the quick search stops on work (WORK_PER_ITEM per item over all rounds), not on a state count.
-
-When it stops, solver.tradeoff runs it again exhaustively (Effort.exhaustive): no work cap, a
-time limit, and memory caps (states per item, states kept for the trace-back), from the beam's
-point down. It is exact, for the price of a subset sum: the 8B family above, seed 1, optimum at
-bound + 164, proven in 17-25 s on a 2-core EPYC (over 160k states, about 0.5 GB); SCIP and CP-SAT,
-given both constraints and 300 s each, proved nothing and ended 31 and 322 units above it. Two
-things made it affordable: the states' Pareto filter merges the expansions' sorted runs with a
-stable argsort instead of sorting three keys (16.5 s -> 8.9 s for the round at bound + 128), and
-a round whose doubled slack reaches half the ceiling's goes to the ceiling at once.
+Near-tied importance (scores within a fraction of a percent of one ratio) makes the Lagrangian
+nearly degenerate: the gap to the integral optimum is real integrality, and the Pareto states grow
+with the slack. So the quick search stops on work (WORK_PER_ITEM per item over all rounds), not on a
+state count; when it stops, solver.tradeoff runs it again exhaustively (Effort.exhaustive: no work
+cap, a time limit, memory caps on states), from the beam's point down: exact, for the price of a
+subset sum. The measurements behind this are in docs/results/tradeoff-near-ties.md.
 """
 
 from __future__ import annotations
