@@ -2,8 +2,8 @@
 
     from gac.client import Client
 
-    with Client("http://127.0.0.1:8000", token="gac_...") as gac:
-        stored = gac.align(Path("manifest.json"), platform="3f2a9c01")
+    with Client("http://127.0.0.1:8000", token="gac_...") as gac:   # or Client(): $GAC_SERVER, $GAC_TOKEN
+        stored = gac.align(Path("manifest.json"), platform="3f2a9c01", dtype="float32")  # id, fingerprint or prefix
         print(stored.result.latency.speedup, [w.dim for w in stored.result.weights])
         for p in gac.platforms():
             print(p.id, p.label)
@@ -55,7 +55,7 @@ from gac.contracts.api import (
 )
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.manifest import Manifest
-from gac.contracts.measurements import Batch, BatchReceipt, Dtype, Op
+from gac.contracts.measurements import DTYPE_FIELDS, Batch, BatchReceipt, Dtype, Op, PlatformDescriptor
 
 __all__ = [
     "AlignmentSummary",
@@ -76,8 +76,10 @@ __all__ = [
     "Step",
     "StoredAlignment",
     "StoredMeasurement",
+    "same_machine",
 ]
 
+DEFAULT_URL = "http://127.0.0.1:8000"  # `gac serve`'s default address
 DEFAULT_TIMEOUT_S = 30.0
 ALIGN_TIMEOUT_S = 600.0  # a large manifest with a cross-check can take minutes
 POLL_FIRST_S, POLL_MAX_S = 0.05, 1.0  # following a 202: the first wait, and the longest (or the service's Retry-After)
@@ -233,19 +235,21 @@ BatchLike = Batch | ColumnBatch | Mapping[str, Any]
 
 
 class Client:
-    """The GAC service at `url`, optionally with an API token (read, ingest or admin; default:
-    $GAC_TOKEN, as the CLI). Alignments need one unless the service runs with GAC_OPEN_ALIGN.
+    """The GAC service at `url` (default: $GAC_SERVER, else http://127.0.0.1:8000), optionally with
+    an API token (read, ingest or admin; default: $GAC_TOKEN), both as the CLI reads them.
+    Alignments need a token unless the service runs with GAC_OPEN_ALIGN.
 
     Use it as a context manager, or call close(), to release its connections.
     """
 
     def __init__(
-        self, url: str, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
+        self, url: str | None = None, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None, http: httpx.Client | None = None,
     ) -> None:
         """timeout: seconds per request (align has its own, longer one). transport: an httpx
         transport to send through (e.g. httpx.ASGITransport over an app in-process). http: an
         httpx.Client to share with other code; it is left open by close()."""
+        url = url or os.environ.get("GAC_SERVER") or DEFAULT_URL
         self.url = url.rstrip("/")
         self._headers = {"Accept": "application/json"}
         token = token if token is not None else os.environ.get("GAC_TOKEN")
@@ -320,17 +324,21 @@ class Client:
     # -- align
 
     def align(self, manifest: ManifestLike, platform: str | int | None = None, enqueue_missing: bool = False,
-              *, timeout: float | None = ALIGN_TIMEOUT_S) -> StoredAlignment:
+              *, dtype: Dtype | str | None = None, timeout: float | None = ALIGN_TIMEOUT_S) -> StoredAlignment:
         """POST /v1/align: align a manifest (a Manifest, its JSON document as a dict, or a path to a .json file).
 
         platform (id, fingerprint or unique prefix) overrides the manifest's target; without
-        either the alignment uses rules only. enqueue_missing queues a profiling job for the
+        either the alignment uses rules only. dtype overrides the manifest's workload dtype (as
+        `gac align --dtype`): a platform is profiled in the dtype it runs fast, and a prediction
+        needs curves in the alignment's dtype. enqueue_missing queues a profiling job for the
         curves the platform lacks (needs an ingest token); their ids are in the answer's jobs.
         The manifest is checked by the service: bad fields come back as GacApiError 422 naming them.
         A large manifest is aligned off the request (the service answers 202): this call polls the
         stored alignment until it is done, within timeout seconds.
         """
         body = _manifest_body(manifest)
+        if dtype is not None:
+            body = _with_dtype(body, Dtype(dtype))
         response = self._request("POST", "/v1/align", params={"platform": platform, "enqueue_missing": enqueue_missing},
                                  content=body, content_type="application/json", timeout=timeout)
         if response.status_code == 202:  # a large manifest: aligned off the request, stored under the URL to poll
@@ -372,6 +380,31 @@ class Client:
     def platform(self, ref: str | int) -> Platform:
         """GET /v1/platforms/{ref}: by id, fingerprint, or a unique fingerprint prefix (8+ characters)."""
         return self._get(f"/v1/platforms/{_path_part(ref)}", Platform)
+
+    def platform_of(self, machine: PlatformDescriptor) -> Platform:
+        """The stored platform of the machine `machine` describes (what the agent's
+        `profiler_agent.platform.detect_platform()` or `gac agent platform` says of it).
+
+        The platform with its fingerprint, else the most recently seen one that differs only in
+        its thread count (a profile timed with --threads 1 on a busy machine is still this
+        machine's). Its descriptor carries `machine`'s native and fast dtypes, which the service
+        does not keep. GacApiError 404 when the service has no such platform.
+        """
+        try:
+            found = self.platform(machine.fingerprint())
+        except GacApiError as exc:
+            if exc.status != 404:
+                raise
+            kin = (p for p in self.platforms(device_kind=machine.device_kind, name=machine.device_name)
+                   if same_machine(p.descriptor, machine))
+            nearest = next(kin, None)
+            if nearest is None:
+                raise GacApiError(404, "NotFound", f"no platform on {self.url} is this machine ({machine.label()}, "
+                                  f"fingerprint {machine.fingerprint()[:16]}): profile it first (`gac agent run --server "
+                                  f"{self.url} --token T --plan quick`)", method="GET", url=f"{self.url}/v1/platforms") from exc
+            found = nearest
+        dtypes = {f: getattr(machine, f) for f in DTYPE_FIELDS if getattr(machine, f) is not None}
+        return found.model_copy(update={"descriptor": found.descriptor.model_copy(update=dtypes)})
 
     def curves(self, platform: str | int, op: Op | str | None = None, dtype: Dtype | str | None = None,
                axis: str | None = None) -> list[CurveSummary]:
@@ -483,6 +516,24 @@ def _manifest_body(manifest: ManifestLike) -> bytes:
             raise GacClientError(f"manifest {path} is not JSON: {exc}") from exc
         return text
     raise TypeError(f"align takes a Manifest, its document (dict) or a path, not {type(manifest).__name__}")
+
+
+def _with_dtype(body: bytes, dtype: Dtype) -> bytes:
+    """The manifest document with its workload in `dtype` (a workload is added if it had none)."""
+    doc = json.loads(body)
+    if not isinstance(doc, dict):
+        raise GacClientError(f"a manifest is a JSON object, not a {type(doc).__name__}")
+    workload = doc.get("workload")
+    doc["workload"] = {**(workload if isinstance(workload, dict) else {"tokens": [1024]}), "dtype": dtype.value}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def same_machine(a: PlatformDescriptor, b: PlatformDescriptor) -> bool:
+    """Whether two descriptors are one machine and software stack, whatever thread count each
+    was timed with (threads are part of the fingerprint: a profile timed with another count is
+    another platform of the same machine)."""
+    ignore = {"threads", *DTYPE_FIELDS}
+    return a.model_dump(mode="json", exclude=ignore, exclude_none=True) == b.model_dump(mode="json", exclude=ignore, exclude_none=True)
 
 
 def _json(response: httpx.Response, kind: type) -> Any:

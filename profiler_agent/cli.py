@@ -7,6 +7,7 @@ joins the agent and the service: it lives in gac/commands/profile.py.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
+    from profiler_agent.cpu_load import Busy
     from profiler_agent.delivery import BatchFileWriter, Deliverer, DeliveryStats, Spool
     from profiler_agent.interrupt import StopSignals
     from profiler_agent.jobs import Job, JobClient, ProgressLine
@@ -57,11 +59,12 @@ def client_settings(server: str | None, token: str | None) -> tuple[str | None, 
     return server or cfg.server, token or cfg.token
 
 
-def check_server(server: str, token: str, client: httpx.Client, need_server: bool) -> None:
+def check_server(server: str, token: str, client: httpx.Client, need_server: bool, offline_ok: bool = False) -> None:
     """Before any timing: a token the service refuses fails now, not after the profile.
 
-    An unreachable service is fine for a plain run (results are spooled and sent later) but
-    not for --jobs, which needs the queue."""
+    An unreachable service stops the run before it times anything (a mistyped --server would
+    otherwise cost a whole profile), unless the user asked to profile offline (`offline_ok`: --out
+    or --spool); --jobs always needs the queue."""
     import httpx
 
     try:
@@ -69,6 +72,13 @@ def check_server(server: str, token: str, client: httpx.Client, need_server: boo
     except httpx.TransportError as err:
         if need_server:
             console.print(f"[red]cannot reach {server} ({type(err).__name__}): --jobs needs the service[/red]")
+            raise typer.Exit(1) from err
+        if not offline_ok:
+            console.print(
+                f"cannot reach {server} ({type(err).__name__}): nothing timed. Check --server (or GAC_SERVER); "
+                "to profile offline on purpose add --spool (results wait in the spool for `gac agent flush`) "
+                "or --out FILE (for `gac ingest`)", style="red", markup=False, highlight=False,
+            )
             raise typer.Exit(1) from err
         console.print(f"[yellow]cannot reach {server} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
         return
@@ -136,6 +146,8 @@ def open_session(device: str, threads: int | None, timing: bool = True) -> _Sess
 
     try:
         dev = parse_device(device)
+        if timing and dev.type == "cpu" and threads is None:
+            threads = _threads_for_load()
         timer = make_timer(dev, threads)  # sets the thread count before the platform reads it
         platform = detect_platform(dev)
     except (RuntimeError, ValueError) as err:
@@ -146,16 +158,38 @@ def open_session(device: str, threads: int | None, timing: bool = True) -> _Sess
     return _Session(str(dev), timer, platform)
 
 
+def _threads_for_load(busy: Callable[[], Busy | None] | None = None) -> int | None:
+    """No --threads on a CPU that other work already uses: time with one thread, and say so. Several
+    intra-op threads stall at every barrier when one of them is descheduled (whole scheduler ticks,
+    milliseconds: a 91 us GEMM read 24 ms), while one thread waits on no other and its preempted
+    samples are recognised and dropped. None (torch's default) on a quiet machine."""
+    import torch
+
+    from profiler_agent.cpu_load import busy_now, contention_warning
+
+    cores, default = os.cpu_count() or 1, torch.get_num_threads()
+    if default <= 1:
+        return None
+    now = (busy or busy_now)()
+    if contention_warning(now, cores, default) is None:
+        return None
+    assert now is not None
+    console.print(f"{now.how} on {cores} cores: timing with --threads 1 instead of {default} (threads that wait on "
+                  "descheduled threads stall; one thread does not); pass --threads to choose", markup=False, highlight=False)
+    return 1
+
+
 def _warn_if_busy(platform: PlatformDescriptor) -> None:
     """On a CPU that other work already uses, intra-op threads stall at every barrier
-    (whole scheduler ticks, milliseconds): say so before the figures go wrong."""
+    (whole scheduler ticks, milliseconds): say so before the figures go wrong. Points timed
+    while it was busy are re-timed or sent flagged (profiler_agent.quality)."""
     from profiler_agent.cpu_load import busy_now, contention_warning
 
     if platform.device_kind != "cpu" or not platform.cores or not platform.threads or platform.threads <= 1:
         return  # one timing thread waits on no other: no need to sample the load
     warning = contention_warning(busy_now(), platform.cores, platform.threads)
     if warning:
-        console.print(f"[yellow]warning: {warning}[/yellow]")
+        console.print(f"[yellow]warning: {warning}; points timed while it is busy are re-timed or flagged[/yellow]")
 
 
 def run_with_progress(
@@ -263,12 +297,16 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
     t.add_column("median us", justify="right", no_wrap=True)
     t.add_column("largest step", no_wrap=True)
     t.add_column("fail", justify="right")
+    t.add_column("flagged", justify="right")
     groups: dict[tuple[int, str], list] = {}
     for o in result.outcomes:
         groups.setdefault((o.point.sweep, o.point.dtype.value), []).append(o)
     for (i, dtype), outs in sorted(groups.items()):
         sweep = plan.sweeps[i]
-        ok = sorted((o.point.shape[sweep.axis], o.result) for o in outs if o.result is not None)
+        # A flagged point (profiler_agent.quality) is no evidence of a step: left out of the range and steps.
+        ok = sorted(((o.point.shape[sweep.axis], o.result) for o in outs
+                     if o.result is not None and o.measurement is not None and o.measurement.quality is None), key=lambda p: p[0])
+        flagged = sum(1 for o in outs if o.measurement is not None and o.measurement.quality is not None)
         failed = sum(1 for o in outs if o.error)
         rng, step = "-", "-"
         if ok:
@@ -276,7 +314,7 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
             rng = f"{min(meds):.1f}..{max(meds):.1f}"
             step = _largest_step(ok, sweep.axis)
         name = f"{sweep.op.value} {_SHORT.get(dtype, dtype)} {sweep.axis} | {shape_key(sweep.fixed)}"
-        t.add_row(name, str(len(ok)), rng, step, str(failed) if failed else "")
+        t.add_row(name, str(len(ok)), rng, step, str(failed) if failed else "", str(flagged) if flagged else "")
     return t
 
 
@@ -332,6 +370,7 @@ class AgentRunOptions:
     out: Path | None = None
     threads: int | None = None
     spool_dir: Path | None = None
+    spool: bool = False  # time even when --server cannot be reached now: results wait in the spool
     adaptive: bool = True
     max_jobs: int = 1000
     lease_seconds: int = 600
@@ -347,6 +386,8 @@ class AgentRunOptions:
             return "--token (or GAC_TOKEN) is required with --server"
         if self.jobs and self.server is None:
             return "--jobs needs --server"
+        if self.spool and self.server is None:
+            return "--spool keeps what --server cannot take now: give --server too (or --out FILE alone, offline)"
         return None
 
 
@@ -425,7 +466,7 @@ def run_agent(opts: AgentRunOptions) -> int:
 
     with httpx.Client(timeout=30.0) as client:
         if opts.server is not None and opts.token is not None:
-            check_server(opts.server, opts.token, client, need_server=opts.jobs)
+            check_server(opts.server, opts.token, client, need_server=opts.jobs, offline_ok=opts.spool or opts.out is not None)
         session = open_session(opts.device, opts.threads)
         console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
         plan = None if (opts.jobs and opts.plan is None) else _load_plan(opts.plan, opts.dtypes, session.platform)
@@ -578,6 +619,9 @@ def agent_run(
     out: Annotated[Path | None, typer.Option("--out", help="Also append result batches to this JSONL file")] = None,
     threads: ThreadsOpt = None,
     spool_dir: SpoolOpt = None,
+    spool: Annotated[bool, typer.Option(
+        "--spool", help="Profile even if --server cannot be reached now: results wait in the spool (`gac agent flush` sends them)",
+    )] = False,
     adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive", help="Refine adaptive sweeps only around steps")] = True,
     max_jobs: Annotated[int, typer.Option("--max-jobs", min=1, help="Stop after this many jobs")] = 1000,
     lease_seconds: Annotated[int, typer.Option("--lease-seconds", min=10)] = 600,
@@ -592,7 +636,7 @@ def agent_run(
     server, token = client_settings(server, token)
     opts = AgentRunOptions(
         server=server, token=token, plan=plan, device=device, dtypes=dtype, jobs=jobs, out=out, threads=threads,
-        spool_dir=spool_dir, adaptive=adaptive, max_jobs=max_jobs, lease_seconds=lease_seconds, batch_size=batch_size,
+        spool_dir=spool_dir, spool=spool, adaptive=adaptive, max_jobs=max_jobs, lease_seconds=lease_seconds, batch_size=batch_size,
         quiet=quiet, retries=retries,
     )
     error = opts.usage_error()
@@ -665,17 +709,25 @@ def ingest(
 ) -> None:
     """Upload a results file (one batch per line); safe to repeat: ingest is idempotent."""
     from profiler_agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy, read_batch_file
+    from profiler_agent.delivery.files import NotAResultsFile, check_results_file
 
     server, token = client_settings(server, token)
     if server is None or not token:
         console.print("[red]--server and --token (or GAC_SERVER / GAC_TOKEN) are required[/red]")
         raise typer.Exit(2)
+    try:
+        check_results_file(file)
+    except (NotAResultsFile, OSError) as err:
+        console.print(str(err) if isinstance(err, NotAResultsFile) else f"cannot read {file}: {err.strerror}", style="red",
+                      markup=False, highlight=False)
+        raise typer.Exit(2) from err
     stats, bad = DeliveryStats(), 0
     with BatchSender(server, token, RetryPolicy(retries)) as sender:
         for lineno, batch, error in read_batch_file(file):
             if batch is None:
-                console.print(f"[red]{file}: {error}[/red]")
                 bad += 1
+                if bad <= SHOWN_BAD_LINES:  # a file of bad lines says so in a few, not one per line
+                    console.print(f"{file}: {error}", style="red", markup=False, highlight=False)
                 continue
             try:
                 stats.merge_receipt(sender.send_document(batch.model_dump(mode="json", by_alias=True)))
@@ -686,8 +738,13 @@ def ingest(
                 console.print(f"[red]line {lineno}: {err}; stopping (re-run the command later: it is idempotent)[/red]")
                 bad += 1
                 break
+    if bad > SHOWN_BAD_LINES:
+        console.print(f"{file}: ... and {bad - SHOWN_BAD_LINES} more bad line(s)", style="red", markup=False, highlight=False)
     console.print(_delivery_line(stats))
     raise typer.Exit(1 if bad else 0)
+
+
+SHOWN_BAD_LINES = 3  # gac ingest: bad lines shown one by one; the rest are counted
 
 
 def register(app: typer.Typer) -> None:

@@ -18,6 +18,7 @@ from gac.contracts.ids import new_id
 from gac.contracts.measurements import Dtype, Measurement
 from gac.contracts.plans import PlanPoint, Sweep, SweepPlan, Timing
 from profiler_agent.kernels import Kernel, build_kernel, release_weight_pools
+from profiler_agent.quality import QualityGate, for_timer, isolated
 from profiler_agent.timing import Timer, TimingResult
 
 _T = TypeVar("_T")
@@ -57,7 +58,9 @@ class RunResult:
         return [o for o in self.outcomes if o.error is not None]
 
 
-def to_measurement(point: PlanPoint, result: TimingResult, backend: str | None, kernel: str | None) -> Measurement:
+def to_measurement(
+    point: PlanPoint, result: TimingResult, backend: str | None, kernel: str | None, flags: Sequence[str] = (),
+) -> Measurement:
     return Measurement(
         id=new_id(),  # made here, once: every re-send of this row carries the same id
         op=point.op,
@@ -76,6 +79,7 @@ def to_measurement(point: PlanPoint, result: TimingResult, backend: str | None, 
         samples_discarded=result.extra.get("preempted"),
         sm_clock_mhz=result.extra.get("sm_clock_mhz"),
         throttle_reasons=result.extra.get("throttle_reasons"),
+        quality=",".join(dict.fromkeys(flags)) or None,
     )
 
 
@@ -107,8 +111,28 @@ def values_to_refine(full: list[int], coarse: list[int], medians: dict[int, floa
     return fill
 
 
+@dataclass
+class _Seen:
+    """A point of the current run as its curve's neighbours see it."""
+
+    median_us: float
+    spread: float
+    index: int  # in RunResult.outcomes
+    judged: bool = False  # checked against measured neighbours on both sides
+
+
 class PlanRunner:
-    """Times every point of a plan on one device with one timer."""
+    """Times every point of a plan on one device with one timer.
+
+    Every point passes a quality gate (profiler_agent.quality): one whose samples show stalls is timed
+    again, and sent flagged if every try shows them. A point timed before both of its neighbours is
+    judged against them once they are measured; if it is then a spike with a huge spread, it is timed
+    again, and two clean re-measurements outvote it (points measured more than once are combined by
+    median) or, failing that, the re-measurements go flagged.
+
+    A timer that can time several points per host round trip (`points_per_round` > 1: the CUDA timer)
+    gets the plan's points in groups of that many.
+    """
 
     def __init__(
         self,
@@ -119,17 +143,19 @@ class PlanRunner:
         adaptive: bool = True,
         shuffle_seed: int | None = 0,
         build: KernelBuilder = build_kernel,
+        gate: QualityGate | None = None,
     ) -> None:
         self.timer = timer
         self.build = build
+        self.gate = gate if gate is not None else for_timer(timer)
+        self._seen: dict[tuple[int, Dtype], dict[int, _Seen]] = {}
         self.device = torch.device(device)
         self.on_progress = on_progress
         self.on_measurement = on_measurement
         self.adaptive = adaptive
         # Points are timed in a shuffled order (None: plan order). A noisy spell (another tenant, a clock
         # change) then hits scattered dims, which the curve model treats as outliers, rather than a run of
-        # neighbouring dims, which looks like a step: timed in order, a VM here put 1903-1905 at 14-16 ms
-        # between neighbours at 8.6-10.7 ms.
+        # neighbouring dims, which looks like a step (docs/results/evidence.md).
         self.shuffle_seed = shuffle_seed
         self._done = 0
         self._total = 0
@@ -138,6 +164,7 @@ class PlanRunner:
         started = time.perf_counter()
         out = RunResult(plan=plan.name)
         self._done = 0
+        self._seen = {}
         self._total = sum(
             len(s.coarse_values() if (self.adaptive and s.adaptive) else s.value_list()) * len(s.dtypes)
             for s in plan.sweeps
@@ -152,8 +179,14 @@ class PlanRunner:
                 else:
                     fixed += [(PlanPoint(sweep=i, op=sweep.op, dtype=dtype, shape=sweep.shape_at(v), axis=sweep.axis), timing)
                               for v in sweep.value_list()]
-        for point, timing in self._ordered(fixed, rng):
-            self._one(point, timing, out)
+        ordered = self._ordered(fixed, rng)
+        group = max(1, int(getattr(self.timer, "points_per_round", 1)))
+        if group > 1:
+            for at in range(0, len(ordered), group):
+                self._group(ordered[at:at + group], out)
+        else:
+            for point, timing in ordered:
+                self._one(point, timing, out)
         release_weight_pools()  # up to 256 MiB per dtype: not held between plans
         out.seconds = time.perf_counter() - started
         return out
@@ -165,17 +198,115 @@ class PlanRunner:
         return out
 
     def _one(self, point: PlanPoint, timing: Timing, out: RunResult) -> PointOutcome:
-        outcome = self._time(point, timing)
+        return self._keep(self._gated(point, timing, self._time(point, timing)), timing, out)
+
+    def _keep(self, outcome: PointOutcome, timing: Timing, out: RunResult) -> PointOutcome:
+        """Record a gated point, send it, and judge the earlier points it is a neighbour of."""
+        point = outcome.point
         out.outcomes.append(outcome)
         self._done += 1
         if outcome.measurement is not None and self.on_measurement is not None:
             self.on_measurement(outcome.measurement)
         if self.on_progress is not None:
             self.on_progress(Progress(self._done, self._total, point, outcome.result, outcome.error))
+        if outcome.result is not None and outcome.measurement is not None and outcome.measurement.quality is None:
+            curve = self._seen.setdefault((point.sweep, point.dtype), {})
+            x = point.shape[point.axis]
+            curve[x] = _Seen(outcome.result.median_us, outcome.result.spread, len(out.outcomes) - 1)
+            below, above = _nearest(curve, x)
+            for y in (x, below, above):
+                if y is not None and not curve[y].judged and None not in _nearest(curve, y):
+                    self._judge(curve, y, timing, out)
         return outcome
 
     def _time(self, point: PlanPoint, timing: Timing) -> PointOutcome:
-        return time_point(point, self.timer, timing, self.device, self.build)
+        return self._probed(lambda: time_point(point, self.timer, timing, self.device, self.build))
+
+    def _probed(self, timed: Callable[[], PointOutcome]) -> PointOutcome:
+        """One timing with the load read around it (the cores other work used meanwhile, in extra["busy_cores"])."""
+        load = self.gate.load
+        if load is not None:
+            load.start()
+        outcome = timed()
+        if load is not None and outcome.result is not None:
+            outcome.result.extra["busy_cores"] = load.stop()
+        return outcome
+
+    def _gated(self, point: PlanPoint, timing: Timing, outcome: PointOutcome) -> PointOutcome:
+        """The point re-timed while its samples show stalls (up to the gate's retries), flagged if they always do."""
+        tries = 0
+        while outcome.result is not None and outcome.measurement is not None:
+            flags = self.gate.flags(outcome.result, outcome.result.extra.get("busy_cores"))
+            if not flags:
+                return outcome
+            if tries >= self.gate.retries:
+                return _flagged(outcome, flags)
+            tries += 1
+            outcome = self._time(point, timing)
+        return outcome
+
+    def _judge(self, curve: dict[int, _Seen], x: int, timing: Timing, out: RunResult) -> None:
+        """Judge point x against its measured neighbours; a spike with a huge spread is timed again."""
+        seen = curve[x]
+        seen.judged = True
+        below, above = _nearest(curve, x)
+        assert below is not None and above is not None
+        if not isolated(seen.median_us, seen.spread, curve[below].median_us, curve[above].median_us):
+            return
+        first = out.outcomes[seen.index]
+        clean: list[PointOutcome] = []
+        for _ in range(1 + self.gate.retries):
+            again = self._gated(first.point, timing, self._time(first.point, timing))
+            if again.result is None or again.measurement is None:
+                continue
+            flags = [] if again.measurement.quality is None else again.measurement.quality.split(",")
+            if isolated(again.result.median_us, again.result.spread, curve[below].median_us, curve[above].median_us):
+                flags.append("isolated")
+            if flags:
+                again = _flagged(again, flags)
+            else:
+                clean.append(again)
+            if again.measurement is not None and self.on_measurement is not None:
+                self.on_measurement(again.measurement)
+            if len(clean) >= 2:
+                break
+        if clean:  # what the point now reads: the median of its runs, as the service combines them
+            runs = sorted([first, *clean], key=lambda o: o.result.median_us if o.result else 0.0)
+            best = runs[len(runs) // 2]
+            out.outcomes[seen.index] = best
+            if best.result is not None:
+                seen.median_us, seen.spread = best.result.median_us, best.result.spread
+
+    def _group(self, items: Sequence[tuple[PlanPoint, Timing]], out: RunResult) -> None:
+        """Points timed together, their rounds queued behind one lead (the timer's time_many); each then gated."""
+        built: list[tuple[PlanPoint, Timing, Kernel]] = []
+        for point, timing in items:
+            try:
+                with torch.inference_mode():
+                    kernel = self.build(point.op, point.dtype, point.shape, self.device, weight_pool_bytes=self.timer.weight_pool_bytes)
+            except (RuntimeError, ValueError, MemoryError, NotImplementedError) as err:
+                self._keep(PointOutcome(point, None, None, f"{type(err).__name__}: {err}"[:500]), timing, out)
+                continue
+            built.append((point, timing, kernel))
+        by_timing: dict[str, list[tuple[PlanPoint, Timing, Kernel]]] = {}
+        for b in built:  # one stopping rule per call: points of sweeps with other timings go separately
+            by_timing.setdefault(b[1].model_dump_json(), []).append(b)
+        for members in by_timing.values():
+            self._time_together(members, out)
+
+    def _time_together(self, built: list[tuple[PlanPoint, Timing, Kernel]], out: RunResult) -> None:
+        results: list[TimingResult | None]
+        try:
+            with torch.inference_mode():
+                results = list(self.timer.time_many([k.fn for _, _, k in built], built[0][1]))
+        except (RuntimeError, ValueError, MemoryError, NotImplementedError):
+            results = [None] * len(built)  # timed one by one below, each with its own error
+        for (point, timing, kernel), result in zip(built, results):
+            if result is None:
+                self._one(point, timing, out)
+                continue
+            outcome = PointOutcome(point, to_measurement(point, result, kernel.backend, kernel.kernel), result)
+            self._keep(self._gated(point, timing, outcome), timing, out)
 
     def _run_adaptive(self, i: int, sweep: Sweep, dtype: Dtype, timing: Timing, out: RunResult, rng: random.Random) -> None:
         """The coarse values first, then the values between coarse neighbours that differ by more than the jump."""
@@ -191,6 +322,19 @@ class PlanRunner:
         self._total += len(fill)
         for v in self._ordered(fill, rng):
             self._one(PlanPoint(sweep=i, op=sweep.op, dtype=dtype, shape=sweep.shape_at(v), axis=sweep.axis), timing, out)
+
+
+def _nearest(curve: dict[int, _Seen], x: int) -> tuple[int | None, int | None]:
+    """The nearest measured dims below and above x on its curve."""
+    below = max((y for y in curve if y < x), default=None)
+    above = min((y for y in curve if y > x), default=None)
+    return below, above
+
+
+def _flagged(outcome: PointOutcome, flags: Sequence[str]) -> PointOutcome:
+    assert outcome.result is not None and outcome.measurement is not None
+    m = outcome.measurement.model_copy(update={"quality": ",".join(dict.fromkeys(flags))})
+    return PointOutcome(outcome.point, m, outcome.result, outcome.error)
 
 
 def run_plan(

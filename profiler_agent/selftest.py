@@ -641,6 +641,15 @@ def check_cuda_timer(dev: torch.device, platform: PlatformDescriptor | None, tim
     if dev.type != "cuda":
         return _skip(name, "CPU device: no CUDA events (the CPU timer is compared with torch.utils.benchmark)")
     timer = timer or CudaTimer(dev)
+    flush = max(timer.flush_bytes, 256 << 20)
+    return _against_reference(name, "cuda events", dev, platform, timer, shapes, repeats,
+                              lambda fn: cuda_events_reference_us(fn, dev, flush))
+
+
+def _against_reference(name: str, reference: str, dev: torch.device, platform: PlatformDescriptor | None, timer: CudaTimer,
+                       shapes: Sequence[tuple[int, int, int]], repeats: int,
+                       reference_us: Callable[[Callable[[], object]], float]) -> CheckResult:
+    """The CUDA timer against a reference timer on GEMMs of these shapes in the platform's fast dtype."""
     dtype = _cuda_gemm_dtype(platform)
     agreements = []
     for m, n, k in shapes:
@@ -649,13 +658,13 @@ def check_cuda_timer(dev: torch.device, platform: PlatformDescriptor | None, tim
             agreements.append(compare(
                 f"{_gemm_label(m, n, k)} {dtype}",
                 partial(_timer_us, timer, kernel.fn),
-                partial(cuda_events_reference_us, kernel.fn, dev, max(timer.flush_bytes, 256 << 20)),
+                partial(reference_us, kernel.fn),
                 repeats,
             ))
         del kernel
     with torch.cuda.device(dev):
         busy = _gpu_busy()
-    return judge_agreement(name, "cuda events", agreements, busy)
+    return judge_agreement(name, reference, agreements, busy)
 
 
 def triton_do_bench() -> Callable[..., Any] | None:
@@ -688,21 +697,8 @@ def check_triton_timer(dev: torch.device, platform: PlatformDescriptor | None, t
     if do_bench is None:
         return _skip(name, "triton is not installed (optional): the CUDA timer was compared with CUDA events only")
     timer = timer or CudaTimer(dev)
-    dtype = _cuda_gemm_dtype(platform)
-    agreements = []
-    for m, n, k in shapes:
-        kernel = build_kernel(Op.gemm, dtype, {"m": m, "n": n, "k": k}, dev)
-        with torch.inference_mode():
-            agreements.append(compare(
-                f"{_gemm_label(m, n, k)} {dtype}",
-                partial(_timer_us, timer, kernel.fn),
-                partial(triton_reference_us, do_bench, kernel.fn, dev),
-                repeats,
-            ))
-        del kernel
-    with torch.cuda.device(dev):
-        busy = _gpu_busy()
-    return judge_agreement(name, "triton do_bench", agreements, busy)
+    return _against_reference(name, "triton do_bench", dev, platform, timer, shapes, repeats,
+                              lambda fn: triton_reference_us(do_bench, fn, dev))
 
 
 # ---------------------------------------------------------------- L2 flush

@@ -55,6 +55,7 @@ class SimulatedGpu:
     host_us: float = 0.0  # the host's clock
     free_us: float = 0.0  # when the device has run everything queued so far
     launches: int = 0
+    syncs: int = 0  # host waits for the device: the round trips a timer pays for
     _cold: bool = True  # whether the next kernel's operands were flushed out of the L2
     _rng: random.Random = field(init=False)
 
@@ -103,6 +104,7 @@ class SimulatedGpu:
 
     def synchronize(self) -> None:
         self.host_us = max(self.host_us, self.free_us) + self.host.sync_us
+        self.syncs += 1
 
     def elapsed_us(self, start: Any, end: Any) -> float:
         if start.at_us is None or end.at_us is None:

@@ -62,11 +62,15 @@ def batch_median_halfwidth(samples: Sequence[float], batches: int = MEDIAN_BATCH
     return _T975[batches - 1] * sd / math.sqrt(batches)
 
 
+def spread_of_sorted(ordered: Sequence[float]) -> float:
+    """(p90 - p10) / median of sorted samples: the noise figure the stopping rule compares with its target."""
+    med = percentile(ordered, 0.5)
+    return (percentile(ordered, 0.9) - percentile(ordered, 0.1)) / med if med > 0 else math.inf
+
+
 def relative_spread(samples: Sequence[float]) -> float:
-    """(p90 - p10) / median: the noise figure the stopping rule compares with its target."""
-    s = sorted(samples)
-    med = percentile(s, 0.5)
-    return (percentile(s, 0.9) - percentile(s, 0.1)) / med if med > 0 else math.inf
+    """(p90 - p10) / median of samples in any order."""
+    return spread_of_sorted(sorted(samples))
 
 
 @dataclass(frozen=True)
@@ -97,15 +101,15 @@ def summarize(samples_us: Sequence[float], **kw: Any) -> TimingResult:
         p90_us=max(p90, med),
         mean_us=sum(s) / len(s),
         n=len(s),
-        spread=(p90 - p10) / med if med > 0 else math.inf,
+        spread=spread_of_sorted(s),
         samples_us=tuple(samples_us),
         **kw,
     )
 
 
 # Where a model's weights come from: beyond the caches. Rotating a kernel's weights through
-# this many bytes reads them from memory on a CPU (on a 2-core Xeon VM with 2 MiB of L2 a
-# GEMM's time grew with the pool up to 64 MiB and stayed within a few % from there to 1 GiB).
+# this many bytes reads them from memory on a CPU: well past the size where a GEMM's time stops
+# growing with the pool (docs/results/evidence.md).
 WEIGHT_POOL_BYTES = 256 << 20
 # What the platform records of it (PlatformDescriptor.timing): CPU curves timed hot, or with another
 # pool, never mix with these.
@@ -117,7 +121,8 @@ QUEUED_L2_FLUSH = "l2-flush/queued"
 
 # The CUDA timer's rounds (see CudaTimer).
 ROUND_US = 2_000.0  # device time a round aims at: ~2 ms, so a point takes a few host round trips
-MIN_ROUND, MAX_ROUND = 10, 200  # samples per round
+MIN_ROUND, MAX_ROUND = 10, 200  # samples per round (per point)
+POINTS_PER_ROUND = 8  # points whose samples share a round in time_many: one lead and one synchronisation for all
 LEAD_FACTOR = 1.5  # spin before a round: this many times the host's time to queue it
 MAX_LEAD_US = 50_000.0  # a host slower than this per round is kept (extra["late_rounds"]), not waited on
 FIRST_CALLS = 3  # untimed calls on a new point
@@ -145,40 +150,63 @@ class Timer(ABC):
     ) -> TimingResult:
         """The shared stopping rule over a sample source (microseconds per call, any number per
         call of the source: [] when it discarded what it took)."""
-        cap_s = timing.time_cap_ms / 1e3
-        samples: list[float] = []
-        next_check = timing.min_samples
-        stop: StopReason = "max_samples"
-        while len(samples) < timing.max_samples:
+        rule = StopRule(timing)
+        while rule.stop is None:
             taken = take_samples()
             if not taken:
-                if self.now() - started >= 2 * cap_s:
+                if self.now() - started >= 2 * rule.cap_s:
                     break  # the source keeps discarding: the caller falls back
                 continue
-            samples.extend(taken[: timing.max_samples - len(samples)])
-            n = len(samples)
-            if n >= next_check:
-                # Re-check the spread every ~10 % more samples: sorting each time is O(n log n).
-                next_check = n + max(1, n // 10)
-                ordered = sorted(samples)
-                med = percentile(ordered, 0.5)
-                if med > 0 and (percentile(ordered, 0.9) - percentile(ordered, 0.1)) / med < timing.target_spread:
-                    stop = "spread"
-                    break
-                if timing.median_ci > 0 and med > 0:
-                    lo, hi = median_ci(ordered)
-                    batch = batch_median_halfwidth(samples)
-                    # Both intervals must be tight: the order-statistic one assumes independent
-                    # samples, the batch one does not but needs >= 50 samples.
-                    if batch is not None and max(med - lo, hi - med, batch) / med < timing.median_ci:
-                        stop = "median_ci"
-                        break
-            if n >= timing.min_samples and self.now() - started >= cap_s:
-                stop = "time_cap"
-                break
-        if not samples:
+            rule.add(taken, self.now() - started)
+        if not rule.samples:
             raise RuntimeError("no sample was kept within twice the time cap")
-        return summarize(samples, timer=self.name, stop=stop, wall_s=self.now() - started, **kw)
+        return summarize(rule.samples, timer=self.name, stop=rule.stop or "max_samples", wall_s=self.now() - started, **kw)
+
+    # How many points time_many takes at once with a gain over one at a time (the CUDA timer's rounds).
+    points_per_round: int = 1
+
+    def time_many(self, fns: Sequence[Callable[[], object]], timing: Timing | None = None) -> list[TimingResult]:
+        """Several points, each by the same stopping rule; one after another unless the timer can do better."""
+        return [self.time(fn, timing) for fn in fns]
+
+
+class StopRule:
+    """The stopping rule of one point: at least min_samples, then stop once the spread (or the median's
+    confidence interval) is tight enough, or at the time cap or the sample cap (gac.contracts.plans.Timing)."""
+
+    def __init__(self, timing: Timing) -> None:
+        self.timing = timing
+        self.cap_s = timing.time_cap_ms / 1e3
+        self.samples: list[float] = []
+        self.stop: StopReason | None = None
+        self._next_check = timing.min_samples
+
+    def add(self, taken: Sequence[float], elapsed_s: float) -> StopReason | None:
+        """Take new samples (after elapsed_s of this point's time); the reason to stop, or None."""
+        timing, samples = self.timing, self.samples
+        samples.extend(taken[: timing.max_samples - len(samples)])
+        n = len(samples)
+        if n >= self._next_check:
+            # Re-check the spread every ~10 % more samples: sorting each time is O(n log n).
+            self._next_check = n + max(1, n // 10)
+            ordered = sorted(samples)
+            if spread_of_sorted(ordered) < timing.target_spread:
+                self.stop = "spread"
+                return self.stop
+            med = percentile(ordered, 0.5)
+            if timing.median_ci > 0 and med > 0:
+                lo, hi = median_ci(ordered)
+                batch = batch_median_halfwidth(samples)
+                # Both intervals must be tight: the order-statistic one assumes independent
+                # samples, the batch one does not but needs >= 50 samples.
+                if batch is not None and max(med - lo, hi - med, batch) / med < timing.median_ci:
+                    self.stop = "median_ci"
+                    return self.stop
+        if n >= timing.min_samples and elapsed_s >= self.cap_s:
+            self.stop = "time_cap"
+        elif n >= timing.max_samples:
+            self.stop = "max_samples"
+        return self.stop
 
 
 class CpuTimer(Timer):
@@ -337,30 +365,80 @@ class CudaTimer(Timer):
 
     def _round(self, fn: Callable[[], object], k: int, stats: dict[str, int]) -> list[float]:
         """k samples queued behind a spin, one synchronisation; [] when the queue ran dry."""
+        taken = self._round_many([fn], k, stats)
+        return taken[0] if taken else []
+
+    def _round_many(self, fns: Sequence[Callable[[], object]], k: int, stats: dict[str, int]) -> list[list[float]] | None:
+        """k samples of each fn, one fn after the other, all queued behind one spin, one synchronisation;
+        None when the queue ran dry."""
         q = self.queue
-        starts, ends = [q.event() for _ in range(k)], [q.event() for _ in range(k)]
+        total = k * len(fns)
+        events = [([q.event() for _ in range(k)], [q.event() for _ in range(k)]) for _ in fns]
         lead_done = q.event()
-        q.spin(min(MAX_LEAD_US, self._lead * self._host_us * k))
+        q.spin(min(MAX_LEAD_US, self._lead * self._host_us * total))
         q.record(lead_done)
         t0 = q.now()
-        for s, e in zip(starts, ends):
-            if self.cold:
-                q.flush_l2()
-            else:
+        for fn, (starts, ends) in zip(fns, events):
+            for s, e in zip(starts, ends):
+                if self.cold:
+                    q.flush_l2()
+                else:
+                    fn()
+                q.record(s)
                 fn()
-            q.record(s)
-            fn()
-            q.record(e)
-        self._host_us = (q.now() - t0) * 1e6 / k
+                q.record(e)
+        self._host_us = (q.now() - t0) * 1e6 / total
         ahead = not q.done(lead_done)  # the device was still spinning: every sample was queued in time
         q.synchronize()
         stats["rounds"] += 1
-        if not ahead and self._lead * self._host_us * k < MAX_LEAD_US:
+        if not ahead and self._lead * self._host_us * total < MAX_LEAD_US:
             stats["dry_rounds"] += 1
             self._lead *= 2
-            return []
+            return None
         stats["late_rounds"] += not ahead  # kept: the lead is at its cap (a very slow host)
-        return [q.elapsed_us(s, e) for s, e in zip(starts, ends)]
+        return [[q.elapsed_us(s, e) for s, e in zip(starts, ends)] for starts, ends in events]
+
+    points_per_round = POINTS_PER_ROUND
+
+    def time_many(self, fns: Sequence[Callable[[], object]], timing: Timing | None = None) -> list[TimingResult]:
+        """Several points at once: each round queues every unfinished point's samples behind one spin and
+        synchronises once, so the host's round trip (the lead, the synchronisation, the device idle while
+        the host queues the next round) is paid once per round for all of them, not once per point.
+        Each point keeps its own stopping rule; its time cap counts its share of each round's time."""
+        timing = timing or Timing()
+        if len(fns) <= 1:
+            return [self.time(fn, timing) for fn in fns]
+        q = self.queue
+        started = q.now()
+        if self._last_used is None or started - self._last_used > IDLE_S:
+            self._settle(fns[0], timing)
+        for fn in fns:
+            for _ in range(FIRST_CALLS):
+                fn()
+        stats = {"rounds": 0, "dry_rounds": 0, "late_rounds": 0}
+        rules = [StopRule(timing) for _ in fns]
+        spent = [0.0] * len(fns)  # each point's share of the time so far (seconds)
+        per_sample = 0.0  # host time per queued sample in the last round (us)
+        while active := [i for i, rule in enumerate(rules) if rule.stop is None]:
+            k = min(MAX_ROUND, max(MIN_ROUND, round(ROUND_US / (per_sample * len(active))))) if per_sample else MIN_ROUND
+            t0 = q.now()
+            taken = self._round_many([fns[i] for i in active], k, stats)
+            elapsed = q.now() - t0
+            per_sample = max(1.0, elapsed * 1e6 / (k * len(active)))
+            for j, i in enumerate(active):
+                spent[i] += elapsed / len(active)
+                if taken is not None:
+                    rules[i].add(taken[j], spent[i])
+            if taken is None and q.now() - started >= 2 * rules[0].cap_s * len(fns):
+                raise RuntimeError("no round was kept within twice the points' time caps")
+        self._last_used = q.now()
+        clocks = dict(q.clocks())
+        wall = q.now() - started
+        return [
+            summarize(rule.samples, timer=self.name, stop=rule.stop or "max_samples", wall_s=spent[i] or wall / len(fns),
+                      extra={**clocks, **stats, "points_per_round": len(fns)})
+            for i, rule in enumerate(rules)
+        ]
 
     def time(self, fn: Callable[[], object], timing: Timing | None = None) -> TimingResult:
         timing = timing or Timing()
@@ -429,6 +507,7 @@ __all__ = [
     "QUEUED_L2_FLUSH",
     "CpuTimer",
     "CudaTimer",
+    "StopRule",
     "Timer",
     "TimingResult",
     "WEIGHT_POOL_BYTES",

@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 PORT="${GAC_DEMO_PORT:-8765}"
 URL="http://127.0.0.1:${PORT}"
 MANIFEST="${1:-examples/cpu-demo-lowrank.json}"
+# One timing thread unless THREADS says otherwise, for every step: the thread count is part of the
+# platform's fingerprint, so the profile and the points --profile-missing adds must agree on it (an
+# agent that picks fewer threads on a busy machine at step 4 than at step 3 profiles another
+# platform), and one thread waits on no other, so other work on the machine stalls it least.
+THREADS="${THREADS:-1}"
 
 echo "== 1. the service, on the embedded database (GAC_DATA_DIR=${GAC_DATA_DIR:-default})"
 gac serve --port "$PORT" > "${TMPDIR:-/tmp}/gac-demo-service.log" 2>&1 &
@@ -25,14 +30,14 @@ TOKEN=$(gac token create --name "demo-$(hostname)-$(date +%s)" --scope ingest)
 echo "== 3. the agent: detect this platform (and its fast dtype), time the quick plan's kernels (about a minute)"
 # bf16 is emulated on CPUs without AVX512-BF16/AMX (many times slower than float32): profile
 # and align in the dtype this platform runs fast, unless DTYPE is set.
-PLATFORM_JSON=$(gac agent platform)
+PLATFORM_JSON=$(gac agent platform --threads "$THREADS")
 PLATFORM=$(echo "$PLATFORM_JSON" | python -c "import json,sys; print(json.load(sys.stdin)['fingerprint'])")
 DTYPE="${DTYPE:-$(echo "$PLATFORM_JSON" | python -c "import json,sys; print(json.load(sys.stdin).get('fast_dtype') or 'bfloat16')")}"
-gac agent run --server "$URL" --token "$TOKEN" --plan quick --dtype "$DTYPE"
+gac agent run --server "$URL" --token "$TOKEN" --plan quick --dtype "$DTYPE" --threads "$THREADS"
 
 echo "== 4. align $MANIFEST in $DTYPE on platform ${PLATFORM:0:12}: profile the points it still lacks, then align"
 # --profile-missing times exactly the curve points this alignment needs and the quick plan
 # did not cover (each window, the look-ahead, the compressor's own dims), sends them to the
 # service, and aligns again: the predicted speed-up is then complete.
-gac align "$MANIFEST" --server "$URL" --token "$TOKEN" --platform "$PLATFORM" --dtype "$DTYPE" --profile-missing --yes
+gac align "$MANIFEST" --server "$URL" --token "$TOKEN" --platform "$PLATFORM" --dtype "$DTYPE" --threads "$THREADS" --profile-missing --yes
 echo "== the dashboard: $URL/ (alignments: $URL/#/alignments)"

@@ -16,4 +16,6 @@ echo "backends: $GAC_TEST_BACKENDS"
 # Lint and types first (configured in pyproject.toml): ruff in a second, mypy in about a minute.
 ruff check .
 mypy  # gac, solver, profiler_agent and service
-exec python -m pytest -q -p no:cacheprovider "$@"
+# pytest's default lines show progress per file (its name, a dot per test, the share done) rather
+# than a quarter hour of bare dots; the slowest tests are listed at the end, where the time went.
+exec python -m pytest -p no:cacheprovider --durations=15 "$@"

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from types import FrameType
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -14,8 +18,9 @@ from gac import __version__
 from gac.contracts.columns import ColumnBatch
 from gac.contracts.measurements import Batch
 from service.align.endpoints import router as align_router
-from service.align.limits import AlignSlots
+from service.align.limits import AlignSlots, warm_up
 from service.auth.endpoints import router as auth_router
+from service.auth.guard import AuthFailures, quiet_access_log
 from service.cache import ResponseCache
 from service.cliffs.endpoints import router as cliffs_router
 from service.curves.endpoints import router as curves_router
@@ -25,7 +30,7 @@ from service.errors import install_error_handlers
 from service.health import router as health_router
 from service.ingest.endpoints import router as ingest_router
 from service.jobs.endpoints import router as jobs_router
-from service.limits import BodySizeLimit
+from service.limits import RequestGuard
 from service.measurements.endpoints import router as measurements_router
 from service.metrics import MetricsMiddleware, metrics_endpoint
 from service.platforms.endpoints import router as platforms_router
@@ -58,6 +63,34 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+class _Stopping:
+    since: float | None = None
+
+
+def _stop_alignments_on_sigterm(app: FastAPI) -> _Stopping:
+    """On SIGTERM, before the server's own handler: refuse new alignments, and give the running
+    ones (their checks too) the grace period, then stop them. The server meanwhile stops taking
+    connections and waits for its open ones (as long, `gac serve`'s timeout_graceful_shutdown):
+    a request waiting for a stopped alignment is answered 503, so both end within the grace."""
+    stopping = _Stopping()
+    if threading.current_thread() is not threading.main_thread():
+        return stopping  # an app run by a test client: no signals here
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if stopping.since is None:
+            stopping.since = time.monotonic()
+            slots = app.state.align_slots
+            slots.closing = True
+            grace = app.state.settings.shutdown_grace_seconds
+            threading.Thread(target=slots.stop, args=(grace,), name="gac-align-stop", daemon=True).start()
+        if callable(previous):
+            previous(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    return stopping
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     engine = make_engine(settings.url)
@@ -73,7 +106,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # whose full passes over it were stalling requests for tens of ms (p99 under wrk).
         gc.collect()
         gc.freeze()
+        stopping = _stop_alignments_on_sigterm(app)
+        threading.Thread(target=warm_up, name="gac-forkserver", daemon=True).start()
         yield
+        # Alignments and their checks get what is left of the grace period since SIGTERM, then stop.
+        grace = settings.shutdown_grace_seconds
+        left = grace if stopping.since is None else max(0.0, stopping.since + grace - time.monotonic())
+        await asyncio.to_thread(app.state.align_slots.stop, left)
+        app.state.align_slots.ledger.flush()
         if poller is not None:
             poller.cancel()
             with suppress(asyncio.CancelledError):
@@ -100,7 +140,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     install_ui(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.state.auth_failures = AuthFailures(settings.auth_failure_burst, settings.auth_failures_per_second)
+    quiet_access_log()
+    app.add_middleware(RequestGuard, settings=settings, failures=app.state.auth_failures)
     app.add_middleware(MetricsMiddleware)
     return app
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from typing import Annotated
 
 import typer
@@ -41,6 +43,8 @@ def serve(
 
     from service.app import create_app
     from service.db import make_engine, schema_status
+    from service.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
+    from service.server import PROTOCOL, raise_fd_limit
 
     settings = _settings()
     engine = make_engine(settings.url)
@@ -57,10 +61,25 @@ def serve(
             raise typer.Exit(1)
     console.print(f"GAC service on http://{host or settings.host}:{port or settings.port}  database: {_safe_url(settings.url)}")
     where, at = host or settings.host, port or settings.port
+    # On SIGTERM: no new connections, open ones get the grace period (the app stops its alignments
+    # within it and answers their requests 503), then the rest are cancelled and it exits.
+    grace = max(1, round(settings.shutdown_grace_seconds))
+    raise_fd_limit()  # before the workers start: they inherit it, and the connection cap follows it
+    # Limits no client can talk its way around (service/server.py): request-head deadline and size, connection cap.
+    guards = {"http": PROTOCOL, "h11_max_incomplete_event_size": settings.max_header_bytes}
     if workers == 1:
-        uvicorn.run(create_app(settings), host=where, port=at, log_level="info")
-    else:  # each worker builds its own app (and engine) from the same GAC_ settings
-        uvicorn.run("service.app:create_app", factory=True, workers=workers, host=where, port=at, log_level="info")
+        uvicorn.run(create_app(settings), host=where, port=at, log_level="info", timeout_graceful_shutdown=grace, **guards)
+        return
+    # Each worker builds its own app (and engine) from the same GAC_ settings, and counts its
+    # metrics into one shared directory, so that /metrics on any worker shows them all.
+    made = not os.environ.get(MULTIPROC_ENV)
+    metrics_dir = os.environ[MULTIPROC_ENV] = prepare_multiprocess_dir(os.environ.get(MULTIPROC_ENV))
+    try:
+        uvicorn.run("service.app:create_app", factory=True, workers=workers, host=where, port=at, log_level="info",
+                    timeout_graceful_shutdown=grace, **guards)
+    finally:
+        if made:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from service.auth.tokens import GRANTS, Scope, find_active
-from service.errors import Forbidden, Unauthorized
+from service.errors import Forbidden, TooManyRequests, Unauthorized
 from service.models import ApiToken
 from service.settings import Settings
 
@@ -58,18 +58,46 @@ def require(scope: Scope, session: Session, settings: Settings, creds: HTTPAutho
     return token
 
 
+def _verified(request: Request, creds: HTTPAuthorizationCredentials | None) -> ApiToken | None:
+    """The token the request guard (service/limits.py) already looked up for this request, if any."""
+    verified = request.scope.get("state", {}).get("token")
+    if verified is not None and creds is not None and verified[0] == creds.credentials:
+        return verified[1]
+    return None
+
+
+async def _checked(request: Request, scope: Scope, session: Session, settings: Settings,
+                   creds: HTTPAuthorizationCredentials | None) -> ApiToken:
+    """require() for a route's dependency: no second lookup of a token the guard checked, and
+    failures counted against the client (429 once it failed too often, before any lookup)."""
+    token = _verified(request, creds)
+    if token is None:
+        failures = request.app.state.auth_failures
+        client = request.client.host if request.client else "unknown"
+        if creds is not None and (wait := failures.retry_after(client)):
+            raise TooManyRequests("too many failed authentications from this client; retry later", wait)
+        try:
+            return await run_in_threadpool(require, scope, session, settings, creds)
+        except Unauthorized:
+            failures.failed(client)
+            raise
+    if scope not in GRANTS[Scope(token.scope)]:
+        raise Forbidden(f"this needs a token with scope {scope.value!r}; this one has {token.scope!r}")
+    return token
+
+
 def _require(scope: Scope):
-    def dependency(session: SessionDep, settings: SettingsDep, creds: Credentials) -> ApiToken:
-        return require(scope, session, settings, creds)
+    async def dependency(request: Request, session: SessionDep, settings: SettingsDep, creds: Credentials) -> ApiToken:
+        return await _checked(request, scope, session, settings, creds)
 
     return dependency
 
 
-async def _reader(session: SessionDep, settings: SettingsDep, creds: Credentials) -> ApiToken | None:
+async def _reader(request: Request, session: SessionDep, settings: SettingsDep, creds: Credentials) -> ApiToken | None:
     # Reads are open by default; a sent token is still checked so a bad one is never silently accepted.
     if creds is None and not settings.require_read_token:
         return None
-    return await run_in_threadpool(require, Scope.read, session, settings, creds)
+    return await _checked(request, Scope.read, session, settings, creds)
 
 
 IngestToken = Annotated[ApiToken, Depends(_require(Scope.ingest))]

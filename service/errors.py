@@ -3,6 +3,7 @@ OpenAPI declaration of that body for each status a route can answer (`responses=
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,6 +36,20 @@ class ErrorBody(BaseModel):
     detail: str | list[FieldError] = Field(description="a message, or for bad input the list of bad fields")
 
 
+def error_body(kind: str, detail: Any) -> dict[str, Any]:
+    """The envelope of every error answer (ErrorBody): {"error": kind, "detail": detail}."""
+    return {"error": kind, "detail": detail}
+
+
+def error_json(kind: str, detail: Any) -> bytes:
+    """error_body as the bytes of a response, for answers built outside the exception handlers."""
+    return json.dumps(error_body(kind, detail)).encode()
+
+
+def error_response(kind: str, detail: Any, status_code: int, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(kind, detail), status_code=status_code, headers=headers)
+
+
 _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer", "minimum": 0}}}
 # What each status means on any route that declares it.
 ERROR_STATUSES: dict[int, dict[str, Any]] = {
@@ -46,23 +61,30 @@ ERROR_STATUSES: dict[int, dict[str, Any]] = {
     403: {"description": "The token's scope does not allow this (or another token holds the job's lease)."},
     404: {"description": "Nothing by that id, reference or key on this service."},
     409: {"description": "The request conflicts with what is stored."},
-    413: {"description": "The body is over GAC_MAX_BODY_BYTES (or the manifest over GAC_ALIGN_MAX_WEIGHTS)."},
+    410: {"description": "The alignment was stopped: its client disconnected before the answer (nothing stored)."},
+    413: {"description": "The body is over GAC_MAX_BODY_BYTES (or the manifest over GAC_ALIGN_MAX_WEIGHTS, its estimated work over "
+                         "GAC_ALIGN_MAX_WORK with the estimate in the detail, or it needed more than GAC_ALIGN_MEMORY_MB)."},
     422: {"description": "The request does not validate: detail lists each bad field."},
     429: {
-        "description": "This token runs its GAC_ALIGN_CONCURRENCY_PER_TOKEN alignments already: retry after Retry-After.",
+        "description": "This token runs its GAC_ALIGN_CONCURRENCY_PER_TOKEN alignments already, or the service its "
+                       "GAC_ALIGN_MAX_RUNNING, or this client failed to authenticate too often (GAC_AUTH_FAILURE_BURST): "
+                       "retry after Retry-After.",
         "headers": {"Retry-After": {**_RETRY_AFTER["Retry-After"], "required": True}},
     },
     500: {"description": "Our exact solver and OR-Tools disagree: a bug, reported, never hidden."},
     503: {"description": "The database is unavailable (retry after Retry-After) or not ready.", "headers": _RETRY_AFTER},
+    504: {"description": "The alignment did not end within GAC_ALIGN_DEADLINE_SECONDS and was stopped (nothing stored)."},
 }
 
 
 def errors(*statuses: int, database: bool = True) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI `responses` for a route's error statuses, each an ErrorBody.
 
-    Every route may also answer 400 (a NUL in the URL is refused before routing) and, when it
-    reads the database, 503 (the database is briefly away): both are declared without asking."""
-    codes = {400, *statuses, *((503,) if database else ())}
+    Every route may also answer 400 (a NUL in the URL is refused before routing), when it checks
+    tokens 429 (too many failed ones), and, when it reads the database, 503 (the database is
+    briefly away): all are declared without asking."""
+    # A route that checks tokens refuses a client that keeps failing them (service/auth/guard.py).
+    codes = {400, *statuses, *((429,) if 401 in statuses else ()), *((503,) if database else ())}
     return {code: {"model": ErrorBody, **ERROR_STATUSES[code]} for code in sorted(codes)}
 
 
@@ -106,6 +128,10 @@ class Unprocessable(GacError):
     status_code = 422
 
 
+class ValidationError(Unprocessable):
+    """A body that does not validate, parsed off the request (a worker process): named as FastAPI's own 422."""
+
+
 class TooManyRequests(GacError):
     status_code = 429
 
@@ -121,6 +147,10 @@ class SolverDisagreement(GacError):
 
 class NotReady(GacError):
     status_code = 503
+
+    def __init__(self, detail: Any) -> None:
+        # A load balancer or client polling /readyz through a restart or an outage waits this long.
+        super().__init__(detail, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 RETRY_AFTER_S = 2  # what a client is told to wait when the database is briefly away
@@ -172,15 +202,15 @@ def _allowed_methods(request: Request) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GacError)
     async def _gac_error(_: Request, exc: GacError) -> JSONResponse:
-        return JSONResponse(
-            {"error": type(exc).__name__, "detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
+        return error_response(
+            type(exc).__name__, exc.detail, status_code=exc.status_code, headers=exc.headers
         )
 
     @app.exception_handler(DataError)
     async def _unstorable(_: Request, exc: DataError) -> JSONResponse:
         # The database refused a value (out of range for its column, say): the request's fault,
         # and the transaction was rolled back, so nothing was written.
-        return JSONResponse({"error": "Unprocessable", "detail": f"a value cannot be stored: {exc.orig}"}, status_code=422)
+        return error_response("Unprocessable", f"a value cannot be stored: {exc.orig}", 422)
 
     @app.exception_handler(DBAPIError)
     async def _database_error(request: Request, exc: DBAPIError) -> JSONResponse:
@@ -189,16 +219,15 @@ def install_error_handlers(app: FastAPI) -> None:
         # Not our bug and not the client's: one line in the log, and a retryable answer on a
         # connection that stays open (the transaction was rolled back, nothing half-written).
         log.warning("database unavailable (%s %s): %s", request.method, request.url.path, str(exc.orig).splitlines()[0][:200])
-        return JSONResponse(
-            {"error": "DatabaseUnavailable", "detail": "the database is unavailable; retry shortly"},
-            status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)},
+        return error_response(
+            "DatabaseUnavailable", "the database is unavailable; retry shortly", 503, {"Retry-After": str(RETRY_AFTER_S)}
         )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         # A bug, not bad input: log it whole, answer without internals.
         log.exception("unhandled error", exc_info=exc)
-        return JSONResponse({"error": "InternalError", "detail": "an internal error occurred; it has been logged"}, status_code=500)
+        return error_response("InternalError", "an internal error occurred; it has been logged", 500)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -213,8 +242,8 @@ def install_error_handlers(app: FastAPI) -> None:
             # Starlette names the methods of the first route on this path only; a path served by
             # several routes (GET and DELETE /v1/jobs/{id}) allows all of theirs.
             headers = {**(headers or {}), "Allow": allowed}
-        return JSONResponse({"error": kind, "detail": detail}, status_code=exc.status_code, headers=headers)
+        return error_response(kind, detail, exc.status_code, headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": "ValidationError", "detail": field_errors(exc.errors())}, status_code=422)
+        return error_response("ValidationError", field_errors(exc.errors()), 422)

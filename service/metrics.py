@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
+from pathlib import Path
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client when it is first imported
 
 REQUESTS = Counter("gac_http_requests_total", "HTTP requests", ["method", "route", "status"])
 LATENCY = Histogram(
@@ -51,4 +57,25 @@ class MetricsMiddleware:
 
 
 def metrics_endpoint(_: Request) -> Response:
+    """This process's metrics; under `gac serve --workers N`, every worker's, summed.
+
+    Several workers each count what they serve: a scrape lands on one of them. In prometheus_client's
+    multiprocess mode (PROMETHEUS_MULTIPROC_DIR, which `gac serve` sets for its workers) each writes
+    its counts to files in that directory, so any worker answers with the sum over all of them, a
+    worker that was killed or restarted included."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def prepare_multiprocess_dir(path: str | None) -> str:
+    """The directory the workers of one `gac serve` share their counts in: the one given (emptied
+    of a previous run's files, which would add to this run's counts), else a new one."""
+    if not path:
+        return tempfile.mkdtemp(prefix="gac-metrics-")
+    Path(path).mkdir(parents=True, exist_ok=True)
+    for stale in Path(path).glob("*.db"):
+        stale.unlink()
+    return path

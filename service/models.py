@@ -200,6 +200,9 @@ class Measurement(Base):
     samples_discarded: Mapped[int | None] = mapped_column(Integer)
     sm_clock_mhz: Mapped[int | None] = mapped_column(Integer)
     throttle_reasons: Mapped[int | None] = mapped_column(BigInteger)
+    # The agent's quality flags (gac.contracts.measurements.Quality); NULL for a trusted row. A flagged row
+    # stays visible but never feeds a curve's points, an alignment or a resume's "already stored".
+    quality: Mapped[str | None] = mapped_column(String(64))
 
 
 class Job(Base):
@@ -254,6 +257,10 @@ class Alignment(Base):
     # zlib-compressed JSON of the whole result (every weight's candidates) when `result` is compact
     result_full: Mapped[bytes | None] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)
+    # Who asked (its storage quota counts the stored texts' bytes); NULL: anonymous, or stored before quotas.
+    # No foreign key: a revoked or deleted token's results expire as anyone's do.
+    token_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    stored_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class AlignmentJob(Base):

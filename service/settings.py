@@ -37,6 +37,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_page_size: int = Field(default=5_000, ge=1)
 
+    # Slow, idle and hostile clients (service/server.py, service/limits.py). A connection must send
+    # a whole request head within header_timeout_seconds of opening (or of its last answer) and
+    # the body within body_timeout_seconds of the head; past max_connections per worker, a new
+    # connection closes the one idle longest, so idle sockets cannot starve the busy ones.
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+    body_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    max_header_bytes: int = Field(default=64 * 1024, ge=4096, le=16 * 1024 * 1024)
+    max_connections: int = Field(default=2_048, ge=8, le=1_000_000)
+    # Failed authentications per client address and worker: this many at once, then this many a second.
+    auth_failure_burst: int = Field(default=20, ge=1)
+    auth_failures_per_second: float = Field(default=1.0, gt=0)
+
     # Per-curve reads (a curve, its cliffs) are served from memory for this long after their
     # version was last checked; other workers' writes show within it (0 checks every read).
     read_cache_seconds: float = Field(default=1.0, ge=0, le=60)
@@ -46,6 +58,26 @@ class Settings(BaseSettings):
     open_align: bool = False
     align_concurrency_per_token: int = Field(default=2, ge=1)  # per worker process; past it: 429
     align_max_weights: int = Field(default=100_000, ge=1)  # per request; past it: 413
+    # The solver's work estimated from the manifest before any is done (service/align/cost.py:
+    # latency-model evaluations plus paper-DP cells); past it: 413 with the estimate. Llama-3-8B's
+    # 224 ASVD weights are about 17 million, 100,000 rule-only weights about 20 million.
+    align_max_work: int = Field(default=400_000_000, ge=1)
+    # Every alignment (and its later checks) runs in a process of its own with this address-space
+    # limit: what the estimate misses ends as a 413, not as the service's memory.
+    align_memory_mb: int = Field(default=4096, ge=512)
+    # An alignment still queued or running this long after it was posted is stopped (and says so).
+    align_deadline_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    # Alignments queued or running at once, all workers and replicas together (counted in the
+    # database); past it: 429 with Retry-After.
+    align_max_running: int = Field(default=4, ge=1)
+    # Stored results per token: past the quota the token's oldest go first; all expire after keep_days.
+    align_storage_mb_per_token: int = Field(default=1024, ge=1)
+    align_keep_days: float = Field(default=30.0, gt=0)
+    # Where alignments share their latency models (curve models, candidates; solver/model_cache.py)
+    # between the processes they run in: unset means data_dir/models. Written by this service alone.
+    model_cache_dir: Path | None = None
+    # On SIGTERM: running alignments and checks get this long, then are stopped (and say so).
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0, le=600)
 
     job_lease_seconds: int = Field(default=600, ge=5)
     job_max_attempts: int = Field(default=3, ge=1)
@@ -73,6 +105,10 @@ class Settings(BaseSettings):
     @property
     def url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'gac.db'}"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.model_cache_dir or self.data_dir / "models"
 
     @property
     def is_postgres(self) -> bool:

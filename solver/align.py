@@ -18,6 +18,7 @@ from gac.contracts.alignment import (
     AlignedWeight,
     AlignmentResult,
     Baseline,
+    Candidate,
     CrossCheck,
     FrontierPoint,
     MissingCurve,
@@ -32,32 +33,43 @@ from solver.candidates import (
     Item,
     ItemCandidates,
     LatencyModel,
-    build_candidates,
     build_items,
     candidate_notes,
     later_points,
     missing_curves,
     paper_window,
+    rule_candidates,
 )
 from solver.crosscheck import CrossCheckDisagreement, CrossCheckResult, compare, crosscheck_point, solve_ortools
 from solver.kinds import original_params, row_count, unit_params
 from solver.lookup import LatencyLookup
 from solver.mckp import InfeasibleBudget, solve_mckp
+from solver.model_cache import candidates_of
 from solver.profile_time import estimate as estimate_profile
 from solver.sparse_needs import FIRST_PASS
 from solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
+_RULE_NOTE = "use rule candidates"  # in each warning that says some items' candidates are rules
 
 
 class BudgetBelowFeasible(InfeasibleBudget):
-    """The budget cannot hold even the smallest candidate of every weight."""
+    """The budget cannot hold even the smallest candidate of every weight.
 
-    def __init__(self, budget: int, smallest_feasible: int) -> None:
+    Raised only once every weight has a candidate at or below its compressor's dim (rounded down),
+    measured or not: then the budget itself is the cause, and `own_params` (what the compressor's
+    dims take, rounded down) says by how much the manifest's budget undercuts its own dims."""
+
+    def __init__(self, budget: int, smallest_feasible: int, own_params: int | None = None) -> None:
         super().__init__(budget, smallest_feasible)
+        self.own_params = own_params
+        own = (
+            f" (the compressor's own dims, each rounded down, take {own_params:,} params)"
+            if own_params is not None and own_params > budget else ""
+        )
         self.args = (
             f"budget {budget:,} params is below the smallest feasible total {smallest_feasible:,} params "
-            f"(every weight at its smallest candidate); raise the budget to at least {smallest_feasible}",
+            f"(every weight at its smallest candidate); raise the budget to at least {smallest_feasible}{own}",
         )
 
 
@@ -88,15 +100,18 @@ POINT_CHECK_TIME_LIMIT_S = 20.0  # CP-SAT on the chosen two-resource point; past
 PENDING = "pending"  # a cross-check's status while it waits to run (AlignOptions.defer_above)
 
 
-def align(manifest: Manifest, lookup: LatencyLookup | None = None, options: AlignOptions | None = None) -> AlignmentResult:
+def align(
+    manifest: Manifest, lookup: LatencyLookup | None = None, options: AlignOptions | None = None, model: LatencyModel | None = None
+) -> AlignmentResult:
     """Re-select one cliff-free dimension per weight (or group) under the manifest's budget.
 
     With no lookup, candidates come from the alignment rule alone and the result
     says so (platform "rules only"). Raises BudgetBelowFeasible naming the
     smallest feasible budget, and CrossCheckDisagreement if OR-Tools finds a
-    different optimum.
+    different optimum. model: the manifest's latency model over this lookup, when the caller keeps
+    one (solver.model_cache: curve models and candidates computed once per curve version).
     """
-    return _align(manifest, lookup, options or AlignOptions(), LatencyModel(lookup, manifest))
+    return _align(manifest, lookup, options or AlignOptions(), model or LatencyModel(lookup, manifest))
 
 
 def _align(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, model: LatencyModel) -> AlignmentResult:
@@ -152,7 +167,7 @@ def _instance(
     manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, model: LatencyModel, every_dim: bool = False
 ) -> _Instance:
     items = build_items(manifest)
-    cands = [build_candidates(it, model, opts.candidates, every_dim=every_dim) for it in items]
+    cands = [candidates_of(it, model, opts.candidates, every_dim) for it in items]
     return _Instance(manifest, lookup, opts, model, items, cands, budget_params(manifest))
 
 
@@ -166,8 +181,16 @@ def _align_for_importance(
     t0 = time.perf_counter()
     try:
         sol = solve_mckp(costs, values, inst.budget, method=opts.method)
-    except InfeasibleBudget as exc:
-        return _widened_for_budget(manifest, lookup, opts, inst.budget, exc, model)
+    except InfeasibleBudget as exc:  # found by the solver before any work: a feasible instance pays nothing for the fallbacks
+        if lookup is not None and opts.candidates.cliff_free_only:
+            return _widened_for_budget(manifest, lookup, opts, inst.budget, exc.smallest_feasible, model)
+        inst = _own_dims_for_budget(inst, warnings)
+        costs, values = integer_instance(inst.cands, opts.importance_bits)
+        t0 = time.perf_counter()
+        try:
+            sol = solve_mckp(costs, values, inst.budget, method=opts.method)
+        except InfeasibleBudget as again:  # _own_dims_for_budget checked the total: the solver's own word, kept
+            raise BudgetBelowFeasible(inst.budget, again.smallest_feasible, _own_params(inst)) from None
     seconds = time.perf_counter() - t0
     chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, sol.choice)]
     cross = _importance_cross_check(inst, costs, values, sol.value)
@@ -180,23 +203,71 @@ def _align_for_importance(
 
 
 def _widened_for_budget(
-    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, budget: int, exc: InfeasibleBudget, model: LatencyModel
+    manifest: Manifest, lookup: LatencyLookup, opts: AlignOptions, budget: int, smallest: int, model: LatencyModel
 ) -> AlignmentResult:
     """The budget is below every cliff-free choice: with measured curves, solve again over wider candidates."""
     copts = opts.candidates
-    if lookup is None or not copts.cliff_free_only:
-        raise BudgetBelowFeasible(budget, exc.smallest_feasible) from None
     # Measured cliffs (or plateaus) can leave every frontier dim of a window above the
     # compressor's choice; the budget is hard, so a weight may keep the compressor's dim.
     # (Letting every measured dim compete ignores latency: the value is linear in params.)
     relaxed = replace(opts, candidates=replace(copts, cliff_free_only=False))
     result = _align(manifest, lookup, relaxed, model)
     result.warnings.insert(0, (
-        f"the cliff-free dims of the windows need at least {exc.smallest_feasible:,} params, over the budget: "
+        f"the cliff-free dims of the windows need at least {smallest:,} params, over the budget: "
         "candidates widened to every dim no larger one beats (no tolerance) and the compressor's own dim, "
         "which may sit on a cliff"
     ))
     return result
+
+
+def _smallest_total(inst: _Instance) -> int:
+    """The fewest parameters the candidates allow: every item at its smallest candidate."""
+    return sum(ic.item.unit * min(c.dim for c in ic.candidates) for ic in inst.cands)
+
+
+def _own_dim(item: Item, copts: CandidateOptions) -> int:
+    """The compressor's dim rounded down, within the item's window: a budget taken from the
+    compressor's (fractional) dims always holds every item there."""
+    lo, hi = item.window(copts)
+    return max(lo, min(hi, math.floor(item.d_star)))
+
+
+def _own_params(inst: _Instance) -> int:
+    return sum(ic.item.unit * _own_dim(ic.item, inst.opts.candidates) for ic in inst.cands)
+
+
+def _own_dims_for_budget(inst: _Instance, warnings: list[str]) -> _Instance:
+    """The candidates cannot meet the budget: each item with no candidate at or below its own dim
+    (the platform never measured that dim, or its whole window) falls back to rule candidates and
+    its own dim, unpriced, so that a lack of data never makes an alignment infeasible; the result
+    names these items (`rule_items`, a warning) and `missing` lists what would price them. Raises
+    BudgetBelowFeasible when even that does not fit: then the budget is the cause."""
+    copts = inst.opts.candidates
+    cands: list[ItemCandidates] = []
+    fell: list[str] = []
+    for ic in inst.cands:
+        own = _own_dim(ic.item, copts)
+        if min(c.dim for c in ic.candidates) <= own:
+            cands.append(ic)
+            continue
+        lo, hi = ic.item.window(copts)
+        dims = sorted({c.dim for c in rule_candidates(lo, hi, copts.align)} | {own})
+        cands.append(replace(ic, candidates=[Candidate(dim=d, latency_us=None, source="rule") for d in dims], measured=False))
+        fell.append(ic.item.name)
+    out = replace(inst, cands=cands)
+    smallest = _smallest_total(out)
+    if smallest > inst.budget:
+        raise BudgetBelowFeasible(inst.budget, smallest, _own_params(out))
+    if fell:
+        names = ", ".join(fell[:3]) + (" ..." if len(fell) > 3 else "")
+        note = (
+            f"{len(fell)} of {len(cands)} items ({names}) need a dim at or below the compressor's to meet the budget, "
+            f"and this platform has not measured one: they {_RULE_NOTE} (d % {copts.align} == 0) and the "
+            "compressor's own dim, unpriced (--profile-missing measures them)"
+        )
+        if note not in warnings:
+            warnings.append(note)
+    return out
 
 
 def _importance_cross_check(inst: _Instance, costs: list[list[int]], values: list[list[int]], ours: int) -> CrossCheck:
@@ -217,7 +288,7 @@ def _importance_notes(inst: _Instance) -> list[str]:
     rules = [ic.item.name for ic in inst.cands if not ic.measured]
     if inst.lookup is not None and rules:
         notes.append(
-            f"{len(rules)} of {len(inst.items)} items lack measurements and use rule candidates (d % {inst.opts.candidates.align} == 0)"
+            f"{len(rules)} of {len(inst.items)} items lack measurements and {_RULE_NOTE} (d % {inst.opts.candidates.align} == 0)"
         )
     if all(w.importance == 0 for w in inst.manifest.weights):
         notes.append("every importance is 0: any allocation is optimal; the solver keeps the fewest parameters")
@@ -234,14 +305,21 @@ def _align_for_latency(
     reference = _align(manifest, lookup, replace(opts, objective="importance", baselines=False, window="gac"), model)
     if goal.window == "paper":
         opts = replace(opts, candidates=replace(opts.candidates, paper_radius=max(opts.candidates.paper_radius, PAPER_RADIUS)))
+    # The reference's notes on rule candidates are about its own candidates, not this answer's.
+    warnings = [f"importance-only GAC: {w}" if _RULE_NOTE in w else w for w in reference.warnings]
     inst = _instance(manifest, lookup, opts, model, every_dim=True)
-    titems = _tradeoff_items(inst.cands, opts.importance_bits)
     ref_dims = [w.dim for w in reference.weights]
-    ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
-    trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value)
+    try:
+        titems = _tradeoff_items(inst.cands, opts.importance_bits)
+        ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
+        trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value)
+    except BudgetBelowFeasible:  # raised before any search: the instance's smallest total is over the budget
+        inst = _own_dims_for_budget(inst, warnings)
+        titems = _tradeoff_items(inst.cands, opts.importance_bits)
+        ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
+        trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value)
     chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, best.point.choice)]
     cross = _cross_check_point(opts, titems, inst.budget, best)  # the reference's knapsack was checked in its own align()
-    warnings = list(reference.warnings)
     if not best.optimal:
         warnings.append(
             f"latency objective: the closing search stopped at its state limit; the choice is within "
@@ -281,7 +359,7 @@ def _solve_tradeoff(
     try:
         trade = Tradeoff(titems, inst.budget)
     except InfeasibleBudget as exc:
-        raise BudgetBelowFeasible(inst.budget, exc.smallest_feasible) from None
+        raise BudgetBelowFeasible(inst.budget, exc.smallest_feasible, _own_params(inst)) from None
     best: Fastest = trade.fastest(min(trade.max_value, math.ceil((1 - Fraction(goal.epsilon)) * ref_value)))
     n_points = inst.opts.frontier_points if goal.kind == "frontier" else min(12, inst.opts.frontier_points)
     front = trade.frontier(n_points) if n_points > 0 else []
@@ -386,19 +464,36 @@ def _pareto(points: list[FrontierPoint]) -> list[FrontierPoint]:
     return [p for p in points if p.chosen or not beaten(p)]
 
 
-def _cross_check_point(opts: AlignOptions, titems: list[TradeoffItem], budget: int, best: Fastest) -> CrossCheck:
-    """CP-SAT re-solves the chosen point with both constraints; a proven disagreement is an error."""
+def _cross_check_point(
+    opts: AlignOptions, titems: list[TradeoffItem], budget: int, best: Fastest, notes: list[str] | None = None
+) -> CrossCheck:
+    """CP-SAT re-solves the chosen point with both constraints; a proven disagreement is an error.
+    notes: where said, what the check proved (the instance it solved, or that it proved nothing in time)."""
     if opts.cross_check == "none" or (opts.cross_check == "auto" and len(titems) > opts.cross_check_max_items):
         return CrossCheck(method="none", status="not run")
     if _deferred(opts, len(titems)):
         return CrossCheck(method="cp-sat", status=PENDING)
     limit = min(opts.cross_check_time_limit_s, POINT_CHECK_TIME_LIMIT_S)
-    agrees, theirs, status, seconds = crosscheck_point(titems, budget, best.point, time_limit_s=limit)
+    stats: dict = {}
+    agrees, theirs, status, seconds = crosscheck_point(titems, budget, best.point, time_limit_s=limit, stats=stats)
+    if notes is not None:
+        notes.append(_point_check_note(status, stats, limit, seconds))
     if agrees is False and best.optimal:
         raise CrossCheckDisagreement(
             f"two-resource cross-check: CP-SAT ({status}) found least latency {theirs} units, our solver {best.point.latency}"
         )
     return CrossCheck(method="cp-sat", status=status, seconds=round(seconds, 6), agrees=agrees if best.optimal else None)
+
+
+def _point_check_note(status: str, stats: dict, limit: float, seconds: float) -> str:
+    """What the chosen point's cross-check proved, in words."""
+    where = (
+        f"on the {stats['kept']:,} of {stats['candidates']:,} candidates an exact LP reduced-cost bound leaves "
+        "(every choice as fast as ours is among them)" if stats else "on the whole instance"
+    )
+    if status == "OPTIMAL":
+        return f"cross-check: CP-SAT proved the least latency {where} in {seconds:.1f} s"
+    return f"cross-check: CP-SAT proved nothing {where} within {limit:g} s (status {status})"
 
 
 def _total_latency(cands: list[ItemCandidates], dims: list[int], model: LatencyModel) -> float | None:
@@ -588,18 +683,9 @@ def _baselines(
             "(the paper's DP grows with items x candidates x budget)"
         )
         return out
-    if defer:  # run later, by align() without AlignOptions.defer_above (listed in the result's `pending`)
+    if defer:  # run later, by complete_pending (listed in the result's `pending`)
         return out
-    # The paper's DP over the same candidate sets, then over its own window.
-    u = 8 * min(row_count(w) for it in items for w in it.members)
-    our_windows = [[c.dim for c in ic.candidates] for ic in cands]
-    for name, windows in (("paper-dp", our_windows), (PAPER_OWN, [paper_window(it) for it in items])):
-        found = _paper_dp_baseline(ctx, name, windows, u, warnings)
-        if found is not None:
-            out.append(found[0])
-            if name == PAPER_OWN and found[0].objective > ours:
-                warnings.extend(_beyond_our_window(items, our_windows, found[1]))
-    return out
+    return out + _paper_dp_baselines(ctx, cands, warnings)
 
 
 def _beyond_our_window(items: list[Item], our_windows: list[list[int]], dims: list[int]) -> list[str]:
@@ -659,3 +745,73 @@ def _baseline(ctx: _Context, name: str, dims: list[int]) -> Baseline:
         latency_us=latency,
         speedup=unaligned / latency if latency and unaligned else None,
     )
+
+
+@dataclass
+class Completed:
+    """What complete_pending filled in: the cross-check and the baselines (the answer's, then the paper-DP ones)."""
+
+    cross_check: CrossCheck
+    baselines: list[Baseline]
+    warnings: list[str]
+
+
+def complete_pending(
+    manifest: Manifest, result: AlignmentResult, lookup: LatencyLookup | None = None, options: AlignOptions | None = None,
+    model: LatencyModel | None = None,
+) -> Completed:
+    """The checks an answer left pending (AlignOptions.defer_above), run on the answer's own items
+    and candidates (its full form: every weight's candidate list) instead of aligning again: the
+    OR-Tools cross-check of its knapsack (importance) or of its chosen point (latency), and the
+    paper-DP baselines. The latency model prices only the baselines' dims beyond the candidates.
+    Raises CrossCheckDisagreement as align() does."""
+    opts = replace(options or AlignOptions(), defer_above=None)
+    items = build_items(manifest)
+    if [it.name for it in items] != [w.name for w in result.weights]:
+        raise ValueError("the result's weights are not this manifest's items")
+    rules = set(result.rule_items)
+    cands = [ItemCandidates(it, list(w.candidates), it.name not in rules) for it, w in zip(items, result.weights)]
+    if any(not any(c.dim == w.dim for c in ic.candidates) for ic, w in zip(cands, result.weights)):
+        raise ValueError("the result lists its chosen candidates only: complete its full form")
+    model = model or LatencyModel(lookup, manifest)
+    inst = _Instance(manifest, lookup, opts, model, items, cands, result.budget)
+    chosen = [w.dim for w in result.weights]
+    cross = result.solver.cross_check
+    notes: list[str] = []
+    if "cross_check" in result.pending:
+        if result.objective_kind == "importance":
+            costs, values = integer_instance(cands, opts.importance_bits)
+            ours = sum(v[[c.dim for c in ic.candidates].index(d)] for ic, v, d in zip(cands, values, chosen))
+            cross = _importance_cross_check(inst, costs, values, ours)
+        else:
+            titems = _tradeoff_items(cands, opts.importance_bits)
+            units = _latency_units(cands)
+            choice = tuple(t.dims.index(d) for t, d in zip(titems, chosen))
+            point = Point(
+                choice, sum(u[j] for u, j in zip(units, choice)), sum(t.worth * d for t, d in zip(titems, chosen)),
+                sum(t.unit * d for t, d in zip(titems, chosen)),
+            )
+            optimal = result.solver.method != "tradeoff-bounded"
+            best = Fastest(point, point.latency if optimal else 0, optimal)
+            cross = _cross_check_point(opts, titems, inst.budget, best, notes)
+    warnings = notes
+    baselines = list(result.baselines)
+    if "baselines" in result.pending:
+        ctx = _Context(items, cands, inst.budget, result.objective, result.align, model if lookup is not None else None)
+        baselines += _paper_dp_baselines(ctx, cands, warnings)
+    return Completed(cross, baselines, warnings)
+
+
+def _paper_dp_baselines(ctx: _Context, cands: list[ItemCandidates], warnings: list[str]) -> list[Baseline]:
+    """The paper's DP over our candidate sets, then over its own window (the pending part of _baselines)."""
+    items = ctx.items
+    u = 8 * min(row_count(w) for it in items for w in it.members)
+    our_windows = [[c.dim for c in ic.candidates] for ic in cands]
+    out = []
+    for name, windows in (("paper-dp", our_windows), (PAPER_OWN, [paper_window(it) for it in items])):
+        found = _paper_dp_baseline(ctx, name, windows, u, warnings)
+        if found is not None:
+            out.append(found[0])
+            if name == PAPER_OWN and found[0].objective > ctx.ours:
+                warnings.extend(_beyond_our_window(items, our_windows, found[1]))
+    return out

@@ -18,7 +18,16 @@ from gac.contracts.alignment import Candidate, MissingCurve
 from gac.contracts.manifest import Manifest, Weight
 from gac.contracts.measurements import Op
 from solver import sparse_needs
-from solver.curve_model import MIN_POINTS, SMOOTH_NOTE, CliffOptions, CurveModel, frontier_from_estimates, frontier_of_sum, model_curve
+from solver.curve_model import (
+    MIN_POINTS,
+    SMOOTH_NOTE,
+    CliffOptions,
+    CurveModel,
+    Step,
+    frontier_from_estimates,
+    frontier_of_sum,
+    model_curve,
+)
 from solver.curve_model import Point as CurveModelPoint
 from solver.frontier import cliff_free_frontier
 from solver.kinds import Kernel, kernels, original_points, shape_key, unit_params
@@ -40,8 +49,8 @@ class CandidateOptions:
     window_rel: float = 0.05
     max_window: int = 4096  # hard cap on dims scanned per item, whatever the options say
     # ... and never below this share of d*: the +/-16 floor exists so that a window holds a tile
-    # edge, but for a rank of 15 it allowed 1, and kept importance (linear in the dim) priced that
-    # as a small loss: on MiniLM's ASVD ranks 15 -> 1 and 21 -> 5 cost 3 % of embedding cosine.
+    # edge, not so that a small rank can collapse, which kept importance (linear in the dim) prices
+    # as a small loss (docs/results/evidence.md).
     min_keep: float = 0.5
     align: int = 8  # the rule fallback: d % align == 0
     rel_tol: float = 0.0  # a larger d within this relative latency counts as "as fast"
@@ -60,9 +69,7 @@ class CandidateOptions:
     frontier: str = "noise"
     # Latency priced (every_dim): also the multiples of align within this many steps of d* (the
     # paper's window is PAPER_RADIUS = 8, +/- 64 dims). Off by default: kept importance is linear in
-    # the dim, a proxy that holds near the compressor's choice only. On a 2-core AVX2 EPYC the
-    # paper's window let the decoder's ASVD ranks move by up to 29 % (204 -> 144) at a kept
-    # importance of 99.8 %, and its reconstruction error rose 8.7 % over the compressor's dims.
+    # the dim, a proxy that holds near the compressor's choice only (docs/results/evidence.md).
     paper_radius: int = 0
     # What `missing` asks for: every dim of each span (False), or in passes (solver.sparse_needs):
     # the span's lattice and a sample of its other dims first, then only the dims its lattice
@@ -165,6 +172,7 @@ class LatencyModel:
         self._lattices: dict[tuple, LatticeFit] = {}  # per curve and span
         self._is_lattices: dict[tuple, bool] = {}  # per curve: modelled class by class?
         self._wanted: dict[tuple, tuple[list[int] | None, bool]] = {}  # per shapes, span and own dims: sparse_needs.wanted
+        self._step_tops: dict[tuple, np.ndarray] = {}  # per curve: the last dim before each upward step
         # Every curve the manifest's weights use: a tile size one of them shows is a hypothesis
         # for the others of the same op and axis (the platform's kernels tile them alike).
         shapes = list({shape_key(w): w for w in manifest.weights}.values())  # one weight per shape
@@ -221,6 +229,22 @@ class LatencyModel:
         if (got := self._wanted.get(key)) is None:
             got = self._wanted[key] = sparse_needs.wanted(item, self, span, align)
         return got
+
+    def step_top(self, item: Item, d: int, limit: int) -> int:
+        """The top of the step d stands on: the largest dim up to `limit` that no kernel of the item
+        steps up before (d itself when one steps up right after it, or none steps up by `limit`)."""
+        top = None
+        for k, _ in self.kernel_terms(item):
+            if not self.curve(k):
+                return d
+            key = k.curve_key
+            if (tops := self._step_tops.get(key)) is None:
+                tops = self._step_tops[key] = _step_tops(self.model(k).steps)
+            i = int(np.searchsorted(tops, k.scale * d))  # the first upward step at or after d
+            if i == len(tops) or tops[i] // k.scale > limit:
+                continue
+            top = tops[i] // k.scale if top is None else min(top, tops[i] // k.scale)
+        return d if top is None else max(d, int(top))
 
     def lattice(self, k: Kernel, lo: int, hi: int) -> LatticeFit:
         """The curve's lattice (solver.lattice) fitted on its measured dims around lo..hi: local,
@@ -295,6 +319,23 @@ class LatencyModel:
         return total
 
 
+SPIKE_NET_RISE = 1.0  # % : a lone slow dim whose fall lands at least this far above where it rose is a step too
+
+
+def _step_tops(steps: Sequence[Step]) -> np.ndarray:
+    """The last dim before each upward step, but a lone slow dim's (a spike: up, then down at once)
+    unless the dim after it is still slower than the one before it: a tile edge under a comb's tooth."""
+    tops = []
+    for s, after in zip(steps, [*steps[1:], None]):
+        if s.size_pct <= 0:
+            continue
+        spike = after is not None and after.x_before == s.x and after.size_pct < 0
+        net = ((1 + s.size_pct / 100) * (1 + after.size_pct / 100) - 1) * 100 if spike and after is not None else s.size_pct
+        if net >= SPIKE_NET_RISE:
+            tops.append(s.x_before)
+    return np.array(tops, dtype=np.int64)
+
+
 def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, every_dim: bool = False) -> ItemCandidates:
     """Measured candidates in the item's window, else the rule.
 
@@ -313,7 +354,11 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
     if model.lookup is None:  # rules only: nothing to look up (most of a 100,000-weight manifest's time)
         return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed)
     wide = set(paper_window(item, opts.align, opts.paper_radius)) if every_dim and opts.paper_radius > 0 else set()
-    choices = set(range(lo, hi + 1)) | wide
+    # A window whose top falls inside a step reaches the step's top, as fast for more parameters
+    # (102.8 +/- 16 ends at 119 on a step that ends at 120); within the window's half width, so
+    # that a long step (tiles of 96) never moves a dim far beyond what the compressor chose.
+    reach = model.step_top(item, hi, min(top, hi + opts.half_width(item.d_star))) if model.lookup is not None and hi < top else hi
+    choices = set(range(lo, reach + 1)) | wide
     terms = model.kernel_terms(item)
     dims: set[int] | None = None
     for k, _ in terms if model.lookup is not None else ():
@@ -336,7 +381,7 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
             front = cliff_free_frontier(lat, opts.rel_tol)
         keep = [d for d in front if d in choices]
         if not keep:  # one plateau over the whole window, its top above it: the window's share of it
-            keep = [plateau_top(item, model, {d: v for d, v in lat.items() if d <= hi})]
+            keep = [plateau_top(item, model, {d: v for d, v in lat.items() if d <= reach})]
         # The budget's escape: the compressor's own dim rounded down always fits a budget taken
         # from its fractional dims (every_dim, and the importance objective's fallback); the
         # fallback keeps the nearest dim too.

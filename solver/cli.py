@@ -36,7 +36,8 @@ def import_command(
         help="asvd (config.json with truncation_ranks), palu (config.json with head_wise_ranks), "
              "pruner (LLM-Pruner / Torch-Pruning width map {module: kept width})",
         case_sensitive=False, show_default=False)],
-    file: Annotated[Path, typer.Argument(help="the compressor's output file", show_default=False)],
+    file: Annotated[Path, typer.Argument(
+        help="the compressor's output file (JSON; YAML when named .yaml or .yml, as `gac align` reads)", show_default=False)],
     config: Annotated[Path | None, typer.Option(
         "--config", help="the original model's config.json (shapes); required for pruner, "
                          "for asvd/palu it replaces FILE's own shapes")] = None,

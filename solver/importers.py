@@ -143,7 +143,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def load_json(path: str | Path, what: str = "") -> dict[str, Any]:
-    """A JSON object from a file; every problem (unreadable, malformed, not an object) is ImportErrorDetail."""
+    """A JSON object from a file (YAML when its name ends in .yaml or .yml, as `gac align` reads a
+    manifest); every problem (unreadable, malformed, not an object) is ImportErrorDetail."""
     label = f"{what} {path}".strip()
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -151,6 +152,8 @@ def load_json(path: str | Path, what: str = "") -> dict[str, Any]:
         raise ImportErrorDetail(f"cannot read {label}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ImportErrorDetail(f"{label} is not UTF-8 text") from None
+    if Path(path).suffix.lower() in (".yaml", ".yml"):
+        return _load_yaml(text, label)
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
@@ -161,6 +164,33 @@ def load_json(path: str | Path, what: str = "") -> dict[str, Any]:
         raise ImportErrorDetail(f"{label} is nested too deeply") from None
     if not isinstance(data, dict):
         raise ImportErrorDetail(f"{label}: expected a JSON object at the top level, got {_json_type(data)}")
+    return data
+
+
+def _load_yaml(text: str, label: str) -> dict[str, Any]:
+    """load_json's YAML reading: the same checks (a duplicate key is an error, the top level an object)."""
+    import yaml
+
+    class _Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        return _no_duplicates([(loader.construct_object(k, deep=True), loader.construct_object(v, deep=True))
+                               for k, v in node.value])
+
+    _Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        data = yaml.load(text, Loader=_Strict)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ImportErrorDetail(f"{label} is not valid YAML: {exc.problem}{where}") from None
+    except yaml.YAMLError as exc:
+        raise ImportErrorDetail(f"{label} is not valid YAML: {exc}") from None
+    except ImportErrorDetail as exc:
+        raise ImportErrorDetail(f"{label}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ImportErrorDetail(f"{label}: expected a mapping (object) at the top level, got {_json_type(data)}")
     return data
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import gc
 import json
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -25,6 +28,10 @@ def _load_manifest(path: Path) -> dict[str, Any]:
     except OSError as exc:
         err.print(f"[red]cannot read {path}: {exc.strerror}[/red]")
         raise typer.Exit(2) from exc
+    except UnicodeDecodeError as exc:
+        err.print(f"{path} is not a manifest: it is not UTF-8 text (a manifest is a JSON or YAML document)", style="red",
+                  markup=False, highlight=False)
+        raise typer.Exit(2) from exc
     try:
         body = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
@@ -36,18 +43,44 @@ def _load_manifest(path: Path) -> dict[str, Any]:
     return body
 
 
-def _validation_exit(exc: Exception) -> typer.Exit:
+@dataclass(frozen=True)
+class _Names:
+    """How the user gave each input: the manifest file's entries, and the flags that set some of them.
+    The service names a bad input by its HTTP path (body.budget, query.platform); a command-line
+    user wrote neither, so messages name what they did write."""
+
+    manifest: Path
+    flags: dict[str, str] = field(default_factory=dict)  # a manifest entry ("epsilon", "workload.dtype") -> the flag that set it
+
+    def of(self, path: str | Sequence[object]) -> str:
+        parts = [str(p) for p in (path.split(".") if isinstance(path, str) else path) if str(p) != ""]
+        if parts and parts[0] == "query":
+            return "--" + "-".join(parts[1:]).replace("_", "-")
+        if parts and parts[0] == "body":
+            parts = parts[1:]
+        for n in (2, 1):
+            if len(parts) >= n and ".".join(parts[:n]) in self.flags:
+                return self.flags[".".join(parts[:n])]
+        entry = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in parts).lstrip(".")
+        return f"{self.manifest}: {entry}" if entry else str(self.manifest)
+
+
+def _validation_exit(exc: Exception, names: _Names) -> typer.Exit:
     from pydantic import ValidationError
+
+    from solver.align import BudgetBelowFeasible
 
     if isinstance(exc, ValidationError):
         for e in exc.errors():
-            err.print(f"[red]{'.'.join(str(p) for p in e['loc'])}[/red]: {e['msg']}")
+            err.print(f"[red]{escape(names.of(e['loc']))}[/red]: {escape(e['msg'])}", highlight=False)
+    elif isinstance(exc, BudgetBelowFeasible):
+        err.print(f"[red]{escape(names.of('body.budget'))}[/red]: {escape(str(exc))}", highlight=False)
     else:
         err.print(f"[red]{exc}[/red]")
     return typer.Exit(2)
 
 
-def _via_server(server: str, token: str | None, body: dict, platform: str | None, enqueue: bool) -> dict:
+def _via_server(server: str, token: str | None, body: dict, platform: str | None, enqueue: bool, names: _Names) -> dict:
     from gac.client import Client, GacApiError, GacConnectionError
 
     try:
@@ -58,14 +91,14 @@ def _via_server(server: str, token: str | None, body: dict, platform: str | None
         raise typer.Exit(1) from exc
     except GacApiError as exc:
         for e in exc.field_errors:
-            err.print(f"[red]{e.field}[/red]: {e.message}")
+            err.print(f"[red]{escape(names.of(e.field))}[/red]: {escape(e.message)}", highlight=False)
         if not exc.field_errors:
             err.print(f"[red]{exc.status}: {exc.detail}[/red]")
         raise typer.Exit(2 if exc.status in (400, 422) else 1) from exc
     return stored.model_dump(mode="json", by_alias=True)
 
 
-def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, exhaustive: bool = False) -> dict:
+def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, names: _Names, exhaustive: bool = False) -> dict:
     from pydantic import ValidationError
 
     from gac.contracts.manifest import Manifest
@@ -78,7 +111,7 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, ex
     try:
         manifest = Manifest.model_validate(body)
     except ValidationError as exc:
-        raise _validation_exit(exc) from exc
+        raise _validation_exit(exc, names) from exc
     settings = get_settings(db)
     engine = make_engine(settings.url)
     ensure_schema(engine, settings)
@@ -95,13 +128,14 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, ex
     except GacError as exc:
         detail = exc.detail
         for d in detail if isinstance(detail, list) else [{"field": "", "message": detail}]:
-            err.print(f"[red]{d['field']}[/red] {d['message']}")
+            where = f"[red]{escape(names.of(d['field']))}[/red]: " if d["field"] else ""
+            err.print(f"{where}{escape(str(d['message']))}", highlight=False)
         raise typer.Exit(2) from exc
     finally:
         engine.dispose()
 
 
-def _from_file(measurements: Path, body: dict, exhaustive: bool = False) -> dict:
+def _from_file(measurements: Path, body: dict, names: _Names, exhaustive: bool = False) -> dict:
     from pydantic import ValidationError
 
     from gac.contracts.manifest import Manifest
@@ -112,11 +146,15 @@ def _from_file(measurements: Path, body: dict, exhaustive: bool = False) -> dict
     try:
         manifest = Manifest.model_validate(body)
     except ValidationError as exc:
-        raise _validation_exit(exc) from exc
+        raise _validation_exit(exc, names) from exc
     try:
         lookup = FileLookup.from_csv(measurements) if measurements.suffix == ".csv" else FileLookup.from_jsonl(measurements)
     except OSError as exc:
         err.print(f"[red]cannot read {measurements}: {exc.strerror}[/red]")
+        raise typer.Exit(2) from exc
+    except UnicodeDecodeError as exc:
+        err.print(f"{measurements} is not a measurements file: it is not UTF-8 text (batch JSONL or CSV)", style="red",
+                  markup=False, highlight=False)
         raise typer.Exit(2) from exc
     except ValueError as exc:  # the readers name the file and line
         err.print(str(exc).splitlines()[0], style="red", markup=False)
@@ -127,7 +165,7 @@ def _from_file(measurements: Path, body: dict, exhaustive: bool = False) -> dict
     try:
         result = align(manifest, lookup, AlignOptions(candidates=CandidateOptions(sparse=not exhaustive)))  # as the service
     except BudgetBelowFeasible as exc:
-        raise _validation_exit(exc) from exc
+        raise _validation_exit(exc, names) from exc
     large = len(manifest.weights) > COMPACT_ABOVE_WEIGHTS  # compact, as the service answers
     return {"id": None, "jobs": [], "result": json.loads(compact_json(result)) if large else result.model_dump(mode="json", by_alias=True)}
 
@@ -255,6 +293,86 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
     return stored
 
 
+def _this_machine(
+    server: str | None, token: str | None, db: str | None, device: str, threads: int | None,
+) -> tuple[str, str, list[str]] | None:
+    """This machine's stored platform, for an alignment that names none: (fingerprint, name, the
+    dtypes its curves were measured in), or None (nothing stored for it, or no agent installed to
+    tell what this machine is). A profile timed with another thread count is this machine's too."""
+    try:
+        from profiler_agent.platform import detect_platform
+    except ImportError:  # a solver-only install cannot tell what this machine is
+        return None
+    from gac.client import Client, GacClientError, same_machine
+
+    def detect():  # noqa: ANN202 - a PlatformDescriptor; --device and --threads name what was profiled
+        machine = detect_platform(device, dtypes=False)
+        return machine.model_copy(update={"threads": threads}) if threads and machine.device_kind == "cpu" else machine
+
+    if server:
+        try:
+            with Client(server, token) as client:
+                if not client.platforms(page_size=1).total:
+                    return None
+                found = client.platform_of(detect())
+        except (GacClientError, ValueError, RuntimeError):
+            return None  # not stored there (or unreachable, or no such device: the alignment itself says so)
+        return found.fingerprint, found.label, found.dtypes
+    from sqlalchemy import func, select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from service.db import make_engine, make_sessionmaker
+    from service.models import Platform
+    from service.platforms import repository as platforms
+    from service.platforms.service import describe
+    from service.settings import get_settings
+    from service.startup import SchemaOutOfDate, ensure_schema
+
+    settings = get_settings(db)
+    engine = make_engine(settings.url)
+    try:
+        ensure_schema(engine, settings)
+        with make_sessionmaker(engine)() as session:
+            if not session.scalar(select(func.count()).select_from(Platform)):
+                return None  # nothing profiled: no need to look at this machine (importing torch takes a while)
+            machine = detect()
+            row = platforms.find(session, machine.fingerprint())
+            if row is None:
+                kin = platforms.page(session, device_kind=machine.device_kind, name=machine.device_name, offset=0, limit=100).rows
+                row = next((p for p in kin if same_machine(describe(p), machine)), None)
+            if row is None:
+                return None
+            dtypes = platforms.counts(session, [row.id])[row.id][3]
+            return row.fingerprint, describe(row).label(), dtypes
+    except (SQLAlchemyError, SchemaOutOfDate, ValueError, RuntimeError):
+        return None  # the alignment reports the database's (or the device's) trouble itself
+    finally:
+        engine.dispose()
+
+
+def _say_this_machine(found: tuple[str, str, list[str]], body: dict) -> None:
+    """Say which platform an alignment that named none uses, and whether its dtype was profiled there."""
+    fingerprint, name, dtypes = found
+    err.print(f"platform: this machine, {escape(name)} ({fingerprint[:16]}), as profiled here; --platform chooses another",
+              highlight=False)
+    wanted = str((body.get("workload") or {}).get("dtype") or "float16")
+    if dtypes and wanted not in dtypes:
+        err.print(f"[yellow]this machine was profiled in {', '.join(dtypes)}, the manifest asks for {wanted}: "
+                  f"--dtype {dtypes[0]} aligns in what it measured, --profile-missing measures {wanted}[/yellow]",
+                  highlight=False)
+
+
+def _say_what_was_not_solved(result: dict, asked: str | None) -> None:
+    """A latency or frontier objective asked for without latency data is solved for importance
+    only: say so on the terminal, where --json leaves the stdout to the document."""
+    if asked not in ("latency", "frontier") or result.get("objective_kind") == asked and (asked != "frontier" or result.get("frontier")):
+        return
+    n = sum(len(m.get("dims", [])) for m in result.get("missing", []))
+    why = "no latency data (rules only)" if result.get("platform") == "rules only" else f"{n:,} curve points missing"
+    err.print(f"[yellow]objective {asked}: not computed, {why}; the answer is importance-only "
+              "(--platform names a profiled platform, --profile-missing measures what it lacks)[/yellow]", highlight=False)
+
+
 def align_command(
     manifest: Annotated[Path, typer.Argument(help="a gac.manifest/v1 document (JSON or YAML)")],
     server: Annotated[str | None, typer.Option(help="a GAC service URL; default: the local database")] = None,
@@ -303,6 +421,11 @@ def align_command(
 
     token = token or AgentSettings().token
     body = _load_manifest(manifest)
+    names = _Names(manifest)
+    for key, flag, given in (("objective", "--objective", objective), ("epsilon", "--epsilon", epsilon),
+                             ("window", "--window", window), ("workload.dtype", "--dtype", dtype)):
+        if given is not None:
+            names.flags[key] = flag
     if objective is not None:
         if objective not in ("importance", "latency", "frontier"):
             err.print(f"[red]--objective must be importance, latency or frontier, not {objective!r}[/red]")
@@ -326,11 +449,17 @@ def align_command(
 
     def run(platform: str | None, enqueue: bool) -> dict:
         if server:
-            return _via_server(server, token, body, platform, enqueue)
+            return _via_server(server, token, body, platform, enqueue, names)
         if measurements:
-            return _from_file(measurements, body, exhaustive)
-        return _locally(db, body, platform, enqueue, exhaustive)
+            return _from_file(measurements, body, names, exhaustive)
+        return _locally(db, body, platform, enqueue, names, exhaustive)
 
+    if platform is None and not measurements and not (body.get("target") or {}).get("platform"):
+        # Right after `gac profile` (or an agent's run) on this machine, this machine is the platform meant.
+        here = _this_machine(server, token, db, device, threads)
+        if here is not None:
+            platform = here[0]
+            _say_this_machine(here, body)
     stored = run(platform, False)
     if enqueue_missing and not profile_missing and stored["result"].get("missing"):
         # Queue only what the user has seen sized: points and estimated time first, and a
@@ -343,6 +472,8 @@ def align_command(
         stored = run(platform, True)
     if profile_missing and stored["result"].get("missing"):
         stored = _profile_and_realign(stored, run, server, token, db, device, threads, yes)
+    if as_json:
+        _say_what_was_not_solved(stored["result"], body.get("objective"))
     document = json.dumps(stored["result"], indent=2)
     if out:
         out.write_text(document + "\n")

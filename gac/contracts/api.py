@@ -35,6 +35,9 @@ class Platform(_Out):
     curves: int = 0
     runs: int = 0
     agents: int = 0  # distinct agents that measured it
+    # The dtypes its curves were measured in: what it was profiled in (its fast dtype, unless
+    # an agent was told otherwise). The service does not keep the agent's fast_dtype itself.
+    dtypes: list[str] = []
 
 
 class StoredMeasurement(_Out):
@@ -62,6 +65,7 @@ class StoredMeasurement(_Out):
     samples_discarded: int | None = None
     sm_clock_mhz: int | None = None
     throttle_reasons: int | None = None
+    quality: str | None = None  # the agent's quality flags; a flagged row is left out of curves and alignments
 
 
 class CurveSummary(_Out):
@@ -78,6 +82,7 @@ class CurveSummary(_Out):
     x_max: int
     updated_at: datetime
     version: int  # changes whenever the curve gains data
+    flagged: int = 0  # measurements the agent's quality gate flagged: stored, left out of points and alignments
 
 
 class CurvePoint(_Out):

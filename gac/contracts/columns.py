@@ -28,6 +28,7 @@ from gac.contracts.measurements import (
     Op,
     OptText,
     PlatformDescriptor,
+    Quality,
     RunInfo,
     SampleCount,
     ShapeField,
@@ -69,6 +70,7 @@ class MeasurementColumns(BaseModel):
     samples_discarded: list[SampleCount | None] | None = None
     sm_clock_mhz: list[ClockMhz | None] | None = None
     throttle_reasons: list[ThrottleMask | None] | None = None
+    quality: list[Quality | None] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> MeasurementColumns:

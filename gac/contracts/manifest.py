@@ -17,7 +17,19 @@ MANIFEST_SCHEMA: Final = "gac.manifest/v1"
 MAX_WEIGHTS = 100_000  # a 400-layer model with 100+ weights per layer is still below this
 MAX_TOKEN_SHAPES = 64
 
-PosDim = Annotated[int, Field(ge=1, le=MAX_DIM)]
+PosDim = Annotated[int, Field(ge=1, le=MAX_DIM, description=f"a dimension: at most {MAX_DIM:,}")]
+# What a model can have, generously: each bound is far above any released model (hidden 16,384 to
+# 25,600, 128 query heads, head size 256, a 256k vocabulary as out_features) yet keeps one weight's
+# parameters, its kernels' shapes and the service's cost estimate (service/align/cost.py) finite.
+# A manifest past them is not a model: 422 names the field.
+MAX_HIDDEN = 1 << 17
+MAX_HEADS = 4096
+MAX_HEAD_SIZE = 4096
+MAX_BATCH = 1 << 16
+Hidden = Annotated[int, Field(ge=1, le=MAX_HIDDEN, description=f"a model width: at most {MAX_HIDDEN:,}")]
+Heads = Annotated[int, Field(ge=1, le=MAX_HEADS, description=f"attention heads: at most {MAX_HEADS:,}")]
+HeadSize = Annotated[int, Field(ge=1, le=MAX_HEAD_SIZE, description=f"an attention head's size: at most {MAX_HEAD_SIZE:,}")]
+Batch = Annotated[int, Field(ge=1, le=MAX_BATCH, description=f"sequences per batch: at most {MAX_BATCH:,}")]
 Name = Annotated[str, Field(min_length=1, max_length=300, pattern=PRINTABLE)]
 # Bounded so that sums over 100,000 weights stay finite and exact solvers stay in int64.
 Importance = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
@@ -33,7 +45,7 @@ class _WeightBase(_Model):
     # dim is continuous on purpose: a compressor's allocation is often fractional (1510.4).
     name: Name
     importance: Importance  # required: silently defaulting it would change the answer
-    group: Annotated[str | None, Field(default=None, min_length=1, max_length=300)] = None
+    group: Annotated[str | None, Field(default=None, min_length=1, max_length=300, pattern=PRINTABLE)] = None
 
     if TYPE_CHECKING:
         dim: float
@@ -95,7 +107,7 @@ class MlpWidthWeight(_WeightBase):
     """An MLP block whose intermediate width (`full`) is pruned to d."""
 
     kind: Literal["mlp_width"]
-    hidden: PosDim
+    hidden: Hidden
     full: PosDim
     gated: bool = True
     dim: Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -113,11 +125,11 @@ class HeadDimWeight(_WeightBase):
     """An attention layer whose head size (`full`) is reduced to d for q/k/v/o alike."""
 
     kind: Literal["head_dim"]
-    heads: PosDim
-    kv_heads: PosDim | None = None  # GQA; defaults to heads
-    hidden: PosDim
-    full: PosDim
-    batch: PosDim = 1
+    heads: Heads
+    kv_heads: Heads | None = None  # GQA; defaults to heads
+    hidden: Hidden
+    full: HeadSize
+    batch: Batch = 1
     seq: PosDim | None = None  # SDPA sequence length; defaults to each workload token count
     dim: Annotated[float, Field(gt=0, allow_inf_nan=False)]
 

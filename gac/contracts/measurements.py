@@ -13,7 +13,9 @@ from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from gac.contracts.text import NUL_FREE, NulFree
 
 BATCH_SCHEMA: Final = "gac.batch/v1"
 # Hard ceilings of the contract; the service may enforce lower, configurable ones.
@@ -130,10 +132,10 @@ def check_consistent(
 Latency = Annotated[float, Field(gt=0, le=MAX_LATENCY_US, allow_inf_nan=False)]
 # Strict: 64.5, "64" and true are not dimensions. Checked in pydantic-core, row by row, cheaply.
 Dim = Annotated[int, Field(strict=True, ge=1, le=MAX_DIM)]
-# No NUL characters: databases cannot store them in text (Postgres refuses them outright).
-PRINTABLE = r"^[^\x00]*$"
-Text = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
-OptText = Annotated[str | None, Field(max_length=200, pattern=PRINTABLE)]
+# No NUL characters (gac.contracts.text): databases cannot store them in text.
+PRINTABLE = NUL_FREE
+Text = Annotated[NulFree, Field(min_length=1, max_length=200)]
+OptText = Annotated[NulFree | None, Field(max_length=200)]
 
 
 Count = Annotated[int, Field(ge=1, le=10_000_000)]  # samples behind a figure
@@ -141,6 +143,11 @@ StopReason = Literal["spread", "median_ci", "time_cap", "max_samples"]  # why sa
 SampleCount = Annotated[int, Field(ge=0, le=10_000_000)]
 ClockMhz = Annotated[int, Field(ge=0, le=100_000)]
 ThrottleMask = Annotated[int, Field(ge=0, le=2**62)]  # NVML clocks-throttle bitmask
+# Why the agent's quality gate does not trust a point (comma-separated, e.g. "bimodal,busy"): its samples
+# split into two modes (stalls), its median is far off both neighbours while its spread is huge, or other
+# work took the cores it was timed on. Such a point is stored, shown, and kept out of candidates and predictions.
+QUALITY_FLAGS: Final = ("bimodal", "isolated", "busy")
+Quality = Annotated[str, Field(max_length=64, pattern=r"^(bimodal|isolated|busy)(,(bimodal|isolated|busy))*$")]
 
 
 # Times are stored in UTC, and Python (so every reader of the service) holds years 1..9999 only:
@@ -149,8 +156,16 @@ ThrottleMask = Annotated[int, Field(ge=0, le=2**62)]  # NVML clocks-throttle bit
 # count as UTC, as the service stores them), in Rust: nothing per row in Python.
 EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 LATEST = datetime.max.replace(tzinfo=timezone.utc)
+
+
+def _as_utc(t: datetime) -> datetime:
+    """A time sent without an offset is UTC (the contract says so): made aware here, so that no
+    reader, and no database driver (a binary COPY refuses naive times), has to guess."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
 # Every time in the batch contracts (row and column layouts) is one of these.
-Timestamp = Annotated[datetime, Field(ge=EARLIEST, le=LATEST)]
+Timestamp = Annotated[datetime, Field(ge=EARLIEST, le=LATEST), AfterValidator(_as_utc)]
 
 
 class _Strict(BaseModel):
@@ -267,6 +282,7 @@ class Measurement(_Strict):
     samples_discarded: SampleCount | None = None  # e.g. samples preempted off-CPU
     sm_clock_mhz: ClockMhz | None = None  # NVML, during the point
     throttle_reasons: ThrottleMask | None = None
+    quality: Quality | None = None  # None: the point passed the agent's quality gate (or predates it)
 
     @model_validator(mode="after")
     def _consistent(self) -> Measurement:
@@ -282,7 +298,11 @@ class Measurement(_Strict):
 
 
 class Batch(_Strict):
-    """The unit of upload: stored whole or not at all; re-sending it is safe."""
+    """The unit of upload: stored whole or not at all; re-sending it is safe.
+
+    A batch is its id, its rows' ids and their values (in any order). A stored row never changes:
+    a re-send with other values is refused (409 naming the rows), and a corrected measurement is
+    sent as a new row with a new id, best in a new run. Times without an offset are UTC."""
 
     schema_: Literal["gac.batch/v1"] = Field(default=BATCH_SCHEMA, alias="schema")
     id: UUID

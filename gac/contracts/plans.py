@@ -141,7 +141,7 @@ class Sweep(_Strict):
     values: SweepValues
     timing: Timing | None = None
     adaptive: Adaptive | None = None
-    label: Annotated[str | None, Field(max_length=200)] = None
+    label: Annotated[str | None, Field(max_length=200, pattern=PRINTABLE)] = None
 
     @field_validator("dtypes")
     @classmethod
@@ -218,7 +218,7 @@ class SweepPlan(_Strict):
 
     schema_: Literal["gac.plan/v1"] = Field(default=PLAN_SCHEMA, alias="schema")
     name: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]  # a text column: no NUL
-    description: Annotated[str | None, Field(max_length=2_000)] = None
+    description: Annotated[str | None, Field(max_length=2_000, pattern=PRINTABLE)] = None
     timing: Timing = Field(default_factory=Timing)
     sweeps: Annotated[list[Sweep], Field(min_length=1, max_length=MAX_SWEEPS)]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Iterator
@@ -41,13 +42,41 @@ class BatchFileWriter(BatchBuffer):
         return f"written to {self.path}"
 
 
+BATCH_LINE = "each line must be a batch (a gac.batch/v1 document with platform, run and measurements, as `gac agent run --out` writes)"
+_MEASUREMENT_KEYS = {"op", "shape", "median_us"}  # a bare row of a batch's measurements
+
+
+class NotAResultsFile(ValueError):
+    """The file is not text (a binary, an archive): no line of it can be a batch."""
+
+
+def check_results_file(path: Path | str, probe_bytes: int = 1 << 16) -> None:
+    """Raise NotAResultsFile when the file's start is not UTF-8 text (NUL bytes, invalid sequences):
+    one line for the whole file, not an error per binary 'line'."""
+    with open(path, "rb") as fh:
+        head = fh.read(probe_bytes)
+    try:
+        # final=False: a multi-byte character cut at the probe's end is not an error
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        raise NotAResultsFile(f"{path} is not a results file: it is not UTF-8 text; {BATCH_LINE}") from None
+    if b"\0" in head:
+        raise NotAResultsFile(f"{path} is not a results file: it holds binary data; {BATCH_LINE}")
+
+
 def read_batch_file(path: Path | str) -> Iterator[tuple[int, Batch | None, str | None]]:
     """(line number, batch, error) for each non-empty line of a results file.
 
     Accepts a batch document of either layout per line, or a spool record ({"batch": ...}).
+    A line that is not UTF-8 is an error of its own; the other lines are still read.
     """
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                yield lineno, None, f"line {lineno}: not UTF-8 text; {BATCH_LINE}"
+                continue
             if not line.strip():
                 continue
             try:
@@ -56,6 +85,9 @@ def read_batch_file(path: Path | str) -> Iterator[tuple[int, Batch | None, str |
                     data = data["batch"]
                 if not isinstance(data, dict):
                     yield lineno, None, f"line {lineno}: a batch is a JSON object, not {type(data).__name__}"
+                    continue
+                if _MEASUREMENT_KEYS <= data.keys() and "measurements" not in data and "columns" not in data:
+                    yield lineno, None, f"line {lineno}: a single measurement, not a batch; {BATCH_LINE}"
                     continue
                 yield lineno, read_document(data), None
             except (json.JSONDecodeError, ValidationError) as err:

@@ -1,16 +1,19 @@
-"""POST /v1/align, GET /v1/alignments[/{id}].
+"""POST /v1/align, GET /v1/alignments[/{id}], POST /v1/alignments/{id}/checks.
 
-A manifest of up to PROCESS_ABOVE_WEIGHTS weights is parsed by FastAPI and aligned on its thread
-pool, as any route. A larger one never is: its body goes unparsed to a worker process (parsing
-100,000 weights holds the GIL for about a second), which answers 201 as usual up to
-ASYNC_ABOVE_WEIGHTS, while above that (or when asked, `Prefer: respond-async`) the service
-answers 202 at once with the alignment's URL to poll (service/align/limits.py).
+No manifest is parsed or aligned in this process, at any size: a body goes unparsed to a process
+of its own (parsing 100,000 weights holds the GIL for about a second; aligning, for minutes),
+which parses it, estimates its cost (413 above GAC_ALIGN_MAX_WORK) and reports its size. Up to
+ASYNC_ABOVE_WEIGHTS the request waits for the answer (201), and a client that goes away stops the
+work; above that (or when asked, `Prefer: respond-async`) the service answers 202 with the
+alignment's URL to poll. Every alignment has a job row from the start (the global budget counts
+them) that says how it ended, stopped ones included (service/align/limits.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import time
 import uuid
@@ -29,8 +32,8 @@ from gac.contracts.manifest import Manifest
 from service.align import limits, service
 from service.align.schemas import AlignmentJobStatus, AlignmentSummary, CandidateLists, StoredAlignment
 from service.auth.tokens import Scope
-from service.deps import Credentials, Reader, SessionDep, SettingsDep, require
-from service.errors import PayloadTooLarge, Unprocessable, errors, field_errors
+from service.deps import Credentials, Reader, SessionDep, require
+from service.errors import Unprocessable, error_json, errors, field_errors
 from service.platforms.service import get_platform
 from service.schemas import NO_NUL, Offset, Page
 
@@ -51,19 +54,15 @@ ACCEPTED: dict[int | str, dict[str, Any]] = {
 
 
 class _AlignRoute(APIRoute):
-    """POST /v1/align: a large body goes to a worker process unparsed; anything else is FastAPI's."""
+    """POST /v1/align: the body goes to a worker process unparsed; GETs are FastAPI's."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:
-            if request.method == "POST":
-                request.state.received = time.perf_counter()
-                body = await request.body()  # read once: FastAPI's handler is given the same request
-                weights = limits.estimate_weights(body)
-                respond_async = "respond-async" in request.headers.get("prefer", "").lower()
-                if weights > limits.PROCESS_ABOVE_WEIGHTS or (respond_async and body):
-                    return await _post_off_loop(request, body, weights, respond_async or weights > limits.ASYNC_ABOVE_WEIGHTS)
+            if request.method == "POST" and request.url.path.endswith("/align"):
+                body = await request.body()  # bounded by the body size limit
+                return await _post(request, body, "respond-async" in request.headers.get("prefer", "").lower())
             return await handler(request)
 
         return route
@@ -74,13 +73,11 @@ router = APIRouter(prefix="/v1", tags=["align"], route_class=_AlignRoute)
 
 @router.post(
     "/align", status_code=status.HTTP_201_CREATED, response_model=StoredAlignment,
-    responses={**errors(401, 403, 413, 422, 429, 500), **ACCEPTED},
+    responses={**errors(401, 403, 410, 413, 422, 429, 500, 504), **ACCEPTED},
 )
 def post_align(
     manifest: Manifest,
     request: Request,
-    session: SessionDep,
-    settings: SettingsDep,
     creds: Credentials,
     platform: Annotated[str | None, Query(
         max_length=64, pattern=NO_NUL, description="platform to align for; overrides the manifest's target",
@@ -91,24 +88,16 @@ def post_align(
     """Re-select one cliff-free dimension per weight under the manifest's budget; the result is stored.
 
     Alignments spend the service's CPU: they need a token (read scope or above) unless the
-    operator opened them (GAC_OPEN_ALIGN=true), and each token runs a bounded number at once.
-    Above 64 items the OR-Tools cross-check and the paper-DP baselines run after the answer: the
-    result lists them in `pending`, and GET /v1/alignments/{id} shows them once done."""
-    parsed = time.perf_counter() - getattr(request.state, "received", time.perf_counter())
-    token = None if settings.open_align and creds is None else require(Scope.read, session, settings, creds)
-    if enqueue_missing:
-        require(Scope.ingest, session, settings, creds)
-    if len(manifest.weights) > settings.align_max_weights:
-        raise PayloadTooLarge(
-            f"{len(manifest.weights)} weights: this service aligns at most {settings.align_max_weights} per request (GAC_ALIGN_MAX_WEIGHTS)"
-        )
-    with request.app.state.align_slots.slot(token.id if token else None):
-        answer = service.align_and_store(
-            session, settings, manifest, platform, enqueue_missing, candidates=candidates, timings={"parse": parsed},
-        )
-    if answer.pending:
-        _complete_later(request.app, answer.alignment_id)
-    return _respond(answer)
+    operator opened them (GAC_OPEN_ALIGN=true); each token runs a bounded number at once, and the
+    whole service a bounded number (429 with Retry-After past either). The cost is estimated from
+    the manifest before any work (413 with the estimate above GAC_ALIGN_MAX_WORK); each alignment
+    runs in a process of its own under a memory limit and a deadline (504 past it); a client that
+    disconnects stops it (the stored job says so: 410). Above 64 items the OR-Tools cross-check
+    and the paper-DP baselines run after the answer: the result lists them in `pending`, and GET
+    /v1/alignments/{id} shows them once done.
+
+    (This function documents the route: _AlignRoute serves it, the body unparsed.)"""
+    raise AssertionError("POST /v1/align is served by _AlignRoute")
 
 
 class _Query(BaseModel):
@@ -124,8 +113,9 @@ class _Query(BaseModel):
 _bearer = HTTPBearer(auto_error=False)
 
 
-async def _post_off_loop(request: Request, body: bytes, weights: int, respond_async: bool) -> Response:
-    """A large manifest: checked like any (token, query), then parsed, aligned and stored in a worker process."""
+async def _post(request: Request, body: bytes, respond_async: bool) -> Response:
+    """Check the request (query, token, both budgets), then parse, align and store in a process of its own."""
+    received = time.monotonic()
     app: FastAPI = request.app
     settings = app.state.settings
     try:
@@ -142,35 +132,112 @@ async def _post_off_loop(request: Request, body: bytes, weights: int, respond_as
             return token.id if token else None
 
     holder = await run_in_threadpool(authorize)
-    slots = app.state.align_slots
+    slots: limits.AlignSlots = app.state.align_slots
     slots.acquire(holder)
     try:
-        job = None
-        if respond_async:
-            job = await run_in_threadpool(_create_job, app, weights)
-        task = service.AlignTask(
-            settings, body, query.platform, query.enqueue_missing, query.candidates, job.id if job else None,
-            limits.INLINE_CHECK_MAX_ITEMS, limits.COMPACT_ABOVE_WEIGHTS,
-        )
-        # From a thread: the first submission starts the worker processes.
-        future = await run_in_threadpool(slots.workers.submit, service.run_task, task)
+        job = await run_in_threadpool(_admit, app, uuid.uuid4())
     except BaseException:
         slots.release(holder)
-        if job is not None:
-            lost = service.Answer(500, b'{"error": "InternalError", "detail": "the alignment could not be started"}')
-            await run_in_threadpool(_fail_job, app, job.id, lost)
         raise
-    if job is not None:
-        future.add_done_callback(functools.partial(_job_finished, app, holder, job.id))
-        headers = {"Location": job.poll, "Retry-After": str(limits.POLL_AFTER_S)}
-        return Response(job.model_dump_json().encode(), status.HTTP_202_ACCEPTED, headers, media_type=_JSON)
+    task = service.AlignTask(
+        settings, body, query.platform, query.enqueue_missing, query.candidates, job.id,
+        limits.INLINE_CHECK_MAX_ITEMS, limits.COMPACT_ABOVE_WEIGHTS, holder,
+    )
+
+    def decide(report: dict) -> dict:
+        """The task parsed the manifest: will anyone wait for its answer?"""
+        return {"respond": not (respond_async or report["weights"] > limits.ASYNC_ABOVE_WEIGHTS)}
+
+    running = slots.workers.submit(
+        service.run_task, task, deadline_s=settings.align_deadline_seconds, memory_bytes=settings.align_memory_mb * 2**20, decide=decide,
+    )
+    running.answer.add_done_callback(functools.partial(_ended, app, holder, job.id))
     try:
-        answer: service.Answer = await asyncio.wrap_future(future)
-    finally:
-        slots.release(holder)
-    if answer.pending:
-        await run_in_threadpool(_complete_later, app, answer.alignment_id)
+        report = await _until_client_gone(request, running.estimate, running, received)
+        if report is not None and not decide(report)["respond"]:
+            status_ = job.model_copy(update={"weights": report["weights"]})
+            headers = {"Location": job.poll, "Retry-After": str(limits.POLL_AFTER_S)}
+            return Response(status_.model_dump_json().encode(), status.HTTP_202_ACCEPTED, headers, media_type=_JSON)
+        answer: service.Answer = await _until_client_gone(request, running.answer, running, received)
+    except limits.TaskStopped as exc:
+        return _stopped_response(exc)
+    except asyncio.CancelledError:  # the server stops (its grace period is over): so does the work
+        running.stop(limits.SERVICE_STOPPING)
+        raise
     return _respond(answer)
+
+
+async def _until_client_gone(request: Request, future: Future, running: limits.Task, received: float) -> Any:
+    """The future's result; if the client disconnects first, the task is stopped (and says so)."""
+    waiting = asyncio.wrap_future(future)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not waiting.done():
+        running.stop(limits.client_gone(time.monotonic() - received))
+    return await waiting
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client is gone (the body was read already: what comes next is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _stopped_response(exc: limits.TaskStopped) -> Response:
+    status_, body, headers = _stop_of(exc).answer_parts()
+    return Response(json.dumps(body).encode(), status_, headers, media_type=_JSON)
+
+
+def _stop_of(exc: limits.TaskStopped) -> limits.Stop:
+    if exc.stop is not None:
+        return exc.stop
+    return limits.Stop(500, "AlignmentLost", f"the worker process running this alignment stopped (exit code {exc.exitcode}); "
+                       "post the manifest again")
+
+
+def _admit(app: FastAPI, alignment_id: uuid.UUID) -> AlignmentJobStatus:
+    settings = app.state.settings
+    with app.state.sessionmaker() as session:
+        return service.admit(session, alignment_id, settings.align_max_running,
+                             settings.align_deadline_seconds + limits.STALE_AFTER_DEADLINE_S)
+
+
+def _record_failure(app: FastAPI, job_id: uuid.UUID, answer: service.Answer) -> None:
+    def write() -> None:
+        with app.state.sessionmaker() as session:
+            service.fail_job(session, job_id, answer)
+
+    app.state.align_slots.ledger.write(f"alignment {job_id}: recording that it ended ({answer.status})", write)
+
+
+def _ended(app: FastAPI, holder: int | None, job_id: uuid.UUID, future: Future) -> None:
+    """An alignment's task ended (in its runner's thread): free the token's slot, record how it
+    ended where its process could not (stopped, died, or the database was away), queue its checks."""
+    app.state.align_slots.release(holder)
+    exc = future.exception()
+    if isinstance(exc, limits.TaskStopped):
+        stop = _stop_of(exc)
+        if exc.stop is None:
+            log.error("alignment %s: %s", job_id, exc)
+        else:
+            log.warning("alignment %s stopped: %s", job_id, stop.detail)
+        status_, body, headers = stop.answer_parts()
+        _record_failure(app, job_id, service.Answer(status_, json.dumps(body).encode(), headers))
+        return
+    if exc is not None:  # the task raised past its own handlers: a bug
+        log.error("alignment %s: failed: %r", job_id, exc)
+        internal = error_json("InternalError", "the alignment failed; it has been logged")
+        _record_failure(app, job_id, service.Answer(500, internal))
+        return
+    answer: service.Answer = future.result()
+    if not answer.recorded:  # computed, but the database was away past its deadline: recorded once it returns
+        assert isinstance(answer.body, bytes)
+        _record_failure(app, job_id, answer)
+    if answer.pending:
+        _complete_later(app, answer.alignment_id)
 
 
 def _respond(answer: service.Answer) -> Response:
@@ -183,40 +250,43 @@ def _respond(answer: service.Answer) -> Response:
     return StreamingResponse(service.chunks(parts), answer.status, answer.headers, media_type=_JSON)
 
 
-def _create_job(app: FastAPI, weights: int) -> AlignmentJobStatus:
-    with app.state.sessionmaker() as session:
-        return service.create_job(session, uuid.uuid4(), weights)
-
-
-def _fail_job(app: FastAPI, job_id: uuid.UUID, answer: service.Answer) -> None:
-    with app.state.sessionmaker() as session:
-        service.fail_job(session, job_id, answer)
-
-
-def _job_finished(app: FastAPI, holder: int | None, job_id: uuid.UUID, future: Future) -> None:
-    """A 202's alignment ended (in the pool's thread): free the token's slot, check what it left pending."""
-    app.state.align_slots.release(holder)
-    try:
-        answer: service.Answer = future.result()
-    except BaseException as exc:  # the worker process died (killed, out of memory): the job says so
-        log.error("alignment %s: its worker process stopped: %r", job_id, exc)
-        body = b'{"error": "InternalError", "detail": "the worker process running this alignment stopped"}'
-        _fail_job(app, job_id, service.Answer(500, body))
-        return
-    if answer.pending:
-        _complete_later(app, answer.alignment_id)
-
-
 def _complete_later(app: FastAPI, alignment_id: uuid.UUID | None) -> None:
-    """The cross-check and baselines an answered alignment left pending, in a worker process."""
+    """The cross-check and baselines an answered alignment left pending, in a process of their own;
+    stopped (deadline, shutdown), they are marked "not run" and stay pending (POST .../checks runs them)."""
     if alignment_id is None:
         return
+    settings = app.state.settings
 
     def done(future: Future) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            log.error("alignment %s: its pending checks did not run: %r", alignment_id, future.exception())
+        exc = future.exception()
+        if isinstance(exc, limits.TaskStopped):
+            why = {"ServiceStopping": "the service stopped before it ended", "AlignmentDeadline": "it ran past its deadline"}.get(
+                exc.stop.error if exc.stop else "", f"its worker process stopped (exit code {exc.exitcode})")
+            log.warning("alignment %s: its pending checks were stopped (%s); they stay pending", alignment_id, why)
 
-    app.state.align_slots.checkers.submit(service.complete_pending, app.state.settings, alignment_id).add_done_callback(done)
+            def write() -> None:
+                with app.state.sessionmaker() as session:
+                    service.mark_not_run(session, alignment_id, f"{why}; POST /v1/alignments/{alignment_id}/checks runs it again")
+
+            app.state.align_slots.ledger.write(f"alignment {alignment_id}: marking its checks not run", write)
+        elif exc is not None:
+            log.error("alignment %s: its pending checks did not run: %r", alignment_id, exc)
+
+    running = app.state.align_slots.checkers.submit(
+        service.complete_pending, settings, alignment_id,
+        deadline_s=settings.align_deadline_seconds, memory_bytes=settings.align_memory_mb * 2**20,
+    )
+    running.answer.add_done_callback(done)
+
+
+@router.post("/alignments/{alignment_id}/checks", status_code=status.HTTP_202_ACCEPTED, responses=errors(401, 404, 413, 422))
+def rerun_checks(alignment_id: uuid.UUID, session: SessionDep, _: Reader, request: Request) -> dict[str, Any]:
+    """Run a stored alignment's pending checks again (they were stopped: the service stopped, or
+    their deadline passed). 202: they run after the answer; GET the alignment to see them."""
+    pending = service.pending_of(session, alignment_id)
+    if pending:
+        _complete_later(request.app, alignment_id)
+    return {"id": str(alignment_id), "pending": pending}
 
 
 @router.get("/alignments", responses=errors(401, 404, 422))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import JSON, Row, Text, cast, insert, literal, select, update
+from sqlalchemy import JSON, Row, Text, cast, delete, func, insert, literal, select, update
 from sqlalchemy.orm import Session, load_only
 
 from gac.contracts.alignment import AlignmentResult
@@ -24,17 +24,55 @@ def _json_text(session: Session, text: str):
 
 def insert_alignment(
     session: Session, alignment_id: uuid.UUID, created_at: datetime, manifest: Manifest, platform_id: int | None,
-    result: AlignmentResult, result_text: str, result_full: bytes | None,
+    result: AlignmentResult, result_text: str, result_full: bytes | None, owner: int | None = None, stored_bytes: int | None = None,
 ) -> None:
-    """result_text: the result as served by default; result_full: the whole result compressed, when that text is compact."""
+    """result_text: the result as served by default; result_full: the whole result compressed, when that text is compact;
+    owner: the token that asked (its storage quota counts stored_bytes)."""
     session.execute(insert(Alignment).values(
         id=alignment_id, model=manifest.model, compressor=manifest.compressor, platform_id=platform_id,
         weights=len(manifest.weights), budget=result.budget, total_params=result.total_params, objective=result.objective,
         aligned_share_before=result.aligned_share_before, aligned_share_after=result.aligned_share_after,
         predicted_unaligned_us=result.latency.unaligned_us, predicted_aligned_us=result.latency.aligned_us,
         manifest=_json_text(session, manifest.model_dump_json(by_alias=True)), result=_json_text(session, result_text),
-        result_full=result_full, created_at=created_at,
+        result_full=result_full, created_at=created_at, token_id=owner, stored_bytes=stored_bytes,
     ))
+
+
+def expire(session: Session, before: datetime, owner: int | None, quota_bytes: int | None) -> int:
+    """Delete the alignments (and their jobs) stored before `before`, then the owner's oldest while
+    its stored bytes are above quota_bytes (the newest is always kept). Returns how many went."""
+    gone = list(session.scalars(select(Alignment.id).where(Alignment.created_at < before)))
+    if owner is not None and quota_bytes is not None:
+        rows = session.execute(
+            select(Alignment.id, func.coalesce(Alignment.stored_bytes, 0))
+            .where(Alignment.token_id == owner, Alignment.created_at >= before).order_by(Alignment.created_at.desc(), Alignment.id)
+        ).all()
+        total = 0
+        for i, (aid, size) in enumerate(rows):
+            total += size
+            if i and total > quota_bytes:
+                gone.append(aid)
+    if gone:
+        session.execute(delete(AlignmentJob).where(AlignmentJob.id.in_(gone)))
+        session.execute(delete(Alignment).where(Alignment.id.in_(gone)))
+    return len(gone)
+
+
+_ADMISSION_LOCK = 0x6761635F616C  # "gac_al": one advisory lock key for the alignments' global budget
+
+
+def lock_admission(session: Session) -> None:
+    """Serialize admissions until the transaction ends (Postgres; SQLite's writer lock does it)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(_ADMISSION_LOCK)))
+
+
+def active_jobs(session: Session, news_since: datetime) -> int:
+    """Alignments queued or running, with news since then."""
+    return session.scalar(
+        select(func.count()).select_from(AlignmentJob)
+        .where(AlignmentJob.status.in_(("queued", "running")), AlignmentJob.updated_at >= news_since)
+    ) or 0
 
 
 def write_result(session: Session, alignment_id: uuid.UUID, result_text: str, result_full: bytes | None) -> None:

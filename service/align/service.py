@@ -16,10 +16,11 @@ import logging
 import time
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import Engine
@@ -31,21 +32,39 @@ from gac.contracts.manifest import Manifest
 from gac.contracts.plans import plan_for_points
 from service.align import limits
 from service.align import repository as repo
+from service.align.cost import estimate as estimate_cost
 from service.align.db_lookup import DbLookup
 from service.align.schemas import AlignmentJobStatus, AlignmentSummary, StoredAlignment, StoredHead
 from service.db import begin_write, make_engine, make_sessionmaker
-from service.errors import GacError, NotFound, PayloadTooLarge, SolverDisagreement, Unprocessable, field_errors, is_outage
+from service.errors import (
+    BadRequest,
+    GacError,
+    NotFound,
+    PayloadTooLarge,
+    SolverDisagreement,
+    TooManyRequests,
+    Unprocessable,
+    error_body,
+    error_json,
+    field_errors,
+    is_outage,
+)
+from service.errors import ValidationError as BodyInvalid
 from service.jobs.schemas import JobMatch
 from service.jobs.service import enqueue
 from service.models import Alignment, AlignmentJob, Platform, utcnow
 from service.platforms import repository as platforms
 from service.schemas import Page
 from service.settings import Settings
-from solver.align import AlignOptions, BudgetBelowFeasible, align
+from solver.align import AlignOptions, BudgetBelowFeasible, Completed, align
+from solver.align import complete_pending as solver_complete
 from solver.candidates import CandidateOptions
 from solver.crosscheck import CrossCheckDisagreement
+from solver.model_cache import MODELS
 
 log = logging.getLogger("gac.service")
+T = TypeVar("T")
+OUTAGE_RETRY_S = 2.0  # a finished alignment tries to store its result this often while the database is away
 
 
 def resolve_platform(session: Session, manifest: Manifest, override: str | None) -> Platform | None:
@@ -61,15 +80,28 @@ def resolve_platform(session: Session, manifest: Manifest, override: str | None)
 
 
 def run_alignment(
-    session: Session, manifest: Manifest, platform: Platform | None, defer_above: int | None = None, exhaustive: bool = False
+    session: Session, manifest: Manifest, platform: Platform | None, defer_above: int | None = None, exhaustive: bool = False,
+    timings: dict[str, float] | None = None,
 ) -> AlignmentResult:
     """align() over the platform's curves. defer_above: leave the checks of larger instances pending
     (the service answers first; complete_pending runs them). What is missing comes in passes, each
     window's lattice and a sample first (CandidateOptions.sparse: whoever measures it aligns again);
-    exhaustive: every dim of each window at once (`gac align --exhaustive`)."""
+    exhaustive: every dim of each window at once (`gac align --exhaustive`). The latency model is
+    shared (solver.model_cache): in memory, and in the directory MODELS has attached, where it is
+    stored once the alignment filled it. timings: gets "model_load" (read from that directory) and
+    "model_store" (written there), in seconds, when they happened."""
     lookup = DbLookup(session, platform) if platform is not None else None
     try:
-        return align(manifest, lookup, AlignOptions(defer_above=defer_above, candidates=CandidateOptions(sparse=not exhaustive)))
+        options = AlignOptions(defer_above=defer_above, candidates=CandidateOptions(sparse=not exhaustive))
+        t0 = time.perf_counter()
+        model, origin = MODELS.model_from(manifest, lookup)
+        if origin == "disk" and timings is not None:
+            timings["model_load"] = time.perf_counter() - t0
+        result = align(manifest, lookup, options, model)
+        t1 = time.perf_counter()
+        if MODELS.store(model) and timings is not None:
+            timings["model_store"] = time.perf_counter() - t1
+        return result
     except BudgetBelowFeasible as exc:
         raise Unprocessable([{"field": "body.budget", "message": str(exc)}]) from exc
     except CrossCheckDisagreement as exc:
@@ -132,13 +164,23 @@ class StoredRow:
 
 def store(
     session: Session, manifest: Manifest, platform: Platform | None, result: AlignmentResult, *,
-    alignment_id: uuid.UUID | None = None, texts: Texts | None = None,
+    alignment_id: uuid.UUID | None = None, texts: Texts | None = None, owner: int | None = None, settings: Settings | None = None,
 ) -> StoredRow:
-    """Insert the alignment; texts: the result serialized already (else Texts.of, by size)."""
+    """Insert the alignment; texts: the result serialized already (else Texts.of, by size). With
+    settings, results past their keep time go, and the owner's oldest while the owner's stored
+    results are above its quota (413 when this one alone is)."""
     texts = texts or Texts.of(result, len(manifest.weights))
     row = StoredRow(alignment_id or uuid.uuid4(), utcnow(), platform.id if platform else None, len(manifest.weights), result, texts)
+    size = len(texts.result.encode()) + len(texts.full or b"")
+    quota = settings.align_storage_mb_per_token * 2**20 if settings is not None else None
+    if quota is not None and owner is not None and size > quota:
+        raise PayloadTooLarge(f"this result is {size / 2**20:.1f} MB, above the {settings.align_storage_mb_per_token} MB "  # type: ignore[union-attr]
+                              "a token may keep (GAC_ALIGN_STORAGE_MB_PER_TOKEN)")
     begin_write(session)
-    repo.insert_alignment(session, row.id, row.created_at, manifest, row.platform_id, result, texts.result, texts.full)
+    repo.insert_alignment(session, row.id, row.created_at, manifest, row.platform_id, result, texts.result, texts.full,
+                          owner=owner, stored_bytes=size)
+    if settings is not None:
+        repo.expire(session, row.created_at - timedelta(days=settings.align_keep_days), owner, quota)
     session.commit()
     return row
 
@@ -224,10 +266,11 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     alignment_id: uuid.UUID | None = None
     pending: bool = False  # the stored alignment awaits complete_pending
+    recorded: bool = True  # False: its job row could not be brought up to date (the database was away)
 
 
 def error_answer(exc: GacError) -> Answer:
-    return Answer(exc.status_code, json.dumps({"error": type(exc).__name__, "detail": exc.detail}).encode(), dict(exc.headers or {}))
+    return Answer(exc.status_code, error_json(type(exc).__name__, exc.detail), dict(exc.headers or {}))
 
 
 def read(session: Session, alignment_id: uuid.UUID, candidates: str | None) -> Answer:
@@ -255,7 +298,7 @@ def _job_answer(session: Session, alignment_id: uuid.UUID) -> Answer:
     if job.updated_at < utcnow() - timedelta(seconds=limits.JOB_STALE_S):
         detail = (f"no news of this alignment for over {limits.JOB_STALE_S} s: the process running it stopped; "
                   "post the manifest again")
-        return Answer(500, json.dumps({"error": "AlignmentLost", "detail": detail}).encode())
+        return Answer(500, error_json("AlignmentLost", detail))
     poll = f"/v1/alignments/{alignment_id}"
     status = AlignmentJobStatus(id=job.id, status=job.status, weights=job.weights, created_at=job.created_at, poll=poll)  # type: ignore[arg-type]
     return Answer(202, status.model_dump_json().encode(), {"Location": poll, "Retry-After": str(limits.POLL_AFTER_S)})
@@ -277,6 +320,25 @@ def create_job(session: Session, alignment_id: uuid.UUID, weights: int) -> Align
     session.commit()
     poll = f"/v1/alignments/{alignment_id}"
     return AlignmentJobStatus(id=alignment_id, status="queued", weights=weights, created_at=now, poll=poll)
+
+
+def admit(session: Session, alignment_id: uuid.UUID, limit: int, stale_after_s: float) -> AlignmentJobStatus:
+    """The alignment's job row (queued), if fewer than `limit` alignments are queued or running on
+    the whole service (every worker, every replica: they share the database); else 429. Rows with
+    no news for stale_after_s are not counted: their process is gone (no task outlives its deadline)."""
+    begin_write(session)  # SQLite: one writer at a time, so the count and the insert are one step
+    repo.lock_admission(session)  # Postgres: the same, by an advisory lock held to the commit
+    active = repo.active_jobs(session, utcnow() - timedelta(seconds=stale_after_s))
+    if active >= limit:
+        session.rollback()
+        raise TooManyRequests(
+            f"the service already runs {active} alignments (GAC_ALIGN_MAX_RUNNING={limit}); retry shortly", limits.RETRY_AFTER_S,
+        )
+    now = utcnow()
+    session.add(AlignmentJob(id=alignment_id, status="queued", created_at=now, updated_at=now))
+    session.commit()
+    poll = f"/v1/alignments/{alignment_id}"
+    return AlignmentJobStatus(id=alignment_id, status="queued", created_at=now, poll=poll)
 
 
 def update_job(session: Session, alignment_id: uuid.UUID, **values: object) -> None:
@@ -303,9 +365,10 @@ class AlignTask:
     platform: str | None = None
     enqueue_missing: bool = False  # the caller's token was checked for it already
     candidates: str | None = None  # the form to answer in (synchronous tasks)
-    job_id: uuid.UUID | None = None  # a 202's job: kept up to date, and the alignment's id; nothing answered
+    job_id: uuid.UUID | None = None  # its job row: kept up to date, and the alignment's id
     defer_above: int | None = None  # limits.INLINE_CHECK_MAX_ITEMS
     compact_above: int | None = None  # limits.COMPACT_ABOVE_WEIGHTS
+    token_id: int | None = None  # whose storage quota the result counts against
 
 
 _ENGINES: dict[str, Engine] = {}
@@ -323,9 +386,11 @@ def parse_manifest(body: bytes, settings: Settings) -> Manifest:
         manifest = Manifest.model_validate_json(body)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
+        if any(e["type"] == "json_invalid" and "recursion limit" in e["msg"] for e in errors):  # as the framework answers it
+            raise BadRequest("the request body is not JSON this service can parse (malformed, or nested too deeply)") from None
         for e in errors:
             e["loc"] = ("body", *e["loc"])
-        raise Unprocessable(field_errors(errors)) from None
+        raise BodyInvalid(field_errors(errors)) from None
     if len(manifest.weights) > settings.align_max_weights:
         raise PayloadTooLarge(
             f"{len(manifest.weights)} weights: this service aligns at most {settings.align_max_weights} per request (GAC_ALIGN_MAX_WEIGHTS)"
@@ -336,48 +401,73 @@ def parse_manifest(body: bytes, settings: Settings) -> Manifest:
 def align_and_store(
     session: Session, settings: Settings, manifest: Manifest, platform_ref: str | None, enqueue: bool, *,
     candidates: str | None = None, job_id: uuid.UUID | None = None, timings: dict[str, float] | None = None,
-    defer_above: int | None = None, compact_above: int | None = None,
+    defer_above: int | None = None, compact_above: int | None = None, respond: bool = True, owner: int | None = None,
 ) -> Answer:
     """Align, queue the missing points (enqueue: the token was checked for it), store: the 201 answer
-    (for a job, whose id the alignment takes, the job row brought up to date instead).
+    (respond: with its body; for a job, whose id the alignment takes, the job row brought up to date
+    too). A database outage after the alignment is waited out until the task's deadline.
     Raises GacError for what the caller answers as an error."""
     timings = dict(timings or {})
     target = resolve_platform(session, manifest, platform_ref)
     if enqueue and target is None:
         raise Unprocessable([{"field": "query.enqueue_missing", "message": "needs a target platform (manifest target or ?platform=)"}])
-    t0 = time.perf_counter()
-    result = run_alignment(session, manifest, target, limits.INLINE_CHECK_MAX_ITEMS if defer_above is None else defer_above)
-    timings |= align_timings(result, time.perf_counter() - t0)
-    jobs = enqueue_missing(session, settings, result, target) if enqueue and target is not None else []
+    MODELS.attach(settings.models_dir)
+    t0, shared = time.perf_counter(), dict[str, float]()
+    result = run_alignment(session, manifest, target, limits.INLINE_CHECK_MAX_ITEMS if defer_above is None else defer_above,
+                           timings=shared)
+    timings |= align_timings(result, time.perf_counter() - t0 - sum(shared.values())) | shared
+    what = f"alignment {job_id or 'done'}: storing its result"
+    jobs = []
+    if enqueue and target is not None:
+        jobs = _while_database_away(session, what, lambda: enqueue_missing(session, settings, result, target))
     t1 = time.perf_counter()
     texts = Texts.of(result, len(manifest.weights), compact_above)
     timings["serialize"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    row = store(session, manifest, target, result, alignment_id=job_id, texts=texts)
+    row = _while_database_away(session, what, lambda: store(
+        session, manifest, target, result, alignment_id=job_id, texts=texts, owner=owner, settings=settings,
+    ))
     timings["store"] = time.perf_counter() - t2
     body: tuple[Part, ...] = ()
-    if job_id is None:
+    if respond:
         head = StoredHead(id=row.id, created_at=row.created_at, platform_id=row.platform_id, jobs=jobs)
         body = response_body(head, texts.served(candidates, result))
-    else:
-        update_job(session, job_id, status="done", timings=timings, profiling_jobs=jobs)
+    if job_id is not None:
+        _while_database_away(session, what, lambda: update_job(session, job_id, status="done", timings=timings, profiling_jobs=jobs))
     return Answer(201, body, server_timing(timings), row.id, bool(result.pending))
 
 
 def run_task(task: AlignTask) -> Answer:
     """Parse, align and store one manifest body (in a worker process): the answer POST /v1/align
-    gives, or for a job (task.job_id) the job row brought up to date (done, or failed with it)."""
+    gives, and the job row (task.job_id) brought up to date (done, or failed with it). Once parsed,
+    its cost is estimated and refused above the setting (413), else reported to the service, which
+    replies whether anyone waits for the answer (no: it answered 202)."""
     t0 = time.perf_counter()
     with make_sessionmaker(_engine(task.settings.url))() as session:
         try:
-            if task.job_id is not None:
-                update_job(session, task.job_id, status="running")
             manifest = parse_manifest(task.body, task.settings)
+            cost = estimate_cost(manifest)
+            if cost.work > task.settings.align_max_work:
+                raise PayloadTooLarge({
+                    "message": f"this alignment's estimated work {cost.work:,} is above this service's limit of "
+                               f"{task.settings.align_max_work:,} (GAC_ALIGN_MAX_WORK)",
+                    "estimate": cost.describe(),
+                })
+            reply = limits.report({"weights": len(manifest.weights), "cost": cost.describe()})
+            respond = reply is None or bool(reply.get("respond", True))
+            if (job_id := task.job_id) is not None:
+                _while_database_away(session, f"alignment {job_id}: recording its start",
+                                     lambda: update_job(session, job_id, status="running", weights=len(manifest.weights)))
             return align_and_store(
                 session, task.settings, manifest, task.platform, task.enqueue_missing, candidates=task.candidates,
                 job_id=task.job_id, timings={"parse": time.perf_counter() - t0},
-                defer_above=task.defer_above, compact_above=task.compact_above,
+                defer_above=task.defer_above, compact_above=task.compact_above, respond=respond, owner=task.token_id,
             )
+        except MemoryError:
+            session.rollback()
+            detail = (f"this alignment needed more than the {task.settings.align_memory_mb} MB a worker process may use "
+                      "(GAC_ALIGN_MEMORY_MB)")
+            answer = error_answer(PayloadTooLarge(detail))
         except GacError as exc:
             session.rollback()
             answer = error_answer(exc)
@@ -387,26 +477,56 @@ def run_task(task: AlignTask) -> Answer:
                 answer = _internal(exc)
             else:
                 log.warning("alignment failed, the database is unavailable: %s", str(exc.orig).splitlines()[0][:200])
-                body = {"error": "DatabaseUnavailable", "detail": "the database is unavailable; retry shortly"}
+                body = error_body("DatabaseUnavailable", "the database is unavailable; retry shortly")
                 answer = Answer(503, json.dumps(body).encode(), {"Retry-After": "2"})
         except Exception as exc:  # a bug: logged whole, answered without internals
             session.rollback()
             answer = _internal(exc)
-        if task.job_id is not None:
-            fail_job(session, task.job_id, answer)
+        if (failed := task.job_id) is not None:
+            try:
+                _while_database_away(session, f"alignment {failed}: recording that it failed ({answer.status})",
+                                     lambda: fail_job(session, failed, answer))
+            except DBAPIError:  # still away at the deadline: the service records it once the database returns
+                answer.recorded = False
         return answer
+
+
+def _while_database_away(session: Session, what: str, write: Callable[[], T]) -> T:
+    """write(), again every few seconds while the database is unavailable, until the task's deadline
+    (then the outage is raised). The log says why, once when it starts and once when it ends."""
+    waited, since = 0.0, time.monotonic()
+    while True:
+        try:
+            done = write()
+        except DBAPIError as exc:
+            session.rollback()
+            left = limits.seconds_left()
+            if not is_outage(exc) or (left is not None and left < OUTAGE_RETRY_S + 1):
+                if waited:
+                    log.error("%s: the database is still unavailable after %.0f s; giving up here", what, time.monotonic() - since)
+                raise
+            if not waited:
+                log.warning("%s: the database is unavailable (%s); trying again every %g s",
+                            what, str(exc.orig).splitlines()[0][:200], OUTAGE_RETRY_S)
+            time.sleep(OUTAGE_RETRY_S)  # a worker process waiting for the database: nothing else to do
+            waited += OUTAGE_RETRY_S
+            continue
+        if waited:
+            log.warning("%s: done once the database returned, after %.0f s", what, time.monotonic() - since)
+        return done
 
 
 def _internal(exc: Exception) -> Answer:
     log.exception("alignment failed", exc_info=exc)
-    return Answer(500, json.dumps({"error": "InternalError", "detail": "an internal error occurred; it has been logged"}).encode())
+    return Answer(500, error_json("InternalError", "an internal error occurred; it has been logged"))
 
 
 def complete_pending(settings: Settings, alignment_id: uuid.UUID) -> list[str]:
     """Run what a stored alignment left pending (the cross-check, the paper-DP baselines) and write
-    it onto the stored result, in a worker process. align() runs again without defer_above on the
-    stored manifest and platform: the same instance when the platform's curves did not change since
-    (its dims are compared; otherwise the check says so and proves nothing). Returns what it filled in."""
+    it onto the stored result, in a worker process. The checks run on the stored answer's own items and
+    candidates (solver.align.complete_pending), not on a new alignment: they check that answer even
+    if the platform's curves changed since, and the latency model (shared per curve version,
+    solver.model_cache) prices only the paper-DP baselines' dims. Returns what it filled in."""
     with make_sessionmaker(_engine(settings.url))() as session:
         row = session.get(Alignment, alignment_id)
         if row is None:
@@ -417,23 +537,26 @@ def complete_pending(settings: Settings, alignment_id: uuid.UUID) -> list[str]:
         pending = list(stored.pending)
         manifest = Manifest.model_validate(row.manifest)
         platform = session.get(Platform, row.platform_id) if row.platform_id is not None else None
+        whole_stored = AlignmentResult.model_validate_json(zlib.decompress(row.result_full)) if row.result_full is not None else None
+        lookup = DbLookup(session, platform) if platform is not None else None
+        MODELS.attach(settings.models_dir)
         try:
-            checked: AlignmentResult | str = run_alignment(session, manifest, platform)
-        except SolverDisagreement as exc:
-            log.error("alignment %s: the cross-check disagrees with our solver: %s", alignment_id, exc.detail)
-            checked = f"disagrees: {exc.detail}"
+            model = MODELS.model(manifest, lookup)  # the alignment's, from disk in a process of its own
+            checked: Completed | str = solver_complete(manifest, whole_stored or stored, lookup, model=model)
+            MODELS.store(model)  # what the baselines' dims added
+        except CrossCheckDisagreement as exc:
+            log.error("alignment %s: the cross-check disagrees with our solver: %s", alignment_id, exc)
+            checked = f"disagrees: {exc}"
         except Exception as exc:  # noqa: BLE001 - recorded on the alignment, logged whole
             log.exception("alignment %s: its pending checks failed", alignment_id, exc_info=exc)
             checked = f"failed: {type(exc).__name__}"
-        if isinstance(checked, AlignmentResult) and [w.dim for w in checked.weights] != [w.dim for w in stored.weights]:
-            checked = "not run: the platform's measurements changed before the check ran (align again)"
 
         def fill(result: AlignmentResult) -> AlignmentResult:
             result.pending = []
-            if isinstance(checked, AlignmentResult):
-                result.solver.cross_check = checked.solver.cross_check
+            if isinstance(checked, Completed):
+                result.solver.cross_check = checked.cross_check
                 result.baselines = checked.baselines
-                result.warnings = checked.warnings
+                result.warnings = [*result.warnings, *checked.warnings]
                 return result
             method = result.solver.cross_check.method
             result.solver.cross_check = CrossCheck(method=method, status=checked, agrees=False if checked.startswith("disagrees") else None)
@@ -442,10 +565,34 @@ def complete_pending(settings: Settings, alignment_id: uuid.UUID) -> list[str]:
 
         text = fill(stored).model_dump_json(by_alias=True)
         full = None
-        if row.result_full is not None:
-            whole = fill(AlignmentResult.model_validate_json(zlib.decompress(row.result_full)))
+        if whole_stored is not None:
+            whole = fill(whole_stored)
             full = zlib.compress(whole.__pydantic_serializer__.to_json(whole, by_alias=True), 1)
         begin_write(session)
         repo.write_result(session, alignment_id, text, full)
         session.commit()
         return pending
+
+
+def mark_not_run(session: Session, alignment_id: uuid.UUID, why: str) -> None:
+    """A stored alignment whose pending checks were stopped before they ended: the cross-check says
+    "not run" and why; `pending` stays as it was, so that complete_pending can run them again."""
+    row = session.get(Alignment, alignment_id)
+    if row is None:
+        return
+    result = AlignmentResult.model_validate(row.result)
+    if not result.pending:
+        return
+    method = result.solver.cross_check.method
+    result.solver.cross_check = CrossCheck(method=method, status=f"not run: {why}", agrees=None)
+    begin_write(session)
+    repo.write_result(session, alignment_id, result.model_dump_json(by_alias=True), None)
+    session.commit()
+
+
+def pending_of(session: Session, alignment_id: uuid.UUID) -> list[str]:
+    """What a stored alignment's checks still lack (404 if there is no such alignment)."""
+    row = session.get(Alignment, alignment_id)
+    if row is None:
+        raise NotFound(f"no alignment {alignment_id}")
+    return list(AlignmentResult.model_validate(row.result).pending)

@@ -18,11 +18,12 @@ def summaries(session: Session, platform_id: int, op: str | None, dtype: str | N
             func.count(Measurement.x.distinct()).label("points"),
             func.min(Measurement.x).label("x_min"),
             func.max(Measurement.x).label("x_max"),
+            func.count(Measurement.quality).label("flagged"),  # rows with quality flags (count skips NULL)
         )
         .group_by(Measurement.curve_id)
         .subquery()
     )
-    query = select(Curve, stats.c.measurements, stats.c.points, stats.c.x_min, stats.c.x_max).join(
+    query = select(Curve, stats.c.measurements, stats.c.points, stats.c.x_min, stats.c.x_max, stats.c.flagged).join(
         stats, stats.c.curve_id == Curve.id
     ).where(Curve.platform_id == platform_id)
     if op:
@@ -49,9 +50,26 @@ def ids_by_key(session: Session, platform_id: int) -> dict[tuple[str, str, str, 
     return {(r.op, r.dtype, r.axis, r.fixed_key): r.id for r in rows}
 
 
+def versions_by_key(session: Session, platform_id: int) -> dict[tuple[str, str, str, str], tuple[int, int]]:
+    """The platform's curves by natural key (op, dtype, axis, fixed_key): (id, version)."""
+    rows = session.execute(
+        select(Curve.id, Curve.op, Curve.dtype, Curve.axis, Curve.fixed_key, Curve.version).where(Curve.platform_id == platform_id)
+    )
+    return {(r.op, r.dtype, r.axis, r.fixed_key): (r.id, r.version) for r in rows}
+
+
 def points(session: Session, curve_id: int) -> Sequence[Row]:
+    """The curve's trusted rows: a row the agent flagged (quality) never makes a point, so it cannot
+    invent a cliff in an alignment or count as stored when a plan is resumed."""
     return session.execute(
         select(Measurement.x, Measurement.median_us, Measurement.p10_us, Measurement.p90_us, Measurement.mean_us, Measurement.n)
-        .where(Measurement.curve_id == curve_id)
+        .where(Measurement.curve_id == curve_id, Measurement.quality.is_(None))
         .order_by(Measurement.x)
     ).all()
+
+
+def flagged(session: Session, curve_id: int) -> int:
+    """How many of the curve's rows the agent flagged."""
+    return session.scalar(
+        select(func.count()).select_from(Measurement).where(Measurement.curve_id == curve_id, Measurement.quality.is_not(None))
+    ) or 0

@@ -18,18 +18,18 @@ from service.platforms import repository as platforms_repo
 from service.platforms.service import get_platform
 
 
-def _summary(row: CurveRow, measurements: int, points: int, x_min: int, x_max: int) -> CurveSummary:
+def _summary(row: CurveRow, measurements: int, points: int, x_min: int, x_max: int, flagged: int = 0) -> CurveSummary:
     return CurveSummary(
         id=row.id, platform_id=row.platform_id, op=row.op, dtype=row.dtype, axis=row.axis,
         fixed=parse_shape_key(row.fixed_key), fixed_key=row.fixed_key, points=points, measurements=measurements,
-        x_min=x_min, x_max=x_max, updated_at=row.updated_at, version=row.version,
+        x_min=x_min, x_max=x_max, updated_at=row.updated_at, version=row.version, flagged=flagged,
     )
 
 
 def list_curves(session: Session, platform: str, op: str | None, dtype: str | None, axis: str | None) -> list[CurveSummary]:
     pid = get_platform(session, platform).id
     return [
-        _summary(r.Curve, r.measurements, r.points, r.x_min, r.x_max)
+        _summary(r.Curve, r.measurements, r.points, r.x_min, r.x_max, r.flagged)
         for r in repo.summaries(session, pid, op, dtype, axis)
     ]
 
@@ -66,7 +66,8 @@ def combine(rows) -> list[CurvePoint]:
 def _curve(session: Session, row: CurveRow) -> Curve:
     rows = repo.points(session, row.id)
     pts = combine(rows)
-    summary = _summary(row, len(rows), len(pts), pts[0].x if pts else 0, pts[-1].x if pts else 0)
+    flagged = repo.flagged(session, row.id)
+    summary = _summary(row, len(rows) + flagged, len(pts), pts[0].x if pts else 0, pts[-1].x if pts else 0, flagged)
     return Curve(curve=summary, points=pts)
 
 

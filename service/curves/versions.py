@@ -39,6 +39,7 @@ async def confirm_forever(cache: ResponseCache, engine: Engine, freshness: float
     # briefly. Through a pooled session, polls under load took up to 0.7 s (GIL hand-offs
     # with the busy event loop), long enough for entries to lapse and reads to stall.
     conn: Connection | None = None
+    down_since: float | None = None  # when polls started failing: one log line when it starts, one when it ends
     try:
         while True:
             await asyncio.sleep(freshness / 3)  # an entry stays fresh through one slow poll
@@ -51,16 +52,28 @@ async def confirm_forever(cache: ResponseCache, engine: Engine, freshness: float
                 if conn is None:
                     conn = await run_in_threadpool(_connect, engine)
                 versions = await run_in_threadpool(read_versions, conn, ids)
-            except Exception:  # the database away: entries age out and reads check (and report) themselves
-                log.warning("could not confirm cached curve versions", exc_info=True)
+            except Exception as exc:  # the database away: entries age out and reads check (and report) themselves
+                if down_since is None:  # a poll every freshness / 3: a line per poll would flood the log
+                    down_since = started
+                    log.warning("cannot confirm cached curve versions (%s: %s); retrying quietly until the database answers",
+                                type(exc).__name__, _first_line(exc))
                 if conn is not None:
                     conn.invalidate()
                     conn = None
                 continue
+            if down_since is not None:
+                log.warning("confirming cached curve versions again after %.1f s", time.monotonic() - down_since)
+                down_since = None
             cache.confirm_all(ids, versions, generation, started)
     finally:
         if conn is not None:
             conn.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's message, without SQLAlchemy's statement and background link."""
+    cause = getattr(exc, "orig", None) or exc
+    return (str(cause).strip().splitlines() or [""])[0][:200]
 
 
 def _connect(engine: Engine) -> Connection:

@@ -14,7 +14,7 @@ CurveKey = tuple[str, str, str, str]  # op, dtype, swept axis, fixed shape ("k=1
 # The stored columns after uuid, curve_id, run_id, batch_id and x, in table order.
 VALUE_COLUMNS = (
     "median_us", "p10_us", "p90_us", "mean_us", "n", "timer", "backend", "kernel", "measured_at",
-    "stop", "samples_discarded", "sm_clock_mhz", "throttle_reasons",
+    "stop", "samples_discarded", "sm_clock_mhz", "throttle_reasons", "quality",
 )
 
 

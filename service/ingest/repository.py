@@ -110,7 +110,10 @@ _COLUMNS = ("uuid", "curve_id", "run_id", "batch_id", "x", *VALUE_COLUMNS)
 
 def insert_measurements(session: Session, batch: Incoming, curve_ids: list[int]) -> int:
     """Insert the rows whose uuid is new (curve_ids[i] is row i's curve); returns how many were new."""
-    rows = list(zip(batch.ids, curve_ids, repeat(batch.run.id), repeat(batch.id), batch.x, *batch.values))
+    values = batch.values
+    if not any(values[-1]):  # no row flagged (the common case): quality is left to its default, NULL
+        values = values[:-1]
+    rows = list(zip(batch.ids, curve_ids, repeat(batch.run.id), repeat(batch.id), batch.x, *values))
     # Sorted by uuid, so two transactions inserting overlapping rows lock them in the same order.
     rows.sort(key=lambda row: row[0].int)
     if session.get_bind().dialect.name == "postgresql":
@@ -126,18 +129,19 @@ CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (
     uuid uuid, curve_id integer, run_id uuid, batch_id uuid, x integer,
     median_us double precision, p10_us double precision, p90_us double precision, mean_us double precision,
     n integer, timer text, backend text, kernel text, measured_at timestamptz,
-    stop text, samples_discarded integer, sm_clock_mhz integer, throttle_reasons bigint
+    stop text, samples_discarded integer, sm_clock_mhz integer, throttle_reasons bigint, quality text
 ) ON COMMIT DELETE ROWS
 """
 _STAGE_TYPES = [
     "uuid", "int4", "uuid", "uuid", "int4", "float8", "float8", "float8", "float8", "int4",
-    "text", "text", "text", "timestamptz", "text", "int4", "int4", "int8",
+    "text", "text", "text", "timestamptz", "text", "int4", "int4", "int8", "text",
 ]
 
 
 def _copy_rows(cur, table: str, rows: list[tuple]) -> None:
-    with cur.copy(f"COPY {table} ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(_STAGE_TYPES)
+    width = len(rows[0]) if rows else len(_COLUMNS)  # without quality when no row is flagged
+    with cur.copy(f"COPY {table} ({', '.join(_COLUMNS[:width])}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(_STAGE_TYPES[:width])
         for row in rows:
             copy.write_row(row)
 
@@ -162,7 +166,7 @@ def _copy_then_insert(session: Session, rows: list[tuple]) -> int:
             return len(rows)
         except psycopg.errors.UniqueViolation:
             pass
-        cols = ", ".join(_COLUMNS)
+        cols = ", ".join(_COLUMNS[: len(rows[0])])
         cur.execute(_STAGE_DDL)
         _copy_rows(cur, _STAGE, rows)
         cur.execute(f"INSERT INTO measurements ({cols}) SELECT {cols} FROM {_STAGE} ORDER BY uuid ON CONFLICT (uuid) DO NOTHING")
@@ -174,3 +178,19 @@ def _copy_then_insert(session: Session, rows: list[tuple]) -> int:
 def record_counts(session: Session, batch_id: uuid.UUID, inserted: int, duplicates: int) -> None:
     session.execute(update(UploadBatch).where(UploadBatch.id == batch_id).values(inserted=inserted, duplicates=duplicates))
 
+
+
+def stored_rows(
+    session: Session, ids: list[uuid.UUID], columns: tuple[str, ...], other_than: uuid.UUID | None = None
+) -> dict[uuid.UUID, tuple]:
+    """{row id: (curve key, x, *columns)} of those ids that are stored (by a batch other than
+    other_than, when given): what a re-sent row is compared with."""
+    table = Measurement.__table__
+    stmt = (
+        select(table.c.uuid, Curve.op, Curve.dtype, Curve.axis, Curve.fixed_key, table.c.x, *(table.c[name] for name in columns))
+        .join(Curve, Curve.id == table.c.curve_id)
+        .where(table.c.uuid.in_(ids))
+    )
+    if other_than is not None:
+        stmt = stmt.where(table.c.batch_id != other_than)
+    return {row[0]: ((row[1], row[2], row[3], row[4]), *row[5:]) for row in session.execute(stmt)}

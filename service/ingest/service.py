@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import operator
+from array import array
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any
+from uuid import UUID
 
 from sqlalchemy.orm import Session
 
@@ -12,23 +16,110 @@ from gac.contracts.measurements import Batch, BatchReceipt
 from service.db import begin_write
 from service.errors import Conflict, Unprocessable
 from service.ingest import repository as repo
-from service.ingest.incoming import CurveKey, Incoming
+from service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
 from service.ingest.known import KNOWN, agent_key, platform_key, run_key
 from service.metrics import INGEST_BATCHES, INGEST_ROWS
 from service.models import UploadBatch, utcnow
 
+# What a row says, beyond its id: its curve, its x and its figures. Not measured_at: when it
+# is left out the service fills in the time it read the row, so a faithful re-send differs there.
+COMPARED = tuple(name for name in VALUE_COLUMNS if name != "measured_at")
+_SHOWN_CONFLICTS = 50  # rows named in a 409; the message counts the rest
+
 
 def content_hash(batch: Incoming) -> str:
-    """What makes a batch that batch: its platform, run and row ids.
+    """What makes a batch that batch: its platform, run, row ids and every row's values, in the
+    order of the row ids (a re-send in another order is the same batch).
 
-    Rows are immutable once stored (the first write of a row id wins), so a
-    re-send is recognised by its ids; a batch id reused for other rows is a
-    client bug that must not be mistaken for a re-send (its rows would be lost).
-    """
-    h = hashlib.sha256(f"{batch.platform.fingerprint()}|{batch.run.id}|".encode())
-    for row_id in batch.ids:
-        h.update(row_id.bytes)
+    Rows are immutable once stored (the first write of a row id wins), so a re-send with other
+    values is a correction that would be lost: it is refused (409), never answered "replay"."""
+    rows = len(batch.ids)
+    ints = [row_id.int for row_id in batch.ids]
+    order = sorted(range(rows), key=ints.__getitem__)
+    permute = operator.itemgetter(*order) if rows > 1 else (lambda column: tuple(column))
+    h = hashlib.sha256(f"v2|{batch.platform.fingerprint()}|{batch.run.id}|".encode())
+    h.update(b"".join(i.to_bytes(16, "big") for i in permute(ints)))
+    curves = list(dict.fromkeys(batch.curves))  # a few distinct curves: hashed once, rows by index
+    at = {key: i for i, key in enumerate(curves)}
+    h.update(repr(curves).encode())
+    h.update(array("q", [at[key] for key in permute(batch.curves)]).tobytes())
+    h.update(array("q", permute(batch.x)).tobytes())
+    for name in COMPARED:
+        h.update(b"\x00" + name.encode() + b"\x00")
+        h.update(_column_bytes(permute(batch.values[VALUE_COLUMNS.index(name)])))
     return h.hexdigest()
+
+
+def _column_bytes(column: tuple) -> bytes:
+    """One column's values as bytes, exactly (floats bit for bit), by the cheapest encoding that
+    takes them all (each tried in C): null throughout, packed integers, packed floats, joined
+    text, else repr (a mix with nulls)."""
+    if column.count(None) == len(column):
+        return b"n" + len(column).to_bytes(4, "little")
+    for code in ("q", "d"):  # integers first: a float array would round those above 2**53
+        try:
+            return code.encode() + array(code, column).tobytes()
+        except (TypeError, OverflowError):
+            pass
+    try:
+        return b"s" + "\x00".join(column).encode()  # unambiguous: every text field refuses NUL
+    except TypeError:
+        return b"r" + repr(column).encode()
+
+
+def _sent_row(batch: Incoming, i: int, columns: list[list[Any]]) -> tuple:
+    return (batch.curves[i], batch.x[i], *(column[i] for column in columns))
+
+
+def _differences(batch: Incoming, stored: dict[UUID, tuple], *, missing_too: bool) -> list[dict[str, str]]:
+    """The rows of batch whose id is stored with other values (and, with missing_too, whose id
+    is not stored at all), as field errors that name each row and what differs."""
+    columns = [batch.values[VALUE_COLUMNS.index(name)] for name in COMPARED]
+    names = ("curve", "x", *COMPARED)
+    found: list[dict[str, str]] = []
+    count = 0
+    for i, row_id in enumerate(batch.ids):
+        have = stored.get(row_id)
+        if have is None:
+            if not missing_too:
+                continue
+            message = f"row {row_id} is not part of the stored batch"
+        else:
+            sent = _sent_row(batch, i, columns)
+            if have == sent:
+                continue
+            changed = ", ".join(
+                f"{name}: stored {old!r}, sent {new!r}" for name, old, new in zip(names, have, sent) if old != new
+            )
+            message = f"row {row_id} is stored with other values ({changed})"
+        count += 1
+        if len(found) < _SHOWN_CONFLICTS:
+            found.append({"field": f"body.measurements.{i}", "message": message, "type": "conflict"})
+    if count > len(found):
+        found.append({"field": "body.measurements", "message": f"and {count - len(found)} more rows like these", "type": "conflict"})
+    return found
+
+
+def _repeated_ids(ids: list[UUID]) -> list[dict[str, str]]:
+    seen: set[UUID] = set()
+    found: list[dict[str, str]] = []
+    for i, row_id in enumerate(ids):
+        if row_id in seen and len(found) < _SHOWN_CONFLICTS:
+            found.append({"field": f"body.measurements.{i}", "message": f"row id {row_id} occurs earlier in this batch"})
+        seen.add(row_id)
+    return found
+
+
+_HOW_TO_CORRECT = (
+    "a stored row never changes: send a corrected measurement as a new row (a new row id, best in a new run), "
+    "see the README's 'Correcting a measurement'"
+)
+
+
+def _refuse(session: Session, what: str, differences: list[dict[str, str]]) -> Conflict:
+    session.rollback()  # nothing of this batch is stored
+    INGEST_BATCHES.labels("conflict").inc()
+    return Conflict([{"field": "body", "message": f"{what}; {_HOW_TO_CORRECT}", "type": "conflict"}, *differences])
 
 
 class IdResolver:
@@ -59,6 +150,8 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
         raise Unprocessable(
             [{"field": "body.measurements", "message": f"{rows} rows is over this service's limit of {max_rows} per batch"}]
         )
+    if len(set(batch.ids)) != rows:  # two values for one row id: one of them would be lost
+        raise Unprocessable(_repeated_ids(batch.ids))
     digest = content_hash(batch)
     now = utcnow()
     db = str(session.get_bind().engine.url)
@@ -77,10 +170,16 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
 
     if not repo.insert_batch_row(session, batch.id, batch.run.id, platform_id, digest, rows, now):
         stored = session.get_one(UploadBatch, batch.id)
-        same = stored.content_hash == digest
+        if stored.content_hash != digest:  # other values, or a hash of an older version of this rule
+            differences = _differences(batch, repo.stored_rows(session, batch.ids, COMPARED), missing_too=True)
+            if stored.rows > rows:
+                differences.append({
+                    "field": "body.measurements", "type": "conflict",
+                    "message": f"the stored batch has {stored.rows} rows, this one {rows}",
+                })
+            if differences:
+                raise _refuse(session, f"batch {batch.id} was already stored with other content", differences)
         session.rollback()
-        if not same:
-            raise Conflict(f"batch {batch.id} was already stored with different content; use a new batch id")
         INGEST_BATCHES.labels("replay").inc()
         INGEST_ROWS.labels("duplicate").inc(rows)
         return BatchReceipt(
@@ -91,6 +190,11 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
     curves = repo.curve_ids(session, platform_id, set(batch.curves), now)
     inserted = repo.insert_measurements(session, batch, [curves[k] for k in batch.curves])
     if inserted != rows:
+        # Some row ids were stored before, by other batches: duplicates when they say the same,
+        # a correction that would be dropped when they do not.
+        earlier = repo.stored_rows(session, batch.ids, COMPARED, other_than=batch.id)
+        if differences := _differences(batch, earlier, missing_too=False):
+            raise _refuse(session, f"{len(earlier)} row ids of batch {batch.id} were stored before", differences)
         repo.record_counts(session, batch.id, inserted, rows - inserted)
     repo.touch_curves(session, list(curves.values()), now)
     session.commit()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import and_, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import PlatformDescriptor
@@ -22,8 +22,16 @@ def _fits(platform: PlatformDescriptor) -> tuple:
         Job.attempts < Job.max_attempts,
         or_(Job.match_fingerprint.is_(None), Job.match_fingerprint == platform.fingerprint()),
         or_(Job.match_device_kind.is_(None), Job.match_device_kind == platform.device_kind),
-        or_(Job.match_device_name.is_(None), literal(name).like(literal("%") + func.lower(Job.match_device_name) + literal("%"))),
+        or_(Job.match_device_name.is_(None), literal(name).like(_containing(func.lower(Job.match_device_name)), escape="\\")),
     )
+
+
+def _containing(text: ColumnElement[str]) -> ColumnElement[str]:
+    """A LIKE pattern (escape character backslash) for any text containing `text` as it is: a job
+    for "H_00" must not go to an "H200", nor one for "%" to every platform."""
+    for char in ("\\", "%", "_"):
+        text = func.replace(text, char, "\\" + char)
+    return literal("%") + text + literal("%")
 
 
 def claimable(session: Session, platform: PlatformDescriptor, now: datetime) -> Job | None:

@@ -34,13 +34,18 @@ def page(session: Session, *, device_kind: str | None, name: str | None, offset:
     return offset_page(session, query, key=Platform.id, order_by=newest_first, offset=offset, limit=limit)
 
 
-def counts(session: Session, platform_ids: list[int]) -> dict[int, tuple[int, int, int]]:
-    """(curves, runs, agents) per platform."""
-    curves = dict(
-        session.execute(
-            select(Curve.platform_id, func.count()).where(Curve.platform_id.in_(platform_ids)).group_by(Curve.platform_id)
-        ).all()
-    )
+def counts(session: Session, platform_ids: list[int]) -> dict[int, tuple[int, int, int, list[str]]]:
+    """(curves, runs, agents, the dtypes its curves were measured in) per platform."""
+    curves: dict[int, int] = {}
+    dtypes: dict[int, list[str]] = {}
+    for pid, dtype, n in session.execute(
+        select(Curve.platform_id, Curve.dtype, func.count())
+        .where(Curve.platform_id.in_(platform_ids))
+        .group_by(Curve.platform_id, Curve.dtype)
+        .order_by(Curve.platform_id, Curve.dtype)
+    ).all():
+        curves[pid] = curves.get(pid, 0) + n
+        dtypes.setdefault(pid, []).append(dtype)
     runs = {
         pid: (n, agents)
         for pid, n, agents in session.execute(
@@ -49,4 +54,4 @@ def counts(session: Session, platform_ids: list[int]) -> dict[int, tuple[int, in
             .group_by(Run.platform_id)
         ).all()
     }
-    return {pid: (curves.get(pid, 0), *runs.get(pid, (0, 0))) for pid in platform_ids}
+    return {pid: (curves.get(pid, 0), *runs.get(pid, (0, 0)), dtypes.get(pid, [])) for pid in platform_ids}

@@ -26,11 +26,12 @@ def describe(platform: Platform) -> PlatformDescriptor:
     return PlatformDescriptor(**{f: getattr(platform, f) for f in DESCRIPTOR_FIELDS})
 
 
-def to_out(platform: Platform, curves: int = 0, runs: int = 0, agents: int = 0) -> PlatformOut:
+def to_out(platform: Platform, curves: int = 0, runs: int = 0, agents: int = 0, dtypes: list[str] | None = None) -> PlatformOut:
     descriptor = describe(platform)
     return PlatformOut(
         id=platform.id, fingerprint=platform.fingerprint, label=descriptor.label(), descriptor=descriptor,
         first_seen=platform.first_seen, last_seen=platform.last_seen, curves=curves, runs=runs, agents=agents,
+        dtypes=dtypes or [],
     )
 
 

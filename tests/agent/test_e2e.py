@@ -94,7 +94,7 @@ def test_spooled_run_is_flushed_later(live_service, tmp_path, threads_one):
     app = cli_app()
     res = CliRunner().invoke(app, ["agent", "run", "--server", closed_port_url(), "--token", "t", "--plan", str(plan_file),
                                    "--threads", "1", "--spool-dir", str(spool_dir), "--retries", "1", "--quiet",
-                                   "--batch-size", "5"])
+                                   "--batch-size", "5", "--spool"])  # offline on purpose
     assert res.exit_code == 1 and Spool(spool_dir).rows() == 13
     flush = ["agent", "flush", "--server", live_service.url, "--token", live_service.ingest_token,
              "--spool-dir", str(spool_dir)]

@@ -137,6 +137,22 @@ def test_align_and_read_it_back(live_service, tmp_path):
         assert {s.id for s in gac.alignments(platform=fp)} == {latency.id, stored.id}
         assert gac.alignments(platform=fp).total == 2
 
+        # dtype= overrides the manifest's workload dtype: this platform measured bfloat16 only.
+        f32 = {**manifest(fp), "workload": {"tokens": [M], "dtype": "float32"}}
+        assert gac.align(f32, dtype="bfloat16").result.latency.speedup is not None
+        unmeasured = gac.align(f32)
+        assert unmeasured.result.latency.speedup is None and unmeasured.result.missing
+
+        # platform_of: a machine's stored platform from its descriptor, whatever thread count it was
+        # timed with, carrying the descriptor's dtype facts (the service keeps only its curves' dtypes).
+        here = gac.platform_of(plat.model_copy(update={"threads": 7, "fast_dtype": "bfloat16"}))
+        assert here.fingerprint == fp and here.descriptor.fast_dtype == "bfloat16" and here.dtypes == ["bfloat16"]
+        assert gac.platform_of(plat).descriptor.fast_dtype is None
+        for other in (plat.model_copy(update={"torch_version": "2.0.0"}), f.platform(device_name="Never Profiled CPU")):
+            with pytest.raises(GacApiError) as refused:
+                gac.platform_of(other)
+            assert refused.value.status == 404 and "profile it first" in str(refused.value)
+
         # Curves the platform lacks become a profiling job (ingest token), readable as a Job.
         doc = manifest(fp)
         doc["workload"]["tokens"] = [128]  # not measured at m = 128

@@ -102,3 +102,73 @@ def test_serve_refuses_a_bad_port_and_a_missing_database_in_one_line(tmp_path):
     out = gac("serve", env=missing)
     assert_clean_failure(out, "refusing to start", "gac_no_such_db")
     assert len((out.stdout + out.stderr).strip().splitlines()) <= 2, out.stderr
+
+
+def test_a_binary_file_and_bare_measurements_are_not_results_files(tmp_path):
+    binary = tmp_path / "a.out"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8 + b"\n\xd0\xff\n")
+    out = gac("ingest", str(binary), "--server", "http://127.0.0.1:9", "--token", "t")
+    assert_clean_failure(out, "a.out is not a results file", "each line must be a batch")
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert_clean_failure(gac("align", str(binary)), "a.out is not a manifest", "not UTF-8")
+    assert_clean_failure(gac("align", str(MANIFEST), "--measurements", str(binary)), "a.out is not a measurements file")
+    row = f.body(f.batch(rows=1))["measurements"][0]
+    bare = tmp_path / "rows.jsonl"
+    bare.write_text("".join(json.dumps(row) + "\n" for _ in range(10)))
+    out = gac("ingest", str(bare), "--server", "http://127.0.0.1:9", "--token", "t")
+    assert_clean_failure(out, "line 1: a single measurement, not a batch", "each line must be a batch", "7 more bad line")
+    assert "validation error" not in out.stderr and len(out.stderr.strip().splitlines()) <= 5, out.stderr
+
+
+def test_an_unreachable_server_stops_the_agent_before_it_times_anything(tmp_path):
+    out = gac("agent", "run", "--server", "http://127.0.0.1:1", "--token", "t", "--plan", "quick", "--threads", "1",
+              "--spool-dir", str(tmp_path / "spool"))
+    assert_clean_failure(out, "cannot reach http://127.0.0.1:1", "nothing timed", "--spool", "--out")
+    assert "fingerprint" not in out.stderr and "plan quick" not in out.stderr  # no session opened, no plan begun
+    assert not (tmp_path / "spool").exists() or not any((tmp_path / "spool").iterdir())
+    assert_clean_failure(gac("agent", "run", "--spool", "--out", str(tmp_path / "r.jsonl")), "--spool", "--server")
+
+
+def test_align_names_the_manifests_budget_not_an_http_path(tmp_path):
+    """The budget check happens in the service's code on every path; the CLI names the file's entry."""
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps({**json.loads(MANIFEST.read_text()), "budget": {"params": 100_000}}))
+    env = {**os.environ, "GAC_DATA_DIR": str(tmp_path)}
+    measurements = tmp_path / "m.jsonl"
+    measurements.write_text(json.dumps(f.body(f.batch(rows=3))) + "\n")
+    for args in ((), ("--measurements", str(measurements))):
+        out = gac("align", str(small), *args, env=env)
+        assert_clean_failure(out, f"{small}: budget:", "raise the budget to at least", "the compressor's own dims")
+        assert "body." not in out.stderr and out.returncode == 2, out.stderr
+    bad = tmp_path / "bad.json"
+    doc = json.loads(MANIFEST.read_text())
+    doc["weights"][2]["dim"] = -3
+    bad.write_text(json.dumps(doc))
+    out = gac("align", str(bad), "--epsilon", "0.1", env=env)
+    assert_clean_failure(out, f"{bad}: weights[2]")
+
+
+@pytest.mark.slow
+def test_align_through_a_server_names_the_manifests_budget(live_service, tmp_path):
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps({**json.loads(MANIFEST.read_text()), "budget": {"params": 100_000}}))
+    out = gac("align", str(small), "--server", live_service.url, "--token", live_service.admin_token)
+    assert_clean_failure(out, f"{small}: budget:", "raise the budget to at least")
+    assert "body." not in out.stderr and out.returncode == 2, out.stderr
+
+
+def test_import_reads_yaml_as_align_does(tmp_path):
+    import yaml
+
+    config = ROOT / "examples" / "llama3-8b-asvd-config.json"
+    importance = ROOT / "examples" / "llama3-8b-asvd-importance.json"
+    as_yaml = tmp_path / "config.yaml"
+    as_yaml.write_text(yaml.safe_dump(json.loads(config.read_text()), sort_keys=False))  # the weights in file order
+    scores = tmp_path / "importance.yml"
+    scores.write_text(yaml.safe_dump(json.loads(importance.read_text()), sort_keys=False))
+    from_json = gac("import", "asvd", str(config), "--importance", str(importance), "-o", str(tmp_path / "a.json"))
+    from_yaml = gac("import", "asvd", str(as_yaml), "--importance", str(scores), "-o", str(tmp_path / "b.json"))
+    assert from_json.returncode == 0 and from_yaml.returncode == 0, from_yaml.stderr
+    assert json.loads((tmp_path / "a.json").read_text()) == json.loads((tmp_path / "b.json").read_text())
+    (tmp_path / "dup.yaml").write_text("truncation_ranks: {}\ntruncation_ranks: {}\n")
+    assert_clean_failure(gac("import", "asvd", str(tmp_path / "dup.yaml")), "appears twice")

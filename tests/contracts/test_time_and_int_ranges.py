@@ -56,11 +56,14 @@ def test_times_outside_utc_years_1_to_9999_are_refused(value):
 
 @pytest.mark.parametrize("value", INSIDE, ids=str)
 def test_times_inside_the_range_are_kept_as_sent(value):
-    assert RunInfo(id=uuid.uuid4(), agent="a", started_at=value).started_at == value
-    assert f.measurement(measured_at=value).measured_at == value
+    # The same instant; a time without an offset is read as UTC (the contract's rule), and made aware.
+    want = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    assert RunInfo(id=uuid.uuid4(), agent="a", started_at=value).started_at == want
+    assert f.measurement(measured_at=value).measured_at == want
     doc = f.columns_body(f.batch(rows=1))
     doc["measurements"]["measured_at"] = [value.isoformat()]
-    assert ColumnBatch.model_validate(doc).measurements.measured_at == [value]
+    assert ColumnBatch.model_validate(doc).measurements.measured_at == [want]
+    assert want.tzinfo is not None
 
 
 @pytest.mark.parametrize("name", ["memory_bytes", "l2_bytes"])

@@ -40,8 +40,7 @@ def workers(app):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def small_limits(monkeypatch):  # type: ignore[no-untyped-def]
-    """Worker processes from 20 weights, 202 from 30, compact from 25: the large paths at test sizes."""
-    monkeypatch.setattr(limits, "PROCESS_ABOVE_WEIGHTS", 20)
+    """202 from 30 weights, compact from 25: the large paths at test sizes."""
     monkeypatch.setattr(limits, "ASYNC_ABOVE_WEIGHTS", 30)
     monkeypatch.setattr(limits, "COMPACT_ABOVE_WEIGHTS", 25)
 
@@ -146,8 +145,8 @@ def test_a_failed_job_answers_its_error_on_poll(client, app, read_token, workers
     assert failed.status_code == 422 and failed.json()["detail"][0]["field"] == "body.target.platform"
     app.state.settings.align_max_weights = 35
     try:
-        r = client.post("/v1/align", json=manifest(40), headers=f.auth(read_token))
-        too_many = settled(client, app, r.headers["location"])
+        # Refused once parsed, before any work: answered at once, not after a 202.
+        too_many = client.post("/v1/align", json=manifest(40), headers=f.auth(read_token))
         assert too_many.status_code == 413 and "GAC_ALIGN_MAX_WEIGHTS" in too_many.json()["detail"]
     finally:
         app.state.settings.align_max_weights = 100_000

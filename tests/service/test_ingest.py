@@ -65,7 +65,9 @@ def test_same_batch_id_with_other_content_is_a_conflict(client, session, ingest_
     changed = b.model_copy(update={"measurements": f.batch(rows=3, start=50).measurements})
     r = client.post("/v1/batches", json=f.body(changed), headers=f.auth(ingest_token))
     assert r.status_code == 409 and r.json()["error"] == "Conflict"
-    assert str(b.id) in r.json()["detail"]
+    detail = r.json()["detail"]  # the batch, then each row that is not the stored one
+    assert str(b.id) in detail[0]["message"]
+    assert [e["field"] for e in detail[1:]] == [f"body.measurements.{i}" for i in range(3)]
     assert count(session) == 3
 
 

@@ -35,7 +35,7 @@ def readme_routes(text: str) -> set[tuple[str, str]]:
     A cell's code spans are routes: `GET /v1/jobs` names a method, and the spans after it
     without one (`/v1/jobs/{id}`) share it; `[/{id}]` is an optional part (both are routes);
     parameter names and query strings are left out of the comparison."""
-    section = text.split("### HTTP API", 1)[1].split("\n\n", 2)[1]  # the table, after the heading line
+    section = text.split("## HTTP API", 1)[1].split("\n\n", 2)[1]  # the table, after the heading line
     routes: set[tuple[str, str]] = set()
     for row in section.splitlines():
         if not row.startswith("|"):

@@ -196,3 +196,104 @@ def lowrank_curves(manifest_doc: dict) -> list[CurveSpec]:
         for fixed, axis in ((("k", i), ("m", m)), "n"), ((("m", m), ("n", o)), "k"):
             tops[(fixed, axis)] = max(tops.get((fixed, axis), 0), full)
     return [CurveSpec(fixed, axis, top) for (fixed, axis), top in sorted(tops.items())]
+
+
+# ---------------------------------------------------------------------------------------------
+# A GPU fleet's platform: long lattice curves and a mixed 512-weight Llama-3-8B manifest
+
+FLEET_HIDDEN, FLEET_MLP, FLEET_KV, FLEET_TOKENS = 4096, 14336, 1024, 1024
+FLEET_CLASS = {1: 2.6, 2: 1.9, 4: 1.35}  # odd, 2 mod 4 and 4 mod 8 widths against the multiples of 8
+
+
+def gpu_truth(shape: dict[str, int], axis: str, tile: int = 64) -> Truth:
+    """A GPU GEMM: compute padded to tiles of `tile` along the swept axis, times a factor for
+    widths that are not multiples of 8 (the kernel's slower code paths), as an H100's fp16 GEMMs run."""
+    base = gemm_truth(shape, axis, tile)
+    return lambda x: base(x) * FLEET_CLASS.get(x & -x, 1.0)
+
+
+def fleet_curves() -> list[CurveSpec]:
+    """The gemm curves fleet_manifest() runs, each swept over every dim up to the largest any
+    weight asks for: 14,336 + 14,336 + 4,096 + 4,096 + 1,024 + 256 = 38,144 points."""
+    m, h, f, kv = FLEET_TOKENS, FLEET_HIDDEN, FLEET_MLP, FLEET_KV
+    return [
+        CurveSpec((("k", h), ("m", m)), "n", f),  # the A of low-rank pairs of input h; an MLP's up/gate
+        CurveSpec((("m", m), ("n", h)), "k", f),  # the B of pairs of output h; an MLP's down
+        CurveSpec((("m", m), ("n", f)), "k", h),  # gate/up's B
+        CurveSpec((("k", f), ("m", m)), "n", h),  # down's A
+        CurveSpec((("m", m), ("n", kv)), "k", kv),  # k/v's B (ASVD)
+        CurveSpec((("m", m), ("n", kv // 4)), "k", kv // 4),  # a PaLU head group's B
+    ]
+
+
+def fleet_rows(how: Measure = Measure(sample_noise=0.03, n=20), tile: int = 64) -> list[tuple]:
+    """FileLookup rows measuring every dim of fleet_curves() on the GPU-like platform."""
+    rows: list[tuple] = []
+    for i, c in enumerate(fleet_curves()):
+        truth = gpu_truth(c.shape(1), c.axis, tile)
+        pts = measure_fast(truth, range(1, c.top + 1), Measure(**{**vars(how), "seed": how.seed * 1000 + i}))
+        rows += curve_rows(dict(c.fixed), c.axis, pts)
+    return rows
+
+
+def fleet_manifest(seed: int = 0, rho: float = 0.2) -> dict:
+    """512 weights of Llama-3-8B: ASVD ranks of every projection (224), PaLU ranks of K and V per
+    group of 2 heads (256 groups of 256 rows) and LLM-Pruner widths of the 32 MLPs; irregular
+    dims, lognormal importances, the budget exactly their parameters."""
+    rng = np.random.default_rng(seed)
+    h, f, kv = FLEET_HIDDEN, FLEET_MLP, FLEET_KV
+    shapes = {"q_proj": (h, h), "k_proj": (kv, h), "v_proj": (kv, h), "o_proj": (h, h),
+              "gate_proj": (f, h), "up_proj": (f, h), "down_proj": (h, f)}  # fmt: skip
+
+    def importance() -> float:
+        return round(float(rng.lognormal(0.0, 0.5)), 4)
+
+    weights: list[dict] = []
+    for layer in range(32):
+        for proj, (o, i) in shapes.items():
+            if proj in ("k_proj", "v_proj"):
+                continue
+            rank = float(np.clip((1 - rho) * rng.lognormal(0.0, 0.3), 0.05, 0.95)) * o * i / (o + i)
+            weights.append({"name": f"asvd.layers.{layer}.{proj}", "kind": "lowrank", "out_features": o, "in_features": i,
+                            "dim": round(min(rank, min(o, i) - 1), 1), "importance": importance()})  # fmt: skip
+        for proj in ("k_proj", "v_proj"):
+            o, i = shapes[proj]
+            rank = float(np.clip((1 - rho) * rng.lognormal(0.0, 0.3), 0.05, 0.95)) * o * i / (o + i)
+            weights.append({"name": f"asvd.layers.{layer}.{proj}", "kind": "lowrank", "out_features": o, "in_features": i,
+                            "dim": round(rank, 1), "importance": importance()})  # fmt: skip
+            for g in range(4):
+                weights.append({"name": f"palu.layers.{layer}.{proj}.g{g}", "kind": "lowrank", "out_features": kv // 4, "in_features": i,
+                                "dim": round(float(rng.uniform(40, 240)), 1), "importance": importance()})  # fmt: skip
+        width = f * float(np.clip((1 - rho) * rng.lognormal(0.0, 0.1), 0.5, 0.97))
+        weights.append({"name": f"pruned.layers.{layer}.mlp", "kind": "mlp_width", "hidden": h, "full": f,
+                        "dim": round(width, 1), "importance": importance()})  # fmt: skip
+    params = sum(weight_unit(w) * w["dim"] for w in weights)
+    return {"schema": "gac.manifest/v1", "model": "meta-llama/Meta-Llama-3-8B", "compressor": "asvd+palu+llm-pruner",
+            "budget": {"params": int(params)}, "workload": {"tokens": [FLEET_TOKENS], "dtype": "float16"}, "weights": weights}  # fmt: skip
+
+
+def weight_unit(w: dict) -> int:
+    """Parameters per unit of a manifest weight's dim (low-rank or MLP width)."""
+    return w["out_features"] + w["in_features"] if w["kind"] == "lowrank" else 3 * w["hidden"]
+
+
+def fleet_batches(rows: list[tuple], per_batch: int = 10_000) -> tuple[str, list]:
+    """The fleet's rows as gac.batch/v1 batches of a synthetic H100 (what its agent would send),
+    and the platform's fingerprint."""
+    import uuid
+
+    from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
+
+    plat = PlatformDescriptor(device_kind="cuda", device_name="Synthetic H100 (fleet)", compute_capability="9.0", sm_count=132,
+                              driver_version="560.0", cuda_runtime="12.6", torch_version="2.13.0")  # fmt: skip
+    run = RunInfo(id=uuid.uuid5(uuid.NAMESPACE_URL, "gac-fleet"), agent="fleet", plan="fleet")
+    ms = [
+        Measurement(id=uuid.uuid5(uuid.NAMESPACE_URL, f"gac-fleet/{i}"), op=op, dtype=dtype, shape=shape, sweep_axis=axis, median_us=med,
+                    p10_us=p10, p90_us=p90, mean_us=med, n=n, timer="synthetic")  # fmt: skip
+        for i, (op, dtype, shape, axis, med, p10, p90, n) in enumerate(rows)
+    ]
+    batches = [
+        Batch(id=uuid.uuid5(uuid.NAMESPACE_URL, f"gac-fleet/batch/{j}"), platform=plat, run=run, measurements=ms[j:j + per_batch])
+        for j in range(0, len(ms), per_batch)
+    ]
+    return plat.fingerprint(), batches

@@ -20,12 +20,32 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOTS = Path(__file__).parent / "screenshots"
 
 
-def staircase(plat, period: int) -> Batch:  # type: ignore[no-untyped-def]
+VIEWPORT = {"width": 1280, "height": 800}  # a laptop's screen: the size the pages are read at
+
+
+def staircase(plat, period: int, last: int = 96, fall_after: int | None = None) -> Batch:  # type: ignore[no-untyped-def]
+    """A step every `period` dims up to `last`; past `fall_after` every point 30 % faster (a fall)."""
     rows = []
-    for x in range(1, 97):
-        med = 20.0 * (1 + 0.25 * math.ceil(x / period))
+    for x in range(1, last + 1):
+        med = 20.0 * (1 + 0.25 * math.ceil(x / period)) * (0.7 if fall_after is not None and x > fall_after else 1.0)
         rows.append(f.measurement(x, median=med, p10_us=med * 0.98, p90_us=med * 1.02))
     return Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent=f"agent-{period}"), measurements=rows)
+
+
+# The boxes of the texts a chart draws (Plotly's annotations: the step labels, notes), in page pixels.
+TEXT_BOXES = """(selector) => [...document.querySelectorAll(selector)].map((n) => {
+    const r = n.getBoundingClientRect();
+    return {text: n.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+})"""
+
+
+def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of text boxes that overlap (touching edges do not count)."""
+    return [
+        (a["text"], b["text"])
+        for i, a in enumerate(boxes) for b in boxes[i + 1:]
+        if a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+    ]
 
 
 @pytest.fixture
@@ -61,7 +81,7 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     r = httpx.post(f"{live_service.url}/v1/align", json=manifest, headers=f.auth(live_service.read_token), timeout=120)
     assert r.status_code == 201
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport=VIEWPORT)
     problems: list[str] = []
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -69,16 +89,21 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     SCREENSHOTS.mkdir(exist_ok=True)
 
     # Platform list -> one platform: its curve chart, the cliff markers and the learned rule.
+    # Platforms are named by device, the dtype they were profiled in, threads and a short fingerprint.
     page.goto(f"{live_service.url}/ui")
     page.wait_for_selector("a.platform-link")
     assert page.locator("a.platform-link").count() == 2
+    assert page.locator("a.platform-link").all_text_contents() == [
+        f"Eight-step <b>CPU</b> · bfloat16 · {b.fingerprint()[:8]}", f"Sixteen-step CPU · bfloat16 · {a.fingerprint()[:8]}"]
     page.get_by_text("Sixteen-step CPU").click()
     page.wait_for_selector(".curve-card .main-svg")
     chart = page.locator(".curve-card .chart").first
     assert chart.get_attribute("data-steps") == "5"
     assert page.locator(".curve-card .shapelayer path").count() >= 5  # one dotted line per step
     assert page.locator(".curve-card ul.cliffs li").count() == 5
-    assert "16→17" in page.locator(".curve-card ul.cliffs").inner_text()
+    assert "16→17: +" in page.locator(".curve-card ul.cliffs").inner_text()
+    assert chart.get_attribute("data-labels") == "5"  # five steps far apart: every one labelled
+    assert not overlapping(page.evaluate(TEXT_BOXES, ".curve-card .annotation-text"))
     assert "multiples of 16" in page.locator("table").nth(0).inner_text() or "% 16" in page.content()
     # Hovering the plot shows a point's figures.
     point = page.locator(".curve-card").first.locator(".scatterlayer .trace").first.locator(".points path").nth(20)
@@ -104,6 +129,8 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
 
     # The stored alignment, then its weights.
     page.goto(f"{live_service.url}/ui#/alignments")
+    page.wait_for_selector("a.platform-name")
+    assert page.locator("a.platform-name").all_text_contents() == [f"Sixteen-step CPU · bfloat16 · {a.fingerprint()[:8]}"]
     page.get_by_text("browser-test-model").click()
     page.wait_for_selector("text=Weights")
     assert "w0" in page.locator("table").inner_text()
@@ -114,6 +141,58 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     page.wait_for_selector(".swagger-ui .opblock", timeout=15000)
     assert page.locator(".swagger-ui .opblock").count() > 10
 
+    assert problems == []
+
+
+def test_a_dense_curve_labels_its_largest_steps_and_shows_the_rest_on_hover(live_service, browser, database):
+    # A step every 3 dims over 192 dims (63 steps), and a fall past 120: one label per step would
+    # pile up into a smear at this width.
+    plat = f.platform(device_name="Dense CPU", threads=2)
+    r = httpx.post(f"{live_service.url}/v1/batches", json=f.body(staircase(plat, 3, last=192, fall_after=120)),
+                   headers=f.auth(live_service.ingest_token))
+    assert r.status_code == 201
+    fp = plat.fingerprint()
+    (cliffs,) = httpx.get(f"{live_service.url}/v1/platforms/{fp}/cliffs").json()
+    steps = cliffs["steps"]
+    assert len(steps) > 30
+
+    page = browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{live_service.url}/ui#/p/{fp}")
+    page.wait_for_selector(".curve-card .main-svg")
+    assert page.locator("h1").inner_text() == f"Dense CPU · bfloat16 · 2 threads · {fp[:8]}"
+    chart = page.locator(".curve-card .chart").first
+    assert chart.get_attribute("data-steps") == str(len(steps))
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"platform-dense-{database.backend}.png"), full_page=True)
+
+    # A few labels, the largest steps among them, none overlapping another.
+    labels = page.evaluate(TEXT_BOXES, ".curve-card .annotation-text")
+    assert 2 <= len(labels) <= 6 and chart.get_attribute("data-labels") == str(len(labels))
+    assert not overlapping(labels), overlapping(labels)
+    largest = max(steps, key=lambda s: abs(s["size_pct"]))
+    assert largest["size_pct"] < 0  # the fall
+    assert f"-{abs(largest['size_pct']):.0f} %" in [b["text"] for b in labels]
+
+    # Signed percentages: a fall reads "-28.4 %", never "+-28.4 %".
+    listed = page.locator(".curve-card ul.cliffs").first.inner_text()  # the largest steps; all of them fold away
+    assert page.locator(".curve-card ul.cliffs").first.locator("li").count() == 12
+    assert f"{largest['x_before']}→{largest['x']}: -{abs(largest['size_pct']):.1f} %" in listed
+    assert "+-" not in page.locator("main").inner_text()
+
+    # Every step has a marker on its line; an unlabelled one shows its size on hover.
+    labelled_at = page.evaluate("() => document.querySelector('.curve-card .chart').layout.annotations.map((a) => a.x)")
+    unlabelled = [i for i, s in enumerate(steps) if s["x"] - 0.5 not in labelled_at]
+    markers = page.locator(".curve-card .scatterlayer .trace").last.locator(".points path")
+    assert markers.count() == len(steps)
+    i = unlabelled[len(unlabelled) // 2]
+    box = markers.nth(i).bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector(".curve-card .hoverlayer .hovertext", timeout=5000)
+    hover = page.locator(".curve-card .hoverlayer .hovertext").first.text_content()
+    s = steps[i]
+    assert f"step {s['x_before']}→{s['x']}: {'+' if s['size_pct'] >= 0 else '-'}{abs(s['size_pct']):.1f} %" in hover, hover
     assert problems == []
 
 
@@ -176,7 +255,7 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     rules = r.json()
     assert rules["result"]["platform"] == "rules only" and rules["result"]["frontier"] == []
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport=VIEWPORT)
     problems: list[str] = []
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -187,6 +266,20 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     page.wait_for_selector("#frontier-chart .main-svg")
     assert page.locator("h1").inner_text() == model
     assert page.locator("h1 b").count() == 0
+    assert page.locator("a.platform-name").inner_text() == f"Frontier CPU · bfloat16 · {fp[:8]}"
+
+    # The y axis says what 100 % is and why a point can pass it, and its title is not clipped:
+    # it lies inside the chart, clear of the tick labels.
+    ytitle = page.locator("#frontier-chart .g-ytitle text")
+    assert "above 100 %" in ytitle.text_content()
+    title, frame = ytitle.bounding_box(), page.locator("#frontier-chart").bounding_box()
+    assert frame["x"] <= title["x"] and title["x"] + title["width"] <= frame["x"] + frame["width"]
+    assert frame["y"] <= title["y"] and title["y"] + title["height"] <= frame["y"] + frame["height"]
+    ticks = page.evaluate(TEXT_BOXES, "#frontier-chart .ytick text")
+    assert ticks and all(title["x"] + title["width"] <= t["left"] for t in ticks), (title, ticks)
+    assert "more than 100 %" in page.locator("#frontier-axis-note").inner_text()
+    texts = "#frontier-chart .annotation-text, #frontier-chart .g-xtitle text, #frontier-chart .legendtext"
+    assert not overlapping(page.evaluate(TEXT_BOXES, texts))
 
     # The one-line summary, from the stored figures.
     summary = page.locator("#frontier-summary").inner_text()

@@ -51,8 +51,23 @@ function el(tag, attrs, ...children) {
 
 const fmtUs = (v) => (v === null || v === undefined ? "–" : v >= 1000 ? `${(v / 1000).toFixed(2)} ms` : `${v.toFixed(1)} µs`);
 const fmtDate = (s) => (s ? new Date(s).toLocaleString() : "–");
-const short = (fp) => fp.slice(0, 12);
 const pct = (v) => `${(100 * v).toFixed(0)} %`;
+// A signed percentage as people write it: "+25.0 %", "-17.4 %" (one sign, never "+-").
+const signedPct = (v, digits = 1) => `${Number(v.toFixed(digits)) < 0 ? "-" : "+"}${Math.abs(v).toFixed(digits)} %`;
+
+// How every list names a platform: two platforms can share a device and differ in the dtype
+// they were profiled in or the thread count, so the name carries those and a short fingerprint.
+// The service keeps the dtypes of a platform's curves (`dtypes`), not the agent's fast_dtype.
+function platformName(p) {
+  const d = p.descriptor || {};
+  const parts = [d.device_name || p.label];
+  const dtypes = d.fast_dtype ? [d.fast_dtype] : (p.dtypes || []);
+  if (dtypes.length) parts.push(dtypes.join("+"));
+  if (d.device_kind === "cpu" && d.threads) parts.push(`${d.threads} thread${d.threads === 1 ? "" : "s"}`);
+  else if (d.compute_capability) parts.push(`sm_${d.compute_capability.replace(".", "")}`);
+  parts.push(p.fingerprint.slice(0, 8));
+  return parts.join(" · ");
+}
 
 function table(headers, rows) {
   return el("table", {},
@@ -103,40 +118,89 @@ function pointsTrace(points, label, color) {
   };
 }
 
-function cliffShapes(steps, color) {
+// Step labels above a chart: the largest steps first, each only where it keeps clear of the
+// labels already placed, at most STEP_LABELS of them. A dense curve (a step every few dims)
+// otherwise prints its labels on top of each other; every step keeps its dotted line and its
+// figure on hover (stepHover).
+const STEP_LABELS = 6;
+const LABEL_FONT = 10;
+const labelText = (s) => signedPct(s.size_pct, 0);
+const labelWidthPx = (text) => 0.62 * LABEL_FONT * text.length + 6; // system-ui digits at 10 px, and a margin
+
+function labelledSteps(steps, xMin, xMax, plotWidthPx) {
+  const perPx = xMax > xMin && plotWidthPx > 0 ? (xMax - xMin) / plotWidthPx : 0;
+  const placed = [];
+  for (const s of [...steps].sort((a, b) => Math.abs(b.size_pct) - Math.abs(a.size_pct) || a.x - b.x)) {
+    if (placed.length >= STEP_LABELS) break;
+    const w = labelWidthPx(labelText(s));
+    if (placed.every((p) => Math.abs(p.s.x - s.x) >= perPx * (w + p.w) / 2)) placed.push({ s, w });
+  }
+  return placed.map((p) => p.s);
+}
+
+function cliffShapes(steps, color, labelled = steps) {
   const shapes = steps.map((s) => ({
     type: "line", xref: "x", yref: "paper", x0: s.x - 0.5, x1: s.x - 0.5, y0: 0, y1: 1,
     line: { color, width: 1, dash: "dot" },
   }));
-  const notes = steps.map((s) => ({
+  const notes = labelled.map((s) => ({
     x: s.x - 0.5, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
-    text: `+${s.size_pct.toFixed(0)}%`, font: { size: 10, color },
+    text: labelText(s), font: { size: LABEL_FONT, color }, captureevents: false,
   }));
   return { shapes, notes };
+}
+
+// Every step as a small marker at the top of its dotted line, just under where labels go, its size
+// on hover (the labels show a few). On an axis of their own (STEP_AXIS), away from the curve's
+// points: Plotly's closest-point hover prefers the smaller marker when two are under the pointer.
+const STEP_AXIS = { overlaying: "y", range: [0, 1], visible: false, fixedrange: true };
+
+function stepHover(steps, color) {
+  return {
+    type: "scatter", mode: "markers", name: "steps", showlegend: false, yaxis: "y2", cliponaxis: false,
+    x: steps.map((s) => s.x - 0.5), y: steps.map(() => 0.985),
+    marker: { color, size: 8, symbol: "triangle-down" },
+    hovertemplate: steps.map((s) => `step ${s.x_before}→${s.x}: ${signedPct(s.size_pct)}<extra></extra>`),
+  };
 }
 
 function plotCurve(div, curve, cliffs) {
   const frontier = new Set(cliffs.frontier);
   const onFrontier = curve.points.filter((p) => frontier.has(p.x));
-  const { shapes, notes } = cliffShapes(cliffs.steps, "#d92d20");
+  const margin = { l: 60, r: 10, t: 24, b: 40 };
+  const xs = curve.points.map((p) => p.x);
+  const span = xs.length ? Math.max(...xs) - Math.min(...xs) : 0;
+  // Plotly pads the x range by about 5 % on each side of the markers' extent.
+  const labelled = labelledSteps(cliffs.steps, Math.min(...xs) - 0.05 * span, Math.max(...xs) + 0.05 * span,
+    (div.clientWidth || 500) - margin.l - margin.r);
+  const { shapes, notes } = cliffShapes(cliffs.steps, "#d92d20", labelled);
   const traces = [
     pointsTrace(curve.points, "median (p10–p90)", "#2f6fde"),
     { type: "scatter", mode: "markers", name: "cliff-free", x: onFrontier.map((p) => p.x), y: onFrontier.map((p) => p.median_us),
       marker: { color: "#079455", size: 7, symbol: "diamond" }, hoverinfo: "skip" },
   ];
+  if (cliffs.steps.length) traces.push(stepHover(cliffs.steps, "#d92d20"));
   div.dataset.steps = String(cliffs.steps.length);
+  div.dataset.labels = String(labelled.length);
   return Plotly.newPlot(div, traces, {
-    margin: { l: 60, r: 10, t: 24, b: 40 }, hovermode: "closest", shapes, annotations: notes,
+    margin, hovermode: "closest", shapes, annotations: notes, yaxis2: STEP_AXIS,
     xaxis: { title: { text: plotText(curve.curve.axis) } }, yaxis: { title: { text: "latency (µs)" }, rangemode: "tozero" },
     legend: { orientation: "h", y: -0.2 },
   }, PLOT_CONFIG);
 }
 
+const LISTED_STEPS = 12; // under a chart: the largest steps, in order of dim; every step behind "all N steps"
+
 function cliffList(cliffs) {
   if (!cliffs.steps.length) return el("p", { class: "muted" }, "no steps above the noise");
-  return el("ul", { class: "cliffs" }, cliffs.steps.map((s) =>
-    el("li", { title: `z = ${s.z.toFixed(1)}, confidence ${(100 * s.confidence).toFixed(0)} %` },
-      `${s.x_before}→${s.x}: +${s.size_pct.toFixed(1)} %`)));
+  const item = (s) => el("li", { title: `z = ${s.z.toFixed(1)}, confidence ${(100 * s.confidence).toFixed(0)} %` },
+    `${s.x_before}→${s.x}: ${signedPct(s.size_pct)}`);
+  if (cliffs.steps.length <= LISTED_STEPS) return el("ul", { class: "cliffs" }, cliffs.steps.map(item));
+  const largest = new Set([...cliffs.steps].sort((a, b) => Math.abs(b.size_pct) - Math.abs(a.size_pct)).slice(0, LISTED_STEPS));
+  return el("div", {},
+    el("ul", { class: "cliffs" }, cliffs.steps.filter((s) => largest.has(s)).map(item)),
+    el("details", { class: "all-steps" }, el("summary", {}, `all ${cliffs.steps.length} steps`),
+      el("ul", { class: "cliffs" }, cliffs.steps.map(item))));
 }
 
 function curveTitle(c) {
@@ -153,13 +217,13 @@ async function platformsView(state) {
   const compare = el("button", { disabled: true, id: "compare-btn",
     onclick: () => { const [a, b] = [...chosen]; location.hash = `#/compare/${a}/${b}`; } }, "Compare 2 selected");
   const rows = data.items.map((p) => el("tr", {},
-    el("td", {}, el("input", { type: "checkbox", "aria-label": `select ${p.label}`, onchange: (e) => {
+    el("td", {}, el("input", { type: "checkbox", "aria-label": `select ${platformName(p)}`, onchange: (e) => {
       if (e.target.checked) chosen.add(p.fingerprint); else chosen.delete(p.fingerprint);
       compare.disabled = chosen.size !== 2;
     } })),
-    el("td", {}, el("a", { href: `#/p/${p.fingerprint}`, class: "platform-link" }, p.label)),
+    el("td", {}, el("a", { href: `#/p/${p.fingerprint}`, class: "platform-link", title: `${p.label}\n${p.fingerprint}` }, platformName(p))),
     el("td", {}, p.descriptor.device_kind),
-    el("td", { class: "mono" }, short(p.fingerprint)),
+    el("td", { class: "muted" }, [p.descriptor.torch_version && `torch ${p.descriptor.torch_version}`, p.descriptor.timing].filter(Boolean).join(" · ")),
     el("td", { class: "num" }, p.curves),
     el("td", { class: "num" }, p.runs),
     el("td", { class: "num" }, p.agents),
@@ -175,7 +239,7 @@ async function platformsView(state) {
     el("p", { class: "muted" }, "Every exact hardware + software stack that measurements came from."),
     el("div", { class: "toolbar" }, filter, kindSel, compare),
     data.items.length
-      ? table(["", "platform", "kind", "fingerprint", { label: "curves", num: 1 }, { label: "runs", num: 1 }, { label: "agents", num: 1 }, "first seen", "last seen"], rows)
+      ? table(["", "platform", "kind", "stack", { label: "curves", num: 1 }, { label: "runs", num: 1 }, { label: "agents", num: 1 }, "first seen", "last seen"], rows)
       : el("div", { class: "empty" }, "No platforms yet: run `gac agent run --server … --token …` on a machine."),
     pager(page, data.total, PAGE, (p) => platformsView({ name, kind, page: p }).catch(fail)));
 }
@@ -193,7 +257,7 @@ async function platformView(ref, state) {
     el("td", {}, r.op), el("td", {}, r.dtype), el("td", {}, r.axis),
     el("td", {}, r.modulus ? el("span", { class: "pill" }, `% ${r.modulus}`) : el("span", { class: "muted" }, "none")),
     el("td", { class: "num" }, `${r.support} / ${r.curves}`),
-    el("td", { class: "num" }, r.worst_step_pct ? `${r.worst_step_pct.toFixed(0)} %` : "–"),
+    el("td", { class: "num" }, r.worst_step_pct ? signedPct(r.worst_step_pct, 0) : "–"),
     el("td", {}, r.text)));
   const opSel = el("select", { id: "op-filter" }, ["", "gemm", "gemv", "sdpa", "lowrank", "mlp"].map((o) => el("option", { value: o, selected: o === (state.op || "") }, o || "any op")));
   const dtSel = el("select", { id: "dtype-filter" }, ["", "float16", "bfloat16", "float32"].map((o) => el("option", { value: o, selected: o === (state.dtype || "") }, o || "any dtype")));
@@ -216,8 +280,8 @@ async function platformView(ref, state) {
     return card;
   });
   show(
-    el("h1", {}, platform.label),
-    el("p", { class: "muted mono" }, platform.fingerprint),
+    el("h1", {}, platformName(platform)),
+    el("p", { class: "muted" }, platform.label, " · ", el("span", { class: "mono" }, platform.fingerprint)),
     el("dl", { class: "kv" }, facts,
       el("dt", {}, "seen"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)}; ${platform.runs} runs by ${platform.agents} agent(s)`)),
     el("h2", {}, "Learned alignment rules"),
@@ -232,8 +296,8 @@ async function platformView(ref, state) {
 async function compareView(a, b, state) {
   const [pa, pb, pairs] = await Promise.all([api(`/v1/platforms/${a}`), api(`/v1/platforms/${b}`), api("/v1/compare/curves", { a, b })]);
   const header = [el("h1", {}, "Compare platforms"),
-    el("p", {}, el("b", {}, "A: "), pa.label, " ", el("span", { class: "mono muted" }, short(pa.fingerprint)), el("br"),
-      el("b", {}, "B: "), pb.label, " ", el("span", { class: "mono muted" }, short(pb.fingerprint)))];
+    el("p", {}, el("b", {}, "A: "), platformName(pa), " ", el("span", { class: "muted" }, pa.label), el("br"),
+      el("b", {}, "B: "), platformName(pb), " ", el("span", { class: "muted" }, pb.label))];
   if (!pairs.length) {
     show(...header, el("div", { class: "empty" }, "These platforms have no sweep in common."));
     return;
@@ -253,8 +317,8 @@ async function compareView(a, b, state) {
   const ratio = cmp.points.filter((p) => p.ratio !== null);
   chart.dataset.steps = String(cmp.a.steps.length + cmp.b.steps.length);
   Plotly.newPlot(chart, [
-    pointsTrace(cmp.a_points, `A ${pa.label}`, "#2f6fde"),
-    pointsTrace(cmp.b_points, `B ${pb.label}`, "#e67e22"),
+    pointsTrace(cmp.a_points, `A ${platformName(pa)}`, "#2f6fde"),
+    pointsTrace(cmp.b_points, `B ${platformName(pb)}`, "#e67e22"),
     { type: "scatter", mode: "lines", name: "B / A", x: ratio.map((p) => p.x), y: ratio.map((p) => p.ratio), yaxis: "y2",
       line: { color: "#98a2b3", width: 1 }, hovertemplate: "%{x}: B/A = %{y:.3f}<extra></extra>" },
   ], {
@@ -265,15 +329,27 @@ async function compareView(a, b, state) {
   }, PLOT_CONFIG);
 }
 
+// The platforms a page of alignments names (each fetched once); a platform that cannot be read
+// (deleted, or refused) is left out and shown by its id.
+async function platformsById(ids) {
+  const distinct = [...new Set(ids.filter((id) => id !== null && id !== undefined))];
+  const found = await Promise.all(distinct.map((id) => api(`/v1/platforms/${id}`).catch(() => null)));
+  return new Map(distinct.map((id, i) => [id, found[i]]).filter(([, p]) => p));
+}
+
+const platformLink = (id, p) => el("a", { href: `#/p/${id}`, class: "platform-name", title: p ? `${p.label}\n${p.fingerprint}` : null },
+  p ? platformName(p) : `platform ${id}`);
+
 async function alignmentsView(state) {
   const page = state.page || 0;
   const data = await api("/v1/alignments", { limit: PAGE, cursor: page * PAGE });
+  const platforms = await platformsById(data.items.map((a) => a.platform_id));
   const rows = data.items.map((a) => {
     const speedup = a.predicted_unaligned_us && a.predicted_aligned_us ? a.predicted_unaligned_us / a.predicted_aligned_us : null;
     return el("tr", {},
       el("td", {}, el("a", { href: `#/alignments/${a.id}` }, a.model)),
       el("td", {}, a.compressor || "–"),
-      el("td", {}, a.platform_id ? el("a", { href: `#/p/${a.platform_id}` }, `#${a.platform_id}`) : el("span", { class: "muted" }, "rules only")),
+      el("td", {}, a.platform_id ? platformLink(a.platform_id, platforms.get(a.platform_id)) : el("span", { class: "muted" }, "rules only")),
       el("td", { class: "num" }, a.weights),
       el("td", { class: "num" }, `${pct(a.aligned_share_before)} → ${pct(a.aligned_share_after)}`),
       el("td", { class: "num" }, `${fmtUs(a.predicted_unaligned_us)} → ${fmtUs(a.predicted_aligned_us)}`),
@@ -310,6 +386,13 @@ function keptScale(r) {
   if (!(vChosen > 0 && vRef > 0 && vCompressor > 0)) return null;
   return { of: (objective) => (objective + vCompressor) / vRef, compressor: vCompressor / vRef };
 }
+
+// Why a frontier point can keep more than 100 % of the importance-only optimum's importance: that
+// optimum (the paper's objective) chooses among each window's cliff-free dims only, while the
+// frontier may take any measured dim (solver/align.py, _align_for_latency).
+const KEPT_ABOVE_100 = "Importance kept is relative to the importance-only optimum, which picks only cliff-free dims "
+  + "(a dim no larger dim is as fast as). Frontier points may use any measured dim: a smaller, slower dim frees "
+  + "parameters for other weights, so a point can keep more than 100 %, at a latency cost.";
 
 // "97–128, 131" for a sorted list of dims.
 function dimRanges(dims) {
@@ -390,7 +473,7 @@ function frontierSection(stored) {
     return { nodes, draw: () => {} };
   }
   const chart = el("div", { class: "chart tall", id: "frontier-chart" });
-  nodes.push(el("div", { class: "card" }, chart));
+  nodes.push(el("div", { class: "card" }, chart, el("p", { class: "muted axis-note", id: "frontier-axis-note" }, KEPT_ABOVE_100)));
   return { nodes, draw: () => plotFrontier(chart, r) };
 }
 
@@ -455,14 +538,18 @@ function plotFrontier(div, r) {
   div.dataset.points = String(points.length);
   return Plotly.newPlot(div, traces, {
     margin: { l: 70, r: 20, t: 28, b: 50 }, hovermode: "closest", shapes, annotations: notes,
-    xaxis: { title: { text: "predicted latency of the compressed weights (µs)" }, ticksuffix: " µs", zeroline: false },
-    yaxis: { title: { text: "importance kept (% of importance-only optimum)" }, ticksuffix: " %", zeroline: false },
+    xaxis: { title: { text: "predicted latency of the compressed weights (µs)" }, ticksuffix: " µs", zeroline: false, automargin: true },
+    // Two short lines rather than one long one: a single line was longer than the chart is tall
+    // and was clipped. The second says why a point can pass 100 % (KEPT_ABOVE_100).
+    yaxis: { title: { text: "importance kept, % of the importance-only optimum<br>above 100 %: also dims that optimum skips", font: { size: 12 } },
+      ticksuffix: " %", zeroline: false, automargin: true },
     legend: { orientation: "h", y: -0.22 },
   }, PLOT_CONFIG);
 }
 
 async function alignmentView(id) {
   const stored = await api(`/v1/alignments/${id}`);
+  const platform = (await platformsById([stored.platform_id])).get(stored.platform_id);
   const r = stored.result;
   const lat = r.latency || {};
   const cc = r.solver.cross_check;
@@ -478,7 +565,8 @@ async function alignmentView(id) {
   const kind = r.objective_kind || "importance";
   show(el("h1", {}, `${r.model}`),
     el("dl", { class: "kv" },
-      el("dt", {}, "platform"), el("dd", { class: "mono" }, stored.platform_id ? el("a", { href: `#/p/${stored.platform_id}` }, r.platform) : r.platform),
+      el("dt", {}, "platform"), el("dd", {}, stored.platform_id
+        ? [platformLink(stored.platform_id, platform), " ", el("span", { class: "mono muted" }, r.platform)] : r.platform),
       el("dt", {}, "budget"), el("dd", {}, `${r.budget.toLocaleString()} params; used ${r.total_params.toLocaleString()}`),
       el("dt", {}, "objective"), el("dd", {}, kind === "importance" ? "importance (the paper's)" : `${kind}: the fastest choice keeping ≥ ${pctKept(1 - (r.epsilon ?? 0))} of the importance-only optimum's importance`),
       el("dt", {}, "aligned"), el("dd", {}, `${pct(r.aligned_share_before)} → ${pct(r.aligned_share_after)} (% ${r.align})`),

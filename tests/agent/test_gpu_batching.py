@@ -1,0 +1,96 @@
+"""Many points per host round trip on CUDA (CudaTimer.time_many), judged on the simulated GPU's virtual clock:
+the same figures as one point at a time, with the synchronisations and lead of a round shared by all."""
+
+from __future__ import annotations
+
+import pytest
+
+from gac.contracts.measurements import Op
+from gac.contracts.plans import Sweep, SweepPlan, Timing
+from profiler_agent.runner import PlanRunner
+from profiler_agent.simulated_gpu import HostCosts, SimulatedGpu, lattice_us
+from profiler_agent.timing import POINTS_PER_ROUND, CudaTimer
+
+SIZES_US = (3.0, 5.0, 6.0, 9.0, 14.0, 27.0, 70.0, 145.0)  # small kernels, where the round trip matters most
+
+
+def _settled(seed: int) -> tuple[SimulatedGpu, CudaTimer, int, float]:
+    """A timer whose clocks have settled (once per curve, as in a run), and the counters at that moment."""
+    sim = SimulatedGpu(seed=seed)
+    timer = CudaTimer(queue=sim)
+    timer.time(sim.kernel(10.0), Timing())
+    return sim, timer, sim.syncs, sim.host_us
+
+
+def _one_by_one(seed: int) -> tuple[list[float], int, float]:
+    sim, timer, syncs, at = _settled(seed)
+    medians = [timer.time(sim.kernel(us), Timing()).median_us for us in SIZES_US]
+    return medians, sim.syncs - syncs, sim.host_us - at
+
+
+def _together(seed: int) -> tuple[list[float], int, float]:
+    sim, timer, syncs, at = _settled(seed)
+    medians = [r.median_us for r in timer.time_many([sim.kernel(us) for us in SIZES_US], Timing())]
+    return medians, sim.syncs - syncs, sim.host_us - at
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_points_timed_together_read_the_same_as_one_by_one(seed: int) -> None:
+    alone, _, _ = _one_by_one(seed)
+    together, _, _ = _together(seed)
+    for true_us, a, t in zip(SIZES_US, alone, together):
+        assert t == pytest.approx(true_us, rel=0.03)
+        assert t == pytest.approx(a, rel=0.04)
+
+
+def test_points_timed_together_pay_one_round_trip_per_round_for_all() -> None:
+    _, alone_syncs, alone_us = _one_by_one(3)
+    _, together_syncs, together_us = _together(3)
+    assert together_syncs * 4 <= alone_syncs, (together_syncs, alone_syncs)  # synchronisations for the same points
+    # The virtual time stays about the same: each round's lead is as long as the host takes to queue the
+    # round, so a round of eight points spins eight times as long (the saving is the round trips).
+    assert together_us < 1.2 * alone_us
+    print(f"{len(SIZES_US)} points: one by one {alone_syncs} syncs, {alone_us / 1e3:.2f} ms; "
+          f"together {together_syncs} syncs, {together_us / 1e3:.2f} ms")
+
+
+def test_each_point_keeps_its_own_stopping_rule() -> None:
+    """A quiet point stops at its first check while a noisy one keeps sampling: they share rounds, not samples."""
+    sim = SimulatedGpu(seed=4, noise=0.0)
+    noisy_sim_kernel = sim.kernel(8.0)
+    quiet = sim.kernel(8.0)
+    calls = {"n": 0}
+
+    def noisy() -> None:  # every third launch of this kernel runs 3x as long on the device
+        calls["n"] += 1
+        sim._queue(16.0 if calls["n"] % 3 == 0 else 0.0, 0.0)
+        noisy_sim_kernel()
+
+    q, nz = CudaTimer(queue=sim).time_many([quiet, noisy], Timing(target_spread=0.05, median_ci=0.0, max_samples=300))
+    assert q.stop == "spread" and q.n < nz.n
+    assert nz.spread > 0.05
+
+
+def test_a_slow_host_runs_rounds_dry_and_the_lead_grows_for_all_points() -> None:
+    sim = SimulatedGpu(seed=1, host=HostCosts(op_us=200.0))
+    results = CudaTimer(queue=sim).time_many([sim.kernel(3.0), sim.kernel(4.0)], Timing())
+    assert results[0].extra["dry_rounds"] >= 1
+    assert [r.median_us for r in results] == pytest.approx([3.0, 4.0], rel=0.03)
+
+
+def test_the_runner_times_a_curve_in_groups_on_cuda() -> None:
+    plan = SweepPlan(name="lattice", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256},
+                                                  values={"start": 120, "stop": 184, "step": 4})])
+    syncs, curves = [], []
+    for per_round in (1, POINTS_PER_ROUND):
+        sim, timer, before, _ = _settled(5)
+        timer.points_per_round = per_round
+        result = PlanRunner(timer, "cpu", adaptive=False, build=sim.build_kernel).run(plan)
+        syncs.append(sim.syncs - before)
+        curves.append({m.shape["n"]: m.median_us for m in result.measurements})
+        assert all(m.quality is None for m in result.measurements)
+    one, grouped = curves
+    assert one.keys() == grouped.keys() and len(one) == 17
+    for n, us in grouped.items():
+        assert us == pytest.approx(lattice_us(Op.gemm, {"m": 256, "n": n, "k": 256}), rel=0.03)
+    assert syncs[1] * 3 <= syncs[0], syncs
