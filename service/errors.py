@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -34,6 +35,34 @@ class ErrorBody(BaseModel):
 
     error: str = Field(description="the kind of error: ValidationError, NotFound, Unauthorized, Conflict, DatabaseUnavailable, ...")
     detail: str | list[FieldError] = Field(description="a message, or for bad input the list of bad fields")
+
+
+class OutageLog:
+    """One line per outage: the first failed request after QUIET_S without one is logged (with how
+    many failed quietly during the last outage); the rest are counted. The version poller logs when
+    the database is back."""
+
+    QUIET_S = 5.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last: float | None = None
+        self._quiet = 0
+
+    def failed(self) -> str | None:
+        """Record a failed request: the suffix of the line to log, or None to stay quiet."""
+        now = self._clock()
+        new = self._last is None or now - self._last > self.QUIET_S
+        self._last = now
+        if not new:
+            self._quiet += 1
+            return None
+        suffix = f" (the last outage failed {self._quiet} more requests)" if self._quiet else ""
+        self._quiet = 0
+        return suffix
+
+
+OUTAGE_LOG = OutageLog()  # this worker's
 
 
 def error_body(kind: str, detail: Any) -> dict[str, Any]:
@@ -216,9 +245,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _database_error(request: Request, exc: DBAPIError) -> JSONResponse:
         if not is_outage(exc):
             return await _unexpected(request, exc)
-        # Not our bug and not the client's: one line in the log, and a retryable answer on a
-        # connection that stays open (the transaction was rolled back, nothing half-written).
-        log.warning("database unavailable (%s %s): %s", request.method, request.url.path, str(exc.orig).splitlines()[0][:200])
+        # Not our bug and not the client's: a retryable answer on a connection that stays open (the
+        # transaction was rolled back, nothing half-written), and one log line per outage, not per request.
+        if (first := OUTAGE_LOG.failed()) is not None:
+            log.warning("database unavailable (%s %s): %s%s", request.method, request.url.path,
+                        str(exc.orig).splitlines()[0][:200], first)
         return error_response(
             "DatabaseUnavailable", "the database is unavailable; retry shortly", 503, {"Retry-After": str(RETRY_AFTER_S)}
         )
