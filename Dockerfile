@@ -10,6 +10,7 @@ COPY service service
 COPY profiler_agent profiler_agent
 COPY solver solver
 COPY migrations migrations
+COPY proof proof
 
 FROM base AS service
 RUN pip install ".[service,postgres]"

@@ -34,8 +34,8 @@ from tests.solver.synthetic import fleet_batches, fleet_manifest, fleet_rows  # 
 
 def store_platform(db_url: str) -> str:
     """The fleet's measurements stored as an agent's batches would be; its fingerprint."""
-    from service.db import make_engine, make_sessionmaker
-    from service.ingest.service import Incoming, ingest_batch
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.ingest.service import Incoming, ingest_batch
 
     fingerprint, batches = fleet_batches(fleet_rows())
     engine = make_engine(db_url)

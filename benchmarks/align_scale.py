@@ -89,14 +89,14 @@ class Service:
         self.log = tempfile.NamedTemporaryFile(prefix="gac-bench-", suffix=".log", delete=False)
 
     def __enter__(self) -> Service:
-        from service.db import upgrade
+        from gac.service.db import upgrade
 
         _pg(f'CREATE DATABASE "{self.db}"')
         upgrade(self.db_url)
         env = os.environ | {"GAC_DATABASE_URL": self.db_url, "GAC_SECRET_KEY": "bench", "GAC_OPEN_ALIGN": "true",
                             "GAC_DATA_DIR": tempfile.mkdtemp(prefix="gac-bench-")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+            [sys.executable, "-m", "uvicorn", "--factory", "gac.service.app:create_app", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "warning"], env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
@@ -253,7 +253,7 @@ def _cpu() -> str:
 def in_process(sizes: list[int]) -> None:
     """align() alone, its checks inline: where an alignment's own time goes, without the service."""
     from gac.contracts.manifest import Manifest
-    from solver.align import align
+    from gac.solver.align import align
 
     for n in sizes:
         text = json.dumps(manifest_doc(n))

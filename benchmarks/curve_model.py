@@ -38,7 +38,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from solver.curve_model import CurveModel, Point, model_curve  # noqa: E402
+from gac.solver.curve_model import CurveModel, Point, model_curve  # noqa: E402
 from tests.solver.synthetic import Measure, measure_fast, smooth, staircase, tiled  # noqa: E402
 
 CURVES: dict[str, Callable[[int], float]] = {

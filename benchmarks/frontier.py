@@ -8,7 +8,7 @@ tight / loose: 20 % / 80 % of the way from the smallest to the largest total). P
 the importance optimum (construction), one epsilon point, the 50-point frontier (and how
 evenly it spreads: the widest latency gap between neighbours as a share of the range), and
 on 3 sampled frontier points our time for that point (a fresh fastest() call) against CP-SAT
-(solver.crosscheck.crosscheck_point: min latency s.t. params <= budget and importance >= the
+(gac.solver.crosscheck.crosscheck_point: min latency s.t. params <= budget and importance >= the
 point's; CP-SAT is the OR-Tools backend that takes both constraints), with the ratio and
 whether both optima are identical. Past a few dozen items CP-SAT proves nothing within its
 limit: then only a faster choice found by CP-SAT would be a disagreement. --eps-ortools S also
@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from solver.crosscheck import crosscheck_point  # noqa: E402
-from solver.tradeoff import Tradeoff, TradeoffItem  # noqa: E402
+from gac.solver.crosscheck import crosscheck_point  # noqa: E402
+from gac.solver.tradeoff import Tradeoff, TradeoffItem  # noqa: E402
 
 
 def llama_shapes(layers: int, hidden: int, inter: int, kv: int) -> list[tuple[int, int]]:

@@ -21,13 +21,13 @@ from collections.abc import Callable
 
 import torch
 
+from gac.agent.gpu_queue import TorchCudaQueue
+from gac.agent.kernels import build_kernel
+from gac.agent.platform import detect_platform
+from gac.agent.runner import PlanRunner
+from gac.agent.simulated_gpu import SimulatedGpu
+from gac.agent.timing import CudaTimer, synced_samples
 from gac.contracts.plans import Sweep, SweepPlan, Timing
-from profiler_agent.gpu_queue import TorchCudaQueue
-from profiler_agent.kernels import build_kernel
-from profiler_agent.platform import detect_platform
-from profiler_agent.runner import PlanRunner
-from profiler_agent.simulated_gpu import SimulatedGpu
-from profiler_agent.timing import CudaTimer, synced_samples
 
 # (label, op, shape) on a GPU, in the platform's fast dtype: small GEMMs (a few us), a GEMV, the
 # q_proj ranks 1288 / 1291 (aligned and not), SDPA at head_dim 128 / 100, a 1 ms GEMM.
@@ -102,7 +102,7 @@ def report(rows: dict[str, dict[str, list[float]]], reference: str) -> None:
 
 
 def simulated(runs: int) -> None:
-    print("simulated GPU stream (profiler_agent.simulated_gpu): no real device, the reference is each kernel's true time")
+    print("simulated GPU stream (gac.agent.simulated_gpu): no real device, the reference is each kernel's true time")
     rows: dict[str, dict[str, list[float]]] = {}
     for us in SIM_KERNELS_US:
         by: dict[str, list[float]] = {"true": [], "ours": [], "synced": []}

@@ -9,7 +9,7 @@ other variant, and in the same shuffled rounds times three things per variant:
   over the linears;
 - cold: the agent's own GEMM kernel for each linear (m = tokens, n = out_features, k = in_features)
   as the agent times it on a CPU: weights read from a pool beyond the caches
-  (profiler_agent.timing.WEIGHT_POOL_BYTES), a new copy each call;
+  (gac.agent.timing.WEIGHT_POOL_BYTES), a new copy each call;
 - warm: the same kernel reusing one weight tensor, hot in cache (how the agent timed before).
 
 It prints per linear the three medians, then per mode the total over the linears, what the variant
@@ -42,12 +42,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from profiler_agent.kernels import build_kernel  # noqa: E402
-from profiler_agent.timing import WEIGHT_POOL_BYTES  # noqa: E402
-from proof.latency import median_of_passes  # noqa: E402
-from proof.pipeline import ProofConfig, compress, prepare, with_dtype  # noqa: E402
-from proof.retime import load_run  # noqa: E402
-from proof.stats import bootstrap_median_ci, paired_speedup  # noqa: E402
+from gac.agent.kernels import build_kernel  # noqa: E402
+from gac.agent.timing import WEIGHT_POOL_BYTES  # noqa: E402
+from gac.proof.latency import median_of_passes  # noqa: E402
+from gac.proof.pipeline import ProofConfig, compress, prepare, with_dtype  # noqa: E402
+from gac.proof.retime import load_run  # noqa: E402
+from gac.proof.stats import bootstrap_median_ci, paired_speedup  # noqa: E402
 
 MODES = ("model", "cold", "warm")
 PASSES = 10  # per linear and round in the kernel modes, after one warm-up call; their median counts

@@ -36,10 +36,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gac.agent.delivery import batch_document  # noqa: E402
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE  # noqa: E402
 from gac.contracts.ids import new_id  # noqa: E402
 from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo  # noqa: E402
-from profiler_agent.delivery import batch_document  # noqa: E402
 from tests.fixtures.database import make_database  # noqa: E402
 from tests.fixtures.live_service import LiveService  # noqa: E402
 from tests.fixtures.tokens import make_token  # noqa: E402
@@ -117,8 +117,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
 
-    from service.db import upgrade
-    from service.settings import Settings
+    from gac.service.db import upgrade
+    from gac.service.settings import Settings
 
     tmp = Path("benchmarks/out")
     tmp.mkdir(parents=True, exist_ok=True)

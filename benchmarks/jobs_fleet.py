@@ -53,9 +53,9 @@ PLATFORM = {"device_kind": "cpu", "device_name": "Fleet CPU", "isa": "avx2", "co
 
 def create_tokens(db_url: str, n: int, scope: str = "ingest") -> list[str]:
     """n tokens of scope, one session (the plain texts, in order)."""
-    from service.auth.tokens import Scope, create_token
-    from service.db import make_engine, make_sessionmaker
-    from service.settings import Settings
+    from gac.service.auth.tokens import Scope, create_token
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.settings import Settings
 
     key = Settings(database_url=db_url, secret_key=SECRET).token_key
     engine = make_engine(db_url)
@@ -67,17 +67,17 @@ def create_tokens(db_url: str, n: int, scope: str = "ingest") -> list[str]:
 
 
 def enqueue_jobs(db_url: str, n: int, max_attempts: int = 10) -> None:
-    """n queued jobs of PLAN for any platform, in one INSERT (the rows service.jobs.service.enqueue makes).
+    """n queued jobs of PLAN for any platform, in one INSERT (the rows gac.service.jobs.service.enqueue makes).
 
     Ten attempts: a job that an agent died holding and whose next lease ran out under a slow
     request still gets done (the default of 3 would fail it, and the count would be off)."""
     from sqlalchemy import insert
 
     from gac.contracts.plans import SweepPlan
-    from service.db import make_engine
-    from service.jobs.schemas import JobMatch
-    from service.jobs.service import dedupe_key
-    from service.models import Job
+    from gac.service.db import make_engine
+    from gac.service.jobs.schemas import JobMatch
+    from gac.service.jobs.service import dedupe_key
+    from gac.service.models import Job
 
     plan = SweepPlan.model_validate(PLAN)
     now = datetime.now(timezone.utc)
@@ -98,7 +98,7 @@ def enqueue_jobs(db_url: str, n: int, max_attempts: int = 10) -> None:
 def clear_jobs(db_url: str) -> None:
     from sqlalchemy import text
 
-    from service.db import make_engine
+    from gac.service.db import make_engine
 
     engine = make_engine(db_url)
     with engine.begin() as conn:
@@ -271,7 +271,7 @@ def verify(db_url: str, run: FleetRun) -> dict[str, int]:
     """Every job done exactly once, counted from the database; raises AssertionError otherwise."""
     from sqlalchemy import text
 
-    from service.db import make_engine
+    from gac.service.db import make_engine
 
     engine = make_engine(db_url)
     with engine.connect() as conn:
@@ -343,7 +343,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1800)
     args = ap.parse_args()
 
-    from service.db import upgrade
+    from gac.service.db import upgrade
 
     tmp = Path("benchmarks/out")
     tmp.mkdir(parents=True, exist_ok=True)

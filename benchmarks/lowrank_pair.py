@@ -21,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler_agent.kernels import build_kernel  # noqa: E402
-from profiler_agent.timing import WEIGHT_POOL_BYTES  # noqa: E402
-from proof.latency import median_of_passes  # noqa: E402
+from gac.agent.kernels import build_kernel  # noqa: E402
+from gac.agent.timing import WEIGHT_POOL_BYTES  # noqa: E402
+from gac.proof.latency import median_of_passes  # noqa: E402
 
 
 def main() -> None:

@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 from gac.contracts.alignment import AlignmentResult  # noqa: E402
 from gac.contracts.manifest import Manifest  # noqa: E402
 from gac.contracts.measurements import Op, op_flops, parse_shape_key  # noqa: E402
-from solver.align import AlignOptions, align  # noqa: E402
-from solver.candidates import CandidateOptions  # noqa: E402
-from solver.lattice import lattice_class  # noqa: E402
-from solver.lookup import FileLookup  # noqa: E402
+from gac.solver.align import AlignOptions, align  # noqa: E402
+from gac.solver.candidates import CandidateOptions  # noqa: E402
+from gac.solver.lattice import lattice_class  # noqa: E402
+from gac.solver.lookup import FileLookup  # noqa: E402
 from tests.solver.synthetic import gemm_truth  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "solver" / "data" / "h100_lattice.csv"

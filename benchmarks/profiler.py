@@ -4,11 +4,11 @@
 
 1. GEMM in the platform's fast dtype (or --dtype; M=256; N swept with K=256, K swept with N=256), every value
    in lo..hi, each point timed twice, interleaved: by the stopping rule
-   (profiler_agent.timing.CpuTimer) and by a fixed 100-repetition loop of
+   (gac.agent.timing.CpuTimer) and by a fixed 100-repetition loop of
    individually timed calls; then the whole sweep again. Side by side: wall
    time per point, sample spread (p90-p10)/median, the relative half-width of
    the median's 95 % CI, and how far the median moved on the repeat. Steps are found by the
-   solver's noise-aware detector (solver.cliffs.find_steps), as the dashboard and the solver find them.
+   solver's noise-aware detector (gac.solver.cliffs.find_steps), as the dashboard and the solver find them.
 2. The same sweeps with adaptive refinement (coarse step 8, refine where the
    latency jumps > 6 %): the share of points it timed and how many of the
    exhaustive sweep's steps it found.
@@ -30,20 +30,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's solver, not benchmarks/solver.py
 
+from gac.agent.dtypes import choose_dtype  # noqa: E402
+from gac.agent.kernels import build_kernel  # noqa: E402
+from gac.agent.plan_library import cliff_map_plan  # noqa: E402
+from gac.agent.platform import detect_platform  # noqa: E402
+from gac.agent.runner import run_plan  # noqa: E402
+from gac.agent.timing import CpuTimer, TimingResult, fixed_loop, median_ci  # noqa: E402
 from gac.contracts.measurements import (  # noqa: E402
     Dtype,
     Op,
     PlatformDescriptor,  # noqa: E402
 )
 from gac.contracts.plans import Sweep, SweepPlan, Timing  # noqa: E402
-from profiler_agent.dtypes import choose_dtype  # noqa: E402
-from profiler_agent.kernels import build_kernel  # noqa: E402
-from profiler_agent.plan_library import cliff_map_plan  # noqa: E402
-from profiler_agent.platform import detect_platform  # noqa: E402
-from profiler_agent.runner import run_plan  # noqa: E402
-from profiler_agent.timing import CpuTimer, TimingResult, fixed_loop, median_ci  # noqa: E402
-from solver.cliffs import Point  # noqa: E402
-from solver.cliffs import find_steps as detect_steps  # noqa: E402
+from gac.solver.cliffs import Point  # noqa: E402
+from gac.solver.cliffs import find_steps as detect_steps  # noqa: E402
 
 
 def ci_rel(r: TimingResult) -> float:
@@ -62,7 +62,7 @@ def as_point(x: int, r: TimingResult) -> Point:
 
 def simulate_adaptive(curve: dict[int, Point], coarse_step: int, jump: float) -> set[int]:
     """The points adaptive refinement would time if the coarse pass saw these medians."""
-    from profiler_agent.runner import values_to_refine
+    from gac.agent.runner import values_to_refine
 
     full = sorted(curve)
     coarse = full[::coarse_step] + ([full[-1]] if (len(full) - 1) % coarse_step else [])

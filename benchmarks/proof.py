@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from proof.cli import config_kwargs, run  # noqa: E402
+from gac.proof.cli import config_kwargs, run  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

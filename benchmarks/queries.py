@@ -243,7 +243,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     db = make_database("postgres", out)
     try:
-        from service.db import upgrade
+        from gac.service.db import upgrade
 
         upgrade(db.url)
         curve_ids = load(db.url.replace("postgresql+psycopg://", "postgresql://"), args.platforms, args.curves, args.points)

@@ -46,9 +46,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from solver.baselines import TooLarge, paper_dp  # noqa: E402
-from solver.crosscheck import compare, solve_ortools  # noqa: E402
-from solver.mckp import solve_mckp  # noqa: E402
+from gac.solver.baselines import TooLarge, paper_dp  # noqa: E402
+from gac.solver.crosscheck import compare, solve_ortools  # noqa: E402
+from gac.solver.mckp import solve_mckp  # noqa: E402
 
 RHO = 0.15
 

@@ -31,12 +31,12 @@ _AGENT = ("torch", "tenacity", "filelock")
 # The components register their own commands; gac.commands holds the commands that join components.
 # In this order, so `gac --help` lists the commands as it always has.
 COMPONENTS = {
-    "service.cli": ("service", ("serve", "db", "token"), _SERVICE),
+    "gac.service.cli": ("service", ("serve", "db", "token"), _SERVICE),
     "gac.commands.align": ("service", ("align",), _SERVICE),
-    "profiler_agent.cli": ("agent", ("agent", "ingest"), _AGENT),
+    "gac.agent.cli": ("agent", ("agent", "ingest"), _AGENT),
     "gac.commands.profile": ("agent,service", ("profile",), _AGENT + _SERVICE),
-    "proof.cli": ("proof", ("proof",), ("torch", "safetensors", "tokenizers")),
-    "solver.cli": ("solver", ("import",), ("numpy",)),
+    "gac.proof.cli": ("proof", ("proof",), ("torch", "safetensors", "tokenizers")),
+    "gac.solver.cli": ("solver", ("import",), ("numpy",)),
 }
 
 

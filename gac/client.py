@@ -383,7 +383,7 @@ class Client:
 
     def platform_of(self, machine: PlatformDescriptor) -> Platform:
         """The stored platform of the machine `machine` describes (what the agent's
-        `profiler_agent.platform.detect_platform()` or `gac agent platform` says of it).
+        `gac.agent.platform.detect_platform()` or `gac agent platform` says of it).
 
         The platform with its fingerprint, else the most recently seen one that differs only in
         its thread count (a profile timed with --threads 1 on a busy machine is still this

@@ -1,11 +1,11 @@
-"""Alembic environment: the URL comes from the caller (service.db.alembic_config) or GAC settings."""
+"""Alembic environment: the URL comes from the caller (gac.service.db.alembic_config) or GAC settings."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from service.models import Base, UtcDateTime
+from gac.service.models import Base, UtcDateTime
 
 config = context.config
 target_metadata = Base.metadata
@@ -15,7 +15,7 @@ def _url() -> str:
     url = config.attributes.get("url")
     if url:
         return url
-    from service.settings import Settings
+    from gac.service.settings import Settings
 
     return Settings().url
 

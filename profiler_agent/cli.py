@@ -23,20 +23,20 @@ from gac import DISTRIBUTION
 if TYPE_CHECKING:
     import httpx
 
+    from gac.agent.cpu_load import Busy
+    from gac.agent.delivery import BatchFileWriter, Deliverer, DeliveryStats, Spool
+    from gac.agent.interrupt import StopSignals
+    from gac.agent.jobs import Job, JobClient, ProgressLine
+    from gac.agent.resume import Known, Remaining
+    from gac.agent.runner import RunResult
+    from gac.agent.timing import Timer, TimingResult
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
-    from profiler_agent.cpu_load import Busy
-    from profiler_agent.delivery import BatchFileWriter, Deliverer, DeliveryStats, Spool
-    from profiler_agent.interrupt import StopSignals
-    from profiler_agent.jobs import Job, JobClient, ProgressLine
-    from profiler_agent.resume import Known, Remaining
-    from profiler_agent.runner import RunResult
-    from profiler_agent.timing import Timer, TimingResult
 
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 out_console = Console()
 
-# Defaults come from profiler_agent.settings.AgentSettings (GAC_SERVER, GAC_TOKEN, GAC_DATA_DIR, ...).
+# Defaults come from gac.agent.settings.AgentSettings (GAC_SERVER, GAC_TOKEN, GAC_DATA_DIR, ...).
 ServerOpt = Annotated[str | None, typer.Option("--server", help="Service URL, e.g. http://host:8000 (default: $GAC_SERVER)")]
 TokenOpt = Annotated[str | None, typer.Option("--token", help="Ingest token (Bearer) (default: $GAC_TOKEN)")]
 SpoolOpt = Annotated[Path | None, typer.Option(
@@ -53,7 +53,7 @@ ThreadsOpt = Annotated[int | None, typer.Option(
 
 def client_settings(server: str | None, token: str | None) -> tuple[str | None, str | None]:
     """--server and --token, else GAC_SERVER and GAC_TOKEN (read through the agent's settings class)."""
-    from profiler_agent.settings import AgentSettings
+    from gac.agent.settings import AgentSettings
 
     cfg = AgentSettings()
     return server or cfg.server, token or cfg.token
@@ -107,9 +107,9 @@ def _agent_version() -> str | None:
 
 def _load_plan(plan: str | None, dtypes: list[str] | None, platform: PlatformDescriptor) -> SweepPlan:
     """The plan; the quick plan in the platform's fast dtype unless --dtype says otherwise. Says which dtype and why."""
+    from gac.agent.dtypes import choose_dtype
+    from gac.agent.plan_library import resolve_plan
     from gac.contracts.plans import PlanError
-    from profiler_agent.dtypes import choose_dtype
-    from profiler_agent.plan_library import resolve_plan
 
     name = plan or "quick"
     try:
@@ -141,8 +141,8 @@ class _Session:
 
 def open_session(device: str, threads: int | None, timing: bool = True) -> _Session:
     """Device, timer and platform; `timing` False for commands that time nothing (no load warning)."""
-    from profiler_agent.platform import detect_platform, parse_device
-    from profiler_agent.timing import make_timer
+    from gac.agent.platform import detect_platform, parse_device
+    from gac.agent.timing import make_timer
 
     try:
         dev = parse_device(device)
@@ -165,7 +165,7 @@ def _threads_for_load(busy: Callable[[], Busy | None] | None = None) -> int | No
     samples are recognised and dropped. None (torch's default) on a quiet machine."""
     import torch
 
-    from profiler_agent.cpu_load import busy_now, contention_warning
+    from gac.agent.cpu_load import busy_now, contention_warning
 
     cores, default = os.cpu_count() or 1, torch.get_num_threads()
     if default <= 1:
@@ -182,8 +182,8 @@ def _threads_for_load(busy: Callable[[], Busy | None] | None = None) -> int | No
 def _warn_if_busy(platform: PlatformDescriptor) -> None:
     """On a CPU that other work already uses, intra-op threads stall at every barrier
     (whole scheduler ticks, milliseconds): say so before the figures go wrong. Points timed
-    while it was busy are re-timed or sent flagged (profiler_agent.quality)."""
-    from profiler_agent.cpu_load import busy_now, contention_warning
+    while it was busy are re-timed or sent flagged (gac.agent.quality)."""
+    from gac.agent.cpu_load import busy_now, contention_warning
 
     if platform.device_kind != "cpu" or not platform.cores or not platform.threads or platform.threads <= 1:
         return  # one timing thread waits on no other: no need to sample the load
@@ -202,9 +202,9 @@ def run_with_progress(
     from rich.progress import Progress, TextColumn
     from rich.table import Column
 
-    from profiler_agent.jobs import ProgressLine
-    from profiler_agent.runner import PlanRunner
-    from profiler_agent.runner import Progress as RunProgress
+    from gac.agent.jobs import ProgressLine
+    from gac.agent.runner import PlanRunner
+    from gac.agent.runner import Progress as RunProgress
 
     line = line or ProgressLine(f"plan {plan.name}")
 
@@ -252,8 +252,8 @@ def run_keeping(
     """run_with_progress into a sink that commits as it goes. Stopped by Ctrl-C or SIGTERM, it commits
     what was measured, calls on_stop (a job is given back), says how many points it kept (with
     `kept_before`, those an earlier run of the same command kept) and exits 130 (SIGINT) or 143 (SIGTERM)."""
-    from profiler_agent.interrupt import interrupted_line, stop_signals
-    from profiler_agent.resume import planned_points
+    from gac.agent.interrupt import interrupted_line, stop_signals
+    from gac.agent.resume import planned_points
 
     with stop_signals() as stop:
         try:
@@ -273,7 +273,7 @@ def run_keeping(
 
 def left_to_time(plan: SweepPlan, known: Known, adaptive: bool) -> Remaining:
     """The plan without the points already stored; says how many it skips."""
-    from profiler_agent.resume import remaining
+    from gac.agent.resume import remaining
 
     left = remaining(plan, known, adaptive)
     said = left.skip_line()
@@ -303,7 +303,7 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
         groups.setdefault((o.point.sweep, o.point.dtype.value), []).append(o)
     for (i, dtype), outs in sorted(groups.items()):
         sweep = plan.sweeps[i]
-        # A flagged point (profiler_agent.quality) is no evidence of a step: left out of the range and steps.
+        # A flagged point (gac.agent.quality) is no evidence of a step: left out of the range and steps.
         ok = sorted(((o.point.shape[sweep.axis], o.result) for o in outs
                      if o.result is not None and o.measurement is not None and o.measurement.quality is None), key=lambda p: p[0])
         flagged = sum(1 for o in outs if o.measurement is not None and o.measurement.quality is not None)
@@ -404,15 +404,15 @@ class _Agent:
 @dataclass
 class _Sinks:
     """Where one run's measurements go: the service (spooling what it cannot take now), a results file, or both.
-    Both commit as they go (profiler_agent.interrupt.commit_every_s), so a stopped run keeps what it measured."""
+    Both commit as they go (gac.agent.interrupt.commit_every_s), so a stopped run keeps what it measured."""
 
     deliverer: Deliverer | None
     writer: BatchFileWriter | None
 
     @classmethod
     def open(cls, agent: _Agent, run: RunInfo) -> _Sinks:
-        from profiler_agent.delivery import BatchFileWriter, Deliverer
-        from profiler_agent.interrupt import commit_every_s
+        from gac.agent.delivery import BatchFileWriter, Deliverer
+        from gac.agent.interrupt import commit_every_s
 
         o, platform, every = agent.opts, agent.session.platform, commit_every_s()
         deliverer = None
@@ -461,8 +461,8 @@ def run_agent(opts: AgentRunOptions) -> int:
     """`gac agent run` once its options are valid: the plan (unless only --jobs), then the queue; the exit code."""
     import httpx
 
-    from profiler_agent.delivery import Spool
-    from profiler_agent.interrupt import stop_signals
+    from gac.agent.delivery import Spool
+    from gac.agent.interrupt import stop_signals
 
     with httpx.Client(timeout=30.0) as client:
         if opts.server is not None and opts.token is not None:
@@ -486,7 +486,7 @@ def run_agent(opts: AgentRunOptions) -> int:
 def _known_to_service(agent: _Agent, plan: SweepPlan) -> Known:
     """The plan's points the service has stored for this platform, and those waiting in the local spool
     for it; nothing without --server (a results file is not looked into)."""
-    from profiler_agent.resume import known_in_spool, known_on_server, merge, plan_curves
+    from gac.agent.resume import known_in_spool, known_on_server, merge, plan_curves
 
     o, fingerprint = agent.opts, agent.session.platform.fingerprint()
     if o.server is None or o.token is None:
@@ -516,7 +516,7 @@ def _run_jobs(agent: _Agent) -> int:
     """Claim jobs until the queue has none for this platform; returns an exit code."""
     import httpx
 
-    from profiler_agent.jobs import JobClient, JobError
+    from gac.agent.jobs import JobClient, JobError
 
     o, platform = agent.opts, agent.session.platform
     assert o.server is not None and o.token is not None  # usage_error() says --jobs needs both
@@ -542,7 +542,7 @@ def _run_jobs(agent: _Agent) -> int:
 def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> int:
     """Time one claimed job and deliver its points; complete it, or fail it so that it is queued again. 1 if not all arrived.
     Stopped by Ctrl-C or SIGTERM, it delivers what it measured and gives the job back to the queue."""
-    from profiler_agent.jobs import Heartbeat, ProgressLine, job_label
+    from gac.agent.jobs import Heartbeat, ProgressLine, job_label
 
     o = agent.opts
     try:
@@ -584,8 +584,8 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
 def _give_back(jc: JobClient, job_id: int | str) -> None:
     """Release the lease: the job is queued again without using up an attempt. A service without
     /release has it failed instead (queued again while attempts remain)."""
-    from profiler_agent.interrupt import received_name
-    from profiler_agent.jobs import JobError
+    from gac.agent.interrupt import received_name
+    from gac.agent.jobs import JobError
 
     reason = f"interrupted by {received_name()} on agent {_agent_name()}"
     try:
@@ -656,7 +656,7 @@ def agent_flush(
     retries: RetriesOpt = 4,
 ) -> None:
     """Send the batches a previous run could not deliver."""
-    from profiler_agent.delivery import BatchSender, DeliveryStats, RetryPolicy, Spool
+    from gac.agent.delivery import BatchSender, DeliveryStats, RetryPolicy, Spool
 
     server, token = client_settings(server, token)
     spool = Spool(spool_dir)
@@ -682,7 +682,7 @@ def agent_platform(device: DeviceOpt = "cpu", threads: ThreadsOpt = None) -> Non
     """Print the detected platform and its fingerprint (JSON); its fast dtype and why on stderr."""
     import json
 
-    from profiler_agent.dtypes import choose_dtype
+    from gac.agent.dtypes import choose_dtype
 
     session = open_session(device, threads, timing=False)
     doc = session.platform.model_dump(mode="json", exclude_none=True)
@@ -708,8 +708,8 @@ def ingest(
     retries: RetriesOpt = 4,
 ) -> None:
     """Upload a results file (one batch per line); safe to repeat: ingest is idempotent."""
-    from profiler_agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy, read_batch_file
-    from profiler_agent.delivery.files import NotAResultsFile, check_results_file
+    from gac.agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy, read_batch_file
+    from gac.agent.delivery.files import NotAResultsFile, check_results_file
 
     server, token = client_settings(server, token)
     if server is None or not token:
@@ -765,8 +765,8 @@ def selftest(device: str, as_json: bool = False) -> None:
     """`gac agent selftest`: run every check, print a table (or JSON), exit 1 if any failed."""
     import json
 
-    from profiler_agent.platform import parse_device
-    from profiler_agent.selftest import exit_code, run_selftest
+    from gac.agent.platform import parse_device
+    from gac.agent.selftest import exit_code, run_selftest
 
     try:
         dev = parse_device(device)

@@ -4,7 +4,7 @@ A timer that waits for the device after every sample lets it go idle; the next s
 starts only when the host has launched it, and the launch latency and any host jitter land
 between the timing events. CudaTimer avoids that by keeping the queue ahead of the host, and
 needs only these few operations to do so. TorchCudaQueue implements them on a real device;
-profiler_agent.simulated_gpu implements them on a simulated one, so the timing logic is tested
+gac.agent.simulated_gpu implements them on a simulated one, so the timing logic is tested
 where there is no GPU.
 """
 

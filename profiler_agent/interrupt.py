@@ -21,8 +21,8 @@ COMMIT_ROWS = 200  # rows that make a commit however little time has passed
 
 
 def commit_every_s() -> float:
-    """GAC_COMMIT_EVERY_S (profiler_agent.settings)."""
-    from profiler_agent.settings import AgentSettings
+    """GAC_COMMIT_EVERY_S (gac.agent.settings)."""
+    from gac.agent.settings import AgentSettings
 
     return AgentSettings().commit_every_s
 

@@ -16,7 +16,7 @@ def quick_plan(dtypes: Iterable[Dtype | str] | None = None) -> SweepPlan:
     """About a minute on a 2-core CPU; shows real steps.
 
     dtypes: what to sweep in, normally the platform's fast dtype (`gac` picks it;
-    profiler_agent.dtypes); default bfloat16. On an AVX-512-BF16 CPU (oneDNN 3.x)
+    gac.agent.dtypes); default bfloat16. On an AVX-512-BF16 CPU (oneDNN 3.x)
     a bfloat16 GEMM's time along N is a staircase with a step every 16 columns
     (n in 65..80 costs the same, 81..96 the next step up), while float32 grows
     smoothly: a float32 N sweep is added as the contrast when float32 is not swept

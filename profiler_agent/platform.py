@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
+from gac.agent.dtypes import cpu_dtype_fields, cuda_dtype_fields
+from gac.agent.timing import COLD_WEIGHTS, QUEUED_L2_FLUSH
 from gac.contracts.measurements import PlatformDescriptor
-from profiler_agent.dtypes import cpu_dtype_fields, cuda_dtype_fields
-from profiler_agent.timing import COLD_WEIGHTS, QUEUED_L2_FLUSH
 
 # CPU feature flags that change which GEMM/attention kernels a CPU library picks.
 _X86_FLAGS = (

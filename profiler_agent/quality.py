@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from profiler_agent.cpu_load import _ticks
-from profiler_agent.timing import TimingResult, percentile
+from gac.agent.cpu_load import _ticks
+from gac.agent.timing import TimingResult, percentile
 
 MIN_SAMPLES = 10  # fewer samples cannot show two modes
 MODE_SHARE = 0.1  # each mode holds at least this share of the samples

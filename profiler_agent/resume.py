@@ -3,7 +3,7 @@ out of the plan before anything is timed.
 
 What is stored is given per curve, as the service keys them (op, dtype, swept axis, fixed
 shape), with each stored point's median: the local database answers for `gac profile`
-(service.curves.service.stored_medians), the service and the local spool for
+(gac.service.curves.service.stored_medians), the service and the local spool for
 `gac agent run --server` (known_on_server, known_in_spool).
 """
 
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import httpx
 
+from gac.agent.delivery.codec import read_document
+from gac.agent.delivery.spool import Spool, norm_server
 from gac.contracts.measurements import Dtype, Measurement, shape_key
 from gac.contracts.plans import Sweep, SweepPlan
-from profiler_agent.delivery.codec import read_document
-from profiler_agent.delivery.spool import Spool, norm_server
 
 CurveKey = tuple[str, str, str, str]  # op, dtype, swept axis, fixed shape ("k=128,m=2048")
 Known = dict[CurveKey, dict[int, float]]  # per curve, the stored medians (us) by swept dimension
@@ -75,7 +75,7 @@ def remaining(plan: SweepPlan, known: Known, adaptive: bool) -> Remaining:
 
 def _left_of(sweep: Sweep, dtype: Dtype, have: dict[int, float], adaptive: bool) -> tuple[Sweep | None, int, int]:
     """(the sweep left to time in this dtype or None, points skipped, stored points timed again)."""
-    from profiler_agent.runner import values_to_refine
+    from gac.agent.runner import values_to_refine
 
     one = sweep.model_copy(update={"dtypes": [dtype]})
     full = sweep.value_list()

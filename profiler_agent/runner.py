@@ -14,12 +14,12 @@ from typing import TypeVar
 
 import torch
 
+from gac.agent.kernels import Kernel, build_kernel, release_weight_pools
+from gac.agent.quality import QualityGate, for_timer, isolated
+from gac.agent.timing import Timer, TimingResult
 from gac.contracts.ids import new_id
 from gac.contracts.measurements import Dtype, Measurement
 from gac.contracts.plans import PlanPoint, Sweep, SweepPlan, Timing
-from profiler_agent.kernels import Kernel, build_kernel, release_weight_pools
-from profiler_agent.quality import QualityGate, for_timer, isolated
-from profiler_agent.timing import Timer, TimingResult
 
 _T = TypeVar("_T")
 
@@ -124,7 +124,7 @@ class _Seen:
 class PlanRunner:
     """Times every point of a plan on one device with one timer.
 
-    Every point passes a quality gate (profiler_agent.quality): one whose samples show stalls is timed
+    Every point passes a quality gate (gac.agent.quality): one whose samples show stalls is timed
     again, and sent flagged if every try shows them. A point timed before both of its neighbours is
     judged against them once they are measured; if it is then a spike with a huge spread, it is timed
     again, and two clean re-measurements outvote it (points measured more than once are combined by

@@ -40,12 +40,12 @@ from typing import Any, Literal
 
 import torch
 
+from gac.agent.gpu_queue import nvml_handle
+from gac.agent.kernels import build_kernel
+from gac.agent.platform import detect_platform, parse_device
+from gac.agent.timing import CpuTimer, CudaTimer, Timer
 from gac.contracts.measurements import Op, PlatformDescriptor
 from gac.contracts.plans import Timing
-from profiler_agent.gpu_queue import nvml_handle
-from profiler_agent.kernels import build_kernel
-from profiler_agent.platform import detect_platform, parse_device
-from profiler_agent.timing import CpuTimer, CudaTimer, Timer
 
 Status = Literal["ok", "warn", "fail", "skip"]
 

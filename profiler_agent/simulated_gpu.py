@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
+from gac.agent.kernels import Kernel
 from gac.contracts.measurements import Dtype, Op, op_flops
-from profiler_agent.kernels import Kernel
 
 
 @dataclass

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import torch
 
+from gac.agent.gpu_queue import GpuQueue, TorchCudaQueue
 from gac.contracts.plans import MEDIAN_BATCHES, MIN_BATCH_SAMPLES, Timing
-from profiler_agent.gpu_queue import GpuQueue, TorchCudaQueue
 
 StopReason = Literal["spread", "median_ci", "time_cap", "max_samples"]
 
@@ -133,7 +133,7 @@ class Timer(ABC):
     """Times a zero-argument callable that launches one kernel (or one block)."""
 
     name: str
-    # The kernel should take its weights from copies filling this many bytes (profiler_agent.kernels);
+    # The kernel should take its weights from copies filling this many bytes (gac.agent.kernels);
     # 0 when the timer itself makes each sample cold (the CUDA timer flushes L2).
     weight_pool_bytes: int = 0
 

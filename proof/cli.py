@@ -20,10 +20,10 @@ def config_kwargs(
     """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py.
 
     retime: for --retime (the saved run's model decides the lengths it takes, not --model)."""
-    from profiler_agent.platform import parse_device
-    from proof.llama import LLAMA_CONFIGS
-    from proof.objectives import SEARCHES
-    from proof.pipeline import COMPRESSORS, DECODERS, DTYPES, MODELS, ProofConfig, check_device, check_positions
+    from gac.agent.platform import parse_device
+    from gac.proof.llama import LLAMA_CONFIGS
+    from gac.proof.objectives import SEARCHES
+    from gac.proof.pipeline import COMPRESSORS, DECODERS, DTYPES, MODELS, ProofConfig, check_device, check_positions
 
     if model not in MODELS:
         raise ValueError(f"--model: use {', '.join(MODELS)}")
@@ -58,9 +58,9 @@ def config_kwargs(
 
 def run(kw: dict[str, Any], quick: bool, save: Path | None, retime_file: Path | None, log: Any) -> str:
     """Run (or re-time) the proof; save the run; return the report."""
-    from proof.pipeline import ProofConfig, run_proof
-    from proof.report import render
-    from proof.retime import default_save_path, retime, save_run
+    from gac.proof.pipeline import ProofConfig, run_proof
+    from gac.proof.report import render
+    from gac.proof.retime import default_save_path, retime, save_run
 
     if retime_file is not None:
         # dtype and the kind of device: only to check they are the saved run's
@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
                                frontier_search, device, layers, retime=retime_file is not None)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-        from proof.retime import DeviceMismatch, DtypeMismatch
+        from gac.proof.retime import DeviceMismatch, DtypeMismatch
 
         try:
             report = run(kw, quick, save, retime_file, log=lambda msg: typer.echo(msg, err=True))

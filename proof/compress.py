@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 from gac.contracts.manifest import Manifest
-from proof.bert import LowRankLinear
-from proof.llama import HeadGroups, split_group
+from gac.proof.bert import LowRankLinear
+from gac.proof.llama import HeadGroups, split_group
 
 ASVD_ALPHA = 0.5  # the ASVD paper's activation-scaling exponent
 
@@ -239,7 +239,7 @@ class PaluCompressor(AsvdCompressor):
     caches) and B_g reconstructs the group's keys or values. Each group here is one `lowrank`
     manifest weight named 'layerI.attn.k.gJ' (or .v), out_features = heads_per_group * head_dim,
     in_features = hidden, dim = r_g: the model runs exactly that weight's two GEMMs (M x hidden ->
-    r_g, then r_g -> out) per group (proof.llama.HeadGroups), so the solver's kernels for the
+    r_g, then r_g -> out) per group (gac.proof.llama.HeadGroups), so the solver's kernels for the
     `lowrank` kind are the ones timed, and r_g is the irregular dim it aligns. Every group is its
     own weight (no manifest `group` tying K to V): PaLU gives keys and values ranks of their own.
     Ranks come from ASVD's activation-aware SVD and sensitivity-weighted greedy, over the K/V
@@ -400,7 +400,7 @@ def _manifest(
 
 def manifest_params(manifest: Manifest, dims: dict[str, int]) -> int:
     """The manifest's parameter count of the listed weights at the given dims."""
-    from solver.kinds import unit_params
+    from gac.solver.kinds import unit_params
 
     return sum(unit_params(w) * int(dims[w.name]) for w in manifest.weights)
 

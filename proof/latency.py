@@ -4,7 +4,7 @@ Each round times every (variant, setting) pair once, in a fresh random order, so
 drift of a shared machine hits all variants alike and a round's ratio of two
 variants compares them under the same machine state. One measurement is the
 median of a few passes after one warm-up call. Speed-ups are the median of
-per-round ratios with a bootstrap CI (proof.stats).
+per-round ratios with a bootstrap CI (gac.proof.stats).
 
 How one pass is clocked depends on the device the models are on (pass_clock):
 - CPU: perf_counter around the call, on the intra-op thread count asked for; a pass
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from proof.stats import Speedup, paired_speedup
+from gac.proof.stats import Speedup, paired_speedup
 
 DECODE_PASS_FACTOR = 4  # a decode step is ~1/10 of a prefill: take more of them per round
 MIN_ON_CPU = 0.9

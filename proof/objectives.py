@@ -2,7 +2,7 @@
 
 - importance: the paper's objective (most kept importance under the budget, cliff-free dims);
 - latency: the fastest choice keeping >= (1 - EPSILON) of the importance-only optimum's kept
-  importance (solver.align, every measured dim of each window competes);
+  importance (gac.solver.align, every measured dim of each window competes);
 - frontier: the Pareto points (predicted latency, kept importance) under the budget. The proof
   times the FASTEST point whose measured model quality is within QUALITY_TOL of the unaligned
   variant's: points are scored from the fastest upward, at most FRONTIER_TRIES of them.
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from gac.contracts.alignment import AlignmentResult, FrontierPoint
 from gac.contracts.manifest import Manifest
-from proof.profile import dims_of
-from proof.quality import Quality
-from solver.align import AlignOptions, align
-from solver.lookup import LatencyLookup
+from gac.proof.profile import dims_of
+from gac.proof.quality import Quality
+from gac.solver.align import AlignOptions, align
+from gac.solver.lookup import LatencyLookup
 
 EPSILON = 0.005
 QUALITY_TOL = 0.01

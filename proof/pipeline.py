@@ -3,15 +3,15 @@ it runs on (this CPU, or a CUDA GPU with --device cuda:N), build every variant, 
 quality and time prefill (and decode) latency.
 
 The device is one setting that flows everywhere: the models, the calibration and evaluation
-data and the timed inputs live on it, the agent profiles on it (profiler_agent.timing.make_timer
-picks its timer), the variants are timed on it (proof.latency picks the pass clock), and the
-dtype defaults to its fast dtype (profiler_agent.dtypes.choose_dtype). Thread counts apply to
+data and the timed inputs live on it, the agent profiles on it (gac.agent.timing.make_timer
+picks its timer), the variants are timed on it (gac.proof.latency picks the pass clock), and the
+dtype defaults to its fast dtype (gac.agent.dtypes.choose_dtype). Thread counts apply to
 the CPU only.
 
 Variants per compressor: the original, the compressor's own (unaligned) dims,
 naive round-to-nearest-8, and GAC's choices from measured candidates under three objectives
-(proof.objectives): importance-only (the paper's), latency-aware (epsilon 0.005), and the
-fastest frontier point within 1 % of the unaligned quality. proof.predict puts the speed-up the
+(gac.proof.objectives): importance-only (the paper's), latency-aware (epsilon 0.005), and the
+fastest frontier point within 1 % of the unaligned quality. gac.proof.predict puts the speed-up the
 solver's latency model predicts next to the measured one.
 """
 
@@ -29,7 +29,7 @@ import torch
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import PlatformDescriptor
-from proof.compress import (
+from gac.proof.compress import (
     Compression,
     compress_asvd,
     compress_palu,
@@ -38,9 +38,9 @@ from proof.compress import (
     compressed_params,
     manifest_params,
 )
-from proof.latency import LatencyRun, Setting, is_cuda, settings_for, time_rounds
-from proof.llama import LLAMA_CONFIGS, LlamaConfig
-from proof.objectives import (
+from gac.proof.latency import LatencyRun, Setting, is_cuda, settings_for, time_rounds
+from gac.proof.llama import LLAMA_CONFIGS, LlamaConfig
+from gac.proof.objectives import (
     FRONTIER,
     FRONTIER_TRIES,
     IMPORTANCE,
@@ -50,14 +50,14 @@ from proof.objectives import (
     objective_alignments,
     pick_frontier,
 )
-from proof.predict import VariantPrediction, predict
-from proof.profile import REL_TOL, align_options, dims_of, measured_alignment
-from proof.quality import Quality
-from proof.subjects import Subject, make_subject, max_positions
-from solver.align import budget_params
-from solver.baselines import round_nearest
-from solver.kinds import original_params
-from solver.lookup import FileLookup, LatencyLookup
+from gac.proof.predict import VariantPrediction, predict
+from gac.proof.profile import REL_TOL, align_options, dims_of, measured_alignment
+from gac.proof.quality import Quality
+from gac.proof.subjects import Subject, make_subject, max_positions
+from gac.solver.align import budget_params
+from gac.solver.baselines import round_nearest
+from gac.solver.kinds import original_params
+from gac.solver.lookup import FileLookup, LatencyLookup
 
 DEFAULT_RATIO = {"asvd": 0.15, "prune": 0.25, "palu": 0.5}  # palu: half the K/V projections' parameters
 COMPRESSORS: dict[str, Callable[..., Compression]] = {"asvd": compress_asvd, "prune": compress_prune, "palu": compress_palu}
@@ -99,15 +99,15 @@ class ProofConfig:
     window_rel: float = 0.0  # or this fraction of each dim, when larger
     rel_tol: float = REL_TOL
     paper_radius: int = 0  # latency priced: also multiples of 8 within this many steps (the paper's window: 8)
-    balance_tokens: bool = True  # weight each timed M by 1 / its measured total (proof.profile)
+    balance_tokens: bool = True  # weight each timed M by 1 / its measured total (gac.proof.profile)
     threads: int = 1  # the CPU's intra-op threads for profiling and timing (CPU runs only)
     seed: int = 0
     quick: bool = False
-    llama: LlamaConfig | None = None  # None: the model's (proof.llama.LLAMA_CONFIGS); tests pass a tiny one
+    llama: LlamaConfig | None = None  # None: the model's (gac.proof.llama.LLAMA_CONFIGS); tests pass a tiny one
     llama_data: tuple[tuple[int, int], tuple[int, int]] = ((8, 128), (4, 128))  # (calibration, evaluation) random ids
     # The dtype compressed for, profiled and timed in; None: the device's fast dtype (settled by with_dtype).
     dtype: str | None = None
-    frontier_search: str = "bisect"  # how the frontier variant's points are scored (proof.objectives.pick_frontier)
+    frontier_search: str = "bisect"  # how the frontier variant's points are scored (gac.proof.objectives.pick_frontier)
     frontier_tries: int = FRONTIER_TRIES  # at most this many frontier points scored for quality
     device: str = "cpu"  # where models live, the agent profiles and the variants are timed: "cpu" or "cuda:N"
 
@@ -197,8 +197,8 @@ class ProofConfig:
 def with_dtype(cfg: ProofConfig, by: str = "with --dtype") -> tuple[ProofConfig, str]:
     """cfg with its dtype settled (None: the device's fast dtype, as the agent's platform says: on CUDA
     bfloat16 from sm_80, float16 from sm_70), and one line saying which dtype and why."""
-    from profiler_agent.dtypes import choose_dtype
-    from profiler_agent.platform import detect_platform
+    from gac.agent.dtypes import choose_dtype
+    from gac.agent.platform import detect_platform
 
     dtype, why = choose_dtype(detect_platform(cfg.device), cfg.dtype, by)
     return dataclasses.replace(cfg, dtype=dtype), why
@@ -261,7 +261,7 @@ class ProofResult:
     cpu: str = ""  # the agent's platform of this machine's CPU: name and ISA (on a CUDA run: the host)
     gpu: str = ""  # on a CUDA run, the agent's platform of the GPU: name, compute capability, driver, CUDA, cuBLAS
     retimed_from: str | None = None
-    dtype_note: str = ""  # which dtype the run used and why (profiler_agent.dtypes.choose_dtype)
+    dtype_note: str = ""  # which dtype the run used and why (gac.agent.dtypes.choose_dtype)
 
 
 # An aligner: manifest -> (manifest as aligned, alignment, profile summary, notes, raw measurements).
@@ -323,7 +323,7 @@ def gac_variants(
 
 
 def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) -> Aligner:
-    """Profile the missing curves on the proof's device with the agent, then align (proof.profile)."""
+    """Profile the missing curves on the proof's device with the agent, then align (gac.proof.profile)."""
 
     def run(manifest: Manifest) -> tuple[Manifest, AlignmentResult, ProfileSummary | None, list[str], list]:
         last = [0.0]
@@ -473,7 +473,7 @@ def describe_gpu(p: PlatformDescriptor) -> str:
 def proof_result(
     cfg: ProofConfig, subject: Subject, results: list[CompressorResult], retimed_from: str | None = None, dtype_note: str = ""
 ) -> ProofResult:
-    from profiler_agent.platform import detect_platform
+    from gac.agent.platform import detect_platform
 
     p = detect_platform(cfg.device, dtypes=False)  # the name and fingerprint only
     host = p if not is_cuda(cfg.device) else detect_platform("cpu", dtypes=False)

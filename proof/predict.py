@@ -1,18 +1,18 @@
 """Predicted vs measured speed-up of each variant over the unaligned one.
 
-The prediction uses the solver's own latency model (solver.candidates.LatencyModel): the
-DENOISED estimate of every curve point (solver.curve_model), never the raw medians of the
+The prediction uses the solver's own latency model (gac.solver.candidates.LatencyModel): the
+DENOISED estimate of every curve point (gac.solver.curve_model), never the raw medians of the
 profile, so it is what the alignment believed when it chose the dims.
 
 Kernel level: the compressed weights' kernels at the variant's dims vs at the unaligned dims,
 token-weighted exactly as the solver weights them (the manifest's token_weights, normalized;
-proof.profile balances them to 1 / each M's total). One figure per variant.
+gac.proof.profile balances them to 1 / each M's total). One figure per variant.
 
 Model level, per timed setting (one GEMM row count M): the kernels of that M alone, unweighted
 (µs of one forward at batch 1), give the predicted saving S = T_M(unaligned dims) - T_M(variant
 dims). Inside a model the same kernels take longer than alone: the caches hold other layers'
 data and code, and each call pays for it. When the proof clocked the unaligned model's compressed
-modules in place (proof.latency: P µs against the profile's T_M(unaligned dims)), the saving is
+modules in place (gac.proof.latency: P µs against the profile's T_M(unaligned dims)), the saving is
 taken to grow with them: S' = S * P / T_M(unaligned dims). (On a 2-core Xeon with AMX, MiniLM's
 36 low-rank modules, 72 linears, took 1.7x their cold-weight profile in place, hooks included, and
 round-to-8 saved about 8 % of their time in both: benchmarks/in_model_linears.py.) P also holds
@@ -24,7 +24,7 @@ assumed unchanged. Interval: S' +/- 1.96 sigma (scaled alike), sigma from the cu
 model's per-point standard errors, each distinct curve point counted once with its net
 coefficient (a point both variants use cancels); estimates of one fitted run are correlated,
 which this treats as independent. The measured speed-up beside it is the paired ratio with its
-95 % bootstrap CI (proof.stats).
+95 % bootstrap CI (gac.proof.stats).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gac.contracts.manifest import LowRankWeight, Manifest
-from proof.latency import LatencyRun
-from proof.stats import Speedup
-from solver.candidates import LatencyModel
-from solver.kinds import Kernel, kernels
-from solver.lookup import LatencyLookup
+from gac.proof.latency import LatencyRun
+from gac.proof.stats import Speedup
+from gac.solver.candidates import LatencyModel
+from gac.solver.kinds import Kernel, kernels
+from gac.solver.lookup import LatencyLookup
 
 Z = 1.96  # two-sided 95 % for the prediction's interval
 FLAG = 0.03  # |predicted - measured| speed-up above this is flagged

@@ -2,7 +2,7 @@
 
 align once with rules only to learn which curves are missing, turn them into a
 sweep plan, time it with the profiler agent's runner and timer on the proof's device
-(this CPU, or a CUDA GPU: profiler_agent.timing.make_timer picks the timer), index
+(this CPU, or a CUDA GPU: gac.agent.timing.make_timer picks the timer), index
 the measurements in a FileLookup and align again with measured candidates.
 
 Which M: the manifest's workload.tokens are the GEMM row counts the model is timed
@@ -25,11 +25,11 @@ from gac.contracts.alignment import AlignmentResult, MissingCurve
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Measurement, PlatformDescriptor
 from gac.contracts.plans import SweepPlan, Timing, plan_for_points
-from proof.latency import is_cuda
-from solver.align import AlignOptions, align
-from solver.candidates import CandidateOptions
-from solver.kinds import kernels
-from solver.lookup import FileLookup, LatencyLookup
+from gac.proof.latency import is_cuda
+from gac.solver.align import AlignOptions, align
+from gac.solver.candidates import CandidateOptions
+from gac.solver.kinds import kernels
+from gac.solver.lookup import FileLookup, LatencyLookup
 
 # Short per-point timing: these are µs-scale GEMMs on a quiet core; the noise rule still applies.
 PROFILE_TIMING = Timing(min_samples=10, max_samples=400, target_spread=0.05, median_ci=0.01, time_cap_ms=250.0, warmup_ms=10.0)
@@ -120,9 +120,9 @@ def measured_alignment(
     threads: the CPU's intra-op threads (CPU only; a CUDA timer takes none)."""
     import time
 
-    from profiler_agent.platform import detect_platform
-    from profiler_agent.runner import run_plan
-    from profiler_agent.timing import make_timer
+    from gac.agent.platform import detect_platform
+    from gac.agent.runner import run_plan
+    from gac.agent.timing import make_timer
 
     started = time.perf_counter()
     opts = align_options(window, rel_tol, window_rel, paper_radius)
@@ -130,7 +130,7 @@ def measured_alignment(
     # On the CPU the timer sets the thread count, before the platform (which records it) is read.
     timer = make_timer(device) if is_cuda(device) else make_timer(device, threads=threads)
     platform = detect_platform(device)
-    # `missing` already holds the look-ahead above each window (solver.candidates.needed_points).
+    # `missing` already holds the look-ahead above each window (gac.solver.candidates.needed_points).
     plan = plan_for_missing(f"proof-{manifest.compressor}", rules.missing, lookahead=0, timing=timing)
     progress = (lambda p: on_point(p.done, p.total)) if on_point is not None else None
     run = run_plan(plan, timer, device, on_progress=progress, adaptive=False)

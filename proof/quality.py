@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from proof.bert import BertEncoder, Tokenizer, embed_sentences
+from gac.proof.bert import BertEncoder, Tokenizer, embed_sentences
 
 DATA = Path(__file__).resolve().parent / "data" / "sentences.txt"
 N_CALIBRATION = 64  # the first sentences calibrate the compressors; the rest evaluate

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from proof.latency import DECODE_PASS_FACTOR
-from proof.objectives import FRONTIER, IMPORTANCE, LATENCY, QUALITY_TOL
-from proof.pipeline import (
+from gac.proof.latency import DECODE_PASS_FACTOR
+from gac.proof.objectives import FRONTIER, IMPORTANCE, LATENCY, QUALITY_TOL
+from gac.proof.pipeline import (
     GAC_FRONTIER,
     GAC_IMPORTANCE,
     GAC_LATENCY,
@@ -22,8 +22,8 @@ from proof.pipeline import (
     CompressorResult,
     ProofResult,
 )
-from proof.predict import FLAG, WITHIN, Z
-from proof.stats import LEVEL, MIN_ROUNDS, N_BOOT, Speedup
+from gac.proof.predict import FLAG, WITHIN, Z
+from gac.proof.stats import LEVEL, MIN_ROUNDS, N_BOOT, Speedup
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
@@ -355,7 +355,7 @@ def _dims(d: dict[str, int]) -> str:
 def to_json(res: ProofResult) -> dict:
     """Everything behind the tables: config, dims, quality, per-round medians, the alignment and the raw profile.
 
-    proof.retime rebuilds and re-times the variants from this."""
+    gac.proof.retime rebuilds and re-times the variants from this."""
     out: dict = {
         "schema": "gac.proof-run/v1",
         "platform": res.platform, "timed_on": res.timed_on, "cpu": res.cpu, "gpu": res.gpu, "torch": res.torch_version,

@@ -21,8 +21,8 @@ import torch
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Measurement
-from proof.objectives import FrontierPick, FrontierTry
-from proof.pipeline import (
+from gac.proof.objectives import FrontierPick, FrontierTry
+from gac.proof.pipeline import (
     ProfileSummary,
     ProofConfig,
     ProofResult,
@@ -33,8 +33,8 @@ from proof.pipeline import (
     proof_result,
     with_dtype,
 )
-from proof.predict import predict
-from proof.report import to_json
+from gac.proof.predict import predict
+from gac.proof.report import to_json
 
 SCHEMA = "gac.proof-run/v1"
 

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from proof.bert import BertConfig, Tokenizer, embed_sentences, load_minilm, model_dir
-from proof.llama import PROOF_LLAMA, LlamaConfig, random_llama
-from proof.quality import Quality, QualityJudge, ReconstructionJudge, load_sentences, relative_error, split_sentences
+from gac.proof.bert import BertConfig, Tokenizer, embed_sentences, load_minilm, model_dir
+from gac.proof.llama import PROOF_LLAMA, LlamaConfig, random_llama
+from gac.proof.quality import Quality, QualityJudge, ReconstructionJudge, load_sentences, relative_error, split_sentences
 
 N_PROBE = 16  # calibration sentences (or sequences) ASVD's sensitivity probe uses
 
@@ -124,7 +124,7 @@ class Subject:
     title: str  # the report's first line
     manifest_model: str
     model: nn.Module  # the original, float32, eval mode, on the proof's device
-    calibration: Any  # a proof.compress.Calibration
+    calibration: Any  # a gac.proof.compress.Calibration
     judge: Callable[[nn.Module], Quality]
     quality_note: str
     footnote: str

@@ -17,26 +17,26 @@ from fastapi.openapi.utils import get_openapi
 from gac import __version__
 from gac.contracts.columns import ColumnBatch
 from gac.contracts.measurements import Batch
-from service.align.endpoints import router as align_router
-from service.align.limits import AlignSlots, warm_up
-from service.auth.endpoints import router as auth_router
-from service.auth.guard import AuthFailures, quiet_access_log
-from service.cache import ResponseCache
-from service.cliffs.endpoints import router as cliffs_router
-from service.curves.endpoints import router as curves_router
-from service.curves.versions import confirm_forever
-from service.db import make_engine, make_sessionmaker
-from service.errors import install_error_handlers
-from service.health import router as health_router
-from service.ingest.endpoints import router as ingest_router
-from service.jobs.endpoints import router as jobs_router
-from service.limits import RequestGuard
-from service.measurements.endpoints import router as measurements_router
-from service.metrics import MetricsMiddleware, metrics_endpoint
-from service.platforms.endpoints import router as platforms_router
-from service.settings import Settings, get_settings
-from service.startup import ensure_schema
-from service.ui.endpoints import install_ui
+from gac.service.align.endpoints import router as align_router
+from gac.service.align.limits import AlignSlots, warm_up
+from gac.service.auth.endpoints import router as auth_router
+from gac.service.auth.guard import AuthFailures, quiet_access_log
+from gac.service.cache import ResponseCache
+from gac.service.cliffs.endpoints import router as cliffs_router
+from gac.service.curves.endpoints import router as curves_router
+from gac.service.curves.versions import confirm_forever
+from gac.service.db import make_engine, make_sessionmaker
+from gac.service.errors import install_error_handlers
+from gac.service.health import router as health_router
+from gac.service.ingest.endpoints import router as ingest_router
+from gac.service.jobs.endpoints import router as jobs_router
+from gac.service.limits import RequestGuard
+from gac.service.measurements.endpoints import router as measurements_router
+from gac.service.metrics import MetricsMiddleware, metrics_endpoint
+from gac.service.platforms.endpoints import router as platforms_router
+from gac.service.settings import Settings, get_settings
+from gac.service.startup import ensure_schema
+from gac.service.ui.endpoints import install_ui
 
 
 def die_with_parent() -> None:

@@ -20,7 +20,7 @@ token_app = typer.Typer(no_args_is_help=True, help="API tokens for agents and us
 def _settings():
     from pydantic import ValidationError
 
-    from service.settings import get_settings
+    from gac.service.settings import get_settings
 
     try:
         return get_settings()
@@ -41,10 +41,10 @@ def serve(
     """Run the service (uvicorn). The embedded SQLite default migrates itself; Postgres must be current."""
     import uvicorn
 
-    from service.app import create_app
-    from service.db import make_engine, schema_status
-    from service.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
-    from service.server import PROTOCOL, raise_fd_limit
+    from gac.service.app import create_app
+    from gac.service.db import make_engine, schema_status
+    from gac.service.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
+    from gac.service.server import PROTOCOL, raise_fd_limit
 
     settings = _settings()
     engine = make_engine(settings.url)
@@ -75,7 +75,7 @@ def serve(
     made = not os.environ.get(MULTIPROC_ENV)
     metrics_dir = os.environ[MULTIPROC_ENV] = prepare_multiprocess_dir(os.environ.get(MULTIPROC_ENV))
     try:
-        uvicorn.run("service.app:create_app", factory=True, workers=workers, host=where, port=at, log_level="info",
+        uvicorn.run("gac.service.app:create_app", factory=True, workers=workers, host=where, port=at, log_level="info",
                     timeout_graceful_shutdown=grace, **guards)
     finally:
         if made:
@@ -97,7 +97,7 @@ def _safe_url(url: str) -> str:
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] = "head") -> None:
     """Migrate the database to the latest schema (or to REVISION)."""
-    from service.db import make_engine, schema_status, upgrade
+    from gac.service.db import make_engine, schema_status, upgrade
 
     settings = _settings()
     upgrade(settings.url, revision)
@@ -109,7 +109,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] 
 @db_app.command("current")
 def db_current() -> None:
     """Show the schema revision of the database and whether it is current."""
-    from service.db import make_engine, schema_status
+    from gac.service.db import make_engine, schema_status
 
     settings = _settings()
     engine = make_engine(settings.url)
@@ -122,8 +122,8 @@ def db_current() -> None:
 
 
 def _session():
-    from service.db import make_engine, make_sessionmaker
-    from service.startup import ensure_schema
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.startup import ensure_schema
 
     settings = _settings()
     engine = make_engine(settings.url)
@@ -137,8 +137,8 @@ def token_create(
     scope: Annotated[str, typer.Option("--scope", help="ingest | read | admin")] = "ingest",
 ) -> None:
     """Create a token and print it once: only its keyed hash is stored."""
-    from service.auth.tokens import Scope, create_token
-    from service.errors import GacError
+    from gac.service.auth.tokens import Scope, create_token
+    from gac.service.errors import GacError
 
     try:
         chosen = Scope(scope)
@@ -158,7 +158,7 @@ def token_create(
 @token_app.command("list")
 def token_list() -> None:
     """List tokens (names, scopes, prefixes; never the tokens)."""
-    from service.auth.tokens import list_tokens
+    from gac.service.auth.tokens import list_tokens
 
     _, session = _session()
     table = Table("name", "scope", "prefix", "created", "last used", "revoked")
@@ -170,8 +170,8 @@ def token_list() -> None:
 @token_app.command("revoke")
 def token_revoke(name: Annotated[str, typer.Argument(help="the token's name")]) -> None:
     """Revoke a token: it gets 401 from now on."""
-    from service.auth.tokens import revoke_token
-    from service.errors import GacError
+    from gac.service.auth.tokens import revoke_token
+    from gac.service.errors import GacError
 
     _, session = _session()
     try:

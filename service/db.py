@@ -12,7 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
-import migrations
+import gac.migrations
 
 
 def _ensure_sqlite_dir(url: str) -> None:
@@ -68,7 +68,7 @@ def begin_write(session: Session) -> None:
 
 def alembic_config(url: str) -> Config:
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    cfg.set_main_option("script_location", str(Path(gac.migrations.__file__).parent))
     cfg.attributes["url"] = url
     return cfg
 

@@ -10,10 +10,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from service.auth.tokens import GRANTS, Scope, find_active
-from service.errors import Forbidden, TooManyRequests, Unauthorized
-from service.models import ApiToken
-from service.settings import Settings
+from gac.service.auth.tokens import GRANTS, Scope, find_active
+from gac.service.errors import Forbidden, TooManyRequests, Unauthorized
+from gac.service.models import ApiToken
+from gac.service.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="An API token made by `gac token create`.")
 

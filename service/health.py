@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from sqlalchemy.exc import SQLAlchemyError
 
-from service.db import ping, schema_status
-from service.errors import NotReady, errors
+from gac.service.db import ping, schema_status
+from gac.service.errors import NotReady, errors
 
 router = APIRouter(tags=["health"])
 

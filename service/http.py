@@ -10,10 +10,10 @@ from fastapi.responses import Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from service.cache import ResponseCache
-from service.curves.service import curve_row
-from service.metrics import READ_CACHE
-from service.models import Curve
+from gac.service.cache import ResponseCache
+from gac.service.curves.service import curve_row
+from gac.service.metrics import READ_CACHE
+from gac.service.models import Curve
 
 _ETAG = {"ETag": {"description": "the curve's version: send it back as If-None-Match", "required": True, "schema": {"type": "string"}}}
 # The OpenAPI responses of a versioned read (below): 200 with its ETag, or 304 when the caller holds it already.

@@ -21,10 +21,10 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.auth.guard import AuthFailures
-from service.auth.tokens import find_active, well_formed
-from service.errors import RETRY_AFTER_S, error_json, is_outage, log
-from service.settings import Settings
+from gac.service.auth.guard import AuthFailures
+from gac.service.auth.tokens import find_active, well_formed
+from gac.service.errors import RETRY_AFTER_S, error_json, is_outage, log
+from gac.service.settings import Settings
 
 _WITH_BODY = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 _DISCONNECT: Message = {"type": "http.disconnect"}

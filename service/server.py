@@ -19,7 +19,7 @@ import asyncio
 import resource
 from typing import Any
 
-from service.settings import get_settings
+from gac.service.settings import get_settings
 
 try:  # uvicorn's "auto": httptools when installed (uvicorn[standard]), else h11
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _Base
@@ -124,4 +124,4 @@ class GuardedHttp(_Base):
 
 
 # What `gac serve` hands uvicorn (by import string: each worker process imports it).
-PROTOCOL = "service.server:GuardedHttp"
+PROTOCOL = "gac.service.server:GuardedHttp"

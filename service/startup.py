@@ -6,8 +6,8 @@ import logging
 
 from sqlalchemy import Engine
 
-from service.db import schema_status, upgrade
-from service.settings import Settings
+from gac.service.db import schema_status, upgrade
+from gac.service.settings import Settings
 
 log = logging.getLogger("gac.service")
 

@@ -5,12 +5,12 @@ passes a DB-backed LatencyLookup; the CLI and tests pass a FileLookup or None
 (rules only).
 """
 
-from solver.align import RULES_ONLY, AlignOptions, BudgetBelowFeasible, align, budget_params
-from solver.candidates import CandidateOptions
-from solver.crosscheck import CrossCheckDisagreement
-from solver.frontier import cliff_free_frontier, dominated_dims
-from solver.lookup import FileLookup, LatencyLookup, PointLatency
-from solver.mckp import InfeasibleBudget, MckpSolution, solve_mckp
+from gac.solver.align import RULES_ONLY, AlignOptions, BudgetBelowFeasible, align, budget_params
+from gac.solver.candidates import CandidateOptions
+from gac.solver.crosscheck import CrossCheckDisagreement
+from gac.solver.frontier import cliff_free_frontier, dominated_dims
+from gac.solver.lookup import FileLookup, LatencyLookup, PointLatency
+from gac.solver.mckp import InfeasibleBudget, MckpSolution, solve_mckp
 
 __all__ = [
     "RULES_ONLY",

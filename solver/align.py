@@ -26,8 +26,8 @@ from gac.contracts.alignment import (
     SolverInfo,
 )
 from gac.contracts.manifest import Manifest
-from solver import baselines as bl
-from solver.candidates import (
+from gac.solver import baselines as bl
+from gac.solver.candidates import (
     PAPER_RADIUS,
     CandidateOptions,
     Item,
@@ -40,14 +40,14 @@ from solver.candidates import (
     paper_window,
     rule_candidates,
 )
-from solver.crosscheck import CrossCheckDisagreement, CrossCheckResult, compare, crosscheck_point, solve_ortools
-from solver.kinds import original_params, row_count, unit_params
-from solver.lookup import LatencyLookup
-from solver.mckp import InfeasibleBudget, solve_mckp
-from solver.model_cache import candidates_of
-from solver.profile_time import estimate as estimate_profile
-from solver.sparse_needs import FIRST_PASS
-from solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
+from gac.solver.crosscheck import CrossCheckDisagreement, CrossCheckResult, compare, crosscheck_point, solve_ortools
+from gac.solver.kinds import original_params, row_count, unit_params
+from gac.solver.lookup import LatencyLookup
+from gac.solver.mckp import InfeasibleBudget, solve_mckp
+from gac.solver.model_cache import candidates_of
+from gac.solver.profile_time import estimate as estimate_profile
+from gac.solver.sparse_needs import FIRST_PASS
+from gac.solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
 _RULE_NOTE = "use rule candidates"  # in each warning that says some items' candidates are rules
@@ -109,7 +109,7 @@ def align(
     says so (platform "rules only"). Raises BudgetBelowFeasible naming the
     smallest feasible budget, and CrossCheckDisagreement if OR-Tools finds a
     different optimum. model: the manifest's latency model over this lookup, when the caller keeps
-    one (solver.model_cache: curve models and candidates computed once per curve version).
+    one (gac.solver.model_cache: curve models and candidates computed once per curve version).
     """
     return _align(manifest, lookup, options or AlignOptions(), model or LatencyModel(lookup, manifest))
 
@@ -174,7 +174,7 @@ def _instance(
 def _align_for_importance(
     manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, warnings: list[str], model: LatencyModel
 ) -> AlignmentResult:
-    """The importance objective: the most kept importance within the budget over the cliff-free dims (solver.mckp)."""
+    """The importance objective: the most kept importance within the budget over the cliff-free dims (gac.solver.mckp)."""
     inst = _instance(manifest, lookup, opts, model)
     warnings.extend(candidate_notes(inst.cands))  # e.g. "no cliffs": the platform's curves are smooth
     costs, values = integer_instance(inst.cands, opts.importance_bits)
@@ -299,7 +299,7 @@ def _align_for_latency(
     manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, goal: _Goal, model: LatencyModel
 ) -> AlignmentResult:
     """Latency priced: among every measured dim of each window, the fastest choice keeping at least
-    (1 - epsilon) of the importance objective's kept importance (exact, solver.tradeoff); epsilon 0
+    (1 - epsilon) of the importance objective's kept importance (exact, gac.solver.tradeoff); epsilon 0
     keeps at least as much as that answer and is never slower. The frontier and the reference beside it."""
     # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
     reference = _align(manifest, lookup, replace(opts, objective="importance", baselines=False, window="gac"), model)
@@ -429,7 +429,7 @@ def _missing(cands: list[ItemCandidates], model: LatencyModel, copts: CandidateO
 
 
 def _first_pass_note(missing: list[MissingCurve]) -> list[str]:
-    """What a first pass of sparse profiling is, when the missing points are one (solver.sparse_needs)."""
+    """What a first pass of sparse profiling is, when the missing points are one (gac.solver.sparse_needs)."""
     first = sum(len(mc.dims) for mc in missing if FIRST_PASS in mc.reasons)
     if not first:
         return []

@@ -17,8 +17,8 @@ import numpy as np
 from gac.contracts.alignment import Candidate, MissingCurve
 from gac.contracts.manifest import Manifest, Weight
 from gac.contracts.measurements import Op
-from solver import sparse_needs
-from solver.curve_model import (
+from gac.solver import sparse_needs
+from gac.solver.curve_model import (
     MIN_POINTS,
     SMOOTH_NOTE,
     CliffOptions,
@@ -28,12 +28,12 @@ from solver.curve_model import (
     frontier_of_sum,
     model_curve,
 )
-from solver.curve_model import Point as CurveModelPoint
-from solver.frontier import cliff_free_frontier
-from solver.kinds import Kernel, kernels, original_points, shape_key, unit_params
-from solver.lattice import LatticeFit, fit_lattice, is_lattice, model_by_class, relative_noise
-from solver.lookup import LatencyLookup, PointLatency
-from solver.sparse_needs import FIRST_PASS
+from gac.solver.curve_model import Point as CurveModelPoint
+from gac.solver.frontier import cliff_free_frontier
+from gac.solver.kinds import Kernel, kernels, original_points, shape_key, unit_params
+from gac.solver.lattice import LatticeFit, fit_lattice, is_lattice, model_by_class, relative_noise
+from gac.solver.lookup import LatencyLookup, PointLatency
+from gac.solver.sparse_needs import FIRST_PASS
 
 PAPER_RADIUS = 8  # the paper's reference code searches +/- this many multiples of 8 (+/- 64 dims)
 LATTICE_BLOCK = 64  # LatencyModel.lattice: a span's fit takes the measured dims of the blocks it touches
@@ -71,7 +71,7 @@ class CandidateOptions:
     # paper's window is PAPER_RADIUS = 8, +/- 64 dims). Off by default: kept importance is linear in
     # the dim, a proxy that holds near the compressor's choice only (docs/results/evidence.md).
     paper_radius: int = 0
-    # What `missing` asks for: every dim of each span (False), or in passes (solver.sparse_needs):
+    # What `missing` asks for: every dim of each span (False), or in passes (gac.solver.sparse_needs):
     # the span's lattice and a sample of its other dims first, then only the dims its lattice
     # cannot rule out; on a GPU a fraction of them. For callers that align again after measuring
     # (the service: `gac align --profile-missing`, profiling jobs); one that profiles `missing`
@@ -134,7 +134,7 @@ class NeededPoints:
 
     kernel: Kernel
     runs: list[tuple[Sequence[int], str]]
-    first_pass: bool = False  # the span's skeleton (solver.sparse_needs): its fit may call for more ...
+    first_pass: bool = False  # the span's skeleton (gac.solver.sparse_needs): its fit may call for more ...
     span: range | None = None  # ... of these axis values (the whole span), at most
 
     def has(self, x: int) -> bool:
@@ -211,7 +211,7 @@ class LatencyModel:
         return [CurveModelPoint(x, p.latency_us, p.p10_us, p.p90_us, p.n or 1) for x, p in sorted(self.curve(k).items())]
 
     def _own_model(self, key: tuple) -> CurveModel:
-        """The curve modelled on its own data: class by class when it is a lattice (solver.lattice)."""
+        """The curve modelled on its own data: class by class when it is a lattice (gac.solver.lattice)."""
         if key not in self._own:
             self._own[key] = model_by_class(self._points(key)) if self._is_lattice(key) else model_curve(self._points(key))
         return self._own[key]
@@ -223,7 +223,7 @@ class LatencyModel:
         return lattice
 
     def wanted(self, item: Item, span: tuple[int, int, int], align: int) -> tuple[list[int] | None, bool]:
-        """solver.sparse_needs.wanted, once per item shapes, span and compressor's dims (thousands of
+        """gac.solver.sparse_needs.wanted, once per item shapes, span and compressor's dims (thousands of
         weights share a few)."""
         key = (item.shapes, span, math.floor(item.d_star), math.ceil(item.d_star), align)
         if (got := self._wanted.get(key)) is None:
@@ -247,7 +247,7 @@ class LatencyModel:
         return d if top is None else max(d, int(top))
 
     def lattice(self, k: Kernel, lo: int, hi: int) -> LatticeFit:
-        """The curve's lattice (solver.lattice) fitted on its measured dims around lo..hi: local,
+        """The curve's lattice (gac.solver.lattice) fitted on its measured dims around lo..hi: local,
         so that the trend is nearly straight and a class's factor is the span's own. The span is
         widened to whole blocks of LATTICE_BLOCK dims, which the items of a large manifest share."""
         lo, hi = lo // LATTICE_BLOCK * LATTICE_BLOCK, -(-hi // LATTICE_BLOCK) * LATTICE_BLOCK
@@ -290,7 +290,7 @@ class LatencyModel:
         return terms
 
     def original_terms(self, item: Item) -> list[tuple[Kernel, int, float]]:
-        """(kernel, axis value, weight) of the uncompressed weights (solver.kinds.original_points)."""
+        """(kernel, axis value, weight) of the uncompressed weights (gac.solver.kinds.original_points)."""
         key = item.shapes
         if (terms := self._original.get(key)) is None:
             terms = self._original[key] = [
@@ -435,7 +435,7 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions, span:
     why: the window lo..hi, the look-ahead above it up to top (span), the paper's window (the latency
     objective's wider choices and the paper-DP baseline's), the original dim and the compressor's
     (floor and ceil). Without a lookup every one of them is missing: profiling them is what a first
-    alignment asks for. With opts.sparse, only the span's dims solver.sparse_needs wants: its
+    alignment asks for. With opts.sparse, only the span's dims gac.solver.sparse_needs wants: its
     skeleton first, then the dims its lattice cannot rule out."""
     lo, hi, top = span
     runs: list[tuple[Sequence[int], str]] = [(range(lo, hi + 1), "window"), (range(hi + 1, top + 1), "look-ahead")]

@@ -53,7 +53,7 @@ def import_command(
         "--dtype", help="workload dtype (default: the config's torch_dtype, else float16)")] = None,
 ) -> None:
     """Turn a compressor's output into a gac.manifest/v1 for `gac align`."""
-    from solver.importers import ImportErrorDetail, check_importance, import_asvd, import_palu, import_width_map, load_json
+    from gac.solver.importers import ImportErrorDetail, check_importance, import_asvd, import_palu, import_width_map, load_json
 
     try:
         data = load_json(file, "file")

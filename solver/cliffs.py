@@ -1,5 +1,5 @@
 """Cliff analytics of one latency curve for the dashboard: steps, the cliff-free frontier and the
-alignment modulus the data implies. A thin view over solver.curve_model, which does the work
+alignment modulus the data implies. A thin view over gac.solver.curve_model, which does the work
 (noise-aware segmentation, denoised estimates, robust frontier, learned period); the dashboard
 and the solver share it.
 """
@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from solver.curve_model import CliffOptions, CurveModel, Modulus, Point, Step, find_period, model_curve
+from gac.solver.curve_model import CliffOptions, CurveModel, Modulus, Point, Step, find_period, model_curve
 
 __all__ = [
     "CliffOptions", "CurveAnalysis", "Modulus", "Point", "Step",

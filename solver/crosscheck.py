@@ -174,7 +174,7 @@ def crosscheck_point(
 ):
     """Re-solve one tradeoff point with OR-Tools: min latency s.t. params <= budget and importance >= point.value.
 
-    items are solver.tradeoff.TradeoffItem; point is a tradeoff Point (its value and latency are
+    items are gac.solver.tradeoff.TradeoffItem; point is a tradeoff Point (its value and latency are
     read). backend: "cp-sat" or "scip" (a MIP with both constraints, zero gap). Returns (agrees,
     ortools_latency, status, seconds): agrees is True when OR-Tools proves the same least latency,
     False when it proves another or finds a faster choice, None when it proved nothing either way.

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from solver.multiples import Multiples, batches, measured_counts, multiples
+from gac.solver.multiples import Multiples, batches, measured_counts, multiples
 
 # p90 - p10 of a normal distribution is 2.563 sigma; a median's standard error is
 # sqrt(pi / 2) = 1.2533 times the mean's.
@@ -1246,7 +1246,7 @@ def find_period(marked: Iterable[int], xs: Sequence[int], opts: CliffOptions = C
 
 
 def model_lookup_curve(curve: Mapping[int, Any], opts: CliffOptions = CliffOptions()) -> CurveModel:
-    """model_curve over a LatencyLookup curve (dim -> solver.lookup.PointLatency)."""
+    """model_curve over a LatencyLookup curve (dim -> gac.solver.lookup.PointLatency)."""
     return model_curve(
         (Point(x, p.latency_us, p.p10_us, p.p90_us, p.n) for x, p in curve.items()), opts
     )

@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gac.contracts.manifest import Manifest
-from solver.kinds import unit_params
+from gac.solver.kinds import unit_params
 
 
 class ImportErrorDetail(ValueError):

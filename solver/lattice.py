@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS, CurveModel, Point, model_curve
-from solver.frontier import cliff_free_frontier
+from gac.solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS, CurveModel, Point, model_curve
+from gac.solver.frontier import cliff_free_frontier
 
 CLASS_CAP = 64  # multiples of 64 and above form one class: the kernels' tiles rarely go finer
 Z = 4.0  # bounds at this many sigmas: a dim left out on them is slower beyond doubt
@@ -168,7 +168,7 @@ def is_lattice(fit: LatticeFit) -> bool:
 
 def model_by_class(points: Sequence[Point]) -> CurveModel:
     """A lattice curve's noise-aware model, each class (lattice_class) modelled on its own dims
-    (solver.curve_model).
+    (gac.solver.curve_model).
 
     Why: a class is a smooth curve of its own, while the whole curve jumps by 2-6x between
     neighbours; read whole, the curve's denoising mixes classes, and how depends on which dims of

@@ -28,7 +28,7 @@ class PointLatency:
     latency_us: float  # median over the stored measurements at this point
     source: str = "measured"
     # The spread behind the median, when known: what a noise-aware curve model
-    # (solver.curve_model) needs to tell a real step from timing noise.
+    # (gac.solver.curve_model) needs to tell a real step from timing noise.
     p10_us: float | None = None
     p90_us: float | None = None
     n: int | None = None  # timing samples behind the figures, summed over re-runs

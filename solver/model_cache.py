@@ -37,9 +37,9 @@ from typing import Any, Protocol, runtime_checkable
 from gac.contracts.alignment import Candidate
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Dtype, Op
-from solver.candidates import CandidateOptions, Item, ItemCandidates, LatencyModel, build_candidates
-from solver.kinds import kernels, original_points, shape_key
-from solver.lookup import LatencyLookup, PointLatency
+from gac.solver.candidates import CandidateOptions, Item, ItemCandidates, LatencyModel, build_candidates
+from gac.solver.kinds import kernels, original_points, shape_key
+from gac.solver.lookup import LatencyLookup, PointLatency
 
 log = logging.getLogger("gac.solver")
 
@@ -160,7 +160,7 @@ def _canonical(value: Any) -> Any:
         return tuple(_canonical(v) for v in value)
     if value is None or isinstance(value, (str, int, float, bool, bytes)):
         return value
-    if isinstance(value, type):  # a weight's kind (solver.kinds.shape_key)
+    if isinstance(value, type):  # a weight's kind (gac.solver.kinds.shape_key)
         return f"{value.__module__}.{value.__qualname__}"
     raise TypeError(f"a model key holds a {type(value).__name__}: no stable form")
 

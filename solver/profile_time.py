@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from gac.contracts.alignment import MissingCurve
 from gac.contracts.measurements import Dtype, Op, op_flops
 from gac.contracts.plans import MEDIAN_BATCHES, MIN_BATCH_SAMPLES, Timing
-from solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS
-from solver.lookup import LatencyLookup, PointLatency
-from solver.sparse_needs import FIRST_PASS
+from gac.solver.curve_model import MEDIAN_SE, P10_P90_SIGMAS
+from gac.solver.lookup import LatencyLookup, PointLatency
+from gac.solver.sparse_needs import FIRST_PASS
 
 MIN_SAMPLE_US = 1000.0  # the CPU timer batches calls into samples of at least this long
-# A curve's first pass (solver.sparse_needs: its lattice and a sample) calls for more points once
+# A curve's first pass (gac.solver.sparse_needs: its lattice and a sample) calls for more points once
 # measured: on a GPU's lattice a few at most (none on an H100's q_proj curves and their synthetic
 # Llama-3-8B extension), on a curve that is no lattice (a CPU's) every other dim of its windows,
 # about 3x the first pass. The estimate adds this share for them; more may follow, and it says so.
@@ -96,7 +96,7 @@ def estimate(
     missing: Sequence[MissingCurve], lookup: LatencyLookup | None, timing: Timing | None = None, later: Sequence[int] | None = None
 ) -> ProfileEstimate:
     """Estimated seconds to profile every point of `missing` with `timing` (the plan default if None),
-    and the later passes a first pass calls for (solver.sparse_needs): LATER_PASSES of it, or, where
+    and the later passes a first pass calls for (gac.solver.sparse_needs): LATER_PASSES of it, or, where
     nothing was measured (an upper bound), at most `later` more points per curve at the time cap."""
     timing = timing or Timing()
     points = sum(len(mc.dims) for mc in missing)

@@ -1,5 +1,5 @@
 """Which dims of an item's span (its window and the look-ahead above it) must be measured: far
-fewer than all of them on a GPU, whose curves are lattices (solver.lattice).
+fewer than all of them on a GPU, whose curves are lattices (gac.solver.lattice).
 
 Pass 1, while the span's skeleton is not measured yet: the skeleton only, i.e. every multiple of
 the alignment (the paper's window, round-to-8 and most candidates are there anyway), the
@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from solver.lattice import measured_bounds
+from gac.solver.lattice import measured_bounds
 
 if TYPE_CHECKING:
-    from solver.candidates import Item, LatencyModel
+    from gac.solver.candidates import Item, LatencyModel
 
 FIRST_PASS = "lattice and sample first (more points may follow)"  # a missing curve's reason in pass 1
 SAMPLE_RATE = 1 / 16  # of the dims off the lattice, sampled in pass 1 ...

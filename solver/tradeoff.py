@@ -36,13 +36,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from solver.mckp import solve_mckp
-from solver.tradeoff_closing import TooManyStates, beam_point
-from solver.tradeoff_core import Effort
-from solver.tradeoff_dp import WindowSolver, WindowTooLarge
-from solver.tradeoff_fastest import Unbudgeted, fastest_keeping, fastest_proportional, fastest_unbudgeted
-from solver.tradeoff_optimum import fastest_optimal, importance_optimum
-from solver.tradeoff_problem import Point, TradeoffItem, TradeoffStats, better, picks_of, prepare, segmented_min, to_point
+from gac.solver.mckp import solve_mckp
+from gac.solver.tradeoff_closing import TooManyStates, beam_point
+from gac.solver.tradeoff_core import Effort
+from gac.solver.tradeoff_dp import WindowSolver, WindowTooLarge
+from gac.solver.tradeoff_fastest import Unbudgeted, fastest_keeping, fastest_proportional, fastest_unbudgeted
+from gac.solver.tradeoff_optimum import fastest_optimal, importance_optimum
+from gac.solver.tradeoff_problem import Point, TradeoffItem, TradeoffStats, better, picks_of, prepare, segmented_min, to_point
 
 __all__ = ["Fastest", "ImportanceOutOfReach", "Point", "Tradeoff", "TradeoffItem", "TradeoffStats"]
 

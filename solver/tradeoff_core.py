@@ -8,7 +8,7 @@ above it. A DP over every item with such a slack keeps thousands of Pareto state
 the changes with a large reduced cost (a dim or two inside a latency step) combine with
 everything else.
 
-Method (exact; reduced costs in integers, scaled as in solver.tradeoff_dp):
+Method (exact; reduced costs in integers, scaled as in gac.solver.tradeoff_dp):
 
 1. The Lagrangian of "importance >= W" (tradeoff_dp.WindowSolver over importance instead of
    cost) gives a bound L and per candidate a reduced cost rc >= 0; a choice with latency
@@ -24,14 +24,14 @@ Method (exact; reduced costs in integers, scaled as in solver.tradeoff_dp):
    states sorted by importance with a running best from the top.
 
 The answer is the best pair in the final order; with T at or above the optimum it is exact,
-ties included. The caller checks the budget afterwards (solver.tradeoff_fastest): an answer within
+ties included. The caller checks the budget afterwards (gac.solver.tradeoff_fastest): an answer within
 it answers the budgeted question too. A round that ends without a choice at or below T
 proves that none exists: the caller keeps T + 1 as a lower bound even when a later round fails.
 
 Near-tied importance (scores within a fraction of a percent of one ratio) makes the Lagrangian
 nearly degenerate: the gap to the integral optimum is real integrality, and the Pareto states grow
 with the slack. So the quick search stops on work (WORK_PER_ITEM per item over all rounds), not on a
-state count; when it stops, solver.tradeoff runs it again exhaustively (Effort.exhaustive: no work
+state count; when it stops, gac.solver.tradeoff runs it again exhaustively (Effort.exhaustive: no work
 cap, a time limit, memory caps on states), from the beam's point down: exact, for the price of a
 subset sum. The measurements behind this are in docs/results/tradeoff-near-ties.md.
 """

@@ -1,4 +1,4 @@
-"""Gomory's group relaxation for the window DP of solver.tradeoff_dp: the total cost modulo a period.
+"""Gomory's group relaxation for the window DP of gac.solver.tradeoff_dp: the total cost modulo a period.
 
 Why. Staircase latency puts the step tops of every item on one LP line, so the Lagrangian
 bound of a window [lo, hi] cannot tell a window that a step-top total reaches from one that

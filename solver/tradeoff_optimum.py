@@ -1,20 +1,20 @@
-"""The importance optimum of solver.tradeoff: the most kept importance within the budget, then the fastest such choice."""
+"""The importance optimum of gac.solver.tradeoff: the most kept importance within the budget, then the fastest such choice."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from solver.mckp import solve_mckp
-from solver.tradeoff_closing import TooManyStates
-from solver.tradeoff_dp import WindowSolver, hull_vertices
-from solver.tradeoff_fill import fill_budget
-from solver.tradeoff_problem import Point, Problem, to_point
+from gac.solver.mckp import solve_mckp
+from gac.solver.tradeoff_closing import TooManyStates
+from gac.solver.tradeoff_dp import WindowSolver, hull_vertices
+from gac.solver.tradeoff_fill import fill_budget
+from gac.solver.tradeoff_problem import Point, Problem, to_point
 
 
 def importance_optimum(p: Problem) -> np.ndarray:
     """Max kept importance within the budget (our exact MCKP), as local picks.
 
-    Proportional importance first tries to fill the budget exactly (solver.tradeoff_fill): every total is a
+    Proportional importance first tries to fill the budget exactly (gac.solver.tradeoff_fill): every total is a
     multiple of the costs' gcd, so a choice costing the largest such multiple within the room is
     optimal, and the MCKP solver's subset-sum over thousands of tied items is skipped.
     """

@@ -1,4 +1,4 @@
-"""One instance of solver.tradeoff in flat arrays, and its points.
+"""One instance of gac.solver.tradeoff in flat arrays, and its points.
 
 The caller's items become candidates in flat arrays, item by item, each item sorted by dim and
 offset to its smallest, so that the smallest choice costs, keeps and takes nothing; Problem adds
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solver.mckp import InfeasibleBudget
-from solver.tradeoff_dp import WindowSolver, hull_vertices
+from gac.solver.mckp import InfeasibleBudget
+from gac.solver.tradeoff_dp import WindowSolver, hull_vertices
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ class _Names:
 def _validation_exit(exc: Exception, names: _Names) -> typer.Exit:
     from pydantic import ValidationError
 
-    from solver.align import BudgetBelowFeasible
+    from gac.solver.align import BudgetBelowFeasible
 
     if isinstance(exc, ValidationError):
         for e in exc.errors():
@@ -102,11 +102,11 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, na
     from pydantic import ValidationError
 
     from gac.contracts.manifest import Manifest
-    from service.align import service
-    from service.db import make_engine, make_sessionmaker
-    from service.errors import GacError
-    from service.settings import get_settings
-    from service.startup import ensure_schema
+    from gac.service.align import service
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.errors import GacError
+    from gac.service.settings import get_settings
+    from gac.service.startup import ensure_schema
 
     try:
         manifest = Manifest.model_validate(body)
@@ -139,9 +139,9 @@ def _from_file(measurements: Path, body: dict, names: _Names, exhaustive: bool =
     from pydantic import ValidationError
 
     from gac.contracts.manifest import Manifest
-    from solver.align import AlignOptions, BudgetBelowFeasible, align
-    from solver.candidates import CandidateOptions
-    from solver.lookup import FileLookup
+    from gac.solver.align import AlignOptions, BudgetBelowFeasible, align
+    from gac.solver.candidates import CandidateOptions
+    from gac.solver.lookup import FileLookup
 
     try:
         manifest = Manifest.model_validate(body)
@@ -159,8 +159,8 @@ def _from_file(measurements: Path, body: dict, names: _Names, exhaustive: bool =
     except ValueError as exc:  # the readers name the file and line
         err.print(str(exc).splitlines()[0], style="red", markup=False)
         raise typer.Exit(2) from exc
-    from service.align.limits import COMPACT_ABOVE_WEIGHTS
-    from service.align.service import compact_json
+    from gac.service.align.limits import COMPACT_ABOVE_WEIGHTS
+    from gac.service.align.service import compact_json
 
     try:
         result = align(manifest, lookup, AlignOptions(candidates=CandidateOptions(sparse=not exhaustive)))  # as the service
@@ -279,7 +279,7 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
                       "its agents (`gac agent run --jobs`) measure them; align again afterwards")
         return queued
     # What gets measured can ask for more: a first pass's lattice and sample call for the dims their
-    # fit cannot rule out (solver.sparse_needs), and a step found in the new points moves the
+    # fit cannot rule out (gac.solver.sparse_needs), and a step found in the new points moves the
     # look-ahead past it. A few rounds settle it; each says what it adds.
     for round_ in range(pm.MAX_ROUNDS):
         if round_:
@@ -300,7 +300,7 @@ def _this_machine(
     dtypes its curves were measured in), or None (nothing stored for it, or no agent installed to
     tell what this machine is). A profile timed with another thread count is this machine's too."""
     try:
-        from profiler_agent.platform import detect_platform
+        from gac.agent.platform import detect_platform
     except ImportError:  # a solver-only install cannot tell what this machine is
         return None
     from gac.client import Client, GacClientError, same_machine
@@ -321,12 +321,12 @@ def _this_machine(
     from sqlalchemy import func, select
     from sqlalchemy.exc import SQLAlchemyError
 
-    from service.db import make_engine, make_sessionmaker
-    from service.models import Platform
-    from service.platforms import repository as platforms
-    from service.platforms.service import describe
-    from service.settings import get_settings
-    from service.startup import SchemaOutOfDate, ensure_schema
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.models import Platform
+    from gac.service.platforms import repository as platforms
+    from gac.service.platforms.service import describe
+    from gac.service.settings import get_settings
+    from gac.service.startup import SchemaOutOfDate, ensure_schema
 
     settings = get_settings(db)
     engine = make_engine(settings.url)
@@ -417,7 +417,7 @@ def align_command(
     if sum(x is not None for x in (server, db, measurements)) > 1:
         err.print("[red]give at most one of --server, --db, --measurements[/red]")
         raise typer.Exit(2)
-    from profiler_agent.settings import AgentSettings
+    from gac.agent.settings import AgentSettings
 
     token = token or AgentSettings().token
     body = _load_manifest(manifest)

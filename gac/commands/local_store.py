@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiler_agent.delivery.codec import BatchBuffer
-from profiler_agent.interrupt import COMMIT_ROWS, commit_every_s
-from profiler_agent.resume import Known, plan_curves
+from gac.agent.delivery.codec import BatchBuffer
+from gac.agent.interrupt import COMMIT_ROWS, commit_every_s
+from gac.agent.resume import Known, plan_curves
 
 if TYPE_CHECKING:
     from gac.contracts.measurements import Batch, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
-    from service.ingest.service import LocalDatabase
+    from gac.service.ingest.service import LocalDatabase
 
 
 class LocalStore(BatchBuffer):

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from gac import DISTRIBUTION
-from profiler_agent.cli import (
+from gac.agent.cli import (
     DeviceOpt,
     DtypeOpt,
     PlanOpt,
@@ -39,7 +39,7 @@ def profile(
 ) -> None:
     """Time a plan on this machine and store the results in the local embedded database."""
     try:
-        from service.ingest.service import LocalDatabase
+        from gac.service.ingest.service import LocalDatabase
     except ImportError as err:
         console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}[service]'): {err}[/red]")
         raise typer.Exit(2) from err

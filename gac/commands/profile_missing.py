@@ -55,7 +55,7 @@ ESTIMATE_BASIS = "if they are as quiet as the platform's measured points (an upp
 def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, basis: str = ESTIMATE_BASIS) -> None:
     """Say what will be timed; ask above the threshold. Exits when the user (or a non-interactive run) declines."""
     from gac.contracts.plans import Timing
-    from solver.profile_time import most_seconds
+    from gac.solver.profile_time import most_seconds
 
     cap = Timing().time_cap_ms / 1e3
     console.print(f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} "
@@ -70,7 +70,7 @@ def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, b
 
 
 def this_machine(device: str, threads: int | None):  # noqa: ANN201 - the agent's session object
-    from profiler_agent.cli import open_session
+    from gac.agent.cli import open_session
 
     return open_session(device, threads)
 
@@ -81,10 +81,10 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
     Points this platform already has are left out: an alignment made without a platform (rules
     only) lists every point, those an earlier, interrupted run stored included. Stopped by Ctrl-C
     or SIGTERM, what was measured is kept, and the same command continues from there."""
+    from gac.agent.cli import left_to_time, run_info, run_keeping
     from gac.contracts.plans import plan_for_points
-    from profiler_agent.cli import left_to_time, run_info, run_keeping
-    from solver.profile_time import LATER_PASSES
-    from solver.sparse_needs import FIRST_PASS
+    from gac.solver.profile_time import LATER_PASSES
+    from gac.solver.sparse_needs import FIRST_PASS
 
     missing = result.get("missing", [])
     points = missing_points(result)
@@ -148,16 +148,16 @@ def _destination(server: str | None, token: str | None, db: str | None, platform
     the local database, or with --server the service (and the points waiting for it in the spool)."""
     if not server:
         from gac.commands.local_store import LocalStore, stored_points
-        from service.ingest.service import LocalDatabase
+        from gac.service.ingest.service import LocalDatabase
 
         with LocalDatabase(db) as local:
             yield stored_points(local, platform, plan), lambda run: LocalStore(local, platform, run)
         return
     import httpx
 
-    from profiler_agent.delivery import Deliverer, Spool
-    from profiler_agent.interrupt import commit_every_s
-    from profiler_agent.resume import known_in_spool, known_on_server, merge, plan_curves
+    from gac.agent.delivery import Deliverer, Spool
+    from gac.agent.interrupt import commit_every_s
+    from gac.agent.resume import known_in_spool, known_on_server, merge, plan_curves
 
     if not token:
         console.print("[red]sending measurements to --server needs an ingest token (--token or GAC_TOKEN)[/red]")

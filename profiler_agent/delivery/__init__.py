@@ -11,18 +11,18 @@ A 4xx other than 408/429 is permanent: the batch goes to a rejected file.
 `deliverer` streams rows through all of this; `files` writes and reads offline results files.
 """
 
-from profiler_agent.delivery.codec import (
+from gac.agent.delivery.codec import (
     DEFAULT_BATCH_SIZE,
     batch_document,
     document_rows,
     make_batches,
     read_document,
 )
-from profiler_agent.delivery.deliverer import Deliverer
-from profiler_agent.delivery.files import BatchFileWriter, read_batch_file
-from profiler_agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
-from profiler_agent.delivery.sender import BatchSender, RetryPolicy
-from profiler_agent.delivery.spool import Spool, default_spool_dir
+from gac.agent.delivery.deliverer import Deliverer
+from gac.agent.delivery.files import BatchFileWriter, read_batch_file
+from gac.agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
+from gac.agent.delivery.sender import BatchSender, RetryPolicy
+from gac.agent.delivery.spool import Spool, default_spool_dir
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

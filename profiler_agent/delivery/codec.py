@@ -7,10 +7,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from gac.agent.interrupt import shielded
 from gac.contracts.columns import COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.ids import new_id
 from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
-from profiler_agent.interrupt import shielded
 
 DEFAULT_BATCH_SIZE = 1000
 
@@ -41,7 +41,7 @@ class BatchBuffer:
     (with `commit_every_s`) at the first row added once that long has passed since the last commit.
 
     A commit has two steps: `_commit` makes the batch durable (the local database, a file, the
-    spool) with stop signals held off (profiler_agent.interrupt.shielded), so Ctrl-C or SIGTERM
+    spool) with stop signals held off (gac.agent.interrupt.shielded), so Ctrl-C or SIGTERM
     never cuts it in half; `_after_commit` may then take its time (sending to the service) and
     may be interrupted, since the batch is already safe. Time is checked as rows are added: a row
     waits for its commit at most `commit_every_s` plus the time the next point takes to time."""

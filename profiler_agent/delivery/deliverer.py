@@ -7,12 +7,12 @@ from typing import Any
 
 import httpx
 
+from gac.agent.delivery.codec import DEFAULT_BATCH_SIZE, BatchBuffer, batch_document
+from gac.agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
+from gac.agent.delivery.sender import BatchSender, RetryPolicy
+from gac.agent.delivery.spool import Spool, SpoolEntry
+from gac.agent.interrupt import shielded
 from gac.contracts.measurements import Batch, BatchReceipt, PlatformDescriptor, RunInfo
-from profiler_agent.delivery.codec import DEFAULT_BATCH_SIZE, BatchBuffer, batch_document
-from profiler_agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
-from profiler_agent.delivery.sender import BatchSender, RetryPolicy
-from profiler_agent.delivery.spool import Spool, SpoolEntry
-from profiler_agent.interrupt import shielded
 
 
 class Deliverer(BatchBuffer):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from gac.agent.delivery.codec import DEFAULT_BATCH_SIZE, BatchBuffer, read_document
 from gac.contracts.measurements import Batch, PlatformDescriptor, RunInfo
-from profiler_agent.delivery.codec import DEFAULT_BATCH_SIZE, BatchBuffer, read_document
 
 
 class BatchFileWriter(BatchBuffer):

@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from gac.agent.delivery.codec import by_row, compact_json, is_by_column
+from gac.agent.delivery.outcomes import DeliveryError, RejectedError
+from gac.agent.delivery.spool import norm_server
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE
 from gac.contracts.measurements import BatchReceipt
-from profiler_agent.delivery.codec import by_row, compact_json, is_by_column
-from profiler_agent.delivery.outcomes import DeliveryError, RejectedError
-from profiler_agent.delivery.spool import norm_server
 
 RETRYABLE_STATUS = {408, 429}  # the 4xx worth another try; every 5xx is
 RETRY_AFTER_MAX_S = 60.0

@@ -12,14 +12,14 @@ from typing import Any, BinaryIO
 
 from filelock import FileLock
 
+from gac.agent.delivery.codec import batch_document, compact_json, document_rows
+from gac.agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
 from gac.contracts.measurements import Batch, BatchReceipt
-from profiler_agent.delivery.codec import batch_document, compact_json, document_rows
-from profiler_agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
 
 
 def default_spool_dir() -> Path:
     """$GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool (by default the user data dir, e.g. ~/.local/share/gac/spool)."""
-    from profiler_agent.settings import AgentSettings
+    from gac.agent.settings import AgentSettings
 
     return AgentSettings().spool_dir
 

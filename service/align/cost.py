@@ -15,9 +15,9 @@ import math
 from dataclasses import asdict, dataclass
 
 from gac.contracts.manifest import Manifest
-from solver.align import AlignOptions
-from solver.candidates import PAPER_RADIUS
-from solver.kinds import kernels, row_count, unit_params
+from gac.solver.align import AlignOptions
+from gac.solver.candidates import PAPER_RADIUS
+from gac.solver.kinds import kernels, row_count, unit_params
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def estimate(manifest: Manifest, options: AlignOptions | None = None) -> Cost:
     copts = opts.candidates
     tokens = len(manifest.workload.tokens)
     u = 8 * min(map(row_count, manifest.weights))
-    # One item per ungrouped weight or group (solver.candidates.build_items), without its objects.
+    # One item per ungrouped weight or group (gac.solver.candidates.build_items), without its objects.
     items: dict[str, list] = {}  # key -> [sum of dims, members, smallest max_dim, unit, kernels, shape]
     per_kind: dict[tuple, int] = {}
     for w in manifest.weights:

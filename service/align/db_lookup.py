@@ -1,6 +1,6 @@
 """The solver's LatencyLookup over this service's curves: one indexed query per curve, cached.
 
-It names each curve's version (solver.model_cache.VersionedLookup), so alignments in this process
+It names each curve's version (gac.solver.model_cache.VersionedLookup), so alignments in this process
 share their latency models while the curves are unchanged; a curve's combined points are kept per
 version too (a long curve is tens of thousands of rows)."""
 
@@ -11,11 +11,11 @@ from collections.abc import Hashable, Mapping
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import Dtype, Op, shape_key
-from service.cache import VersionedCache
-from service.curves import repository as curves
-from service.curves.service import combine
-from service.models import Platform
-from solver.lookup import PointLatency
+from gac.service.cache import VersionedCache
+from gac.service.curves import repository as curves
+from gac.service.curves.service import combine
+from gac.service.models import Platform
+from gac.solver.lookup import PointLatency
 
 # Combined points per (database, curve id), at the curve's version.
 _POINTS: VersionedCache[dict[int, PointLatency]] = VersionedCache(size=2_000)

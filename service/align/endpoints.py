@@ -29,13 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from gac.contracts.manifest import Manifest
-from service.align import limits, service
-from service.align.schemas import AlignmentJobStatus, AlignmentSummary, CandidateLists, StoredAlignment
-from service.auth.tokens import Scope
-from service.deps import Credentials, Reader, SessionDep, require
-from service.errors import Unprocessable, error_json, errors, field_errors
-from service.platforms.service import get_platform
-from service.schemas import NO_NUL, Offset, Page
+from gac.service.align import limits, service
+from gac.service.align.schemas import AlignmentJobStatus, AlignmentSummary, CandidateLists, StoredAlignment
+from gac.service.auth.tokens import Scope
+from gac.service.deps import Credentials, Reader, SessionDep, require
+from gac.service.errors import Unprocessable, error_json, errors, field_errors
+from gac.service.platforms.service import get_platform
+from gac.service.schemas import NO_NUL, Offset, Page
 
 log = logging.getLogger("gac.service")
 

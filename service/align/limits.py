@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from service.errors import NotReady, TooManyRequests, error_body
+from gac.service.errors import NotReady, TooManyRequests, error_body
 
 log = logging.getLogger("gac.service")
 
@@ -48,7 +48,7 @@ COMPACT_ABOVE_WEIGHTS = 1_000
 ALIGN_PROCESSES = 2
 CHECK_PROCESSES = 1
 # A task's process starts from a server that imported these already: a fork, not a fresh interpreter.
-PRELOAD = ["service.align.service"]
+PRELOAD = ["gac.service.align.service"]
 POLL_AFTER_S = 1  # the Retry-After of a 202: when to look again
 # A job still queued or running this long after its last news was lost with the process running it.
 JOB_STALE_S = 3600
@@ -417,7 +417,7 @@ class Ledger:
     def _try(self, what: str, fn: Callable[[], None], since: float | None) -> bool:
         from sqlalchemy.exc import DBAPIError
 
-        from service.errors import is_outage
+        from gac.service.errors import is_outage
 
         try:
             fn()

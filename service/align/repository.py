@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session, load_only
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
-from service.align.schemas import AlignmentSummary
-from service.models import Alignment, AlignmentJob, utcnow
-from service.repository import Slice, offset_page
+from gac.service.align.schemas import AlignmentSummary
+from gac.service.models import Alignment, AlignmentJob, utcnow
+from gac.service.repository import Slice, offset_page
 
 
 def _json_text(session: Session, text: str):

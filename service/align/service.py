@@ -30,13 +30,13 @@ from sqlalchemy.orm import Session
 from gac.contracts.alignment import AlignmentResult, CrossCheck
 from gac.contracts.manifest import Manifest
 from gac.contracts.plans import plan_for_points
-from service.align import limits
-from service.align import repository as repo
-from service.align.cost import estimate as estimate_cost
-from service.align.db_lookup import DbLookup
-from service.align.schemas import AlignmentJobStatus, AlignmentSummary, StoredAlignment, StoredHead
-from service.db import begin_write, make_engine, make_sessionmaker
-from service.errors import (
+from gac.service.align import limits
+from gac.service.align import repository as repo
+from gac.service.align.cost import estimate as estimate_cost
+from gac.service.align.db_lookup import DbLookup
+from gac.service.align.schemas import AlignmentJobStatus, AlignmentSummary, StoredAlignment, StoredHead
+from gac.service.db import begin_write, make_engine, make_sessionmaker
+from gac.service.errors import (
     BadRequest,
     GacError,
     NotFound,
@@ -49,18 +49,18 @@ from service.errors import (
     field_errors,
     is_outage,
 )
-from service.errors import ValidationError as BodyInvalid
-from service.jobs.schemas import JobMatch
-from service.jobs.service import enqueue
-from service.models import Alignment, AlignmentJob, Platform, utcnow
-from service.platforms import repository as platforms
-from service.schemas import Page
-from service.settings import Settings
-from solver.align import AlignOptions, BudgetBelowFeasible, Completed, align
-from solver.align import complete_pending as solver_complete
-from solver.candidates import CandidateOptions
-from solver.crosscheck import CrossCheckDisagreement
-from solver.model_cache import MODELS
+from gac.service.errors import ValidationError as BodyInvalid
+from gac.service.jobs.schemas import JobMatch
+from gac.service.jobs.service import enqueue
+from gac.service.models import Alignment, AlignmentJob, Platform, utcnow
+from gac.service.platforms import repository as platforms
+from gac.service.schemas import Page
+from gac.service.settings import Settings
+from gac.solver.align import AlignOptions, BudgetBelowFeasible, Completed, align
+from gac.solver.align import complete_pending as solver_complete
+from gac.solver.candidates import CandidateOptions
+from gac.solver.crosscheck import CrossCheckDisagreement
+from gac.solver.model_cache import MODELS
 
 log = logging.getLogger("gac.service")
 T = TypeVar("T")
@@ -87,7 +87,7 @@ def run_alignment(
     (the service answers first; complete_pending runs them). What is missing comes in passes, each
     window's lattice and a sample first (CandidateOptions.sparse: whoever measures it aligns again);
     exhaustive: every dim of each window at once (`gac align --exhaustive`). The latency model is
-    shared (solver.model_cache): in memory, and in the directory MODELS has attached, where it is
+    shared (gac.solver.model_cache): in memory, and in the directory MODELS has attached, where it is
     stored once the alignment filled it. timings: gets "model_load" (read from that directory) and
     "model_store" (written there), in seconds, when they happened."""
     lookup = DbLookup(session, platform) if platform is not None else None
@@ -524,9 +524,9 @@ def _internal(exc: Exception) -> Answer:
 def complete_pending(settings: Settings, alignment_id: uuid.UUID) -> list[str]:
     """Run what a stored alignment left pending (the cross-check, the paper-DP baselines) and write
     it onto the stored result, in a worker process. The checks run on the stored answer's own items and
-    candidates (solver.align.complete_pending), not on a new alignment: they check that answer even
+    candidates (gac.solver.align.complete_pending), not on a new alignment: they check that answer even
     if the platform's curves changed since, and the latency model (shared per curve version,
-    solver.model_cache) prices only the paper-DP baselines' dims. Returns what it filled in."""
+    gac.solver.model_cache) prices only the paper-DP baselines' dims. Returns what it filled in."""
     with make_sessionmaker(_engine(settings.url))() as session:
         row = session.get(Alignment, alignment_id)
         if row is None:

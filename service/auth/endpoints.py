@@ -7,9 +7,9 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from service.auth.tokens import Scope
-from service.deps import Credentials, SessionDep, SettingsDep, require
-from service.errors import errors
+from gac.service.auth.tokens import Scope
+from gac.service.deps import Credentials, SessionDep, SettingsDep, require
+from gac.service.errors import errors
 
 router = APIRouter(prefix="/v1/auth", tags=["auth"])
 

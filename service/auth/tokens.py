@@ -17,9 +17,9 @@ from enum import StrEnum
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from service.db import begin_write
-from service.errors import Conflict, NotFound
-from service.models import ApiToken
+from gac.service.db import begin_write
+from gac.service.errors import Conflict, NotFound
+from gac.service.models import ApiToken
 
 PREFIX = "gac_"
 _ALPHABET = string.digits + string.ascii_letters

@@ -10,13 +10,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from gac.contracts.measurements import Dtype, Op
-from service.cliffs import service
-from service.cliffs.schemas import ComparableCurve, Comparison, CurveCliffs, Rule
-from service.curves.service import fixed_key_for, get_curve_by_id
-from service.deps import Reader, SessionDep
-from service.errors import errors
-from service.http import VERSIONED, per_curve_json
-from service.schemas import NO_NUL, Axis, FixedShape, PlatformRef, RowId
+from gac.service.cliffs import service
+from gac.service.cliffs.schemas import ComparableCurve, Comparison, CurveCliffs, Rule
+from gac.service.curves.service import fixed_key_for, get_curve_by_id
+from gac.service.deps import Reader, SessionDep
+from gac.service.errors import errors
+from gac.service.http import VERSIONED, per_curve_json
+from gac.service.schemas import NO_NUL, Axis, FixedShape, PlatformRef, RowId
 
 router = APIRouter(prefix="/v1", tags=["cliffs"])
 Ref = Annotated[str, Query(max_length=64, pattern=NO_NUL, description="platform id, fingerprint or unique prefix")]

@@ -7,15 +7,15 @@ from statistics import mean
 
 from sqlalchemy.orm import Session
 
-from service.cache import VersionedCache
-from service.cliffs.schemas import Analysis, ComparableCurve, ComparedPoint, Comparison, CurveCliffs, ModulusOut, Rule, StepOut
-from service.curves import repository as curves_repo
-from service.curves.schemas import CurvePoint, CurveSummary
-from service.curves.service import combine, get_curve_by_id, list_curves
-from service.errors import NotFound
-from service.models import Curve as CurveRow
-from service.platforms.service import get_platform
-from solver.cliffs import Point, analyze
+from gac.service.cache import VersionedCache
+from gac.service.cliffs.schemas import Analysis, ComparableCurve, ComparedPoint, Comparison, CurveCliffs, ModulusOut, Rule, StepOut
+from gac.service.curves import repository as curves_repo
+from gac.service.curves.schemas import CurvePoint, CurveSummary
+from gac.service.curves.service import combine, get_curve_by_id, list_curves
+from gac.service.errors import NotFound
+from gac.service.models import Curve as CurveRow
+from gac.service.platforms.service import get_platform
+from gac.solver.cliffs import Point, analyze
 
 # Analyses per curve version, recomputed when the curve gains data. Kept as JSON bytes, not
 # object graphs: a thousand analyses held ~100 objects each for the cyclic collector to walk.

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from gac.contracts.measurements import Dtype, Op
-from service.curves import service
-from service.curves.schemas import Curve, CurveSummary
-from service.deps import Reader, SessionDep
-from service.errors import errors
-from service.http import VERSIONED, per_curve_json, versioned_json
-from service.schemas import NO_NUL, Axis, FixedShape, PlatformRef, RowId
+from gac.service.curves import service
+from gac.service.curves.schemas import Curve, CurveSummary
+from gac.service.deps import Reader, SessionDep
+from gac.service.errors import errors
+from gac.service.http import VERSIONED, per_curve_json, versioned_json
+from gac.service.schemas import NO_NUL, Axis, FixedShape, PlatformRef, RowId
 
 router = APIRouter(prefix="/v1", tags=["curves"])
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from service.models import Curve, Measurement
+from gac.service.models import Curve, Measurement
 
 
 def summaries(session: Session, platform_id: int, op: str | None, dtype: str | None, axis: str | None) -> Sequence[Row]:

@@ -10,12 +10,12 @@ from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import SHAPE_FIELDS, Op, parse_shape_key, shape_key
-from service.curves import repository as repo
-from service.curves.schemas import Curve, CurvePoint, CurveSummary
-from service.errors import NotFound, Unprocessable
-from service.models import Curve as CurveRow
-from service.platforms import repository as platforms_repo
-from service.platforms.service import get_platform
+from gac.service.curves import repository as repo
+from gac.service.curves.schemas import Curve, CurvePoint, CurveSummary
+from gac.service.errors import NotFound, Unprocessable
+from gac.service.models import Curve as CurveRow
+from gac.service.platforms import repository as platforms_repo
+from gac.service.platforms.service import get_platform
 
 
 def _summary(row: CurveRow, measurements: int, points: int, x_min: int, x_max: int, flagged: int = 0) -> CurveSummary:

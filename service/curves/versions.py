@@ -11,7 +11,7 @@ import time
 from sqlalchemy import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
-from service.cache import ResponseCache
+from gac.service.cache import ResponseCache
 
 log = logging.getLogger(__name__)
 

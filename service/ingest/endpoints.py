@@ -9,10 +9,10 @@ from starlette.concurrency import run_in_threadpool
 
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.measurements import BATCH_SCHEMA, Batch, BatchReceipt
-from service.deps import IngestToken, SessionDep, SettingsDep
-from service.errors import errors
-from service.ingest.incoming import Incoming
-from service.ingest.service import ingest_batch
+from gac.service.deps import IngestToken, SessionDep, SettingsDep
+from gac.service.errors import errors
+from gac.service.ingest.incoming import Incoming
+from gac.service.ingest.service import ingest_batch
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 

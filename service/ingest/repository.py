@@ -11,10 +11,10 @@ from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import DTYPE_FIELDS, PlatformDescriptor, RunInfo
-from service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
-from service.ingest.known import STAMP_EVERY
-from service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
-from service.upsert import insert_ignoring_conflicts
+from gac.service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
+from gac.service.ingest.known import STAMP_EVERY
+from gac.service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
+from gac.service.upsert import insert_ignoring_conflicts
 
 
 def _stale(now: datetime):

@@ -13,13 +13,13 @@ from uuid import UUID
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import Batch, BatchReceipt
-from service.db import begin_write
-from service.errors import Conflict, Unprocessable
-from service.ingest import repository as repo
-from service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
-from service.ingest.known import KNOWN, agent_key, platform_key, run_key
-from service.metrics import INGEST_BATCHES, INGEST_ROWS
-from service.models import UploadBatch, utcnow
+from gac.service.db import begin_write
+from gac.service.errors import Conflict, Unprocessable
+from gac.service.ingest import repository as repo
+from gac.service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
+from gac.service.ingest.known import KNOWN, agent_key, platform_key, run_key
+from gac.service.metrics import INGEST_BATCHES, INGEST_ROWS
+from gac.service.models import UploadBatch, utcnow
 
 # What a row says, beyond its id: its curve, its x and its figures. Not measured_at: when it
 # is left out the service fills in the time it read the row, so a faithful re-send differs there.
@@ -214,9 +214,9 @@ class LocalDatabase:
     for each batch would cost more than storing it."""
 
     def __init__(self, database_url: str | None = None) -> None:
-        from service.db import make_engine, make_sessionmaker
-        from service.settings import get_settings
-        from service.startup import ensure_schema
+        from gac.service.db import make_engine, make_sessionmaker
+        from gac.service.settings import get_settings
+        from gac.service.startup import ensure_schema
 
         settings = get_settings(database_url)
         self._engine = make_engine(settings.url)
@@ -232,8 +232,8 @@ class LocalDatabase:
             return ingest_batch(session, Incoming.from_rows(batch), token_id=None, max_rows=10_000)
 
     def stored_medians(self, fingerprint: str, keys: Iterable[CurveKey]) -> dict[CurveKey, dict[int, float]]:
-        """What this platform has stored on these curves: see service.curves.service.stored_medians."""
-        from service.curves.service import stored_medians
+        """What this platform has stored on these curves: see gac.service.curves.service.stored_medians."""
+        from gac.service.curves.service import stored_medians
 
         with self._sessions() as session:
             return stored_medians(session, fingerprint, keys)

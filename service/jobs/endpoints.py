@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from service.deps import AdminToken, IngestToken, Reader, SessionDep, SettingsDep
-from service.errors import errors
-from service.jobs import service
-from service.jobs.schemas import (
+from gac.service.deps import AdminToken, IngestToken, Reader, SessionDep, SettingsDep
+from gac.service.errors import errors
+from gac.service.jobs import service
+from gac.service.jobs.schemas import (
     ClaimRequest,
     CompleteRequest,
     FailRequest,
@@ -19,7 +19,7 @@ from service.jobs.schemas import (
     JobStatus,
     ReleaseRequest,
 )
-from service.schemas import AfterId, Page, RowId
+from gac.service.schemas import AfterId, Page, RowId
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

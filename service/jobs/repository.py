@@ -9,8 +9,8 @@ from sqlalchemy import ColumnElement, and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import PlatformDescriptor
-from service.models import Job
-from service.repository import Slice, keyset_page
+from gac.service.models import Job
+from gac.service.repository import Slice, keyset_page
 
 ACTIVE = ("queued", "leased")
 

@@ -11,13 +11,13 @@ from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import SweepPlan
-from service.db import begin_write
-from service.errors import Conflict, Forbidden, NotFound
-from service.jobs import repository as repo
-from service.jobs.schemas import JobMatch, JobOut
-from service.models import Job
-from service.schemas import Page
-from service.settings import Settings
+from gac.service.db import begin_write
+from gac.service.errors import Conflict, Forbidden, NotFound
+from gac.service.jobs import repository as repo
+from gac.service.jobs.schemas import JobMatch, JobOut
+from gac.service.models import Job
+from gac.service.schemas import Page
+from gac.service.settings import Settings
 
 
 def _now() -> datetime:

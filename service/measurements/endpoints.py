@@ -8,11 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from gac.contracts.measurements import Dtype, Op
-from service.deps import Reader, SessionDep
-from service.errors import errors
-from service.measurements import service
-from service.measurements.schemas import MeasurementOut
-from service.schemas import NO_NUL, AfterBigId, Page
+from gac.service.deps import Reader, SessionDep
+from gac.service.errors import errors
+from gac.service.measurements import service
+from gac.service.measurements.schemas import MeasurementOut
+from gac.service.schemas import NO_NUL, AfterBigId, Page
 
 router = APIRouter(prefix="/v1/measurements", tags=["measurements"])
 

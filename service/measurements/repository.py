@@ -8,8 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import Dtype, Op
-from service.models import Curve, Measurement
-from service.repository import Slice, keyset_page
+from gac.service.models import Curve, Measurement
+from gac.service.repository import Slice, keyset_page
 
 
 def page(

@@ -7,10 +7,10 @@ import uuid
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import Dtype, Op, parse_shape_key
-from service.measurements import repository as repo
-from service.measurements.schemas import MeasurementOut
-from service.platforms.service import get_platform
-from service.schemas import Page
+from gac.service.measurements import repository as repo
+from gac.service.measurements.schemas import MeasurementOut
+from gac.service.platforms.service import get_platform
+from gac.service.schemas import Page
 
 
 def list_measurements(

@@ -6,12 +6,12 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from service.deps import Reader, SessionDep
-from service.errors import errors
-from service.platforms import service
-from service.platforms.repository import counts
-from service.platforms.schemas import PlatformOut
-from service.schemas import NO_NUL, Offset, Page, PlatformRef
+from gac.service.deps import Reader, SessionDep
+from gac.service.errors import errors
+from gac.service.platforms import service
+from gac.service.platforms.repository import counts
+from gac.service.platforms.schemas import PlatformOut
+from gac.service.schemas import NO_NUL, Offset, Page, PlatformRef
 
 router = APIRouter(prefix="/v1/platforms", tags=["platforms"])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from service.models import Curve, Platform, Run
-from service.repository import Slice, offset_page
+from gac.service.models import Curve, Platform, Run
+from gac.service.repository import Slice, offset_page
 
 
 def find(session: Session, ref: str) -> Platform | None:

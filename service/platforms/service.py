@@ -5,11 +5,11 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import DTYPE_FIELDS, PlatformDescriptor
-from service.errors import NotFound
-from service.models import Platform
-from service.platforms import repository as repo
-from service.platforms.schemas import PlatformOut
-from service.schemas import Page
+from gac.service.errors import NotFound
+from gac.service.models import Platform
+from gac.service.platforms import repository as repo
+from gac.service.platforms.schemas import PlatformOut
+from gac.service.schemas import Page
 
 # The stored columns: the dtype fields an agent reports are not kept (not identity).
 DESCRIPTOR_FIELDS = tuple(f for f in PlatformDescriptor.model_fields if f not in DTYPE_FIELDS)

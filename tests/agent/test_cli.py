@@ -11,9 +11,9 @@ import torch
 import typer
 from typer.testing import CliRunner
 
+from gac.agent.cli import register
+from gac.agent.delivery import Spool, read_batch_file
 from gac.contracts.measurements import Dtype
-from profiler_agent.cli import register
-from profiler_agent.delivery import Spool, read_batch_file
 
 from .test_runner_delivery import TINY, closed_port_url
 
@@ -95,8 +95,8 @@ def test_platform_command_prints_the_fingerprint(app):
 @pytest.fixture
 def planned(monkeypatch):
     """Run the agent's commands without timing anything: the plans they would run are kept here."""
-    import profiler_agent.cli as cli
-    from profiler_agent.runner import RunResult
+    import gac.agent.cli as cli
+    from gac.agent.runner import RunResult
 
     plans = []
 
@@ -113,7 +113,7 @@ def _dtypes(plan) -> list[list[str]]:
 
 
 def test_quick_plan_runs_in_the_platforms_fast_dtype(app, planned, tmp_path):
-    from profiler_agent.platform import detect_platform
+    from gac.agent.platform import detect_platform
 
     fast = detect_platform("cpu").fast_dtype.value
     res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--out", str(tmp_path / "r.jsonl"), "--quiet"])
@@ -124,7 +124,7 @@ def test_quick_plan_runs_in_the_platforms_fast_dtype(app, planned, tmp_path):
 
 
 def test_quick_plan_follows_a_platform_that_says_bfloat16(app, planned, monkeypatch, tmp_path):
-    import profiler_agent.platform as platform_mod
+    import gac.agent.platform as platform_mod
 
     real = platform_mod.detect_platform
 
@@ -157,8 +157,9 @@ def test_agent_package_does_not_pull_the_db_stack():
     code = (
         "import sys, importlib\n"
         "for m in ('cli', 'delivery', 'jobs', 'runner', 'timing', 'kernels', 'platform', 'plan_library', 'selftest'):\n"
-        "    importlib.import_module('profiler_agent.' + m)\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'fastapi', 'alembic', 'psycopg', 'service'}))"
+        "    importlib.import_module('gac.agent.' + m)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'fastapi', 'alembic', 'psycopg'}\n"
+        "             | {m for m in sys.modules if m.startswith(('gac.service', 'gac.solver'))}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
@@ -168,7 +169,7 @@ def test_agent_package_does_not_pull_the_db_stack():
 
 
 def test_progress_line_says_job_k_of_n_points_and_eta():
-    from profiler_agent.jobs import ProgressLine, format_duration, job_label
+    from gac.agent.jobs import ProgressLine, format_duration, job_label
 
     line = ProgressLine(job_label(2, 5), "(id 17, plan quick)", started=100.0)
     assert line.line(0, 120, now=100.0) == "job 2 of 5: 0/120 points, ETA - (id 17, plan quick)"
@@ -181,8 +182,8 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
 
 
 def test_job_match_rule_is_the_services():
-    from profiler_agent.jobs import job_matches
-    from profiler_agent.platform import detect_platform
+    from gac.agent.jobs import job_matches
+    from gac.agent.platform import detect_platform
 
     p = detect_platform("cpu", dtypes=False)
     assert job_matches({}, p) and job_matches({"fingerprint": None, "device_kind": None, "device_name": None}, p)
@@ -198,8 +199,8 @@ def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_pa
     with --quiet (printed once per job) and without (the live line's final state)."""
     import httpx
 
+    from gac.agent.platform import detect_platform
     from gac.contracts.plans import loads_plan
-    from profiler_agent.platform import detect_platform
 
     from .test_runner_delivery import TINY
 

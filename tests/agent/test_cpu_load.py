@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from profiler_agent.cpu_load import Busy, busy_now, contention_warning
+from gac.agent.cpu_load import Busy, busy_now, contention_warning
 
 SPIN = "import sys; print('spinning', flush=True)\nwhile True: pass"
 

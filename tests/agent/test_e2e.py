@@ -14,14 +14,14 @@ import torch
 import typer
 from typer.testing import CliRunner
 
+from gac.agent.cli import register
+from gac.agent.delivery import Deliverer, Spool
+from gac.agent.jobs import Heartbeat, JobClient
+from gac.agent.platform import detect_platform
+from gac.agent.runner import PlanRunner
+from gac.agent.timing import CpuTimer
 from gac.contracts.measurements import RunInfo
 from gac.contracts.plans import loads_plan
-from profiler_agent.cli import register
-from profiler_agent.delivery import Deliverer, Spool
-from profiler_agent.jobs import Heartbeat, JobClient
-from profiler_agent.platform import detect_platform
-from profiler_agent.runner import PlanRunner
-from profiler_agent.timing import CpuTimer
 from tests import factories as f
 
 pytestmark = pytest.mark.slow
@@ -212,7 +212,7 @@ def test_a_refused_token_fails_before_any_timing(live_service, tmp_path):
 
 def test_ctrl_c_keeps_every_point_measured_so_far(live_service, tmp_path, monkeypatch, threads_one):
     """An operator's Ctrl-C after the third point: those points reach the service, exit code 130."""
-    import profiler_agent.runner as runner
+    import gac.agent.runner as runner
 
     real_one = runner.PlanRunner._one
     calls = {"n": 0}
@@ -235,7 +235,7 @@ def test_ctrl_c_keeps_every_point_measured_so_far(live_service, tmp_path, monkey
 
 
 def test_ctrl_c_gives_a_claimed_job_back_at_once(live_service, tmp_path, monkeypatch, threads_one):
-    import profiler_agent.runner as runner
+    import gac.agent.runner as runner
 
     platform = detect_platform("cpu")
     plan = loads_plan(TINY)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from gac.agent.runner import PlanRunner
+from gac.agent.simulated_gpu import HostCosts, SimulatedGpu, lattice_us
+from gac.agent.timing import POINTS_PER_ROUND, CudaTimer
 from gac.contracts.measurements import Op
 from gac.contracts.plans import Sweep, SweepPlan, Timing
-from profiler_agent.runner import PlanRunner
-from profiler_agent.simulated_gpu import HostCosts, SimulatedGpu, lattice_us
-from profiler_agent.timing import POINTS_PER_ROUND, CudaTimer
 
 SIZES_US = (3.0, 5.0, 6.0, 9.0, 14.0, 27.0, 70.0, 145.0)  # small kernels, where the round trip matters most
 

@@ -1,5 +1,5 @@
 """The CUDA timer's logic on a simulated GPU stream: launch latency, queueing and the bimodal host
-stalls that made small kernels' figures wander on an H100 (profiler_agent.simulated_gpu)."""
+stalls that made small kernels' figures wander on an H100 (gac.agent.simulated_gpu)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from gac.agent.kernels import _PoolViews
+from gac.agent.runner import PlanRunner
+from gac.agent.selftest import judge_l2_flush, judge_repeatability, l2_read_times, repeat_medians
+from gac.agent.simulated_gpu import HostCosts, SimulatedGpu
+from gac.agent.timing import CudaTimer, Timer, TimingResult, synced_samples
 from gac.contracts.plans import Sweep, SweepPlan, Timing
-from profiler_agent.kernels import _PoolViews
-from profiler_agent.runner import PlanRunner
-from profiler_agent.selftest import judge_l2_flush, judge_repeatability, l2_read_times, repeat_medians
-from profiler_agent.simulated_gpu import HostCosts, SimulatedGpu
-from profiler_agent.timing import CudaTimer, Timer, TimingResult, synced_samples
 
 SIZES_US = (3.0, 6.0, 50.0, 1000.0)
 
@@ -133,7 +133,7 @@ def _point(median: float, p10: float, p90: float) -> TimingResult:
 
 
 def test_the_summary_names_no_step_inside_the_points_noise() -> None:
-    from profiler_agent.cli import _largest_step
+    from gac.agent.cli import _largest_step
 
     noisy = [(120, _point(5.2, 5.1, 17.0)), (124, _point(12.4, 5.3, 30.0)), (128, _point(6.0, 5.2, 33.0))]
     assert _largest_step(noisy, "n") == "none beyond noise"  # +138 % between medians, all inside each other's spread

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from profiler_agent.interrupt import shielded, stop_signals
+from gac.agent.interrupt import shielded, stop_signals
 from tests import factories as f
 from tests.fixtures.database import BACKENDS
 
@@ -210,7 +210,7 @@ def test_an_agent_stopped_mid_job_delivers_its_points_and_gives_the_job_back(liv
     assert len(rows) == n >= seen and where == f"sent to {live_service.url}"
     assert not (tmp_path / "spool" / "spool.jsonl").read_text()  # every batch reached the service
 
-    from profiler_agent.jobs import JobClient
+    from gac.agent.jobs import JobClient
 
     again = JobClient(live_service.url, live_service.ingest_token, agent="next").claim(f.platform())
     assert again is not None and again.id == job_id  # another agent takes it now, not after the lease

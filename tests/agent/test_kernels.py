@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gac.agent.kernels import SUPPORTED_DTYPES, TORCH_DTYPES, build_kernel
+from gac.agent.timing import WEIGHT_POOL_BYTES, CpuTimer
 from gac.contracts.measurements import SHAPE_FIELDS, Dtype, Op
-from profiler_agent.kernels import SUPPORTED_DTYPES, TORCH_DTYPES, build_kernel
-from profiler_agent.timing import WEIGHT_POOL_BYTES, CpuTimer
 
 SHAPES = {
     Op.gemm: ({"m": 8, "n": 12, "k": 16}, (8, 12)),
@@ -63,7 +63,7 @@ def test_pooled_weights_are_a_new_copy_on_every_call_and_fill_the_pool():
 
 def test_the_pool_holds_no_two_identical_tiles():
     # Identical pages can be merged by the host into one physical page, which caches would keep hot.
-    from profiler_agent.kernels import _POOL_BLOCK, _pool, release_weight_pools
+    from gac.agent.kernels import _POOL_BLOCK, _pool, release_weight_pools
 
     release_weight_pools()
     buf = _pool(3 * _POOL_BLOCK, torch.bfloat16, torch.device("cpu"))

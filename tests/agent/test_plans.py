@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gac.agent.plan_library import BUILTIN_PLANS, cliff_map_plan, paper_plan, quick_plan, resolve_plan
 from gac.contracts.measurements import Dtype, Op
 from gac.contracts.plans import (
     MAX_PLAN_POINTS,
@@ -16,7 +17,6 @@ from gac.contracts.plans import (
     parse_plan,
     plan_for_points,
 )
-from profiler_agent.plan_library import BUILTIN_PLANS, cliff_map_plan, paper_plan, quick_plan, resolve_plan
 
 YAML_PLAN = """
 name: tiny

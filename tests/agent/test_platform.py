@@ -8,10 +8,10 @@ import sys
 import pytest
 import torch
 
-import profiler_agent.dtypes as dtypes_mod
+import gac.agent.dtypes as dtypes_mod
+from gac.agent.dtypes import NATIVE_MAX_RATIO, choose_dtype, cuda_dtype_fields, native_cpu_dtypes
+from gac.agent.platform import decode_cublas_version, detect_platform, parse_device
 from gac.contracts.measurements import PlatformDescriptor
-from profiler_agent.dtypes import NATIVE_MAX_RATIO, choose_dtype, cuda_dtype_fields, native_cpu_dtypes
-from profiler_agent.platform import decode_cublas_version, detect_platform, parse_device
 from tests import factories
 
 
@@ -31,7 +31,7 @@ def test_fingerprint_is_stable_across_runs():
     assert detect_platform("cpu").fingerprint() == here
     code = (
         f"import torch; torch.set_num_threads({torch.get_num_threads()});"
-        "from profiler_agent.platform import detect_platform; print(detect_platform('cpu').fingerprint())"
+        "from gac.agent.platform import detect_platform; print(detect_platform('cpu').fingerprint())"
     )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert other == here

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import torch
 
+from gac.agent.kernels import Kernel
+from gac.agent.quality import CoreLoad, QualityGate, bimodal, isolated
+from gac.agent.runner import PlanRunner
+from gac.agent.timing import Timer, TimingResult, summarize
 from gac.contracts.columns import ColumnBatch
 from gac.contracts.measurements import Batch, Measurement, RunInfo
 from gac.contracts.plans import Sweep, SweepPlan, Timing
-from profiler_agent.kernels import Kernel
-from profiler_agent.quality import CoreLoad, QualityGate, bimodal, isolated
-from profiler_agent.runner import PlanRunner
-from profiler_agent.timing import Timer, TimingResult, summarize
-from solver.lookup import FileLookup
+from gac.solver.lookup import FileLookup
 from tests import factories as f
 
 FAST = [90.0 + i % 5 for i in range(40)]  # a kernel's samples on a quiet machine
@@ -105,7 +105,7 @@ def test_a_point_with_stalled_samples_is_timed_again_and_sent_clean():
 
 
 def test_a_point_that_always_stalls_is_sent_flagged_and_makes_no_cliff():
-    from profiler_agent.cli import _summary_table
+    from gac.agent.cli import _summary_table
 
     sent, result, timer = _run({60: [STALLED]})
     assert timer.tries[60] == 3  # the first try and two more
@@ -179,8 +179,8 @@ def test_the_load_probe_counts_other_work_not_this_process(tmp_path):
 
 
 def test_a_busy_machine_makes_the_agent_time_with_one_thread_and_say_so(capsys):
-    from profiler_agent.cli import _threads_for_load
-    from profiler_agent.cpu_load import Busy
+    from gac.agent.cli import _threads_for_load
+    from gac.agent.cpu_load import Busy
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)

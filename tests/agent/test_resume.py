@@ -8,10 +8,10 @@ import uuid
 
 import httpx
 
+from gac.agent.delivery import BatchFileWriter, Deliverer, Spool, read_document
+from gac.agent.resume import known_in_spool, planned_points, remaining, sweep_curve
 from gac.contracts.measurements import RunInfo
 from gac.contracts.plans import loads_plan
-from profiler_agent.delivery import BatchFileWriter, Deliverer, Spool, read_document
-from profiler_agent.resume import known_in_spool, planned_points, remaining, sweep_curve
 from tests import factories as f
 
 PLAN = loads_plan("""

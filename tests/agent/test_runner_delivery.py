@@ -10,9 +10,7 @@ import httpx
 import pytest
 import torch
 
-from gac.contracts.measurements import Batch, RunInfo
-from gac.contracts.plans import loads_plan
-from profiler_agent.delivery import (
+from gac.agent.delivery import (
     BatchFileWriter,
     Deliverer,
     Spool,
@@ -21,9 +19,11 @@ from profiler_agent.delivery import (
     read_batch_file,
     read_document,
 )
-from profiler_agent.platform import detect_platform
-from profiler_agent.runner import PlanRunner, run_plan, values_to_refine
-from profiler_agent.timing import CpuTimer
+from gac.agent.platform import detect_platform
+from gac.agent.runner import PlanRunner, run_plan, values_to_refine
+from gac.agent.timing import CpuTimer
+from gac.contracts.measurements import Batch, RunInfo
+from gac.contracts.plans import loads_plan
 
 TINY = """
 name: tiny
@@ -195,7 +195,7 @@ def test_results_file_round_trip(tmp_path):
 
 
 def test_batch_document_is_by_column_without_nulls_and_reads_back_equal(timer):
-    from profiler_agent.delivery import batch_document
+    from gac.agent.delivery import batch_document
 
     platform = detect_platform()
     run = RunInfo(id=uuid.uuid4(), agent="doc-test")
@@ -246,7 +246,7 @@ def test_service_older_than_the_column_layout_gets_batches_by_row(tmp_path):
 def test_retry_after_is_waited_for_and_4xx_is_never_retried(monkeypatch):
     """The backoff is never shorter than the service's Retry-After; a 4xx other than 408/429 is final at once.
     The waits are recorded (tenacity's sleep replaced), not slept through."""
-    from profiler_agent.delivery import BatchSender, DeliveryError, RejectedError, RetryPolicy
+    from gac.agent.delivery import BatchSender, DeliveryError, RejectedError, RetryPolicy
 
     waits: list[float] = []
     retrying = RetryPolicy.retrying

@@ -13,8 +13,8 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from profiler_agent.cli import register
-from profiler_agent.selftest import (
+from gac.agent.cli import register
+from gac.agent.selftest import (
     BAND,
     CHECKS,
     GROSS,
@@ -33,7 +33,7 @@ from profiler_agent.selftest import (
     judge_agreement,
     judge_nvml,
 )
-from profiler_agent.timing import CpuTimer
+from gac.agent.timing import CpuTimer
 
 CPU = torch.device("cpu")
 CUDA_ONLY = ("cuda stack", "nvml clocks", "timer vs cuda events", "timer vs triton do_bench", "l2 flush")
@@ -216,7 +216,7 @@ def test_cuda_only_checks_skip_on_cpu_with_a_reason(check):
 
 
 def test_cuda_stack_skips_on_cpu_naming_the_cpu_libraries():
-    from profiler_agent.platform import detect_platform
+    from gac.agent.platform import detect_platform
 
     r = check_cuda_stack(CPU, detect_platform("cpu", dtypes=False))
     assert r.status == "skip" and f"torch {torch.__version__}" in r.detail

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.utils.benchmark as tb
 
+from gac.agent.kernels import build_kernel
+from gac.agent.timing import CpuTimer, median_ci, percentile, relative_spread, summarize
 from gac.contracts.plans import Timing
-from profiler_agent.kernels import build_kernel
-from profiler_agent.timing import CpuTimer, median_ci, percentile, relative_spread, summarize
 
 
 def test_percentile_matches_linear_interpolation():
@@ -29,7 +29,7 @@ def test_summary_keeps_percentiles_ordered():
 
 
 class FakeClock:
-    """The `time` functions profiler_agent.timing reads, driven by the test: `run` spends time
+    """The `time` functions gac.agent.timing reads, driven by the test: `run` spends time
     on the CPU (wall and thread clocks move together), `off_cpu` spends wall time only (asleep,
     or descheduled while a neighbour has the core). Nothing here waits for real time."""
 
@@ -56,8 +56,8 @@ class FakeClock:
 
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:  # type: ignore[no-untyped-def]
-    """The timer's clocks replaced by a FakeClock (only inside profiler_agent.timing)."""
-    import profiler_agent.timing as timing_module
+    """The timer's clocks replaced by a FakeClock (only inside gac.agent.timing)."""
+    import gac.agent.timing as timing_module
 
     fake = FakeClock()
     monkeypatch.setattr(timing_module, "time", fake)
@@ -68,7 +68,7 @@ class _Source(CpuTimer):
     """The stopping rule fed from a fixed sample sequence (to test the rule itself)."""
 
     def run(self, samples, timing):  # type: ignore[no-untyped-def]
-        import profiler_agent.timing as timing_module
+        import gac.agent.timing as timing_module
 
         it = iter(samples)
         return self._sample_loop(lambda: [next(it)], timing, timing_module.time.perf_counter())  # the clock it reads

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from solver.cliffs import CliffOptions, Point, analyze, explaining_modulus, find_steps
+from gac.solver.cliffs import CliffOptions, Point, analyze, explaining_modulus, find_steps
 
 SEEDS = range(12)
 

@@ -23,8 +23,8 @@ def synthetic_us(shape: dict[str, int], swept: int) -> float:
 
 def needed_measurements(doc: dict[str, Any], platform: str, dtype: str) -> list[Measurement]:
     """Every point the alignment of `doc` in `dtype` and its prediction ask for, with synthetic latencies."""
-    from solver.align import AlignOptions, align
-    from solver.lookup import FileLookup
+    from gac.solver.align import AlignOptions, align
+    from gac.solver.lookup import FileLookup
 
     manifest = Manifest.model_validate({**doc, "workload": {**doc.get("workload", {"tokens": [1024]}), "dtype": dtype}})
     rows: list[tuple] = []

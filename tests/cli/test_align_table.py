@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gac.commands import align as cmd
 from gac.contracts.manifest import Manifest
-from solver.align import AlignOptions, align
+from gac.solver.align import AlignOptions, align
 
 
 def _stored(weights: int) -> dict:
@@ -43,7 +43,7 @@ SUMMARY_LABELS = ("optimized for", "predicted", "aligned dims", "budget", "solve
 
 def test_the_summary_reads_at_80_columns(monkeypatch):
     """Every line fits 80 columns, and a summary row that wraps continues under its text, never at the margin."""
-    from solver.lookup import FileLookup
+    from gac.solver.lookup import FileLookup
     from tests.solver.synthetic import Measure, curve_rows, gemm_truth, llama_like_manifest, lowrank_curves, measure_fast, platform_rows
 
     doc = llama_like_manifest(1, hidden=512, seed=3, tokens=128, objective="latency")

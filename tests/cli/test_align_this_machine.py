@@ -26,8 +26,8 @@ def gac(*args: str, data: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_after_a_profile_align_uses_this_machine_and_says_so(tmp_path):
-    from profiler_agent.platform import detect_platform
-    from service.ingest.service import LocalDatabase
+    from gac.agent.platform import detect_platform
+    from gac.service.ingest.service import LocalDatabase
     from tests.cli.machine import batches, needed_measurements
 
     # This machine as `gac profile --threads 1` stores it on a busy machine, profiled in float32.
@@ -63,8 +63,8 @@ def test_after_a_profile_align_uses_this_machine_and_says_so(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("database", [BACKENDS[-1]], indirect=True)
 def test_against_a_service_align_uses_this_machines_platform_there(live_service, tmp_path):
+    from gac.agent.platform import detect_platform
     from gac.client import Client
-    from profiler_agent.platform import detect_platform
     from tests.cli.machine import batches, needed_measurements
 
     machine = detect_platform(dtypes=False)

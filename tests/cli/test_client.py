@@ -301,12 +301,12 @@ def test_an_error_page_that_is_not_json_keeps_its_text():
 def test_client_and_service_share_one_definition_of_each_read_shape():
     """One model per shape (gac/contracts/api.py): the service answers with what the client reads."""
     import gac.client as client
-    from service.align.schemas import AlignmentSummary, StoredAlignment
-    from service.cliffs.schemas import CurveCliffs, ModulusOut, StepOut
-    from service.curves.schemas import Curve, CurvePoint, CurveSummary
-    from service.jobs.schemas import JobOut
-    from service.measurements.schemas import MeasurementOut
-    from service.platforms.schemas import PlatformOut
+    from gac.service.align.schemas import AlignmentSummary, StoredAlignment
+    from gac.service.cliffs.schemas import CurveCliffs, ModulusOut, StepOut
+    from gac.service.curves.schemas import Curve, CurvePoint, CurveSummary
+    from gac.service.jobs.schemas import JobOut
+    from gac.service.measurements.schemas import MeasurementOut
+    from gac.service.platforms.schemas import PlatformOut
 
     pairs = [
         (client.Platform, PlatformOut), (client.StoredMeasurement, MeasurementOut), (client.CurveSummary, CurveSummary),

@@ -44,8 +44,8 @@ def test_the_readme_marks_runnable_blocks():
 def test_client_example_runs_as_written(doc, index, live_service, tmp_path):
     """On this machine's real platform, stored with what the example's alignment needs in its fast
     dtype (tests/cli/machine.py): the example finds the platform itself and predicts a speed-up."""
+    from gac.agent.platform import detect_platform
     from gac.client import Client
-    from profiler_agent.platform import detect_platform
     from tests.cli.machine import batches, needed_measurements
 
     block = PY_MARK.findall((ROOT / doc).read_text())[index]

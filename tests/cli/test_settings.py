@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from profiler_agent.delivery import default_spool_dir
+from gac.agent.delivery import default_spool_dir
 from tests.agent.test_runner_delivery import TINY, closed_port_url
 
 
@@ -43,7 +43,7 @@ def test_database_urls_are_checked_and_postgres_takes_our_driver(tmp_path):
     import pytest
     from pydantic import ValidationError
 
-    from service.settings import Settings
+    from gac.service.settings import Settings
 
     pg = Settings(database_url="postgresql://gac:pw@db:5432/gac", secret_key="k", data_dir=tmp_path)
     assert pg.url == "postgresql+psycopg://gac:pw@db:5432/gac" and pg.is_postgres
@@ -55,7 +55,7 @@ def test_database_urls_are_checked_and_postgres_takes_our_driver(tmp_path):
 
 
 def test_settings_are_read_once_per_environment(monkeypatch, tmp_path):
-    from service.settings import get_settings
+    from gac.service.settings import get_settings
 
     monkeypatch.setenv("GAC_DATA_DIR", str(tmp_path / "a"))
     first = get_settings()

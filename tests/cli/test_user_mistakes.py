@@ -68,7 +68,7 @@ def test_ingest_reports_a_bad_line_and_sends_the_rest(live_service, tmp_path):
 
 
 def test_a_curve_download_is_a_measurements_file(client, ingest_token, tmp_path):
-    from solver.lookup import FileLookup
+    from gac.solver.lookup import FileLookup
     from tests.service.test_align_api import manifest, measured_platform
 
     plat = measured_platform(client, ingest_token)

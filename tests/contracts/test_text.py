@@ -17,7 +17,7 @@ from gac.contracts.plans import SweepPlan
 
 
 def _request_models() -> list[type[BaseModel]]:
-    from service.jobs import schemas
+    from gac.service.jobs import schemas
 
     return [Batch, ColumnBatch, SweepPlan, Manifest, schemas.JobCreate, schemas.ClaimRequest, schemas.HeartbeatRequest,
             schemas.CompleteRequest, schemas.FailRequest, schemas.ReleaseRequest]

@@ -10,10 +10,10 @@ import dataclasses
 import pytest
 import torch
 
+from gac.agent.dtypes import cuda_dtype_fields
 from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import Timing
-from profiler_agent.dtypes import cuda_dtype_fields
-from proof.latency import (
+from gac.proof.latency import (
     CpuSpans,
     CudaSpans,
     Setting,
@@ -25,13 +25,13 @@ from proof.latency import (
     pass_clock,
     time_rounds,
 )
-from proof.llama import LLAMA3_8B, LlamaConfig, LlamaDecoder
-from proof.pipeline import GAC_LATENCY, ORIGINAL, ROUND8, UNALIGNED, ProofConfig, describe_gpu, run_proof, with_dtype
-from proof.predict import SettingPrediction
-from proof.profile import align_options
-from proof.stats import paired_speedup
-from proof.subjects import bert_prefill, llama_decode, llama_prefill
-from solver.align import align
+from gac.proof.llama import LLAMA3_8B, LlamaConfig, LlamaDecoder
+from gac.proof.pipeline import GAC_LATENCY, ORIGINAL, ROUND8, UNALIGNED, ProofConfig, describe_gpu, run_proof, with_dtype
+from gac.proof.predict import SettingPrediction
+from gac.proof.profile import align_options
+from gac.proof.stats import paired_speedup
+from gac.proof.subjects import bert_prefill, llama_decode, llama_prefill
+from gac.solver.align import align
 
 TINY = LlamaConfig(vocab_size=512, hidden=128, intermediate=176, heads=4, kv_heads=2, layers=2, max_positions=128)
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -75,7 +75,7 @@ def test_llama8b_times_the_gpu_lengths_and_decode() -> None:
 
 
 def test_lengths_are_checked_against_each_models_positions() -> None:
-    from proof.cli import config_kwargs
+    from gac.proof.cli import config_kwargs
 
     kw = config_kwargs("llama8b", "all", None, [1024, 4096], None, None, None, 16, None, 1, layers=3)
     assert kw["seqs"] == (1024, 4096) and kw["llama"].layers == 3 and kw["compressors"] == ("asvd", "prune", "palu")
@@ -93,7 +93,7 @@ def test_lengths_are_checked_against_each_models_positions() -> None:
 
 def test_inputs_and_caches_follow_the_models_device() -> None:
     """A model on the meta device: every timed call's ids and KV cache must be made there too."""
-    from proof.bert import BertConfig, BertEncoder
+    from gac.proof.bert import BertConfig, BertEncoder
 
     with torch.device("meta"):
         llama = LlamaDecoder(TINY).eval()
@@ -111,10 +111,10 @@ def test_inputs_and_caches_follow_the_models_device() -> None:
 @pytest.mark.slow
 def test_device_flows_to_subject_profile_and_timing(monkeypatch) -> None:
     """cpu:0 is a device no default names: every place that receives "cpu:0" was given the proof's device."""
-    import profiler_agent.platform
-    import profiler_agent.runner
-    import profiler_agent.timing
-    import proof.pipeline
+    import gac.agent.platform
+    import gac.agent.runner
+    import gac.agent.timing
+    import gac.proof.pipeline
 
     seen: dict[str, list[str]] = {}
 
@@ -127,12 +127,12 @@ def test_device_flows_to_subject_profile_and_timing(monkeypatch) -> None:
         monkeypatch.setattr(module, name, wrapper)
 
     fast = Timing(min_samples=10, max_samples=10, time_cap_ms=5, warmup_ms=0)
-    spy(proof.pipeline, "make_subject", lambda a, kw: a[1])
-    spy(proof.pipeline, "measured_alignment", lambda a, kw: kw["device"], lambda kw: {**kw, "timing": fast})
-    spy(proof.pipeline, "time_rounds", lambda a, kw: kw["device"])
-    spy(profiler_agent.timing, "make_timer", lambda a, kw: a[0])
-    spy(profiler_agent.runner, "run_plan", lambda a, kw: a[2])
-    spy(profiler_agent.platform, "detect_platform", lambda a, kw: a[0] if a else kw.get("device"))
+    spy(gac.proof.pipeline, "make_subject", lambda a, kw: a[1])
+    spy(gac.proof.pipeline, "measured_alignment", lambda a, kw: kw["device"], lambda kw: {**kw, "timing": fast})
+    spy(gac.proof.pipeline, "time_rounds", lambda a, kw: kw["device"])
+    spy(gac.agent.timing, "make_timer", lambda a, kw: a[0])
+    spy(gac.agent.runner, "run_plan", lambda a, kw: a[2])
+    spy(gac.agent.platform, "detect_platform", lambda a, kw: a[0] if a else kw.get("device"))
     res = run_proof(tiny_cfg(compressors=("prune",), decode_context=0, rounds=1, window=4, device="cpu:0"), log=lambda _m: None)
     for name in ("make_subject", "measured_alignment", "time_rounds", "make_timer", "run_plan"):
         assert seen[name] and set(seen[name]) == {"cpu:0"}, (name, seen[name])
@@ -143,7 +143,7 @@ def test_device_flows_to_subject_profile_and_timing(monkeypatch) -> None:
 
 def test_subject_lives_on_the_asked_device() -> None:
     """Built for the meta device (no default names it): model, calibration, probe and evaluation ids all go there."""
-    from proof.subjects import llama_subject
+    from gac.proof.subjects import llama_subject
 
     s = llama_subject(TINY, calib=(2, 16), evaluation=(1, 16), device="meta")
     assert {p.device.type for p in s.model.parameters()} == {"meta"}
@@ -152,11 +152,11 @@ def test_subject_lives_on_the_asked_device() -> None:
 
 
 def test_cuda_run_needs_cuda() -> None:
-    from proof.pipeline import prepare
+    from gac.proof.pipeline import prepare
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    from proof.cli import config_kwargs
+    from gac.proof.cli import config_kwargs
 
     with pytest.raises(ValueError, match="no CUDA"):
         prepare(tiny_cfg(device="cuda:0"))
@@ -168,7 +168,7 @@ def test_cuda_run_needs_cuda() -> None:
 
 def test_cuda_dtype_comes_from_the_agents_choice(monkeypatch) -> None:
     """with_dtype asks the agent's platform of the proof's device: bfloat16 from sm_80, float16 before."""
-    import profiler_agent.platform
+    import gac.agent.platform
 
     asked: list[str] = []
 
@@ -177,7 +177,7 @@ def test_cuda_dtype_comes_from_the_agents_choice(monkeypatch) -> None:
         return PlatformDescriptor(device_kind="cuda", device_name="GPU under test", compute_capability=capability[0],
                                   **cuda_dtype_fields(capability[0], False))
 
-    monkeypatch.setattr(profiler_agent.platform, "detect_platform", platform_of)
+    monkeypatch.setattr(gac.agent.platform, "detect_platform", platform_of)
     capability = ["9.0"]
     assert with_dtype(ProofConfig(device="cuda:0"))[0].dtype == "bfloat16"
     capability[0] = "7.5"
@@ -220,7 +220,7 @@ def speedup(effect: float, noise: float = 0.002, n: int = 12):
 
 
 def test_claims_read_the_confidence_intervals() -> None:
-    from proof.report import as_fast_as_round8, direction, faster_than_unaligned, smaller_is_slower
+    from gac.proof.report import as_fast_as_round8, direction, faster_than_unaligned, smaller_is_slower
 
     assert direction(speedup(0.9)) == "slower" and direction(speedup(1.1)) == "faster" and direction(speedup(1.0, 0.05)) == "same"
     assert direction(speedup(1.1, n=4)) == "few"
@@ -247,7 +247,7 @@ def palu_run():
 
 
 def test_report_states_the_claims_per_compressor(palu_run) -> None:
-    from proof.report import render
+    from gac.proof.report import render
 
     r = palu_run.results[0]
     assert r.method == "palu" and r.variants[UNALIGNED].within_budget and r.variants[GAC_LATENCY].within_budget
@@ -261,7 +261,7 @@ def test_report_states_the_claims_per_compressor(palu_run) -> None:
 
 
 def test_report_names_the_gpu_from_the_agents_platform(palu_run) -> None:
-    from proof.report import render
+    from gac.proof.report import render
 
     p = PlatformDescriptor(device_kind="cuda", device_name="GPU under test")
     gpu = describe_gpu(p)
@@ -272,7 +272,7 @@ def test_report_names_the_gpu_from_the_agents_platform(palu_run) -> None:
 
 
 def test_retime_keeps_the_kind_of_device(palu_run, tmp_path) -> None:
-    from proof.retime import DeviceMismatch, default_save_path, retime, save_run
+    from gac.proof.retime import DeviceMismatch, default_save_path, retime, save_run
 
     path = save_run(palu_run, tmp_path / "run.json")
     with pytest.raises(DeviceMismatch, match="profiled on cpu"):
@@ -285,7 +285,7 @@ def test_cli_takes_device_model_and_compressor() -> None:
     import typer
     from typer.testing import CliRunner
 
-    from proof.cli import register
+    from gac.proof.cli import register
 
     app = typer.Typer()
     register(app)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from proof.compress import compress_asvd, compress_prune, compressed_params, manifest_params
-from proof.llama import LlamaConfig, LlamaDecoder, random_llama
-from proof.pipeline import ProofConfig, round8_dims
-from proof.profile import align_options, dims_of
-from proof.subjects import TokenCalibration, random_ids
-from solver.align import align, budget_params
-from solver.kinds import original_params, unit_params
+from gac.proof.compress import compress_asvd, compress_prune, compressed_params, manifest_params
+from gac.proof.llama import LlamaConfig, LlamaDecoder, random_llama
+from gac.proof.pipeline import ProofConfig, round8_dims
+from gac.proof.profile import align_options, dims_of
+from gac.proof.subjects import TokenCalibration, random_ids
+from gac.solver.align import align, budget_params
+from gac.solver.kinds import original_params, unit_params
 
 TINY = LlamaConfig(vocab_size=512, hidden=64, intermediate=176, heads=4, kv_heads=2, layers=3, max_positions=128)
 
@@ -100,7 +100,7 @@ def test_compressed_variant_decodes_like_it_forwards(compression) -> None:
 
 
 def test_quality_is_a_reconstruction_error(compression, tiny) -> None:
-    from proof.quality import REL_ERR, ReconstructionJudge
+    from gac.proof.quality import REL_ERR, ReconstructionJudge
 
     judge = ReconstructionJudge(tiny, random_ids(TINY.vocab_size, (2, 16), 13))
     q0, q = judge(tiny), judge(compression.build())

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from proof.llama import LlamaConfig
-from proof.pipeline import GAC, ORIGINAL, ROUND8, UNALIGNED, UNALIGNED_AGAIN, VARIANTS, ProofConfig, run_proof
-from proof.profile import align_options, balance_token_weights, token_totals
-from proof.stats import bootstrap_median_ci, paired_speedup
-from solver.align import align
-from solver.kinds import kernels
-from solver.lookup import FileLookup
+from gac.proof.llama import LlamaConfig
+from gac.proof.pipeline import GAC, ORIGINAL, ROUND8, UNALIGNED, UNALIGNED_AGAIN, VARIANTS, ProofConfig, run_proof
+from gac.proof.profile import align_options, balance_token_weights, token_totals
+from gac.proof.stats import bootstrap_median_ci, paired_speedup
+from gac.solver.align import align
+from gac.solver.kinds import kernels
+from gac.solver.lookup import FileLookup
 
 TINY = LlamaConfig(vocab_size=512, hidden=64, intermediate=176, heads=4, kv_heads=2, layers=3, max_positions=128)
 
@@ -67,9 +67,9 @@ def test_too_few_rounds_give_no_verdict() -> None:
 
 
 def _compressed_manifest():
-    from proof.compress import compress_prune
-    from proof.llama import random_llama
-    from proof.subjects import TokenCalibration, random_ids
+    from gac.proof.compress import compress_prune
+    from gac.proof.llama import random_llama
+    from gac.proof.subjects import TokenCalibration, random_ids
 
     model = random_llama(TINY, 0)
     cal = TokenCalibration(model, random_ids(512, (2, 16), 1), random_ids(512, (1, 16), 2))
@@ -116,7 +116,7 @@ def tiny_run():
 
 
 def test_tiny_llama_run_reports_ci_and_targets(tiny_run) -> None:
-    from proof.report import render
+    from gac.proof.report import render
 
     assert [r.method for r in tiny_run.results] == ["asvd", "prune"]
     for r in tiny_run.results:
@@ -137,9 +137,9 @@ def test_tiny_llama_run_reports_ci_and_targets(tiny_run) -> None:
 
 
 def test_retime_round_trips_saved_dims(tiny_run, tmp_path, monkeypatch) -> None:
-    import proof.pipeline
-    from proof.report import render
-    from proof.retime import load_run, retime, save_run
+    import gac.proof.pipeline
+    from gac.proof.report import render
+    from gac.proof.retime import load_run, retime, save_run
 
     path = save_run(tiny_run, tmp_path / "run.json")
     saved = load_run(path)
@@ -148,7 +148,7 @@ def test_retime_round_trips_saved_dims(tiny_run, tmp_path, monkeypatch) -> None:
     def no_profiling(*_a, **_k):
         raise AssertionError("retime must not profile")
 
-    monkeypatch.setattr(proof.pipeline, "measured_alignment", no_profiling)
+    monkeypatch.setattr(gac.proof.pipeline, "measured_alignment", no_profiling)
     again = retime(path, log=lambda _m: None, rounds=3)
     assert again.retimed_from == str(path) and again.config.rounds == 3
     for a, b in zip(tiny_run.results, again.results):
@@ -173,7 +173,7 @@ def test_retime_round_trips_saved_dims(tiny_run, tmp_path, monkeypatch) -> None:
 
 
 def test_retime_rejects_other_files(tmp_path) -> None:
-    from proof.retime import load_run
+    from gac.proof.retime import load_run
 
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"results": []}))
@@ -185,7 +185,7 @@ def test_retime_rejects_other_files(tmp_path) -> None:
 
 
 def test_tiny_run_is_in_the_platforms_fast_dtype(tiny_run) -> None:
-    from profiler_agent.platform import detect_platform
+    from gac.agent.platform import detect_platform
 
     fast = detect_platform("cpu").fast_dtype.value
     assert tiny_run.config.dtype == fast  # settled before compressing: the saved config says it
@@ -194,7 +194,7 @@ def test_tiny_run_is_in_the_platforms_fast_dtype(tiny_run) -> None:
 
 
 def test_retime_keeps_the_saved_dtype(tiny_run, tmp_path) -> None:
-    from proof.retime import DtypeMismatch, retime, save_run
+    from gac.proof.retime import DtypeMismatch, retime, save_run
 
     path = save_run(tiny_run, tmp_path / "run.json")
     saved = json.loads(path.read_text())["config"]["dtype"]
@@ -211,16 +211,16 @@ def test_retime_keeps_the_saved_dtype(tiny_run, tmp_path) -> None:
 def test_dtype_override_reaches_compression_and_timing(monkeypatch) -> None:
     import torch
 
-    import proof.pipeline
+    import gac.proof.pipeline
 
     seen: list = []
-    real = proof.pipeline.time_rounds
+    real = gac.proof.pipeline.time_rounds
 
     def spy(*a, **kw):
         seen.append(kw["dtype"])
         return real(*a, **kw)
 
-    monkeypatch.setattr(proof.pipeline, "time_rounds", spy)
+    monkeypatch.setattr(gac.proof.pipeline, "time_rounds", spy)
     logs: list[str] = []
     cfg = ProofConfig(model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=0,
                       rounds=1, passes=1, compressors=("prune",), dtype="bfloat16")

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from gac.contracts.measurements import Measurement
-from proof.latency import LatencyRun, Setting
-from proof.llama import LlamaConfig
-from proof.objectives import EPSILON, FRONTIER, IMPORTANCE, LATENCY, point_dims
-from proof.pipeline import (
+from gac.proof.latency import LatencyRun, Setting
+from gac.proof.llama import LlamaConfig
+from gac.proof.objectives import EPSILON, FRONTIER, IMPORTANCE, LATENCY, point_dims
+from gac.proof.pipeline import (
     GAC_FRONTIER,
     GAC_IMPORTANCE,
     GAC_LATENCY,
@@ -26,12 +26,12 @@ from proof.pipeline import (
     profile_lookup,
     run_proof,
 )
-from proof.predict import FLAG, predict
-from proof.profile import align_options, balance_token_weights, dims_of
-from solver.align import align
-from solver.candidates import LatencyModel
-from solver.kinds import kernels
-from solver.lookup import FileLookup
+from gac.proof.predict import FLAG, predict
+from gac.proof.profile import align_options, balance_token_weights, dims_of
+from gac.solver.align import align
+from gac.solver.candidates import LatencyModel
+from gac.solver.kinds import kernels
+from gac.solver.lookup import FileLookup
 
 TINY = LlamaConfig(vocab_size=512, hidden=64, intermediate=176, heads=4, kv_heads=2, layers=3, max_positions=128)
 NOISE = 0.03
@@ -163,9 +163,9 @@ def test_predictions_come_from_the_denoised_estimates(run) -> None:
 
 def test_prediction_arithmetic_and_missing_points() -> None:
     """Two weights on one synthetic curve, a known run: saving, interval, flags, and a point the profile lacks."""
-    from proof.compress import compress_prune
-    from proof.llama import random_llama
-    from proof.subjects import TokenCalibration, random_ids
+    from gac.proof.compress import compress_prune
+    from gac.proof.llama import random_llama
+    from gac.proof.subjects import TokenCalibration, random_ids
 
     model = random_llama(TINY, 0)
     cal = TokenCalibration(model, random_ids(512, (2, 16), 1), random_ids(512, (1, 16), 2))
@@ -198,8 +198,8 @@ def test_prediction_arithmetic_and_missing_points() -> None:
 
 
 def test_report_names_cpu_and_has_the_new_columns(run, tmp_path) -> None:
-    from proof.report import render
-    from proof.retime import load_run, save_run
+    from gac.proof.report import render
+    from gac.proof.retime import load_run, save_run
 
     text = render(run)
     assert "CPU (the agent's platform):" in text and ", ISA " in text and f"dtype {run.config.dtype}" in text
@@ -221,8 +221,8 @@ def test_report_names_cpu_and_has_the_new_columns(run, tmp_path) -> None:
 
 
 def test_retime_recomputes_predictions_from_the_saved_profile(run, tmp_path) -> None:
-    from proof.report import render
-    from proof.retime import retime, save_run
+    from gac.proof.report import render
+    from gac.proof.retime import retime, save_run
 
     path = save_run(run, tmp_path / "run.json")
     again = retime(path, log=lambda _m: None, rounds=2)

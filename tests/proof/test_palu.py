@@ -7,13 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from proof.bert import LowRankLinear
-from proof.compress import compress_palu, compressed_params, manifest_params
-from proof.llama import HeadGroups, LlamaConfig, LlamaDecoder, random_llama, split_group
-from proof.pipeline import round8_dims
-from proof.profile import align_options, dims_of
-from proof.subjects import TokenCalibration, random_ids
-from solver.align import align, budget_params
+from gac.proof.bert import LowRankLinear
+from gac.proof.compress import compress_palu, compressed_params, manifest_params
+from gac.proof.llama import HeadGroups, LlamaConfig, LlamaDecoder, random_llama, split_group
+from gac.proof.pipeline import round8_dims
+from gac.proof.profile import align_options, dims_of
+from gac.proof.subjects import TokenCalibration, random_ids
+from gac.solver.align import align, budget_params
 
 # head_dim 32: a group's K (or V) rows are 32 x 128, so ranks 8..25 (its break-even) can differ per group.
 PALU_TINY = LlamaConfig(vocab_size=512, hidden=128, intermediate=176, heads=4, kv_heads=2, layers=2, max_positions=128)

@@ -9,14 +9,14 @@ import math
 import pytest
 import torch
 
-from proof.bert import BertConfig, Tokenizer, embed_sentences, load_minilm, random_bert
-from proof.compress import compress_asvd, compress_prune, compressed_params, manifest_params
-from proof.latency import Setting, Stat, clocked_call, time_rounds
-from proof.pipeline import round8_dims
-from proof.profile import align_options, dims_of, plan_for_missing
-from proof.quality import MEAN_COS, RANK_AGR, QualityJudge, load_sentences, spearman, split_sentences
-from proof.subjects import SentenceCalibration
-from solver.align import align, budget_params
+from gac.proof.bert import BertConfig, Tokenizer, embed_sentences, load_minilm, random_bert
+from gac.proof.compress import compress_asvd, compress_prune, compressed_params, manifest_params
+from gac.proof.latency import Setting, Stat, clocked_call, time_rounds
+from gac.proof.pipeline import round8_dims
+from gac.proof.profile import align_options, dims_of, plan_for_missing
+from gac.proof.quality import MEAN_COS, RANK_AGR, QualityJudge, load_sentences, spearman, split_sentences
+from gac.proof.subjects import SentenceCalibration
+from gac.solver.align import align, budget_params
 
 SMALL = BertConfig(hidden=96, intermediate=384, heads=4, layers=2)
 
@@ -123,7 +123,7 @@ def test_minilm_loads_and_embeds_sensibly(tok) -> None:
 
 def test_minilm_matches_sentence_transformers(tok) -> None:
     st = pytest.importorskip("sentence_transformers")
-    from proof.bert import model_dir
+    from gac.proof.bert import model_dir
 
     s = load_sentences()[:16]
     ours = embed_sentences(load_minilm(), tok, s)
@@ -186,7 +186,7 @@ def test_cli_registers_proof() -> None:
     import typer
     from typer.testing import CliRunner
 
-    from proof.cli import register
+    from gac.proof.cli import register
 
     app = typer.Typer()
     register(app)
@@ -204,8 +204,8 @@ def test_cli_registers_proof() -> None:
 
 
 def test_cli_dtype_reaches_the_config() -> None:
-    from proof.cli import config_kwargs
-    from proof.pipeline import ProofConfig
+    from gac.proof.cli import config_kwargs
+    from gac.proof.pipeline import ProofConfig
 
     kw = config_kwargs("minilm", "asvd", None, None, None, None, None, 16, None, 1, "float32")
     assert ProofConfig(**kw).dtype == "float32"
@@ -216,7 +216,7 @@ def test_cli_dtype_reaches_the_config() -> None:
 def test_measured_alignment_on_this_cpu(small, calibration) -> None:
     """The real loop: rules -> missing -> plan -> agent timing -> FileLookup -> measured candidates."""
     from gac.contracts.plans import Timing
-    from proof.profile import measured_alignment
+    from gac.proof.profile import measured_alignment
 
     comp = compress_prune(small, calibration, 0.25, [128], "bfloat16")
     fast = Timing(min_samples=10, max_samples=20, time_cap_ms=20, warmup_ms=1)
@@ -225,9 +225,9 @@ def test_measured_alignment_on_this_cpu(small, calibration) -> None:
     assert ma.measured.platform == ma.platform.fingerprint()
     # Every window was profiled: without the lookahead comparison a window's top is
     # cliff-free by definition, so every item gets measured candidates (whatever the noise).
-    from solver.align import AlignOptions
-    from solver.candidates import CandidateOptions
-    from solver.lookup import FileLookup
+    from gac.solver.align import AlignOptions
+    from gac.solver.candidates import CandidateOptions
+    from gac.solver.lookup import FileLookup
 
     lookup = FileLookup.from_measurements(ma.measurements, ma.platform.fingerprint())
     full = align(comp.manifest, lookup, AlignOptions(candidates=CandidateOptions(window=16, window_rel=0.0, lookahead=0)))

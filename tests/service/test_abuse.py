@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from service.models import Measurement as StoredRow
+from gac.service.models import Measurement as StoredRow
 from tests import factories as f
 from tests.service.test_jobs import PLAN, claim, enqueue
 
@@ -137,8 +137,8 @@ def test_nul_is_refused_in_the_text_of_plans_and_manifests(client, admin_token, 
 def test_readyz_while_the_database_is_away_says_when_to_retry(tmp_path):
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
+    from gac.service.app import create_app
+    from gac.service.settings import Settings
     from tests.fixtures.live_service import free_port
 
     away = Settings(database_url=f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/gac", secret_key="x", data_dir=tmp_path)

@@ -172,7 +172,7 @@ def test_per_token_limits_answer_413_and_429(client, app, read_token, ingest_tok
     slots = app.state.align_slots
     from sqlalchemy import select
 
-    from service.models import ApiToken
+    from gac.service.models import ApiToken
 
     with app.state.sessionmaker() as s:
         reader_id = s.scalars(select(ApiToken.id).where(ApiToken.scope == "read")).one()

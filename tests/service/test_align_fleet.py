@@ -10,10 +10,10 @@ import pytest
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
-from service.align import service as svc
-from service.ingest.service import Incoming, ingest_batch
-from service.models import Alignment
-from solver import candidates, lattice, model_cache
+from gac.service.align import service as svc
+from gac.service.ingest.service import Incoming, ingest_batch
+from gac.service.models import Alignment
+from gac.solver import candidates, lattice, model_cache
 from tests.solver.synthetic import fleet_batches, fleet_manifest, fleet_rows, weight_unit
 
 WEIGHTS = 96  # above INLINE_CHECK_MAX_ITEMS: the answer leaves its checks pending

@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from service.align import limits
-from service.align.cost import estimate
+from gac.service.align import limits
+from gac.service.align.cost import estimate
 from tests import factories as f
 from tests.service.test_align_scale import manifest
 
@@ -99,8 +99,8 @@ def test_a_task_past_its_memory_limit_gets_a_memory_error_in_its_own_process():
 
 def test_one_budget_for_the_whole_service_answers_429(client, app, read_token, workers):
     """Counted in the database: another worker's (or replica's) alignments count too."""
-    from service.align import service
-    from service.models import AlignmentJob, utcnow
+    from gac.service.align import service
+    from gac.service.models import AlignmentJob, utcnow
 
     app.state.settings.align_max_running = 1
     try:
@@ -125,7 +125,7 @@ def test_one_budget_for_the_whole_service_answers_429(client, app, read_token, w
 def test_a_tokens_oldest_results_go_past_its_quota_and_all_expire(client, app, read_token, ingest_token, workers):
     from sqlalchemy import func, select
 
-    from service.models import Alignment
+    from gac.service.models import Alignment
 
     def stored() -> list[tuple[uuid.UUID, int | None, int]]:
         with app.state.sessionmaker() as s:

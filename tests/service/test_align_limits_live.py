@@ -72,8 +72,8 @@ def job_rows(url: str) -> list[tuple[str, str, dict | None]]:
     """(id, status, error) of every alignment job, oldest first."""
     from sqlalchemy import select
 
-    from service.db import make_engine, make_sessionmaker
-    from service.models import AlignmentJob
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.models import AlignmentJob
 
     engine = make_engine(url)
     with make_sessionmaker(engine)() as s:
@@ -83,8 +83,8 @@ def job_rows(url: str) -> list[tuple[str, str, dict | None]]:
 
 
 def stored_result(url: str, alignment_id: str) -> dict:
-    from service.db import make_engine, make_sessionmaker
-    from service.models import Alignment
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.models import Alignment
 
     engine = make_engine(url)
     with make_sessionmaker(engine)() as s:
@@ -105,7 +105,7 @@ def post_raw(port: int, token: str, body: bytes, prefer: str = "") -> socket.soc
 
 @pytest.fixture
 def service(database, tmp_path) -> Iterator[LiveService]:  # type: ignore[no-untyped-def]
-    from service.settings import Settings
+    from gac.service.settings import Settings
     from tests.fixtures.database import _truncate
     from tests.fixtures.tokens import make_token
 
@@ -148,7 +148,7 @@ def test_the_deadline_stops_the_work_and_says_so(service, database):
 
 
 def test_sigterm_stops_gac_serve_within_its_grace_and_marks_checks_not_run(database, tmp_path):
-    from service.settings import Settings
+    from gac.service.settings import Settings
     from tests.fixtures.database import _truncate
     from tests.fixtures.tokens import make_token
 
@@ -198,7 +198,7 @@ def test_sigterm_stops_gac_serve_within_its_grace_and_marks_checks_not_run(datab
         # Re-runnable: a service asked to run them again fills them in.
         from fastapi.testclient import TestClient
 
-        from service.app import create_app
+        from gac.service.app import create_app
 
         app = create_app(settings)
         with TestClient(app) as client:
@@ -217,8 +217,8 @@ def test_sigterm_stops_gac_serve_within_its_grace_and_marks_checks_not_run(datab
 def test_an_alignment_that_finishes_during_an_outage_is_stored_once_the_database_returns(tmp_path):
     """On a throwaway cluster: the database stops while the alignment runs, and starts again after
     it finished computing; the result is stored then, and the log says why it waited."""
-    from service.db import upgrade
-    from service.settings import Settings
+    from gac.service.db import upgrade
+    from gac.service.settings import Settings
     from tests.fixtures.tokens import make_token
     from tests.service.test_outage import Cluster
 

@@ -12,8 +12,8 @@ import pytest
 
 from gac.client import Client, GacApiError
 from gac.contracts.alignment import AlignmentResult
-from service.align import limits
-from service.align.service import compact_json
+from gac.service.align import limits
+from gac.service.align.service import compact_json
 from tests import factories as f
 
 SHAPES = [(4096, 4096), (1024, 4096), (14336, 4096)]
@@ -161,8 +161,8 @@ def test_prefer_respond_async_at_any_size(client, app, read_token, workers):
 
 def test_unknown_and_lost_jobs(client, app, read_token):
     f.refused(client.get(f"/v1/alignments/{uuid.uuid4()}"), 404)
-    from service.align import service
-    from service.models import AlignmentJob, utcnow
+    from gac.service.align import service
+    from gac.service.models import AlignmentJob, utcnow
 
     with app.state.sessionmaker() as s:
         queued = service.create_job(s, uuid.uuid4(), 50_000)
@@ -175,7 +175,7 @@ def test_unknown_and_lost_jobs(client, app, read_token):
 
 def test_compact_json_leaves_the_result_as_it_was():
     from gac.contracts.manifest import Manifest
-    from solver.align import align
+    from gac.solver.align import align
 
     res = align(Manifest.model_validate(manifest(12)), None)
     before = res.model_dump_json()

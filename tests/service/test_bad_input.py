@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select
 
 from gac.contracts.measurements import MAX_DIM
-from service.models import Measurement, Platform
+from gac.service.models import Measurement, Platform
 from tests import factories as f
 
 
@@ -139,8 +139,8 @@ def test_too_many_rows_for_this_service(client, session, settings, ingest_token)
 def test_body_over_the_size_limit(database, tmp_path, session):  # type: ignore[no-untyped-def]
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
+    from gac.service.app import create_app
+    from gac.service.settings import Settings
     from tests.fixtures.tokens import make_token
 
     small = Settings(database_url=database.url, secret_key="k", data_dir=tmp_path, max_body_bytes=4096)

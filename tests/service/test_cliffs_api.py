@@ -112,7 +112,7 @@ def test_other_workers_writes_show_within_the_cache_freshness(client, settings, 
     reader's poller has looked again (waited for by counting polls, not by sleeping)."""
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from gac.service.app import create_app
 
     plat = f.platform(device_name="TwoWorkers")
     post(client, ingest_token, staircase_batch(plat, 16, range(1, 33)))
@@ -134,7 +134,7 @@ def test_other_workers_writes_show_within_the_cache_freshness(client, settings, 
 
 
 def test_response_cache_is_bounded_by_bytes_and_expires_on_demand():
-    from service.cache import ResponseCache
+    from gac.service.cache import ResponseCache
 
     cache = ResponseCache(freshness=10.0, max_bytes=100)
     cache.put("a", 1, b"x" * 60, now=0.0)
@@ -158,7 +158,7 @@ def test_cached_curves_are_confirmed_in_the_background(client, settings, ingest_
 
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from gac.service.app import create_app
 
     plat = f.platform(device_name="Poller")
     post(client, ingest_token, staircase_batch(plat, 16, range(1, 33)))
@@ -189,8 +189,8 @@ def test_each_curve_version_is_analysed_once_and_kept_as_bytes(client, ingest_to
     object graphs made its full passes take 0.1-0.2 s under load (benchmarks/queries.py)."""
     import gc
 
-    from service.cache import VersionedCache
-    from service.cliffs import service as cliffs
+    from gac.service.cache import VersionedCache
+    from gac.service.cliffs import service as cliffs
 
     # A cache of this test's own: Postgres test databases restart ids, so another test's
     # curve 1, version 1 could otherwise be served.
@@ -221,7 +221,7 @@ def test_confirming_cached_bodies_makes_no_new_objects():
     the collector's youngest generation, with the collector off so none is moved on)."""
     import gc
 
-    from service.cache import ResponseCache
+    from gac.service.cache import ResponseCache
 
     cache = ResponseCache(freshness=1.0, max_bytes=2**20)
     for i in range(1000):

@@ -18,7 +18,7 @@ def auth(token: str) -> dict[str, str]:
 
 def documented(client, response, method: str, path: str):  # type: ignore[no-untyped-def]
     """The response's body as an ErrorBody, after checking its status is declared for the route."""
-    from service.errors import ErrorBody
+    from gac.service.errors import ErrorBody
 
     assert response.headers["content-type"] == "application/json"
     body = ErrorBody.model_validate(response.json())

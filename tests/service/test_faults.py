@@ -43,7 +43,7 @@ ROWS, BATCHES, KILL_AT = 2500, 7, 3  # batches 0-2 delivered, 3 in flight at the
 def pg(tmp_path) -> Iterator[FreshDatabase]:  # type: ignore[no-untyped-def]
     if "postgres" not in BACKENDS:
         pytest.skip("postgres backend not selected")
-    from service.db import upgrade
+    from gac.service.db import upgrade
 
     db = make_database("postgres", tmp_path)
     try:
@@ -72,9 +72,9 @@ def _wait(what: str, ready, timeout: float = 20.0, every: float = 0.01) -> None:
 def test_sigkill_mid_upload_then_resend_stores_every_row_once(pg, tmp_path, kill):
     import psycopg
 
+    from gac.agent.delivery import Deliverer, Spool
     from gac.contracts.measurements import RunInfo
-    from profiler_agent.delivery import Deliverer, Spool
-    from service.settings import Settings
+    from gac.service.settings import Settings
 
     svc = LiveService(db_url=pg.url, data_dir=tmp_path, workers=2)
     svc.ingest_token = make_token(Settings(database_url=pg.url, secret_key=SECRET, data_dir=tmp_path), "ingest")

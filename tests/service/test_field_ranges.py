@@ -20,7 +20,7 @@ from pydantic.fields import FieldInfo
 from sqlalchemy import BigInteger, Integer, func, select
 
 from gac.contracts.measurements import DTYPE_FIELDS, MAX_DIM, MAX_LATENCY_US, Batch, Measurement, PlatformDescriptor, RunInfo
-from service import models
+from gac.service import models
 from tests import factories as f
 
 UTC = timezone.utc

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 
 from gac.contracts.measurements import Batch, RunInfo
-from service.align.db_lookup import DbLookup
-from service.curves.service import stored_medians
-from service.models import Platform
+from gac.service.align.db_lookup import DbLookup
+from gac.service.curves.service import stored_medians
+from gac.service.models import Platform
 from tests import factories as f
 
 GEMM = ("gemm", "bfloat16", "n", "k=256,m=128")

@@ -282,7 +282,7 @@ def test_the_openapi_document_is_true(live_service, database):  # type: ignore[n
 @pytest.fixture
 def closed_reads_service(database, tmp_path):  # type: ignore[no-untyped-def]
     """The service with GAC_REQUIRE_READ_TOKEN=true."""
-    from service.settings import Settings
+    from gac.service.settings import Settings
 
     service = LiveService(db_url=database.url, data_dir=tmp_path, extra_env={"GAC_REQUIRE_READ_TOKEN": "true"})
     service.admin_token = make_token(Settings(database_url=database.url, secret_key=SECRET, data_dir=tmp_path), "admin")

@@ -32,7 +32,7 @@ LIMITS = {
 
 
 def _service(database, tmp_path, **extra) -> LiveService:  # type: ignore[no-untyped-def]
-    from service.settings import Settings
+    from gac.service.settings import Settings
 
     svc = LiveService(db_url=database.url, data_dir=tmp_path, cli=True, extra_env={**LIMITS, **extra.pop("env", {})}, **extra)
     svc.ingest_token = make_token(Settings(database_url=database.url, secret_key=SECRET, data_dir=tmp_path), "ingest")
@@ -217,10 +217,10 @@ def test_the_version_poller_logs_an_outage_once_and_its_end_once(tmp_path, caplo
 
     from sqlalchemy import event, text
 
-    from service.cache import ResponseCache
-    from service.curves.versions import confirm_forever
-    from service.db import make_engine, upgrade
-    from service.ingest.service import LocalDatabase
+    from gac.service.cache import ResponseCache
+    from gac.service.curves.versions import confirm_forever
+    from gac.service.db import make_engine, upgrade
+    from gac.service.ingest.service import LocalDatabase
     from tests.service.test_outage import Cluster
 
     cluster = Cluster()
@@ -239,7 +239,7 @@ def test_the_version_poller_logs_an_outage_once_and_its_end_once(tmp_path, caplo
         cache.put(("curve", curve_id), version, b"{}", time.monotonic())
         connects = []
         event.listen(engine, "do_connect", lambda *args: connects.append(1))
-        caplog.set_level(logging.INFO, logger="service.curves.versions")
+        caplog.set_level(logging.INFO, logger="gac.service.curves.versions")
         task = loop.create_task(confirm_forever(cache, engine, 0.09))
 
         def run() -> None:
@@ -259,7 +259,7 @@ def test_the_version_poller_logs_an_outage_once_and_its_end_once(tmp_path, caplo
         finally:
             loop.call_soon_threadsafe(task.cancel)
             runner.join(30)
-        lines = [r for r in caplog.records if r.name == "service.curves.versions"]
+        lines = [r for r in caplog.records if r.name == "gac.service.curves.versions"]
         assert [r.getMessage().split(" (")[0].split(" after")[0] for r in lines] == [
             "cannot confirm cached curve versions", "confirming cached curve versions again",
         ], [r.getMessage() for r in lines]

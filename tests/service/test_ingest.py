@@ -6,7 +6,7 @@ import uuid
 
 from sqlalchemy import func, select
 
-from service.models import Measurement, UploadBatch
+from gac.service.models import Measurement, UploadBatch
 from tests import factories as f
 
 

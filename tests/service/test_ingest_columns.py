@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 from sqlalchemy import func, select
 
-from service.models import Measurement, Platform
+from gac.service.models import Measurement, Platform
 from tests import factories as f
 
 

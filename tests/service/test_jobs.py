@@ -121,7 +121,7 @@ def _expire(client, job_id):  # type: ignore[no-untyped-def]
 
     from sqlalchemy import update
 
-    from service.models import Job
+    from gac.service.models import Job
 
     with client.app.state.sessionmaker() as s:
         s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)))

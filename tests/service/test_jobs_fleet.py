@@ -41,7 +41,7 @@ class Fleet:
 def fleet(tmp_path_factory) -> Iterator[Fleet]:  # type: ignore[no-untyped-def]
     if "postgres" not in BACKENDS:
         pytest.skip("postgres backend not selected")
-    from service.db import upgrade
+    from gac.service.db import upgrade
 
     tmp = tmp_path_factory.mktemp("fleet")
     db = make_database("postgres", tmp)
@@ -61,8 +61,8 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:  # type: ignore[no-untyped-def]
 def test_every_job_is_done_exactly_once_and_expired_leases_are_claimed_again(fleet):
     from sqlalchemy import select, update
 
-    from service.db import make_engine
-    from service.models import Job
+    from gac.service.db import make_engine
+    from gac.service.models import Job
 
     clear_jobs(fleet.db.url)
     enqueue_jobs(fleet.db.url, JOBS)
@@ -141,7 +141,7 @@ def test_claims_go_by_priority_then_expired_leases_then_age(client, admin_token,
 
     from sqlalchemy import update
 
-    from service.models import Job
+    from gac.service.models import Job
     from tests import factories as f
     from tests.service.test_jobs import claim, enqueue
 

@@ -73,9 +73,9 @@ def test_out_of_date_schema_fails_the_app_start(database, tmp_path):  # type: ig
     """The check lives in the app itself, so a server started any other way refuses too."""
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
-    from service.startup import SchemaOutOfDate
+    from gac.service.app import create_app
+    from gac.service.settings import Settings
+    from gac.service.startup import SchemaOutOfDate
     from tests.fixtures.database import make_database
 
     db = make_database(database.backend, tmp_path)

@@ -9,8 +9,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
-from service.db import alembic_config, make_engine, make_sessionmaker, schema_status, upgrade
-from service.models import Base
+from gac.service.db import alembic_config, make_engine, make_sessionmaker, schema_status, upgrade
+from gac.service.models import Base
 from tests.fixtures.database import BACKENDS
 
 backends = pytest.mark.parametrize("empty_database", BACKENDS, indirect=True)
@@ -61,8 +61,8 @@ def test_models_match_migrations(empty_database):
 @backends
 def test_upgrade_keeps_stored_measurements(empty_database):
     """0004 rebuilds measurements on SQLite (batch mode): every stored row must come through."""
-    from service.ingest.incoming import Incoming
-    from service.ingest.service import ingest_batch
+    from gac.service.ingest.incoming import Incoming
+    from gac.service.ingest.service import ingest_batch
     from tests import factories as f
 
     upgrade(empty_database.url, "0003")

@@ -18,10 +18,10 @@ import pytest
 
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Dtype, Op
-from solver import model_cache
-from solver.align import AlignOptions, align
-from solver.lookup import FileLookup
-from solver.model_cache import ModelCache, ModelFiles, SharedModel, model_key, stable_hash
+from gac.solver import model_cache
+from gac.solver.align import AlignOptions, align
+from gac.solver.lookup import FileLookup
+from gac.solver.model_cache import ModelCache, ModelFiles, SharedModel, model_key, stable_hash
 from tests.factories import auth
 from tests.solver.synthetic import (
     Measure,
@@ -132,7 +132,7 @@ def test_the_least_recently_used_files_go_past_the_limits(tmp_path):
 def test_the_file_name_is_the_same_in_every_process(small):
     manifest, lookup = small
     key = model_key(manifest, lookup)  # frozensets of tuples of strings: their order differs per process
-    code = ("import pickle, sys; from solver.model_cache import stable_hash; "
+    code = ("import pickle, sys; from gac.solver.model_cache import stable_hash; "
             "print(stable_hash(pickle.loads(bytes.fromhex(sys.argv[1]))))")
     names = {
         subprocess.run([sys.executable, "-c", code, pickle.dumps(key).hex()], capture_output=True, text=True, check=True,
@@ -161,8 +161,8 @@ def _checked(http: httpx.Client, alignment_id: str, headers: dict[str, str]) -> 
 
 
 def test_a_second_alignment_over_http_reads_the_model_the_first_stored(live_service, database):
-    from service.db import make_engine, make_sessionmaker
-    from service.ingest.service import Incoming, ingest_batch
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.ingest.service import Incoming, ingest_batch
 
     fingerprint, batches = fleet_batches(fleet_rows())
     engine = make_engine(database.url)

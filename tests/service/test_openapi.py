@@ -18,8 +18,8 @@ UNDOCUMENTED = {("GET", "/metrics")}
 
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory) -> dict:  # type: ignore[no-untyped-def]
-    from service.app import create_app
-    from service.settings import Settings
+    from gac.service.app import create_app
+    from gac.service.settings import Settings
 
     tmp = tmp_path_factory.mktemp("openapi")
     return create_app(Settings(database_url=f"sqlite:///{tmp / 'gac.db'}", data_dir=tmp)).openapi()
@@ -101,7 +101,7 @@ def test_every_error_status_is_declared_with_the_one_error_body(doc):
 
 
 def test_the_error_body_is_the_one_the_service_sends(doc):
-    from service.errors import ErrorBody
+    from gac.service.errors import ErrorBody
 
     schema = doc["components"]["schemas"]["ErrorBody"]
     assert schema["required"] == ["error", "detail"]

@@ -83,8 +83,8 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture
 def service_on(cluster, tmp_path) -> Iterator[LiveService]:  # type: ignore[no-untyped-def]
-    from service.db import upgrade
-    from service.settings import Settings
+    from gac.service.db import upgrade
+    from gac.service.settings import Settings
     from tests.fixtures.tokens import make_token
 
     upgrade(cluster.url)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.errors import OutageLog
+from gac.service.errors import OutageLog
 
 
 def test_one_line_per_outage_with_the_quiet_count_in_the_next():

@@ -1,4 +1,4 @@
-"""What a platform has stored on given curves (service.curves.service.stored_medians), the query a
+"""What a platform has stored on given curves (gac.service.curves.service.stored_medians), the query a
 re-run of `gac profile` uses to leave those points out; and the local database held open for a run."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ GEMM = ("gemm", "bfloat16", "n", "k=256,m=128")
 
 
 def test_stored_medians_combine_repeats_and_know_only_this_platform(settings, app, monkeypatch):
-    from service.curves.service import stored_medians
-    from service.ingest.service import LocalDatabase
+    from gac.service.curves.service import stored_medians
+    from gac.service.ingest.service import LocalDatabase
     from tests.fixtures.database import SECRET
 
     monkeypatch.setenv("GAC_SECRET_KEY", SECRET)  # what a command on Postgres is given

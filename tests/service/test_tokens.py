@@ -8,8 +8,8 @@ import sys
 import pytest
 from sqlalchemy import select
 
-from service.auth.tokens import generate, well_formed
-from service.models import ApiToken
+from gac.service.auth.tokens import generate, well_formed
+from gac.service.models import ApiToken
 from tests import factories as f
 from tests.fixtures.tokens import make_token
 
@@ -31,7 +31,7 @@ def test_unknown_and_malformed_tokens_are_401(client):
 
 
 def test_revoked_token_is_401(client, session, settings):
-    from service.auth.tokens import revoke_token
+    from gac.service.auth.tokens import revoke_token
 
     token = make_token(settings, "ingest", name="soon-gone")
     assert post(client, token).status_code == 201
@@ -55,8 +55,8 @@ def test_reads_are_open_by_default(client):
 def test_reads_can_require_a_token(database, tmp_path):  # type: ignore[no-untyped-def]
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
+    from gac.service.app import create_app
+    from gac.service.settings import Settings
 
     locked = Settings(database_url=database.url, secret_key="k2", data_dir=tmp_path, require_read_token=True)
     read, ingest = make_token(locked, "read"), make_token(locked, "ingest")
@@ -79,7 +79,7 @@ def test_only_a_keyed_hash_is_stored(session, settings):
     assert token not in (row.token_hash, row.prefix) and len(row.token_hash) == 64
     assert row.prefix == token[:10]
     # A different service key gives a different hash: the hash alone cannot be replayed elsewhere.
-    from service.auth.tokens import hash_token
+    from gac.service.auth.tokens import hash_token
 
     assert hash_token(token, settings.token_key) == row.token_hash
     assert hash_token(token, b"other") != row.token_hash

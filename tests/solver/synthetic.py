@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.curve_model import Point
+from gac.solver.curve_model import Point
 
 Truth = Callable[[int], float]
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Batch, Dtype, Measurement, Op, PlatformDescriptor, RunInfo
-from solver.align import RULES_ONLY, AlignOptions, BudgetBelowFeasible, align, integer_instance, objective
-from solver.candidates import CandidateOptions, LatencyModel, build_candidates, build_items
-from solver.lookup import FileLookup
+from gac.solver.align import RULES_ONLY, AlignOptions, BudgetBelowFeasible, align, integer_instance, objective
+from gac.solver.candidates import CandidateOptions, LatencyModel, build_candidates, build_items
+from gac.solver.lookup import FileLookup
 from tests.solver.brute import brute_force
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -278,7 +278,7 @@ def test_a_budget_from_fractional_dims_stays_feasible_when_steps_are_wide(object
 def test_a_paper_window_baseline_that_keeps_more_says_how_far_it_moved_dims():
     """paper-dp-64 can keep more (linear) importance than GAC only by leaving GAC's window: the warning names the
     widest such move, which is real (outside that item's candidates), and goes once the window is the paper's."""
-    from solver.align import PAPER_OWN
+    from gac.solver.align import PAPER_OWN
     from tests.solver.synthetic import Measure, llama_like_manifest, lowrank_curves, platform_rows
 
     doc = llama_like_manifest(1, hidden=512, seed=0, tokens=128)

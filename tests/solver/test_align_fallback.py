@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gac.contracts.manifest import Manifest
-from solver.align import AlignOptions, BudgetBelowFeasible, align
-from solver.candidates import CandidateOptions
-from solver.lookup import FileLookup
+from gac.solver.align import AlignOptions, BudgetBelowFeasible, align
+from gac.solver.candidates import CandidateOptions
+from gac.solver.lookup import FileLookup
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "cpu-demo-lowrank.json"
 # The quick plan's GEMM sweeps around the demo's shapes: N every 4 and K every 8 in 56..200, so the

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.baselines import paper_dp, repair, round_down, round_nearest
-from solver.mckp import solve_mckp
+from gac.solver.baselines import paper_dp, repair, round_down, round_nearest
+from gac.solver.mckp import solve_mckp
 
 
 def test_paper_dp_can_exceed_the_budget_before_repair():

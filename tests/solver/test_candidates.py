@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Batch, Dtype, Measurement, Op, PlatformDescriptor, RunInfo
-from solver.candidates import CandidateOptions, LatencyModel, build_candidates, build_items, missing_curves
-from solver.frontier import cliff_free_frontier
-from solver.kinds import kernels, original_params, params, unit_params
-from solver.lookup import FileLookup, write_jsonl
+from gac.solver.candidates import CandidateOptions, LatencyModel, build_candidates, build_items, missing_curves
+from gac.solver.frontier import cliff_free_frontier
+from gac.solver.kinds import kernels, original_params, params, unit_params
+from gac.solver.lookup import FileLookup, write_jsonl
 
 PLATFORM = PlatformDescriptor(device_kind="cpu", device_name="test-cpu", cores=2)
 
@@ -193,7 +193,7 @@ _runs = st.lists(
 def test_union_is_every_value_once_sorted(runs, past_the_line):
     """missing_curves merges thousands of windows per curve with union(): on a line, or (values
     too large for one) by sorting; both give each value of any run once, in order."""
-    import solver.candidates as candidates
+    import gac.solver.candidates as candidates
 
     line = candidates._LINE_MAX
     candidates._LINE_MAX = 10 if past_the_line else line

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from solver.cliffs import analyze
-from solver.curve_model import (
+from gac.solver.cliffs import analyze
+from gac.solver.curve_model import (
     SMOOTH_NOTE,
     CliffOptions,
     Point,
@@ -24,8 +24,8 @@ from solver.curve_model import (
     model_lookup_curve,
     segment,
 )
-from solver.frontier import cliff_free_frontier
-from solver.lookup import FileLookup, PointLatency
+from gac.solver.frontier import cliff_free_frontier
+from gac.solver.lookup import FileLookup, PointLatency
 from tests.solver.synthetic import Measure, measure, smooth, spike_dims, staircase, step_tops
 
 SEEDS = range(8)
@@ -357,7 +357,7 @@ def test_a_long_tiled_gemm_finds_its_period(period):
 
 
 def test_frontier_of_a_sum_of_curves_knows_which_estimates_move_together():
-    from solver.curve_model import frontier_of_sum
+    from gac.solver.curve_model import frontier_of_sum
 
     xs = list(range(16, 400))
     line = model_curve(measure(smooth(per_dim_us=0.05, const_us=20.0), xs, Measure(sample_noise=0.05, seed=2)))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.curve_model import CurveModel, Point, model_curve
+from gac.solver.curve_model import CurveModel, Point, model_curve
 from tests.solver.synthetic import (
     Measure,
     gemm_truth,

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from solver.curve_model import (
+from gac.solver.curve_model import (
     COMB_TEETH,
     MIN_LINE_POINTS,
     CliffOptions,
@@ -24,7 +24,7 @@ from solver.curve_model import (
     model_curve,
     segment,
 )
-from solver.multiples import measured_counts, multiples
+from gac.solver.multiples import measured_counts, multiples
 from tests.solver.synthetic import Measure, measure, measure_fast, smooth, spike_dims, staircase, tiled
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.frontier import cliff_free_frontier, dominated_dims
+from gac.solver.frontier import cliff_free_frontier, dominated_dims
 
 curves = st.dictionaries(st.integers(1, 300), st.floats(1.0, 1000.0, allow_nan=False), min_size=1, max_size=40)
 
@@ -40,7 +40,7 @@ def test_solver_cliffs_is_always_the_module():
     """`from solver import cliffs` must not depend on import order (no function shadows the module)."""
     import inspect
 
-    import solver
-    from solver import cliffs
+    import gac.solver
+    from gac.solver import cliffs
 
-    assert inspect.ismodule(cliffs) and inspect.ismodule(solver.cliffs)
+    assert inspect.ismodule(cliffs) and inspect.ismodule(gac.solver.cliffs)

@@ -13,9 +13,9 @@ import typer
 from typer.testing import CliRunner
 
 from gac.contracts.manifest import Manifest
-from solver import AlignOptions, align
-from solver.importers import ImportErrorDetail, import_asvd, import_palu, import_width_map, load_importance, load_json
-from solver.kinds import unit_params
+from gac.solver import AlignOptions, align
+from gac.solver.importers import ImportErrorDetail, import_asvd, import_palu, import_width_map, load_importance, load_json
+from gac.solver.kinds import unit_params
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def gac_import(*args: str | Path):
     def _root() -> None:
         """gac"""
 
-    from solver.cli import register
+    from gac.solver.cli import register
 
     register(app)
     return CliRunner().invoke(app, ["import", *map(str, args)])

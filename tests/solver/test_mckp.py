@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from solver.crosscheck import CrossCheckDisagreement, CrossCheckResult, compare, solve_ortools
-from solver.mckp import InfeasibleBudget, solve_mckp
+from gac.solver.crosscheck import CrossCheckDisagreement, CrossCheckResult, compare, solve_ortools
+from gac.solver.mckp import InfeasibleBudget, solve_mckp
 from tests.solver.brute import brute_force
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -212,7 +212,7 @@ def test_huge_values_that_only_overflow_in_sums():
 
 def test_dense_fallback_matches_brute_force(monkeypatch):
     """Force the switch from Pareto states to a dense table on small instances."""
-    import solver.mckp as mckp
+    import gac.solver.mckp as mckp
 
     monkeypatch.setattr(mckp, "STATE_MIN", 2)
     rng = random.Random(11)

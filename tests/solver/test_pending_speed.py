@@ -9,9 +9,9 @@ import itertools
 import numpy as np
 import pytest
 
-from solver import baselines as bl
-from solver.crosscheck import crosscheck_point, reduce_point
-from solver.tradeoff_problem import Point, TradeoffItem
+from gac.solver import baselines as bl
+from gac.solver.crosscheck import crosscheck_point, reduce_point
+from gac.solver.tradeoff_problem import Point, TradeoffItem
 
 
 def one_by_one(costs, values, budget: int, u: int) -> list[int]:

@@ -7,8 +7,8 @@ import pytest
 from gac.contracts.alignment import MissingCurve
 from gac.contracts.measurements import Dtype, Op
 from gac.contracts.plans import Timing
-from solver.lookup import FileLookup, PointLatency
-from solver.profile_time import MIN_SAMPLE_US, POINT_OVERHEAD_S, estimate, point_seconds, samples_needed
+from gac.solver.lookup import FileLookup, PointLatency
+from gac.solver.profile_time import MIN_SAMPLE_US, POINT_OVERHEAD_S, estimate, point_seconds, samples_needed
 
 QUICK = Timing(time_cap_ms=400, warmup_ms=10)  # a short plan's cap: its points stop early
 DEFAULT = Timing()  # what --profile-missing times with
@@ -61,7 +61,7 @@ def test_a_curve_not_measured_yet_takes_the_noise_of_the_alignments_other_curves
 
 @pytest.mark.parametrize("spread", [0.02, 0.3, 0.9])
 def test_the_estimate_never_passes_the_time_cap_bound(spread):
-    from solver.profile_time import most_seconds
+    from gac.solver.profile_time import most_seconds
 
     lookup = _curve(spread=spread, n=100)
     dims = [100, 101, 102, 103, 131, 257]
@@ -81,9 +81,9 @@ def test_a_point_just_noisier_than_the_target_takes_the_batch_means_minimum():
 
 
 def test_a_first_pass_adds_a_share_for_the_points_it_calls_for():
-    """Sparse profiling's first pass (solver.sparse_needs) is followed by the dims its fit cannot rule out: the estimate says so."""
-    from solver.profile_time import LATER_PASSES
-    from solver.sparse_needs import FIRST_PASS
+    """Sparse profiling's first pass (gac.solver.sparse_needs) is followed by the dims its fit cannot rule out: the estimate says so."""
+    from gac.solver.profile_time import LATER_PASSES
+    from gac.solver.sparse_needs import FIRST_PASS
 
     lookup = _curve(spread=0.02, n=10)
     plain = estimate(_missing([100, 101]), lookup, DEFAULT)
@@ -95,8 +95,8 @@ def test_a_first_pass_adds_a_share_for_the_points_it_calls_for():
 def test_a_first_pass_with_nothing_measured_bounds_the_later_passes_too():
     """Nothing measured: the estimate is an upper bound, so it covers the rest of the first pass's windows, which the
     later passes ask for where the curves are no lattice (a CPU's)."""
-    from solver.profile_time import most_seconds
-    from solver.sparse_needs import FIRST_PASS
+    from gac.solver.profile_time import most_seconds
+    from gac.solver.sparse_needs import FIRST_PASS
 
     first = [mc.model_copy(update={"reasons": [FIRST_PASS]}) for mc in _missing([96, 100, 104])]
     est = estimate(first, None, DEFAULT, later=[20])

@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import solver.lattice as lattice
-import solver.sparse_needs as sparse
+import gac.solver.lattice as lattice
+import gac.solver.sparse_needs as sparse
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import parse_shape_key
-from solver.align import AlignOptions, align
-from solver.candidates import FIRST_PASS, CandidateOptions, LatencyModel, build_candidates, build_items, lookahead
-from solver.curve_model import Point, frontier_of_sum
-from solver.lattice import fit_lattice, measured_bounds, model_by_class, relative_noise
-from solver.lookup import FileLookup
+from gac.solver.align import AlignOptions, align
+from gac.solver.candidates import FIRST_PASS, CandidateOptions, LatencyModel, build_candidates, build_items, lookahead
+from gac.solver.curve_model import Point, frontier_of_sum
+from gac.solver.lattice import fit_lattice, measured_bounds, model_by_class, relative_noise
+from gac.solver.lookup import FileLookup
 from tests.solver.synthetic import Measure, measure, staircase
 
 # Our own measurements: NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA 13.0 (cuBLAS 13.1.0), 2026-11-26, by the
@@ -226,8 +226,8 @@ def test_the_sample_is_a_function_of_the_dim():
 
 def test_the_service_asks_in_passes_unless_exhaustive():
     """`gac align` (local database) and the service's alignments, whose `missing` --profile-missing measures or a
-    profiling job queues (--enqueue-missing), share service.align.service.run_alignment: sparse, unless exhaustive."""
-    from service.align.service import run_alignment
+    profiling job queues (--enqueue-missing), share gac.service.align.service.run_alignment: sparse, unless exhaustive."""
+    from gac.service.align.service import run_alignment
 
     manifest, _ = ONE
     sparse_res = run_alignment(None, manifest, None)  # no platform: no session used

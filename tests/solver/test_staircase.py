@@ -5,7 +5,7 @@ platform whose GEMMs are padded to tiles of 24 (48, 96) dims, measured the way t
 The figure: the share of chosen dims that are step tops. A step is the dims one tile holds,
 (k - 1) * P + 1 .. k * P; a chosen d is on a step top when no larger dim of its window on the same
 step is as good a choice, i.e. every larger dim of the window in d's step is a planted spike. A
-window whose top falls inside a step reaches that step's top (solver.candidates: as fast, more
+window whose top falls inside a step reaches that step's top (gac.solver.candidates: as fast, more
 parameters), so a dim short of it is no step top (102.8 -> 119 where 120 is as fast). When the latency
 objective's window also holds the paper's (CandidateOptions.paper_radius), its choices are judged on both. Shares are summed
 over the seeds; each scenario's target is the issue's.
@@ -18,10 +18,10 @@ from functools import cache
 import pytest
 
 from gac.contracts.manifest import Manifest
-from solver.align import AlignOptions, align
-from solver.candidates import CandidateOptions, LatencyModel, build_candidates, build_items, candidate_notes, paper_window
-from solver.curve_model import SMOOTH_NOTE
-from solver.lookup import FileLookup
+from gac.solver.align import AlignOptions, align
+from gac.solver.candidates import CandidateOptions, LatencyModel, build_candidates, build_items, candidate_notes, paper_window
+from gac.solver.curve_model import SMOOTH_NOTE
+from gac.solver.lookup import FileLookup
 from tests.solver.synthetic import Measure, llama_like_manifest, lowrank_curves, platform_rows
 
 LAYERS, HIDDEN = 2, 2048  # 14 weights, ranks spread over 1..2048 (K and V: 1..256)

@@ -387,7 +387,7 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
 
 
 def test_dashboard_asks_for_a_token_when_reads_need_one(database, browser, tmp_path):
-    from service.settings import Settings
+    from gac.service.settings import Settings
     from tests.fixtures.database import SECRET, _truncate
     from tests.fixtures.live_service import LiveService
     from tests.fixtures.tokens import make_token

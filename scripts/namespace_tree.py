@@ -1,0 +1,49 @@
+"""The `gac` namespace as installed, laid out as a folder of links, for tools that read files.
+
+pyproject.toml maps the repository's top-level folders into one installed package (`service/`
+is `gac.service`, `profiler_agent/` is `gac.agent`, ...). Python's import system follows that
+mapping through the editable install; mypy and import-linter read the file system instead, so
+they read this tree: real folders, each file a link to the repository's own.
+
+    python scripts/namespace_tree.py [OUT]    # default build/namespace; prints OUT
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def package_dirs() -> dict[str, Path]:
+    """Each installed package -> the folder it comes from (pyproject's package-dir, else its own path)."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = {name: ROOT / folder for name, folder in cfg.get("package-dir", {}).items()}
+    out = {}
+    for package in cfg["packages"]:
+        parent = max((m for m in mapped if package == m or package.startswith(m + ".")), key=len, default=None)
+        if parent is None:
+            out[package] = ROOT.joinpath(*package.split("."))
+        else:
+            out[package] = mapped[parent].joinpath(*package[len(parent) :].split(".")[1:])
+    return out
+
+
+def build(out: Path) -> Path:
+    if out.exists():
+        shutil.rmtree(out)
+    for package, folder in package_dirs().items():
+        target = out.joinpath(*package.split("."))
+        target.mkdir(parents=True, exist_ok=True)
+        for source in folder.iterdir():
+            if source.is_file() and source.suffix in (".py", ".pyi", ".typed"):
+                (target / source.name).symlink_to(source)
+    return out
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "build" / "namespace"))
