@@ -25,6 +25,13 @@ if [ -d .gpu/whl ] && ! "$PY" -c "import fastapi, sqlalchemy, ortools" 2>/dev/nu
   export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# What gets installed is one namespace, `gac`, whose parts are this repository's folders (gac.service is
+# service/, ...): the mapping takes an install. Editable, from this checkout, with the setuptools (>= 77)
+# carried in .gpu/whl when the machine's own is older.
+if ! "$PY" -c "import gac.service, gac.agent, gac.solver" 2>/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
+    || { echo "could not install this checkout (see $OUT/install.log; carry setuptools>=77 in .gpu/whl)"; exit 1; }
+fi
 export GAC_DATA_DIR="${GAC_DATA_DIR:-/tmp/gac-gpu-data}"
 gac() { "$PY" -m gac "$@"; }
 
