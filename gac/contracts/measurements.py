@@ -147,7 +147,8 @@ ThrottleMask = Annotated[int, Field(ge=0, le=2**62)]  # NVML clocks-throttle bit
 # split into two modes (stalls), its median is far off both neighbours while its spread is huge, or other
 # work took the cores it was timed on. Such a point is stored, shown, and kept out of candidates and predictions.
 QUALITY_FLAGS: Final = ("bimodal", "isolated", "busy")
-Quality = Annotated[str, Field(max_length=64, pattern=r"^(bimodal|isolated|busy)(,(bimodal|isolated|busy))*$")]
+_FLAG = "(" + "|".join(QUALITY_FLAGS) + ")"
+Quality = Annotated[str, Field(max_length=64, pattern=f"^{_FLAG}(,{_FLAG})*$")]
 
 
 # Times are stored in UTC, and Python (so every reader of the service) holds years 1..9999 only:
