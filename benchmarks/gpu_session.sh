@@ -1,78 +1,141 @@
 #!/usr/bin/env bash
 # The GPU checks in one script, for a GPU machine held for a few minutes. Each step has its own
-# time limit, so one slow step cannot eat the others; what it measures is written under OUT.
+# time limit, clipped to what is left of the whole run's (DEADLINE_S), so one slow step cannot eat
+# the others; every log goes into one archive, OUT/gpu-session.tgz, refreshed after each step
+# (what a lease returns is a few files, and a run stopped at its limit still returns the archive).
 #
-#   OUT=/tmp/gpu-out bash benchmarks/gpu_session.sh [timer] [profile] [align] [proof] [interrupt]   (default: all)
+#   OUT=/tmp/gpu-out DEADLINE_S=540 bash benchmarks/gpu_session.sh [STEP...]
+#   (default: timer selftest profile align interrupt proof proof-fp16)
 #
 # Steps:
-#   timer      gac agent platform and selftest; benchmarks/gpu_timer.py (ours vs do_bench, synced, graph; rate)
+#   timer      gac agent platform; benchmarks/gpu_timer.py (ours vs do_bench, synced, graph; profiling rate)
+#   timer-small the kernels under ~25 us only, with a 256 MB flush beside ours (do_bench's size)
+#   align-stop the Llama-3-8B alignment stopped by SIGTERM, then by SIGKILL, then again: kept and skipped
+#   selftest   gac agent selftest (repeatability on small kernels, the L2 flush)
 #   profile    the quick plan twice, back to back: does the largest step repeat?
 #   align      examples/llama3-8b-asvd-r15.json --profile-missing from an empty database, end to end
-#   proof      gac proof --device cuda:0 (the decoder at Llama-3-8B's dims, quick)
-#   interrupt  gac profile --plan paper stopped by SIGTERM after 15 s, then run again: what was kept and skipped
+#   interrupt  the paper plan stopped by SIGTERM, then by SIGKILL, then again by SIGTERM: what was kept and skipped
+#   proof      gac proof --device cuda:0 on the decoder at Llama-3-8B's dims (quick; the device's fast dtype)
+#   proof-fp16 the same in float16 (proof-fp16-asvd, -prune, -palu: one compressor)
 #
 # Where the machine lacks the service stack, wheels in .gpu/whl are installed first (see
 # docs/architecture.md, "Developing without a GPU").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gac-gpu-out}"
-mkdir -p "$OUT"
+LOGS="${LOGS:-/tmp/gac-gpu-logs}"
+DEADLINE_S="${DEADLINE_S:-3600}"
+mkdir -p "$OUT" "$LOGS"
 DEVICE="${DEVICE:-cuda:0}"
 PY="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1
+
+pack() { tar -czf "$OUT/gpu-session.tgz.part" -C "$LOGS" . && mv "$OUT/gpu-session.tgz.part" "$OUT/gpu-session.tgz"; }
 
 if [ -d .gpu/whl ] && ! "$PY" -c "import fastapi, sqlalchemy, ortools" 2>/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl
-  export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 # What gets installed is one namespace, `gac`, whose parts are this repository's folders (gac.service is
 # service/, ...): the mapping takes an install. Editable, from this checkout, with the setuptools (>= 77)
 # carried in .gpu/whl when the machine's own is older.
 if ! "$PY" -c "import gac.service, gac.agent, gac.solver" 2>/dev/null; then
-  "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
-    || { echo "could not install this checkout (see $OUT/install.log; carry setuptools>=77 in .gpu/whl)"; exit 1; }
+  "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$LOGS/install.log" 2>&1 \
+    || { echo "could not install this checkout (carry setuptools>=77 in .gpu/whl)"; cat "$LOGS/install.log"; pack; exit 1; }
 fi
 export GAC_DATA_DIR="${GAC_DATA_DIR:-/tmp/gac-gpu-data}"
-gac() { "$PY" -m gac "$@"; }
+GAC=("$PY" -m gac)  # timeout runs programs, not shell functions
 
-step() {  # step NAME LIMIT_S COMMAND...: run with a limit, keep its output, say how long it took
-  local name=$1 limit=$2
+step() {  # step NAME LIMIT_S [SIGNAL] -- COMMAND...: run with a limit, keep its output, say how long it took
+  local name=$1 limit=$2 signal=TERM
   shift 2
-  echo "== $name (limit ${limit}s)"
+  if [ "$1" != "--" ]; then signal=$1; shift; fi
+  shift
+  local left=$((DEADLINE_S - SECONDS - 5))
+  if [ "$left" -lt 10 ]; then echo "== $name: skipped, ${left}s left of the run"; return; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (limit ${limit}s, then SIG$signal)"
   local t0=$SECONDS
-  timeout --signal=TERM --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  timeout --signal="$signal" --kill-after=10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
   local rc=$?
-  echo "   rc=$rc in $((SECONDS - t0)) s"
-  tail -n 25 "$OUT/$name.log"
+  echo "   rc=$rc in $((SECONDS - t0)) s, ended $(date -u +%T.%N | cut -c1-12) UTC"
+  tail -n 30 "$LOGS/$name.log" | cut -c1-220
+  pack
 }
 
+stored() {  # stored DATA_DIR: measurements in that embedded database (flagged ones apart)
+  "$PY" - "$1/gac.db" <<'PYEOF'
+import sqlite3, sys
+try:
+    db = sqlite3.connect(sys.argv[1])
+    total, flagged, last = db.execute("select count(*), count(quality), max(measured_at) from measurements").fetchone()
+    print(f"   stored: {total} points ({flagged} flagged), the last measured at {last} UTC")
+except Exception as exc:  # no database yet: nothing stored
+    print(f"   stored: none ({exc})")
+PYEOF
+}
+
+{ nvidia-smi; "$PY" -c "import torch; print(torch.__version__, torch.version.cuda)"; } > "$LOGS/machine.log" 2>&1
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(timer profile align proof interrupt)
+[ ${#steps[@]} -eq 0 ] && steps=(timer selftest profile align interrupt proof proof-fp16)
 for s in "${steps[@]}"; do
   case "$s" in
     timer)
-      step platform 60 gac agent platform --device "$DEVICE"
-      step selftest 180 gac agent selftest --device "$DEVICE"
-      step gpu_timer 240 "$PY" benchmarks/gpu_timer.py --device "$DEVICE" --runs 3
+      step platform 60 -- "${GAC[@]}" agent platform --device "$DEVICE"
+      step gpu_timer 120 -- "$PY" benchmarks/gpu_timer.py --device "$DEVICE" --runs 3
+      ;;
+    timer-small)
+      step gpu_timer_small 60 -- "$PY" benchmarks/gpu_timer.py --device "$DEVICE" --runs 3 --small
+      ;;
+    align-stop)
+      d="$GAC_DATA_DIR-stop"
+      rm -rf "$d"
+      GAC_DATA_DIR="$d" step align-term 30 TERM -- \
+        "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
+      stored "$d"
+      GAC_DATA_DIR="$d" step align-kill 25 KILL -- \
+        "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
+      stored "$d"
+      GAC_DATA_DIR="$d" step align-again 15 TERM -- \
+        "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
+      stored "$d"
+      ;;
+    selftest)
+      step selftest 90 -- "${GAC[@]}" agent selftest --device "$DEVICE"
       ;;
     profile)
-      step quick-1 90 gac profile --plan quick --device "$DEVICE"
-      GAC_DATA_DIR="$GAC_DATA_DIR-2" step quick-2 90 gac profile --plan quick --device "$DEVICE"
+      step quick-1 90 -- "${GAC[@]}" profile --plan quick --device "$DEVICE"
+      GAC_DATA_DIR="$GAC_DATA_DIR-2" step quick-2 90 -- "${GAC[@]}" profile --plan quick --device "$DEVICE"
       ;;
     align)
       rm -rf "$GAC_DATA_DIR-align"
-      GAC_DATA_DIR="$GAC_DATA_DIR-align" step align-8b 420 \
-        gac align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
-      cp "$GAC_DATA_DIR-align/gac.db" "$OUT/align-8b.db" 2>/dev/null || true
-      ;;
-    proof)
-      step proof 420 gac proof --device "$DEVICE" --model llama8b --compressor all --quick
+      GAC_DATA_DIR="$GAC_DATA_DIR-align" step align-8b 330 -- \
+        "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
+      cp "$GAC_DATA_DIR-align/gac.db" "$LOGS/align-8b.db" 2>/dev/null
+      stored "$GAC_DATA_DIR-align"
+      pack
       ;;
     interrupt)
-      rm -rf "$GAC_DATA_DIR-int"
-      GAC_DATA_DIR="$GAC_DATA_DIR-int" step interrupt-1 15 gac profile --plan paper --device "$DEVICE"
-      GAC_DATA_DIR="$GAC_DATA_DIR-int" step interrupt-2 90 gac profile --plan paper --device "$DEVICE"
+      d="$GAC_DATA_DIR-int"
+      rm -rf "$d"
+      GAC_DATA_DIR="$d" step interrupt-term 12 TERM -- "${GAC[@]}" profile --plan paper --device "$DEVICE"
+      stored "$d"
+      GAC_DATA_DIR="$d" step interrupt-kill 12 KILL -- "${GAC[@]}" profile --plan paper --device "$DEVICE"
+      stored "$d"
+      GAC_DATA_DIR="$d" step interrupt-again 15 -- "${GAC[@]}" profile --plan paper --device "$DEVICE"
+      stored "$d"
       ;;
-    *) echo "unknown step $s (timer, profile, align, proof, interrupt)"; exit 2 ;;
+    proof)
+      step proof 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
+        --save "$LOGS/proof-llama8b.json"
+      ;;
+    proof-fp16|proof-fp16-asvd|proof-fp16-prune|proof-fp16-palu)
+      c="${s#proof-fp16}"
+      c="${c#-}"
+      step "$s" 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor "${c:-all}" --quick \
+        --dtype float16 --save "$LOGS/$s.json"
+      ;;
+    *) echo "unknown step $s (timer, timer-small, selftest, profile, align, align-stop, interrupt, proof, proof-fp16)"; exit 2 ;;
   esac
 done
+pack

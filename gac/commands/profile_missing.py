@@ -24,7 +24,8 @@ console = Console(stderr=True, soft_wrap=True)  # messages name files: never bro
 
 CONFIRM_ABOVE_S = 120.0  # ask before timing for longer than this (unless --yes)
 MAX_ROUNDS = 3  # measure, align, and again while the new points ask for more
-PROBE_POINTS = 8  # with nothing measured on the platform, these are timed first: the estimate is then this machine's rate
+PROBE_POINTS = 16  # timed first, before the rest: the estimate is then this machine's rate on the work itself
+PROBE_WARMUP = 8  # ... of which the first ones only warm up (clocks, libraries): their time is left out of the rate
 RULES_ONLY = "rules only"
 
 
@@ -95,6 +96,9 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
         todo = left_to_time(plan, known, adaptive=False).plan
         if todo is None:
             return Measured(0, 0, 0.0, 0.0, fingerprint)
+        if stored := sum(len(points) for points in known.values()):
+            # The alignment asks only for what is missing: an earlier, stopped run's points stay.
+            console.print(f"{stored} points of these curves are stored already (kept, not measured again)")
         n = todo.n_points()
         curves = sum(len(sw.dtypes) for sw in todo.sweeps)  # plan_for_points: one dtype of a sweep is one curve
         estimated = estimated * n / len(points)
@@ -102,18 +106,24 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
         measured = failed = 0
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
-        if result.get("platform") == RULES_ONLY and n > 2 * PROBE_POINTS and (yes or sys.stdin.isatty()):
-            # The solver's figure is then only the time-cap bound: time a few of the points first.
-            probe, todo = split_probe(todo)
-            console.print(f"nothing measured on this platform yet: timing {PROBE_POINTS} of the {n} points first, for the estimate")
+        if n > PROBE_POINTS + PROBE_WARMUP and (yes or sys.stdin.isatty()):
+            # The solver's figure is a bound (each point to its time cap, where nothing near it is measured):
+            # this machine's rate now, on the work itself, is a better one.
+            warmup, probe, todo = split_probe(todo)
+            console.print(f"timing {PROBE_POINTS} of the {n} points first, for the estimate")
             sinks.append(open_sink(run_info(plan.name)))
-            run = run_keeping(session, probe, sinks[-1], adaptive=False, quiet=True)
+            # The first points pay once for what the rest do not (a GPU's clocks ramping, library set-up):
+            # the rate is that of the points after them.
+            run = run_keeping(session, warmup, sinks[-1], adaptive=False, quiet=True)
             measured, failed = len(run.measurements), len(run.failures)
+            rate_from = time.perf_counter()
+            run = run_keeping(session, probe, sinks[-1], adaptive=False, quiet=True)
+            measured, failed = measured + len(run.measurements), failed + len(run.failures)
             # A first pass calls for more points: as much allowance as the solver's own estimate makes.
-            per_point = (time.perf_counter() - started) / PROBE_POINTS * (1 + LATER_PASSES if first_pass else 1)
+            per_point = (time.perf_counter() - rate_from) / (PROBE_POINTS - PROBE_WARMUP) * (1 + LATER_PASSES if first_pass else 1)
             estimated = per_point * n
             confirm(n - PROBE_POINTS, curves, per_point * (n - PROBE_POINTS), f"on this machine ({label})", yes,
-                    basis=f"at the rate of the {PROBE_POINTS} points just timed")
+                    basis=f"at the rate of the last {PROBE_POINTS - PROBE_WARMUP} of the points just timed")
         else:
             confirm(n, curves, estimated, f"on this machine ({label})", yes)
         if first_pass:
@@ -131,15 +141,18 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
     return Measured(measured, failed, seconds, estimated, fingerprint)
 
 
-def split_probe(plan):  # noqa: ANN001, ANN201 - SweepPlan in, (SweepPlan, SweepPlan) out
-    """PROBE_POINTS points drawn at random (seeded) from the plan, and the plan without them."""
+def split_probe(plan):  # noqa: ANN001, ANN201 - SweepPlan in, (SweepPlan, SweepPlan, SweepPlan) out
+    """PROBE_POINTS points drawn at random (seeded) from the plan, as two plans (the first
+    PROBE_WARMUP of them, the others), and the plan without them."""
     from gac.contracts.plans import plan_for_points
 
     points = [(p.op, p.dtype, p.shape, p.axis) for p in plan.iter_points()]
-    picked = set(random.Random(0).sample(range(len(points)), PROBE_POINTS))
-    probe = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i in picked], plan.timing)
-    rest = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i not in picked], plan.timing)
-    return probe, rest
+    picked = random.Random(0).sample(range(len(points)), PROBE_POINTS)
+    first, then = set(picked[:PROBE_WARMUP]), set(picked[PROBE_WARMUP:])
+    warmup = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i in first], plan.timing)
+    probe = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i in then], plan.timing)
+    rest = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i not in first | then], plan.timing)
+    return warmup, probe, rest
 
 
 @contextmanager
