@@ -79,9 +79,11 @@ def main() -> None:
         print(f"first alignment {answers[0]:.2f} s; later ones median {statistics.median(later):.2f} s, worst {max(later):.2f} s "
               f"({max(later) / answers[0]:.1%} of the first at worst)")  # fmt: skip
         print(f"pending checks after the answer: median {statistics.median(checks):.2f} s, worst {max(checks):.2f} s")
-        print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}; latency models are stored in the service's "
-              "data_dir/models and read back by every later alignment's and check's process (model_load, model_store "
-              "above)".format(*os.getloadavg()))
+        print(
+            "load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}; latency models are stored in the service's "
+            "data_dir/models and read back by every later alignment's and check's process (model_load, model_store "
+            "above)".format(*os.getloadavg())
+        )
 
 
 if __name__ == "__main__":

@@ -37,10 +37,20 @@ def free_port() -> int:
 
 def long_manifest(n: int) -> bytes:
     """n low-rank weights with dims near 3,500 (windows of hundreds of dims): minutes of work at 20,000."""
-    weights = [{"name": f"layers.{i}.proj", "kind": "lowrank", "out_features": 4096, "in_features": 4096,
-                "dim": 3000.0 + (i * 7.3) % 900, "importance": 1.0 + (i * 37 % 11)} for i in range(n)]
-    return json.dumps({"schema": "gac.manifest/v1", "model": f"bench-{n}", "budget": {"ratio": 0.2},
-                       "workload": {"tokens": [256]}, "weights": weights}).encode()
+    weights = [
+        {
+            "name": f"layers.{i}.proj",
+            "kind": "lowrank",
+            "out_features": 4096,
+            "in_features": 4096,
+            "dim": 3000.0 + (i * 7.3) % 900,
+            "importance": 1.0 + (i * 37 % 11),
+        }
+        for i in range(n)
+    ]
+    return json.dumps(
+        {"schema": "gac.manifest/v1", "model": f"bench-{n}", "budget": {"ratio": 0.2}, "workload": {"tokens": [256]}, "weights": weights}
+    ).encode()
 
 
 def latencies(http: httpx.Client, path: str, n: int) -> list[float]:
@@ -82,8 +92,9 @@ def main() -> None:
     port = free_port()
     env = os.environ | {"GAC_DATA_DIR": str(tmp), "GAC_OPEN_ALIGN": "true", "GAC_SHUTDOWN_GRACE_SECONDS": str(args.grace)}
     gac = Path(sys.executable).parent / "gac"
-    proc = subprocess.Popen([str(gac), "serve", "--port", str(port)], env=env, stdout=open(tmp / "serve.log", "wb"),
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [str(gac), "serve", "--port", str(port)], env=env, stdout=open(tmp / "serve.log", "wb"), stderr=subprocess.STDOUT
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -108,8 +119,9 @@ def main() -> None:
         # A client that disconnects: how soon its task process is gone.
         earlier = set(task_processes(proc.pid))
         sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall((f"POST /v1/align HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-                      ).encode() + body)
+        sock.sendall(
+            (f"POST /v1/align HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        )
         while not (mine := set(task_processes(proc.pid)) - earlier):
             time.sleep(0.05)
         time.sleep(2.0)  # let it parse and start aligning
@@ -121,8 +133,10 @@ def main() -> None:
         t0 = time.perf_counter()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=args.grace + 60)
-        print(f"  SIGTERM (one alignment running, grace {args.grace:g} s) -> exit: {time.perf_counter() - t0:.2f} s, "
-              f"task processes left: {len(task_processes(proc.pid))}")
+        print(
+            f"  SIGTERM (one alignment running, grace {args.grace:g} s) -> exit: {time.perf_counter() - t0:.2f} s, "
+            f"task processes left: {len(task_processes(proc.pid))}"
+        )
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -51,13 +51,25 @@ def manifest_doc(n: int, seed: int = 0) -> dict:
     weights = []
     for i in range(n):
         out, inn = rng.choice(SHAPES)
-        weights.append({
-            "name": f"layers.{i}.proj", "kind": "lowrank", "out_features": out, "in_features": inn,
-            "dim": rng.uniform(200, min(out, inn) - 70), "importance": rng.lognormvariate(0, 1),
-        })
+        weights.append(
+            {
+                "name": f"layers.{i}.proj",
+                "kind": "lowrank",
+                "out_features": out,
+                "in_features": inn,
+                "dim": rng.uniform(200, min(out, inn) - 70),
+                "importance": rng.lognormvariate(0, 1),
+            }
+        )
     budget = int(sum(w["dim"] * (w["out_features"] + w["in_features"]) for w in weights))
-    return {"schema": "gac.manifest/v1", "model": f"scale-{n}", "compressor": "asvd", "budget": {"params": budget},
-            "workload": {"tokens": [1024], "dtype": "bfloat16"}, "weights": weights}
+    return {
+        "schema": "gac.manifest/v1",
+        "model": f"scale-{n}",
+        "compressor": "asvd",
+        "budget": {"params": budget},
+        "workload": {"tokens": [1024], "dtype": "bfloat16"},
+        "weights": weights,
+    }
 
 
 # -- the service
@@ -93,11 +105,30 @@ class Service:
 
         _pg(f'CREATE DATABASE "{self.db}"')
         upgrade(self.db_url)
-        env = os.environ | {"GAC_DATABASE_URL": self.db_url, "GAC_SECRET_KEY": "bench", "GAC_OPEN_ALIGN": "true",
-                            "GAC_DATA_DIR": tempfile.mkdtemp(prefix="gac-bench-")}
+        env = os.environ | {
+            "GAC_DATABASE_URL": self.db_url,
+            "GAC_SECRET_KEY": "bench",
+            "GAC_OPEN_ALIGN": "true",
+            "GAC_DATA_DIR": tempfile.mkdtemp(prefix="gac-bench-"),
+        }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "gac.service.app:create_app", "--host", "127.0.0.1", "--port", str(self.port),
-             "--log-level", "warning"], env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "gac.service.app:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -224,16 +255,27 @@ def over_http(sizes: list[int], repeat: int) -> None:
             service_mb, worker_mb = svc.peak_mb()
             split = {k: statistics.median(s.get(k, 0.0) for s in splits) for k in PHASES}
             done = [c for c in checks if c is not None]
-            rows.append({
-                "weights": n, "body MB": len(body) / 1e6, "median s": statistics.median(runs), "worst s": max(runs), **split,
-                "checks s": statistics.median(done) if done else None, "answer MB": statistics.median(sizes_mb),
-                "healthz p99 ms": 1000 * lat[int(0.99 * (len(lat) - 1))] if lat else None,
-                "healthz max ms": 1000 * lat[-1] if lat else None, "healthz n": len(lat),
-                "service MB": service_mb, "worker MB": worker_mb,
-            })
+            rows.append(
+                {
+                    "weights": n,
+                    "body MB": len(body) / 1e6,
+                    "median s": statistics.median(runs),
+                    "worst s": max(runs),
+                    **split,
+                    "checks s": statistics.median(done) if done else None,
+                    "answer MB": statistics.median(sizes_mb),
+                    "healthz p99 ms": 1000 * lat[int(0.99 * (len(lat) - 1))] if lat else None,
+                    "healthz max ms": 1000 * lat[-1] if lat else None,
+                    "healthz n": len(lat),
+                    "service MB": service_mb,
+                    "worker MB": worker_mb,
+                }
+            )
             _print_row(rows[-1], header=len(rows) == 1)
-    print(f"(seconds; {repeat} runs per size; split = the service's median Server-Timing; checks s = when the cross-check "
-          "and paper-DP baselines left for after the answer were stored; MB = peak RSS)")
+    print(
+        f"(seconds; {repeat} runs per size; split = the service's median Server-Timing; checks s = when the cross-check "
+        "and paper-DP baselines left for after the answer were stored; MB = peak RSS)"
+    )
     print(f"CPU: {_cpu()}; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
 
@@ -266,8 +308,20 @@ def in_process(sizes: list[int]) -> None:
         t3 = time.perf_counter()
         solve, check = result.solver.seconds, result.solver.cross_check.seconds or 0.0
         baselines = sum(b.seconds or 0.0 for b in result.baselines)
-        _print_row({"weights": n, "parse": t1 - t0, "align": t2 - t1, "solve": solve, "cross-check": check, "paper-dp": baselines,
-                    "candidates": (t2 - t1) - solve - check - baselines, "serialize": t3 - t2, "MB": len(body) / 1e6}, header=n == sizes[0])
+        _print_row(
+            {
+                "weights": n,
+                "parse": t1 - t0,
+                "align": t2 - t1,
+                "solve": solve,
+                "cross-check": check,
+                "paper-dp": baselines,
+                "candidates": (t2 - t1) - solve - check - baselines,
+                "serialize": t3 - t2,
+                "MB": len(body) / 1e6,
+            },
+            header=n == sizes[0],
+        )
 
 
 def main() -> None:

@@ -94,9 +94,22 @@ def run_one(items, budget, epsilon: float, cpsat_limit: float, eps_ortools: floa
     t3 = time.perf_counter()
     lats = [p.latency for p in front]
     spread = max((b - a for a, b in zip(lats, lats[1:])), default=0) / max(1, lats[-1] - lats[0])
-    row = {"opt_s": t1 - t0, "eps_s": t2 - t1, "frontier_s": t3 - t2, "points": len(front), "spread": spread, "gap": eps.gap,
-           "optimal": eps.optimal, "tie_proven": tr.stats.optimum_tie_proven, "ours_s": [], "cpsat_s": [], "ratio": [],
-           "cpsat": [], "errors": [], "eps_ortools": []}
+    row = {
+        "opt_s": t1 - t0,
+        "eps_s": t2 - t1,
+        "frontier_s": t3 - t2,
+        "points": len(front),
+        "spread": spread,
+        "gap": eps.gap,
+        "optimal": eps.optimal,
+        "tie_proven": tr.stats.optimum_tie_proven,
+        "ours_s": [],
+        "cpsat_s": [],
+        "ratio": [],
+        "cpsat": [],
+        "errors": [],
+        "eps_ortools": [],
+    }
     for backend in ("cp-sat", "scip") if eps_ortools > 0 else ():
         ok, theirs, status, secs = crosscheck_point(items, budget, eps.point, time_limit_s=eps_ortools, backend=backend)
         row["eps_ortools"].append(f"{backend} {status} {theirs} in {secs:.1f} s (ours {eps.point.latency} in {t2 - t1:.2f} s)")
@@ -113,8 +126,10 @@ def run_one(items, budget, epsilon: float, cpsat_limit: float, eps_ortools: floa
             row["ratio"].append(ours / secs)
             row["cpsat"].append(f"{status}:{'=' if ok else ('!=' if ok is False else '?')}")
             if ok is False or mine.point.latency != pt.latency or not mine.optimal:
-                row["errors"].append(f"point value {pt.value}: ours {pt.latency} (again {mine.point.latency}, proven {mine.optimal}), "
-                                     f"CP-SAT {theirs} ({status})")
+                row["errors"].append(
+                    f"point value {pt.value}: ours {pt.latency} (again {mine.point.latency}, proven {mine.optimal}), "
+                    f"CP-SAT {theirs} ({status})"
+                )
     return row
 
 
@@ -145,11 +160,14 @@ def main() -> int:
                     items, budget = make_instance(SIZES[size], seed, kind, budget_kind=bkind)
                     row = run_one(items, budget, args.epsilon, args.cpsat_limit, args.eps_ortools)
                     rows.append(row)
-                    print(f"  {size} {kind} {bkind} seed {seed}: optimum {row['opt_s']:.3f} s (tie proven {row['tie_proven']}), "
-                          f"eps point {row['eps_s']:.3f} s (optimal={row['optimal']}, gap {row['gap']:.1e}), frontier {row['points']} pts "
-                          f"{row['frontier_s']:.2f} s (widest gap {row['spread']:.1%} of the range), "
-                          f"sampled points ours {', '.join(f'{s:.3f}' for s in row['ours_s'])} s, "
-                          f"CP-SAT {', '.join(f'{s:.2f}' for s in row['cpsat_s'])} s {row['cpsat']}", flush=True)
+                    print(
+                        f"  {size} {kind} {bkind} seed {seed}: optimum {row['opt_s']:.3f} s (tie proven {row['tie_proven']}), "
+                        f"eps point {row['eps_s']:.3f} s (optimal={row['optimal']}, gap {row['gap']:.1e}), frontier {row['points']} pts "
+                        f"{row['frontier_s']:.2f} s (widest gap {row['spread']:.1%} of the range), "
+                        f"sampled points ours {', '.join(f'{s:.3f}' for s in row['ours_s'])} s, "
+                        f"CP-SAT {', '.join(f'{s:.2f}' for s in row['cpsat_s'])} s {row['cpsat']}",
+                        flush=True,
+                    )
                     for line in row["eps_ortools"]:
                         print(f"    epsilon point: {line}", flush=True)
                     for e in row["errors"]:
@@ -157,8 +175,10 @@ def main() -> int:
                         print(msg, flush=True)
                         errors.append(msg)
                     if not row["optimal"] or not row["tie_proven"]:
-                        errors.append(f"!!! UNPROVEN {size} {kind} {bkind} seed {seed}: epsilon point optimal={row['optimal']} "
-                                      f"(gap {row['gap']:.1e}), importance optimum's tie proven={row['tie_proven']}")
+                        errors.append(
+                            f"!!! UNPROVEN {size} {kind} {bkind} seed {seed}: epsilon point optimal={row['optimal']} "
+                            f"(gap {row['gap']:.1e}), importance optimum's tie proven={row['tie_proven']}"
+                        )
                 table.append(_summary(size, kind, bkind, len(items), args.seeds, rows))
                 print(table[-1], flush=True)
     print("\n| family | opt s | eps s | frontier s | widest gap | eps proven | fresh point s | CP-SAT s | ours/CP-SAT | CP-SAT |")
@@ -176,11 +196,13 @@ def _summary(size: str, kind: str, bkind: str, n: int, seeds: int, rows: list[di
     marks = [c for r in rows for c in r["cpsat"]]
     same = f"{sum(c.endswith(':=') for c in marks)}/{len(marks)} proven =, {sum(c.endswith(':!=') for c in marks)} !=" if marks else "-"
     proven = sum(r["optimal"] for r in rows)
-    return (f"| {size} {kind} {bkind} ({n} items, {seeds} seeds) | "
-            f"{_stat([r['opt_s'] for r in rows])} | {_stat([r['eps_s'] for r in rows])} | "
-            f"{_stat([r['frontier_s'] for r in rows])} | {_stat([r['spread'] for r in rows])} | {proven}/{len(rows)} | "
-            f"{_stat([x for r in rows for x in r['ours_s']])} | {_stat([x for r in rows for x in r['cpsat_s']])} | "
-            f"{_stat([x for r in rows for x in r['ratio']])} | {same} |")
+    return (
+        f"| {size} {kind} {bkind} ({n} items, {seeds} seeds) | "
+        f"{_stat([r['opt_s'] for r in rows])} | {_stat([r['eps_s'] for r in rows])} | "
+        f"{_stat([r['frontier_s'] for r in rows])} | {_stat([r['spread'] for r in rows])} | {proven}/{len(rows)} | "
+        f"{_stat([x for r in rows for x in r['ours_s']])} | {_stat([x for r in rows for x in r['cpsat_s']])} | "
+        f"{_stat([x for r in rows for x in r['ratio']])} | {same} |"
+    )
 
 
 if __name__ == "__main__":

@@ -62,13 +62,17 @@ def main() -> None:
         spreads = [(max(times[(n, a)]) - min(times[(n, a)])) / statistics.median(times[(n, a)]) for a in range(args.allocations)]
         within = statistics.median(spreads)
         medians[n] = statistics.median(per)
-        print(f"n={n:5d} (n % 8 = {n % 8}): median {medians[n]:.2f} ms over {args.allocations} allocations; "
-              f"range between allocations {100 * (max(per) - min(per)) / medians[n]:.0f} %, within one (over rounds) {100 * within:.0f} %")
+        print(
+            f"n={n:5d} (n % 8 = {n % 8}): median {medians[n]:.2f} ms over {args.allocations} allocations; "
+            f"range between allocations {100 * (max(per) - min(per)) / medians[n]:.0f} %, within one (over rounds) {100 * within:.0f} %"
+        )
     aligned = [t for n, t in medians.items() if n % 8 == 0]
     other = [t for n, t in medians.items() if n % 8]
     if aligned and other:
-        print(f"multiples of 8: median {statistics.median(aligned):.2f} ms; others {statistics.median(other):.2f} ms "
-              f"({statistics.median(other) / statistics.median(aligned):.3f}x)")
+        print(
+            f"multiples of 8: median {statistics.median(aligned):.2f} ms; others {statistics.median(other):.2f} ms "
+            f"({statistics.median(other) / statistics.median(aligned):.3f}x)"
+        )
 
 
 if __name__ == "__main__":

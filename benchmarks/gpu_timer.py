@@ -97,8 +97,10 @@ def report(rows: dict[str, dict[str, list[float]]], reference: str) -> None:
         print(line)
     for m in methods:
         worst = max(ratios[m], key=lambda r: abs(r - 1))
-        print(f"{m}: ratio to {reference} median {statistics.median(ratios[m]):.3f}, worst {worst:.3f}; "
-              f"run-to-run spread median {statistics.median(spreads[m]):.1%}, worst {max(spreads[m]):.1%}")
+        print(
+            f"{m}: ratio to {reference} median {statistics.median(ratios[m]):.3f}, worst {worst:.3f}; "
+            f"run-to-run spread median {statistics.median(spreads[m]):.1%}, worst {max(spreads[m]):.1%}"
+        )
 
 
 def simulated(runs: int) -> None:
@@ -147,14 +149,17 @@ def on_gpu(device: str, runs: int, small: bool = False) -> None:
 
 def profiling_rate(dev: torch.device, dtype: str) -> None:
     """A q_proj-like curve (M=1024, K=4096, N swept over 200 widths) timed by the agent's runner."""
-    plan = SweepPlan(name="rate", sweeps=[Sweep(op="gemm", dtypes=[dtype], axis="n", fixed={"m": 1024, "k": 4096},
-                                                 values={"start": 1216, "stop": 1415})])
+    plan = SweepPlan(
+        name="rate", sweeps=[Sweep(op="gemm", dtypes=[dtype], axis="n", fixed={"m": 1024, "k": 4096}, values={"start": 1216, "stop": 1415})]
+    )
     runner = PlanRunner(CudaTimer(dev), dev, adaptive=False)
     t0 = time.perf_counter()
     result = runner.run(plan)
     seconds = time.perf_counter() - t0
-    print(f"profiling rate: {len(result.measurements)} points in {seconds:.1f} s = {len(result.measurements) / seconds:.1f} points/s "
-          f"({len(result.failures)} failed)")
+    print(
+        f"profiling rate: {len(result.measurements)} points in {seconds:.1f} s = {len(result.measurements) / seconds:.1f} points/s "
+        f"({len(result.failures)} failed)"
+    )
 
 
 def main() -> None:

@@ -107,8 +107,10 @@ def build_setup(a: argparse.Namespace) -> Setup:
     torch.set_num_threads(cfg.threads)
     names = ("unaligned", a.variant)
     models = {n: copy.deepcopy(comp.build(dims[n])).to(cfg.torch_dtype).eval() for n in names}
-    linears = {n: {name: (mod.out_features, mod.in_features) for name, mod in m.named_modules() if isinstance(mod, torch.nn.Linear)}
-               for n, m in models.items()}
+    linears = {
+        n: {name: (mod.out_features, mod.in_features) for name, mod in m.named_modules() if isinstance(mod, torch.nn.Linear)}
+        for n, m in models.items()
+    }
     timed = subject.decode if a.decode else subject.prefill
     shapes = {nk for per in linears.values() for nk in per.values()}
     dtype = str(cfg.torch_dtype).removeprefix("torch.")
@@ -118,9 +120,11 @@ def build_setup(a: argparse.Namespace) -> Setup:
         clocks={n: clock_linears(m) for n, m in models.items()},
         forwards={n: timed(m, cfg.decode_context if a.decode else tokens, cfg.seed) for n, m in models.items()},  # type: ignore[misc]
         kernels={
-            (mode, nk): build_kernel("gemm", dtype, {"m": tokens, "n": nk[0], "k": nk[1]},
-                                     weight_pool_bytes=WEIGHT_POOL_BYTES if mode == "cold" else 0).fn
-            for mode in ("cold", "warm") for nk in shapes
+            (mode, nk): build_kernel(
+                "gemm", dtype, {"m": tokens, "n": nk[0], "k": nk[1]}, weight_pool_bytes=WEIGHT_POOL_BYTES if mode == "cold" else 0
+            ).fn
+            for mode in ("cold", "warm")
+            for nk in shapes
         },
         tokens=tokens,
         setting=f"decode@{cfg.decode_context} (M = 1)" if a.decode else f"prefill S = {tokens}",
@@ -147,8 +151,9 @@ def time_rounds(s: Setup, rounds: int) -> tuple[dict[tuple[str, str, str], list[
                     s.forwards[n]()
                     took = {name: sum(v) for name, v in s.clocks[n].items()}
                 else:
-                    took = {name: median_of_passes(s.kernels[mode, nk], PASSES, filter_preempted=False)[0]
-                            for name, nk in s.linears[n].items()}
+                    took = {
+                        name: median_of_passes(s.kernels[mode, nk], PASSES, filter_preempted=False)[0] for name, nk in s.linears[n].items()
+                    }
                 for name, us in took.items():
                     per_linear[mode, n, name].append(us)
                 totals[mode, n].append(sum(took.values()))
@@ -160,8 +165,9 @@ def print_linears(s: Setup, per_linear: dict[tuple[str, str, str], list[float]],
     print(f"{s.method}, {v} against unaligned, {s.setting}, {s.why}; us, median over {rounds} rounds")
     print(f"  {'linear':32s} {'unaligned':>10s} -> {v:<10s}  " + "  ".join(f"{m:>15s}" for m in MODES))
     for name in sorted(s.linears[u]):
-        cells = "  ".join(f"{statistics.median(per_linear[m, u, name]):6.1f} -> {statistics.median(per_linear[m, v, name]):6.1f}"
-                          for m in MODES)
+        cells = "  ".join(
+            f"{statistics.median(per_linear[m, u, name]):6.1f} -> {statistics.median(per_linear[m, v, name]):6.1f}" for m in MODES
+        )
         shape_u, shape_v = (f"{s.linears[n][name][0]}x{s.linears[n][name][1]}" for n in s.names)
         print(f"  {name:32s} {shape_u:>10s} -> {shape_v:<10s}  {cells}")
 
@@ -175,9 +181,11 @@ def print_totals(s: Setup, totals: dict[tuple[str, str], list[float]]) -> None:
         lo, hi = bootstrap_median_ci(saves)
         sp = paired_speedup(base, var)
         share = statistics.median(base) / statistics.median(totals["model", u])
-        print(f"  {mode:5s}  unaligned {statistics.median(base):7.0f} us ({share:.2f}x the model's)  "
-              f"saves {statistics.median(saves):+6.0f} us "
-              f"[{lo:+.0f} to {hi:+.0f}]  ratio {sp.median:.3f}x [{sp.ci_lo:.3f}-{sp.ci_hi:.3f}]")
+        print(
+            f"  {mode:5s}  unaligned {statistics.median(base):7.0f} us ({share:.2f}x the model's)  "
+            f"saves {statistics.median(saves):+6.0f} us "
+            f"[{lo:+.0f} to {hi:+.0f}]  ratio {sp.median:.3f}x [{sp.ci_lo:.3f}-{sp.ci_hi:.3f}]"
+        )
 
 
 def print_saved_profile(s: Setup) -> None:
@@ -188,8 +196,10 @@ def print_saved_profile(s: Setup) -> None:
     saved_v = [profile.get((s.tokens, *nk)) for nk in s.linears[v].values()]
     if None not in saved_u and None not in saved_v:
         su, sv = sum(saved_u), sum(saved_v)  # type: ignore[arg-type]
-        print(f"  the saved run's profile ({res['profile'][0]['timer']}): unaligned {su:.0f} us, "
-              f"saves {su - sv:+.0f} us, ratio {su / sv:.3f}x")
+        print(
+            f"  the saved run's profile ({res['profile'][0]['timer']}): unaligned {su:.0f} us, "
+            f"saves {su - sv:+.0f} us, ratio {su / sv:.3f}x"
+        )
 
 
 def main() -> None:

@@ -60,8 +60,16 @@ def make_batches(rows: int, per_batch: int) -> list[Batch]:
             med = 10.0 + (i % 97)
             ms.append(
                 Measurement(
-                    id=new_id(), op="gemm", dtype="float16", shape={"m": 2048, "n": 1 + i // 4096, "k": k},
-                    sweep_axis="k", median_us=med, p10_us=med * 0.97, p90_us=med * 1.04, mean_us=med * 1.01, n=25,
+                    id=new_id(),
+                    op="gemm",
+                    dtype="float16",
+                    shape={"m": 2048, "n": 1 + i // 4096, "k": k},
+                    sweep_axis="k",
+                    median_us=med,
+                    p10_us=med * 0.97,
+                    p90_us=med * 1.04,
+                    mean_us=med * 1.01,
+                    n=25,
                     timer="cuda-events+l2-flush",
                 )
             )
@@ -160,9 +168,11 @@ def main() -> None:
     print(line("API  POST /v1/batches, by row", "api_rows"))
     print(line("raw  COPY, text (write_row)", "text"))
     print(line("raw  COPY, binary (typed, C adapters)", "binary"))
-    print("per round (k rows/s)    : " + "   ".join(
-        f"{a / 1e3:.0f}/{t / 1e3:.0f}/{b / 1e3:.0f}" for a, t, b in zip(results["api"], results["text"], results["binary"])
-    ) + "   (API by column/text/binary)")
+    print(
+        "per round (k rows/s)    : "
+        + "   ".join(f"{a / 1e3:.0f}/{t / 1e3:.0f}/{b / 1e3:.0f}" for a, t, b in zip(results["api"], results["text"], results["binary"]))
+        + "   (API by column/text/binary)"
+    )
     print(f"ratio API / text COPY   : {paired('text')}")
     print(f"ratio API / binary COPY : {paired('binary')}")
     print(f"by row: / text COPY {paired('text', 'api_rows')}; / binary COPY {paired('binary', 'api_rows')}")

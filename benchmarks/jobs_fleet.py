@@ -82,10 +82,20 @@ def enqueue_jobs(db_url: str, n: int, max_attempts: int = 10) -> None:
     plan = SweepPlan.model_validate(PLAN)
     now = datetime.now(timezone.utc)
     row = {
-        "plan": plan.to_document(), "plan_name": plan.name, "points": plan.n_points(), "match_fingerprint": None,
-        "match_device_kind": None, "match_device_name": None, "priority": 0, "status": "queued", "attempts": 0,
-        "max_attempts": max_attempts, "source": "benchmark", "dedupe_key": dedupe_key(plan, JobMatch()),
-        "created_at": now, "updated_at": now,
+        "plan": plan.to_document(),
+        "plan_name": plan.name,
+        "points": plan.n_points(),
+        "match_fingerprint": None,
+        "match_device_kind": None,
+        "match_device_name": None,
+        "priority": 0,
+        "status": "queued",
+        "attempts": 0,
+        "max_attempts": max_attempts,
+        "source": "benchmark",
+        "dedupe_key": dedupe_key(plan, JobMatch()),
+        "created_at": now,
+        "updated_at": now,
     }
     engine = make_engine(db_url)
     try:
@@ -285,7 +295,8 @@ def verify(db_url: str, run: FleetRun) -> dict[str, int]:
     for job_id, status, attempts, owner, run_id in rows:
         assert status == "done", f"job {job_id} is {status}"
         assert run.completed.get(job_id) == (owner, str(run_id)), (
-            f"job {job_id}: database {owner}/{run_id}, agents {run.completed.get(job_id)}")
+            f"job {job_id}: database {owner}/{run_id}, agents {run.completed.get(job_id)}"
+        )
         expected = 1 + (job_id in run.abandoned) + run.lost_leases[job_id]
         assert attempts == expected, f"job {job_id}: {attempts} attempts, {expected} claims of it"
         if job_id in run.abandoned:
@@ -311,8 +322,7 @@ def one_phase(svc: LiveService, db_url: str, tokens: list[str], args: argparse.N
     enqueue_jobs(db_url, jobs)
     dsn = db_url.replace("postgresql+psycopg://", "postgresql://")
     before = resource.getrusage(resource.RUSAGE_SELF)
-    run = asyncio.run(run_fleet(svc.url, tokens, jobs, die=args.die, seed=args.seed, poll_s=args.poll, pg_dsn=dsn,
-                                timeout_s=args.timeout))
+    run = asyncio.run(run_fleet(svc.url, tokens, jobs, die=args.die, seed=args.seed, poll_s=args.poll, pg_dsn=dsn, timeout_s=args.timeout))
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Phase(f"{len(tokens)} agent{'s' if len(tokens) > 1 else ''}", run, verify(db_url, run), cpu)
@@ -364,13 +374,19 @@ def main() -> None:
         db.drop()
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    print(f"jobs: {args.jobs} (baseline {args.baseline_jobs or args.jobs})  uvicorn workers: {args.workers}  lease: {args.lease} s  "
-          f"cpu: {cpu} x {os.cpu_count()}  load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"exactly once: yes, {fleet.verdict['done']} + {base.verdict['done']} jobs done, each acknowledged once, "
-          f"attempts = claims ({fleet.verdict['claims']} + {base.verdict['claims']})")
-    print(f"ratio {args.agents} agents / 1 agent: steady claims/s {fleet.run.steady_claims_per_s / base.run.steady_claims_per_s:.2f}, "
-          f"overall {(fleet.run.claims / fleet.run.elapsed) / (base.run.claims / base.run.elapsed):.2f}, "
-          f"p50 latency {fleet.run.percentile_ms(0.5) / base.run.percentile_ms(0.5):.1f}x")
+    print(
+        f"jobs: {args.jobs} (baseline {args.baseline_jobs or args.jobs})  uvicorn workers: {args.workers}  lease: {args.lease} s  "
+        f"cpu: {cpu} x {os.cpu_count()}  load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        f"exactly once: yes, {fleet.verdict['done']} + {base.verdict['done']} jobs done, each acknowledged once, "
+        f"attempts = claims ({fleet.verdict['claims']} + {base.verdict['claims']})"
+    )
+    print(
+        f"ratio {args.agents} agents / 1 agent: steady claims/s {fleet.run.steady_claims_per_s / base.run.steady_claims_per_s:.2f}, "
+        f"overall {(fleet.run.claims / fleet.run.elapsed) / (base.run.claims / base.run.elapsed):.2f}, "
+        f"p50 latency {fleet.run.percentile_ms(0.5) / base.run.percentile_ms(0.5):.1f}x"
+    )
 
 
 if __name__ == "__main__":

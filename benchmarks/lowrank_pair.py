@@ -42,8 +42,9 @@ def main() -> None:
     for r in a.ranks:
         kernels["n", r] = build_kernel("gemm", a.dtype, {"m": a.m, "n": r, "k": a.fin}, weight_pool_bytes=pool).fn
         kernels["k", r] = build_kernel("gemm", a.dtype, {"m": a.m, "n": a.fout, "k": r}, weight_pool_bytes=pool).fn
-        kernels["pair", r] = build_kernel("lowrank", a.dtype, {"m": a.m, "in_features": a.fin, "rank": r, "out_features": a.fout},
-                                          weight_pool_bytes=pool).fn
+        kernels["pair", r] = build_kernel(
+            "lowrank", a.dtype, {"m": a.m, "in_features": a.fin, "rank": r, "out_features": a.fout}, weight_pool_bytes=pool
+        ).fn
     times: dict[tuple[str, int], list[float]] = {key: [] for key in kernels}
     rng = random.Random(0)
     for _ in range(a.rounds):

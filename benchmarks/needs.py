@@ -156,23 +156,31 @@ def main() -> None:
     truths: dict[str, Truth] = {"h100-lattice": h100_lattice(rows), "cpu-staircase": cpu_staircase}
     slow, fast = seconds_per_point(rows)[::-1]
     print("points to profile from an empty database; later passes on SYNTHETIC platforms (see the docstring)")
-    print(f"{'manifest':32} {'weights':>7}  {'platform (synthetic)':20} {'dense':>16}  {'sparse':>22} {'ratio':>6}  "
-          f"{'left':>4}  {'same dims':>9}  align s")
+    print(
+        f"{'manifest':32} {'weights':>7}  {'platform (synthetic)':20} {'dense':>16}  {'sparse':>22} {'ratio':>6}  "
+        f"{'left':>4}  {'same dims':>9}  align s"
+    )
     for name, manifest in manifests(args.manifests):
         for platform in args.platforms.split(","):
             dense, sparse = profile(manifest, truths[platform], True), profile(manifest, truths[platform], False)
             same = [w.dim for w in dense.result.weights] == [w.dim for w in sparse.result.weights]
             differ = sum(a.dim != b.dim for a, b in zip(dense.result.weights, sparse.result.weights))
-            print(f"{name:32} {len(manifest.weights):>7}  {platform:20} {sum(dense.rounds):>6,} {str(dense.rounds):>9}  "
-                  f"{sum(sparse.rounds):>6,} {str(sparse.rounds):>15} {sum(sparse.rounds) / sum(dense.rounds):>6.0%}  "
-                  f"{len(missing_points(sparse.result)):>4}  {'yes' if same else f'{differ} differ':>9}  "
-                  f"{max(sparse.align_s, default=0):.1f}")
+            print(
+                f"{name:32} {len(manifest.weights):>7}  {platform:20} {sum(dense.rounds):>6,} {str(dense.rounds):>9}  "
+                f"{sum(sparse.rounds):>6,} {str(sparse.rounds):>15} {sum(sparse.rounds) / sum(dense.rounds):>6.0%}  "
+                f"{len(missing_points(sparse.result)):>4}  {'yes' if same else f'{differ} differ':>9}  "
+                f"{max(sparse.align_s, default=0):.1f}"
+            )
             if platform == "h100-lattice":
-                print(f"{'':42}at the H100 fixture's wall time per point ({fast:.3f}-{slow:.3f} s, measured): dense "
-                      f"{sum(dense.rounds) * fast / 60:.1f}-{sum(dense.rounds) * slow / 60:.1f} min, sparse "
-                      f"{sum(sparse.rounds) * fast / 60:.1f}-{sum(sparse.rounds) * slow / 60:.1f} min (timing only; alignments aside)")
-    print("dense: rounds of --exhaustive; sparse: first pass (lattice, compressor's dims, sample), then later passes; "
-          "left: points still missing after the last round; same dims: the two loops' chosen dims")
+                print(
+                    f"{'':42}at the H100 fixture's wall time per point ({fast:.3f}-{slow:.3f} s, measured): dense "
+                    f"{sum(dense.rounds) * fast / 60:.1f}-{sum(dense.rounds) * slow / 60:.1f} min, sparse "
+                    f"{sum(sparse.rounds) * fast / 60:.1f}-{sum(sparse.rounds) * slow / 60:.1f} min (timing only; alignments aside)"
+                )
+    print(
+        "dense: rounds of --exhaustive; sparse: first pass (lattice, compressor's dims, sample), then later passes; "
+        "left: points still missing after the last round; same dims: the two loops' chosen dims"
+    )
 
 
 if __name__ == "__main__":

@@ -104,18 +104,34 @@ def time_exhaustive(plan: SweepPlan, dtype: Dtype, timer: CpuTimer, reps: int) -
             rule, fixed = time_point(sweep, v, dtype, timer, plan.timing, reps)
             out.rule[sweep.axis][v] = as_point(v, rule)
             out.fixed[sweep.axis][v] = as_point(v, fixed)
-            out.rows.append({
-                "axis": sweep.axis, "value": v, **{f"fixed_{a}": b for a, b in sweep.fixed.items()},
-                "rule_median_us": round(rule.median_us, 3), "rule_p10_us": round(rule.p10_us, 3),
-                "rule_p90_us": round(rule.p90_us, 3), "rule_n": rule.n, "rule_inner": rule.inner, "rule_stop": rule.stop,
-                "rule_wall_s": round(rule.wall_s, 4), "rule_spread": round(rule.spread, 4), "rule_ci": round(ci_rel(rule), 4),
-                "fixed_median_us": round(fixed.median_us, 3), "fixed_p10_us": round(fixed.p10_us, 3),
-                "fixed_p90_us": round(fixed.p90_us, 3), "fixed_wall_s": round(fixed.wall_s, 4),
-                "fixed_spread": round(fixed.spread, 4), "fixed_ci": round(ci_rel(fixed), 4),
-            })
-            print(f"  {sweep.axis}={v:4d}  rule {rule.median_us:8.1f} us (n={rule.n:4d}, {rule.stop:9s}, spread {rule.spread:.3f}, "
-                  f"{rule.wall_s * 1e3:5.0f} ms)   fixed-{reps} {fixed.median_us:8.1f} us (spread {fixed.spread:.3f}, "
-                  f"{fixed.wall_s * 1e3:5.0f} ms)", flush=True)
+            out.rows.append(
+                {
+                    "axis": sweep.axis,
+                    "value": v,
+                    **{f"fixed_{a}": b for a, b in sweep.fixed.items()},
+                    "rule_median_us": round(rule.median_us, 3),
+                    "rule_p10_us": round(rule.p10_us, 3),
+                    "rule_p90_us": round(rule.p90_us, 3),
+                    "rule_n": rule.n,
+                    "rule_inner": rule.inner,
+                    "rule_stop": rule.stop,
+                    "rule_wall_s": round(rule.wall_s, 4),
+                    "rule_spread": round(rule.spread, 4),
+                    "rule_ci": round(ci_rel(rule), 4),
+                    "fixed_median_us": round(fixed.median_us, 3),
+                    "fixed_p10_us": round(fixed.p10_us, 3),
+                    "fixed_p90_us": round(fixed.p90_us, 3),
+                    "fixed_wall_s": round(fixed.wall_s, 4),
+                    "fixed_spread": round(fixed.spread, 4),
+                    "fixed_ci": round(ci_rel(fixed), 4),
+                }
+            )
+            print(
+                f"  {sweep.axis}={v:4d}  rule {rule.median_us:8.1f} us (n={rule.n:4d}, {rule.stop:9s}, spread {rule.spread:.3f}, "
+                f"{rule.wall_s * 1e3:5.0f} ms)   fixed-{reps} {fixed.median_us:8.1f} us (spread {fixed.spread:.3f}, "
+                f"{fixed.wall_s * 1e3:5.0f} ms)",
+                flush=True,
+            )
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -159,10 +175,12 @@ def print_methods(rows: list[dict[str, Any]], reps: int) -> None:
         ci_list = sorted(r[f"{key}_ci"] for r in rows)
         rep = sorted(r[f"{key}_repeat_diff"] for r in rows)
         rep10 = sorted(r[f"{key}_repeat_p10_diff"] for r in rows)
-        print(f"  {label:18s} time/point median {statistics.median(walls):6.1f} ms (total {sum(walls) / 1e3:5.1f} s)  "
-              f"sample spread median {statistics.median(spreads):.3f}  median-CI half-width median {statistics.median(ci_list):.4f} "
-              f"p90 {ci_list[int(0.9 * len(ci_list))]:.4f}  |repeat-1st|/1st median {statistics.median(rep):.4f} "
-              f"p90 {rep[int(0.9 * len(rep))]:.4f}  (same for p10: median {statistics.median(rep10):.4f})")
+        print(
+            f"  {label:18s} time/point median {statistics.median(walls):6.1f} ms (total {sum(walls) / 1e3:5.1f} s)  "
+            f"sample spread median {statistics.median(spreads):.3f}  median-CI half-width median {statistics.median(ci_list):.4f} "
+            f"p90 {ci_list[int(0.9 * len(ci_list))]:.4f}  |repeat-1st|/1st median {statistics.median(rep):.4f} "
+            f"p90 {rep[int(0.9 * len(rep))]:.4f}  (same for p10: median {statistics.median(rep10):.4f})"
+        )
     stops = {s: sum(1 for r in rows if r["rule_stop"] == s) for s in ("spread", "median_ci", "time_cap", "max_samples")}
     print(f"  stopping rule ended by: {stops}")
 
@@ -180,12 +198,16 @@ def print_steps(sweeps: Sweeps, live: dict[str, dict[int, Point]]) -> None:
         total = len(sweeps.rule[axis])
         sim = simulate_adaptive(sweeps.rule[axis], ad_plan.coarse_step, ad_plan.jump)
         caught = [s for s in ex if s in sim and s - 1 in sim]
-        print(f"  {axis}: adaptive on the same medians: {len(sim)}/{total} points "
-              f"({len(sim) / total:.0%}), both sides of {len(caught)}/{len(ex)} steps timed")
+        print(
+            f"  {axis}: adaptive on the same medians: {len(sim)}/{total} points "
+            f"({len(sim) / total:.0%}), both sides of {len(caught)}/{len(ex)} steps timed"
+        )
         live_steps = find_steps(live[axis])
         near = [s for s in ex if any(abs(s - a) <= 1 for a in live_steps)]
-        print(f"  {axis}: adaptive live run: {len(live[axis])}/{total} points ({len(live[axis]) / total:.0%}), "
-              f"steps {live_steps}, {len(near)}/{len(ex)} within +/-1 of an exhaustive step")
+        print(
+            f"  {axis}: adaptive live run: {len(live[axis])}/{total} points ({len(live[axis]) / total:.0%}), "
+            f"steps {live_steps}, {len(near)}/{len(ex)} within +/-1 of an exhaustive step"
+        )
 
 
 def plot(sweeps: Sweeps, live: dict[str, dict[int, Point]], dtype: Dtype, platform: PlatformDescriptor, reps: int, png: Path) -> bool:
@@ -225,8 +247,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lo", type=int, default=64)
     ap.add_argument("--hi", type=int, default=160)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="1 by default: on a shared 2-core VM two OpenMP threads stall when a core is taken")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="1 by default: on a shared 2-core VM two OpenMP threads stall when a core is taken"
+    )
     ap.add_argument("--reps", type=int, default=100, help="repetitions of the fixed-loop baseline")
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "results")
     ap.add_argument("--dtype", choices=[d.value for d in Dtype], help="default: the platform's fast dtype")

@@ -131,7 +131,9 @@ def run_wrk(url: str, paths: list[str], clients: int, seconds: int) -> tuple[flo
         Path(d, "random.lua").write_text(WRK_SCRIPT % (Path(d, "paths.txt"), clients))
         out = subprocess.run(
             ["wrk", f"-t{min(2, clients)}", f"-c{clients}", f"-d{seconds}s", "--latency", "-s", str(Path(d, "random.lua")), url],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
 
     def ms(label: str) -> float:
@@ -150,8 +152,11 @@ def serving_pid(conn: http.client.HTTPConnection, port: int, pids: set[int]) -> 
     assert conn.sock is not None
     mine = conn.sock.getsockname()[1]
     inode = next(
-        (f[9] for f in (line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
-         if int(f[1].split(":")[1], 16) == port and int(f[2].split(":")[1], 16) == mine),
+        (
+            f[9]
+            for f in (line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
+            if int(f[1].split(":")[1], 16) == port and int(f[2].split(":")[1], 16) == mine
+        ),
         None,
     )
     for pid in pids:
@@ -235,8 +240,9 @@ def main() -> None:
     ap.add_argument("--clients", default="1,8,32")
     ap.add_argument("--seconds", type=int, default=10, help="per cell, with wrk")
     ap.add_argument("--python-clients", action="store_true", help="use Python threads even when wrk is installed")
-    ap.add_argument("--settle", type=int, default=10,
-                    help="seconds of wrk at the most clients over every path, unmeasured, before each query's cells")
+    ap.add_argument(
+        "--settle", type=int, default=10, help="seconds of wrk at the most clients over every path, unmeasured, before each query's cells"
+    )
     args = ap.parse_args()
 
     out = Path("benchmarks/out")

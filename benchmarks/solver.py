@@ -349,7 +349,8 @@ def summarize_suite(rows: list[dict]) -> list[str]:
         f"ratio ours / fastest OR-Tools: median {statistics.median(ratios):.4f}, worst {max(ratios):.3f} ({worst_ratio['instance']})",
         f"worst absolute time, ours: {slowest['ours_s']:.3f} s ({slowest['instance']})",
         f"within max(2 s, 2 x SCIP): {sum(r['within_target'] for r in rows)} of {len(rows)}",
-        f"OR-Tools time-limit hits: SCIP {len(hits['scip'])}" + (f" ({', '.join(hits['scip'])})" if hits["scip"] else "")
+        f"OR-Tools time-limit hits: SCIP {len(hits['scip'])}"
+        + (f" ({', '.join(hits['scip'])})" if hits["scip"] else "")
         + f", CP-SAT {len(hits['cp-sat'])} (per class above, per instance in the rows)",
         f"instances no OR-Tools backend proved (ratio vs its time limit): {len(no_proof)}"
         + (f" ({', '.join(no_proof)})" if no_proof else ""),

@@ -19,9 +19,11 @@ import typer
 from gac import DISTRIBUTION, __version__
 
 app = typer.Typer(
-    no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
     rich_markup_mode=None,  # plain help: no <bool> on switches, readable at 80 columns
-    help="GAC: GPU-aligned compression."
+    help="GAC: GPU-aligned compression.",
 )
 
 _SERVICE = ("fastapi", "sqlalchemy", "alembic", "cachetools", "ortools")
@@ -86,8 +88,7 @@ def main() -> None:
     if command in unavailable:
         extra, error = unavailable[command]
         typer.echo(
-            f"`gac {command}` is not available in this install ({error}): "
-            f"pip install '{DISTRIBUTION}[{extra}]'",
+            f"`gac {command}` is not available in this install ({error}): pip install '{DISTRIBUTION}[{extra}]'",
             err=True,
         )
         raise SystemExit(2)

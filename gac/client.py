@@ -113,8 +113,14 @@ class GacApiError(GacClientError):
     """
 
     def __init__(
-        self, status: int, error: str, detail: str | list[FieldError], *,
-        method: str = "", url: str = "", retry_after: float | None = None,
+        self,
+        status: int,
+        error: str,
+        detail: str | list[FieldError],
+        *,
+        method: str = "",
+        url: str = "",
+        retry_after: float | None = None,
     ) -> None:
         self.status = status
         self.error = error
@@ -243,8 +249,13 @@ class Client:
     """
 
     def __init__(
-        self, url: str | None = None, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
-        transport: httpx.BaseTransport | None = None, http: httpx.Client | None = None,
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+        http: httpx.Client | None = None,
     ) -> None:
         """timeout: seconds per request (align has its own, longer one). transport: an httpx
         transport to send through (e.g. httpx.ASGITransport over an app in-process). http: an
@@ -281,14 +292,27 @@ class Client:
 
     # -- plumbing
 
-    def _request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
-                 content: bytes | None = None, content_type: str | None = None,
-                 timeout: float | None = None) -> httpx.Response:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        content: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
         query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
         headers = (self._headers | {"Content-Type": content_type}) if content_type else self._headers
         try:
-            response = self._http.request(method, f"{self.url}{path}", params=query, content=content, headers=headers,
-                                          timeout=timeout if timeout is not None else self._timeout)
+            response = self._http.request(
+                method,
+                f"{self.url}{path}",
+                params=query,
+                content=content,
+                headers=headers,
+                timeout=timeout if timeout is not None else self._timeout,
+            )
         except httpx.TimeoutException as exc:
             target = f"{self.url}{path}"
             raise GacConnectionError(f"{method} {target}: no answer in time ({type(exc).__name__})", url=target) from exc
@@ -323,8 +347,15 @@ class Client:
 
     # -- align
 
-    def align(self, manifest: ManifestLike, platform: str | int | None = None, enqueue_missing: bool = False,
-              *, dtype: Dtype | str | None = None, timeout: float | None = ALIGN_TIMEOUT_S) -> StoredAlignment:
+    def align(
+        self,
+        manifest: ManifestLike,
+        platform: str | int | None = None,
+        enqueue_missing: bool = False,
+        *,
+        dtype: Dtype | str | None = None,
+        timeout: float | None = ALIGN_TIMEOUT_S,
+    ) -> StoredAlignment:
         """POST /v1/align: align a manifest (a Manifest, its JSON document as a dict, or a path to a .json file).
 
         platform (id, fingerprint or unique prefix) overrides the manifest's target; without
@@ -339,8 +370,14 @@ class Client:
         body = _manifest_body(manifest)
         if dtype is not None:
             body = _with_dtype(body, Dtype(dtype))
-        response = self._request("POST", "/v1/align", params={"platform": platform, "enqueue_missing": enqueue_missing},
-                                 content=body, content_type="application/json", timeout=timeout)
+        response = self._request(
+            "POST",
+            "/v1/align",
+            params={"platform": platform, "enqueue_missing": enqueue_missing},
+            content=body,
+            content_type="application/json",
+            timeout=timeout,
+        )
         if response.status_code == 202:  # a large manifest: aligned off the request, stored under the URL to poll
             response = self._follow(response, timeout)
         return _parse(response, StoredAlignment)
@@ -372,8 +409,7 @@ class Client:
 
     # -- platforms, curves, cliffs
 
-    def platforms(self, device_kind: DeviceKind | None = None, name: str | None = None, *,
-                  page_size: int = 50) -> Listing[Platform]:
+    def platforms(self, device_kind: DeviceKind | None = None, name: str | None = None, *, page_size: int = 50) -> Listing[Platform]:
         """GET /v1/platforms, most recently seen first, every page; name matches a substring of the device name."""
         return self._listing("/v1/platforms", Platform, {"device_kind": device_kind, "name": name, "limit": page_size})
 
@@ -395,42 +431,49 @@ class Client:
         except GacApiError as exc:
             if exc.status != 404:
                 raise
-            kin = (p for p in self.platforms(device_kind=machine.device_kind, name=machine.device_name)
-                   if same_machine(p.descriptor, machine))
+            kin = (
+                p for p in self.platforms(device_kind=machine.device_kind, name=machine.device_name) if same_machine(p.descriptor, machine)
+            )
             nearest = next(kin, None)
             if nearest is None:
-                raise GacApiError(404, "NotFound", f"no platform on {self.url} is this machine ({machine.label()}, "
-                                  f"fingerprint {machine.fingerprint()[:16]}): profile it first (`gac agent run --server "
-                                  f"{self.url} --token T --plan quick`)", method="GET", url=f"{self.url}/v1/platforms") from exc
+                raise GacApiError(
+                    404,
+                    "NotFound",
+                    f"no platform on {self.url} is this machine ({machine.label()}, "
+                    f"fingerprint {machine.fingerprint()[:16]}): profile it first (`gac agent run --server "
+                    f"{self.url} --token T --plan quick`)",
+                    method="GET",
+                    url=f"{self.url}/v1/platforms",
+                ) from exc
             found = nearest
         dtypes = {f: getattr(machine, f) for f in DTYPE_FIELDS if getattr(machine, f) is not None}
         return found.model_copy(update={"descriptor": found.descriptor.model_copy(update=dtypes)})
 
-    def curves(self, platform: str | int, op: Op | str | None = None, dtype: Dtype | str | None = None,
-               axis: str | None = None) -> list[CurveSummary]:
+    def curves(
+        self, platform: str | int, op: Op | str | None = None, dtype: Dtype | str | None = None, axis: str | None = None
+    ) -> list[CurveSummary]:
         """GET /v1/platforms/{ref}/curves: every curve measured on a platform."""
-        return self._get_list(f"/v1/platforms/{_path_part(platform)}/curves", CurveSummary,
-                              {"op": op, "dtype": dtype, "axis": axis})
+        return self._get_list(f"/v1/platforms/{_path_part(platform)}/curves", CurveSummary, {"op": op, "dtype": dtype, "axis": axis})
 
-    def curve(self, platform: str | int, op: Op | str, dtype: Dtype | str, shape: Mapping[str, int] | str,
-              axis: str) -> Curve:
+    def curve(self, platform: str | int, op: Op | str, dtype: Dtype | str, shape: Mapping[str, int] | str, axis: str) -> Curve:
         """GET /v1/platforms/{ref}/curve: one curve, latency against `axis` with the other shape fields fixed.
 
         shape holds the fixed fields ({"m": 2048, "k": 128}, or "k=128,m=2048"); a value for the
         swept axis itself, if present, is ignored.
         """
-        return self._get(f"/v1/platforms/{_path_part(platform)}/curve", Curve,
-                         {"op": op, "dtype": dtype, "axis": axis, "fixed": _fixed_key(shape, axis)})
+        return self._get(
+            f"/v1/platforms/{_path_part(platform)}/curve", Curve, {"op": op, "dtype": dtype, "axis": axis, "fixed": _fixed_key(shape, axis)}
+        )
 
     def curve_by_id(self, curve_id: int) -> Curve:
         """GET /v1/curves/{id}."""
         return self._get(f"/v1/curves/{int(curve_id)}", Curve)
 
-    def cliffs(self, platform: str | int, op: Op | str | None = None, dtype: Dtype | str | None = None,
-               axis: str | None = None) -> list[CurveCliffs]:
+    def cliffs(
+        self, platform: str | int, op: Op | str | None = None, dtype: Dtype | str | None = None, axis: str | None = None
+    ) -> list[CurveCliffs]:
         """GET /v1/platforms/{ref}/cliffs: the cliff analysis of each of a platform's curves (filtered)."""
-        return self._get_list(f"/v1/platforms/{_path_part(platform)}/cliffs", CurveCliffs,
-                              {"op": op, "dtype": dtype, "axis": axis})
+        return self._get_list(f"/v1/platforms/{_path_part(platform)}/cliffs", CurveCliffs, {"op": op, "dtype": dtype, "axis": axis})
 
     def curve_cliffs(self, curve: int | Curve | CurveSummary) -> CurveCliffs:
         """GET /v1/curves/{id}/cliffs: one curve's steps, cliff-free frontier and modulus."""
@@ -461,9 +504,16 @@ class Client:
             raise TypeError(f"upload takes a Batch, a ColumnBatch or a batch document (dict), not {type(batch).__name__}")
         return _parse(self._request("POST", "/v1/batches", content=body, content_type=media), BatchReceipt)
 
-    def measurements(self, platform: str | int | None = None, op: Op | str | None = None,
-                     dtype: Dtype | str | None = None, axis: str | None = None, run: UUID | str | None = None,
-                     *, page_size: int = 500) -> Listing[StoredMeasurement]:
+    def measurements(
+        self,
+        platform: str | int | None = None,
+        op: Op | str | None = None,
+        dtype: Dtype | str | None = None,
+        axis: str | None = None,
+        run: UUID | str | None = None,
+        *,
+        page_size: int = 500,
+    ) -> Listing[StoredMeasurement]:
         """GET /v1/measurements in id order, every page (keyset pagination: stable while rows arrive)."""
         params = {"platform": platform, "op": op, "dtype": dtype, "axis": axis, "run": run, "limit": page_size}
         return self._listing("/v1/measurements", StoredMeasurement, params)

@@ -39,16 +39,24 @@ out_console = Console()
 # Defaults come from gac.agent.settings.AgentSettings (GAC_SERVER, GAC_TOKEN, GAC_DATA_DIR, ...).
 ServerOpt = Annotated[str | None, typer.Option("--server", help="Service URL, e.g. http://host:8000 (default: $GAC_SERVER)")]
 TokenOpt = Annotated[str | None, typer.Option("--token", help="Ingest token (Bearer) (default: $GAC_TOKEN)")]
-SpoolOpt = Annotated[Path | None, typer.Option(
-    "--spool-dir", help="Where undelivered batches wait (default: $GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool)")]
+SpoolOpt = Annotated[
+    Path | None,
+    typer.Option("--spool-dir", help="Where undelivered batches wait (default: $GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool)"),
+]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="quick | paper | path to a YAML/JSON plan")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda:N")]
-DtypeOpt = Annotated[list[str] | None, typer.Option(
-    "--dtype", help="float16, bfloat16 or float32 (repeatable): the quick plan's dtypes (default: this platform's fast dtype); "
-                    "other plans keep only these")]
+DtypeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--dtype",
+        help="float16, bfloat16 or float32 (repeatable): the quick plan's dtypes (default: this platform's fast dtype); "
+        "other plans keep only these",
+    ),
+]
 RetriesOpt = Annotated[int, typer.Option("--retries", min=0, max=20, help="Retries per batch (exponential backoff + jitter)")]
-ThreadsOpt = Annotated[int | None, typer.Option(
-    "--threads", min=1, help="CPU intra-op threads (fixed for the whole run; default: torch's)")]
+ThreadsOpt = Annotated[
+    int | None, typer.Option("--threads", min=1, help="CPU intra-op threads (fixed for the whole run; default: torch's)")
+]
 
 
 def client_settings(server: str | None, token: str | None) -> tuple[str | None, str | None]:
@@ -77,7 +85,10 @@ def check_server(server: str, token: str, client: httpx.Client, need_server: boo
             console.print(
                 f"cannot reach {server} ({type(err).__name__}): nothing timed. Check --server (or GAC_SERVER); "
                 "to profile offline on purpose add --spool (results wait in the spool for `gac agent flush`) "
-                "or --out FILE (for `gac ingest`)", style="red", markup=False, highlight=False,
+                "or --out FILE (for `gac ingest`)",
+                style="red",
+                markup=False,
+                highlight=False,
             )
             raise typer.Exit(1) from err
         console.print(f"[yellow]cannot reach {server} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
@@ -174,8 +185,12 @@ def _threads_for_load(busy: Callable[[], Busy | None] | None = None) -> int | No
     if contention_warning(now, cores, default) is None:
         return None
     assert now is not None
-    console.print(f"{now.how} on {cores} cores: timing with --threads 1 instead of {default} (threads that wait on "
-                  "descheduled threads stall; one thread does not); pass --threads to choose", markup=False, highlight=False)
+    console.print(
+        f"{now.how} on {cores} cores: timing with --threads 1 instead of {default} (threads that wait on "
+        "descheduled threads stall; one thread does not); pass --threads to choose",
+        markup=False,
+        highlight=False,
+    )
     return 1
 
 
@@ -193,7 +208,11 @@ def _warn_if_busy(platform: PlatformDescriptor) -> None:
 
 
 def run_with_progress(
-    session: _Session, plan: SweepPlan, sink: Callable[[Measurement], None], adaptive: bool, quiet: bool = False,
+    session: _Session,
+    plan: SweepPlan,
+    sink: Callable[[Measurement], None],
+    adaptive: bool,
+    quiet: bool = False,
     line: ProgressLine | None = None,
 ) -> RunResult:
     """Run a plan showing one progress line, '<label>: done/total points, ETA ...' (`line`, else
@@ -222,8 +241,11 @@ def run_with_progress(
         task = bar.add_task(text(0, plan.n_points()), total=plan.n_points())
 
         def on_progress(p: RunProgress) -> None:
-            last = p.error or (f"{p.point.op.value} {p.point.dtype.value} {p.point.axis}={p.point.shape[p.point.axis]}: "
-                               f"{p.result.median_us:.1f} us" if p.result else "")
+            last = p.error or (
+                f"{p.point.op.value} {p.point.dtype.value} {p.point.axis}={p.point.shape[p.point.axis]}: {p.result.median_us:.1f} us"
+                if p.result
+                else ""
+            )
             bar.update(task, completed=p.done, total=p.total, description=text(p.done, p.total, last))
 
         runner = PlanRunner(session.timer, session.device, on_progress=on_progress, on_measurement=sink, adaptive=adaptive)
@@ -246,8 +268,14 @@ class KeepingSink(Protocol):
 
 
 def run_keeping(
-    session: _Session, plan: SweepPlan, sink: KeepingSink, adaptive: bool, quiet: bool = False, line: ProgressLine | None = None,
-    on_stop: Callable[[StopSignals], None] | None = None, kept_before: int = 0,
+    session: _Session,
+    plan: SweepPlan,
+    sink: KeepingSink,
+    adaptive: bool,
+    quiet: bool = False,
+    line: ProgressLine | None = None,
+    on_stop: Callable[[StopSignals], None] | None = None,
+    kept_before: int = 0,
 ) -> RunResult:
     """run_with_progress into a sink that commits as it goes. Stopped by Ctrl-C or SIGTERM, it commits
     what was measured, calls on_stop (a job is given back), says how many points it kept (with
@@ -266,8 +294,9 @@ def run_keeping(
             if on_stop is not None:
                 on_stop(stop)
             left = max(0, planned_points(plan, adaptive) - sink.committed)
-            console.print(interrupted_line(kept_before + sink.committed, left, sink.kept_where()), style="yellow",
-                          markup=False, highlight=False)
+            console.print(
+                interrupted_line(kept_before + sink.committed, left, sink.kept_where()), style="yellow", markup=False, highlight=False
+            )
             raise typer.Exit(stop.exit_code) from None
 
 
@@ -304,8 +333,14 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
     for (i, dtype), outs in sorted(groups.items()):
         sweep = plan.sweeps[i]
         # A flagged point (gac.agent.quality) is no evidence of a step: left out of the range and steps.
-        ok = sorted(((o.point.shape[sweep.axis], o.result) for o in outs
-                     if o.result is not None and o.measurement is not None and o.measurement.quality is None), key=lambda p: p[0])
+        ok = sorted(
+            (
+                (o.point.shape[sweep.axis], o.result)
+                for o in outs
+                if o.result is not None and o.measurement is not None and o.measurement.quality is None
+            ),
+            key=lambda p: p[0],
+        )
         flagged = sum(1 for o in outs if o.measurement is not None and o.measurement.quality is not None)
         failed = sum(1 for o in outs if o.error)
         rng, step = "-", "-"
@@ -321,8 +356,11 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
 def _largest_step(curve: list[tuple[int, TimingResult]], axis: str) -> str:
     """The largest step between neighbours whose p10..p90 ranges do not overlap: a step inside the
     points' own noise would not come back in the next run, and is not shown as a cliff."""
-    steps = [((b.median_us - a.median_us) / a.median_us, x, y) for (x, a), (y, b) in zip(curve, curve[1:])
-             if b.p10_us > a.p90_us or b.p90_us < a.p10_us]
+    steps = [
+        ((b.median_us - a.median_us) / a.median_us, x, y)
+        for (x, a), (y, b) in zip(curve, curve[1:])
+        if b.p10_us > a.p90_us or b.p90_us < a.p10_us
+    ]
     if not steps:
         return "none beyond noise" if len(curve) > 1 else "-"
     big = max(steps, key=lambda s: abs(s[0]))
@@ -417,8 +455,18 @@ class _Sinks:
         o, platform, every = agent.opts, agent.session.platform, commit_every_s()
         deliverer = None
         if o.server is not None and o.token is not None:
-            deliverer = Deliverer(o.server, o.token, platform, run, spool=agent.spool, batch_size=o.batch_size, client=agent.client,
-                                  retries=o.retries, log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"), commit_every_s=every)
+            deliverer = Deliverer(
+                o.server,
+                o.token,
+                platform,
+                run,
+                spool=agent.spool,
+                batch_size=o.batch_size,
+                client=agent.client,
+                retries=o.retries,
+                log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"),
+                commit_every_s=every,
+            )
         writer = BatchFileWriter(o.out, platform, run, batch_size=o.batch_size, commit_every_s=every) if o.out is not None else None
         return cls(deliverer, writer)
 
@@ -619,25 +667,47 @@ def agent_run(
     out: Annotated[Path | None, typer.Option("--out", help="Also append result batches to this JSONL file")] = None,
     threads: ThreadsOpt = None,
     spool_dir: SpoolOpt = None,
-    spool: Annotated[bool, typer.Option(
-        "--spool", help="Profile even if --server cannot be reached now: results wait in the spool (`gac agent flush` sends them)",
-    )] = False,
+    spool: Annotated[
+        bool,
+        typer.Option(
+            "--spool",
+            help="Profile even if --server cannot be reached now: results wait in the spool (`gac agent flush` sends them)",
+        ),
+    ] = False,
     adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive", help="Refine adaptive sweeps only around steps")] = True,
     max_jobs: Annotated[int, typer.Option("--max-jobs", min=1, help="Stop after this many jobs")] = 1000,
     lease_seconds: Annotated[int, typer.Option("--lease-seconds", min=10)] = 600,
-    batch_size: Annotated[int, typer.Option(
-        "--batch-size", min=1, max=5000,
-        help="rows per upload; the service takes up to GAC_MAX_BATCH_ROWS (5,000 unless set lower)",
-    )] = 1000,
+    batch_size: Annotated[
+        int,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            max=5000,
+            help="rows per upload; the service takes up to GAC_MAX_BATCH_ROWS (5,000 unless set lower)",
+        ),
+    ] = 1000,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar")] = False,
     retries: RetriesOpt = 4,
 ) -> None:
     """Time a plan (and/or queued jobs) and deliver the results."""
     server, token = client_settings(server, token)
     opts = AgentRunOptions(
-        server=server, token=token, plan=plan, device=device, dtypes=dtype, jobs=jobs, out=out, threads=threads,
-        spool_dir=spool_dir, spool=spool, adaptive=adaptive, max_jobs=max_jobs, lease_seconds=lease_seconds, batch_size=batch_size,
-        quiet=quiet, retries=retries,
+        server=server,
+        token=token,
+        plan=plan,
+        device=device,
+        dtypes=dtype,
+        jobs=jobs,
+        out=out,
+        threads=threads,
+        spool_dir=spool_dir,
+        spool=spool,
+        adaptive=adaptive,
+        max_jobs=max_jobs,
+        lease_seconds=lease_seconds,
+        batch_size=batch_size,
+        quiet=quiet,
+        retries=retries,
     )
     error = opts.usage_error()
     if error is not None:
@@ -650,9 +720,13 @@ def agent_flush(
     server: ServerOpt = None,
     token: TokenOpt = None,
     spool_dir: SpoolOpt = None,
-    all_servers: Annotated[bool, typer.Option(
-        "--all-servers", help="Send every spooled batch to --server, whatever server it was meant for",
-    )] = False,
+    all_servers: Annotated[
+        bool,
+        typer.Option(
+            "--all-servers",
+            help="Send every spooled batch to --server, whatever server it was meant for",
+        ),
+    ] = False,
     retries: RetriesOpt = 4,
 ) -> None:
     """Send the batches a previous run could not deliver."""
@@ -718,8 +792,12 @@ def ingest(
     try:
         check_results_file(file)
     except (NotAResultsFile, OSError) as err:
-        console.print(str(err) if isinstance(err, NotAResultsFile) else f"cannot read {file}: {err.strerror}", style="red",
-                      markup=False, highlight=False)
+        console.print(
+            str(err) if isinstance(err, NotAResultsFile) else f"cannot read {file}: {err.strerror}",
+            style="red",
+            markup=False,
+            highlight=False,
+        )
         raise typer.Exit(2) from err
     stats, bad = DeliveryStats(), 0
     with BatchSender(server, token, RetryPolicy(retries)) as sender:
@@ -777,8 +855,12 @@ def selftest(device: str, as_json: bool = False) -> None:
         results = run_selftest(dev, on_check=lambda name: status.update(f"selftest: {name}"))
     code = exit_code(results)
     if as_json:
-        doc = {"device": str(dev), "ok": code == 0, "failed": [r.name for r in results if r.status == "fail"],
-               "checks": [r.to_json() for r in results]}
+        doc = {
+            "device": str(dev),
+            "ok": code == 0,
+            "failed": [r.name for r in results if r.status == "fail"],
+            "checks": [r.to_json() for r in results],
+        }
         typer.echo(json.dumps(doc, indent=2))  # plain: a console would wrap long strings
     else:
         t = Table(title=f"gac agent selftest --device {dev}")
@@ -796,12 +878,12 @@ def selftest(device: str, as_json: bool = False) -> None:
     tally = f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail, {counts['skip']} skipped"
     if code:
         failed = ", ".join(r.name for r in results if r.status == "fail")
-        console.print(f"[bold red]selftest FAILED on {dev} ({tally}): {failed}[/]; fix the above before this box joins the fleet",
-                      highlight=False)
+        console.print(
+            f"[bold red]selftest FAILED on {dev} ({tally}): {failed}[/]; fix the above before this box joins the fleet", highlight=False
+        )
     else:
         console.print(f"[green]selftest passed on {dev}[/] ({tally})", highlight=False)
     raise typer.Exit(code)
-
 
 
 __all__ = ["AgentRunOptions", "register", "run_agent"]

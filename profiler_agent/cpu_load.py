@@ -55,5 +55,7 @@ def contention_warning(busy: Busy | None, cores: int, threads: int) -> str | Non
     """Why timing threads would stall (more threads than idle cores), or None."""
     if busy is None or threads <= 1 or busy.cores + threads <= cores + 0.5:
         return None
-    return (f"{busy.how} on {cores} cores: {threads} timing threads will be descheduled and stall; "
-            "use --threads 1 (or a quiet machine) for trustworthy figures")
+    return (
+        f"{busy.how} on {cores} cores: {threads} timing threads will be descheduled and stall; "
+        "use --threads 1 (or a quiet machine) for trustworthy figures"
+    )

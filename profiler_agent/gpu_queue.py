@@ -76,7 +76,6 @@ def nvml_handle(nv: Any, dev: torch.device) -> tuple[Any, int | None]:
     return nv.nvmlDeviceGetHandleByIndex(index), index
 
 
-
 class NvmlProbe:
     """SM clock (MHz) and clock-throttle reasons via nvidia-ml-py, when installed."""
 

@@ -105,8 +105,10 @@ def stop_signals() -> Iterator[StopSignals]:
 def interrupted_line(kept: int, not_measured: int, where: str) -> str:
     """What an interrupted command says last, e.g. 'interrupted: kept 27 measured points (stored), 3 points not
     measured; run the same command again to continue'."""
-    return (f"interrupted: kept {kept} measured point{'s' if kept != 1 else ''} ({where}), {not_measured} "
-            f"point{'s' if not_measured != 1 else ''} not measured; run the same command again to continue")
+    return (
+        f"interrupted: kept {kept} measured point{'s' if kept != 1 else ''} ({where}), {not_measured} "
+        f"point{'s' if not_measured != 1 else ''} not measured; run the same command again to continue"
+    )
 
 
 __all__ = ["COMMIT_ROWS", "EXIT_CODES", "StopSignals", "commit_every_s", "interrupted_line", "received_name", "shielded", "stop_signals"]

@@ -43,9 +43,7 @@ class JobError(Exception):
 class JobClient:
     """One agent's view of the queue; `agent` names it in every call (lease owner)."""
 
-    def __init__(
-        self, server: str, token: str, agent: str = "agent", client: httpx.Client | None = None, timeout_s: float = 30.0
-    ) -> None:
+    def __init__(self, server: str, token: str, agent: str = "agent", client: httpx.Client | None = None, timeout_s: float = 30.0) -> None:
         self.server = server.rstrip("/")
         self.agent = agent
         self._client = client or httpx.Client(timeout=timeout_s)
@@ -101,8 +99,9 @@ class JobClient:
         fingerprint = platform.fingerprint()
         for _ in range(max_pages):
             try:
-                resp = self._client.get(f"{self.server}/v1/jobs", headers=self._headers,
-                                        params={"status": "queued", "limit": page_size, "cursor": cursor})
+                resp = self._client.get(
+                    f"{self.server}/v1/jobs", headers=self._headers, params={"status": "queued", "limit": page_size, "cursor": cursor}
+                )
                 if resp.status_code != 200:
                     return None
                 page = resp.json()

@@ -100,7 +100,7 @@ class _PoolViews:
         buf = _POOLS.get((self.dtype, str(self.device)))
         if buf is None or buf.numel() < self.at + n:
             buf = _pool(2 * (self.at + n), self.dtype, self.device)  # views taken before keep the old buffer alive
-        out = buf[self.at:self.at + n].view(*size)
+        out = buf[self.at : self.at + n].view(*size)
         self.at += math.ceil(n / self._align) * self._align
         return out
 
@@ -110,8 +110,9 @@ def release_weight_pools() -> None:
     _POOLS.clear()
 
 
-def weight_copies(shapes: Sequence[tuple[int, int]], pool_bytes: int, dtype: torch.dtype, device: torch.device,
-                  gen: torch.Generator) -> list[tuple[torch.Tensor, ...]]:
+def weight_copies(
+    shapes: Sequence[tuple[int, int]], pool_bytes: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> list[tuple[torch.Tensor, ...]]:
     """Copies of one kernel's weights, side by side in the shared pool, in the order the kernel uses them.
 
     As many copies as fill `pool_bytes`, at most MAX_WEIGHT_COPIES; the first one used is drawn from
@@ -131,7 +132,7 @@ def weight_copies(shapes: Sequence[tuple[int, int]], pool_bytes: int, dtype: tor
     for _ in range(copies):
         ws = []
         for (n, k), stride in zip(shapes, strides):
-            ws.append(buf[at:at + n * k].view(n, k))
+            ws.append(buf[at : at + n * k].view(n, k))
             at += stride
         out.append(tuple(ws))
     first = int(torch.randint(copies, (1,), generator=gen))
@@ -163,7 +164,11 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: b
 
 
 def build_kernel(
-    op: Op | str, dtype: Dtype | str, shape: dict[str, int], device: torch.device | str = "cpu", seed: int = 0,
+    op: Op | str,
+    dtype: Dtype | str,
+    shape: dict[str, int],
+    device: torch.device | str = "cpu",
+    seed: int = 0,
     weight_pool_bytes: int = 0,
 ) -> Kernel:
     """Allocate the inputs for one point and return the closure that runs it.
@@ -203,7 +208,10 @@ def build_kernel(
         q, kk, v = r(b, h, s, d), r(b, h, s, d), r(b, h, s, d)
         backend = sdpa_backend(q, kk, v, True)
         return Kernel(
-            op, dtype, shape, dev,
+            op,
+            dtype,
+            shape,
+            dev,
             lambda: F.scaled_dot_product_attention(q, kk, v, is_causal=True),
             "F.scaled_dot_product_attention(causal)",
             backend=backend,
@@ -213,13 +221,21 @@ def build_kernel(
     if op is Op.lowrank:
         m, fin, rank, fout = shape["m"], shape["in_features"], shape["rank"], shape["out_features"]
         x = r(m, fin)
-        return kernel("F.linear(F.linear(x[m,in], A[rank,in]), B[out,rank])", x, weights((rank, fin), (fout, rank)),
-                      lambda a, b: F.linear(F.linear(x, a), b))
+        return kernel(
+            "F.linear(F.linear(x[m,in], A[rank,in]), B[out,rank])",
+            x,
+            weights((rank, fin), (fout, rank)),
+            lambda a, b: F.linear(F.linear(x, a), b),
+        )
     if op is Op.mlp:
         m, hid, width = shape["m"], shape["hidden"], shape["width"]
         x = r(m, hid)
-        return kernel("down(silu(gate(x)) * up(x))", x, weights((width, hid), (width, hid), (hid, width)),
-                      lambda gate, up, down: F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down))
+        return kernel(
+            "down(silu(gate(x)) * up(x))",
+            x,
+            weights((width, hid), (width, hid), (hid, width)),
+            lambda gate, up, down: F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down),
+        )
     raise ValueError(f"no kernel for op {op!r}")  # pragma: no cover - Op is closed
 
 

@@ -29,24 +29,53 @@ def quick_plan(dtypes: Iterable[Dtype | str] | None = None) -> SweepPlan:
     names = "+".join(_SHORT[d] for d in ds)
     timing = Timing(time_cap_ms=500, warmup_ms=20, target_spread=0.05, median_ci=0.01)
     sweeps = [
-        Sweep(op=Op.gemm, dtypes=ds, axis="n", fixed={"m": 256, "k": 256},
-              values=ValueRange(start=56, stop=200, step=4), label=f"{names} GEMM, N swept"),
-        Sweep(op=Op.gemm, dtypes=ds, axis="k", fixed={"m": 256, "n": 256},
-              values=ValueRange(start=56, stop=200, step=8), label=f"{names} GEMM, K swept"),
+        Sweep(
+            op=Op.gemm,
+            dtypes=ds,
+            axis="n",
+            fixed={"m": 256, "k": 256},
+            values=ValueRange(start=56, stop=200, step=4),
+            label=f"{names} GEMM, N swept",
+        ),
+        Sweep(
+            op=Op.gemm,
+            dtypes=ds,
+            axis="k",
+            fixed={"m": 256, "n": 256},
+            values=ValueRange(start=56, stop=200, step=8),
+            label=f"{names} GEMM, K swept",
+        ),
     ]
     if FP32 not in ds:
-        sweeps.append(Sweep(op=Op.gemm, dtypes=[FP32], axis="n", fixed={"m": 256, "k": 256},
-                            values=ValueRange(start=56, stop=200, step=8), label="fp32 GEMM, N swept (contrast)"))
+        sweeps.append(
+            Sweep(
+                op=Op.gemm,
+                dtypes=[FP32],
+                axis="n",
+                fixed={"m": 256, "k": 256},
+                values=ValueRange(start=56, stop=200, step=8),
+                label="fp32 GEMM, N swept (contrast)",
+            )
+        )
     sweeps += [
-        Sweep(op=Op.gemv, dtypes=ds, axis="k", fixed={"n": 1024},
-              values=[1016, 1024, 1032], label=f"{names} GEMV near 1024"),
-        Sweep(op=Op.sdpa, dtypes=ds, axis="head_dim", fixed={"b": 1, "h": 4, "s": 128},
-              values=[48, 64, 80, 96, 112, 128], label=f"{names} SDPA head_dim"),
-        Sweep(op=Op.lowrank, dtypes=ds, axis="rank",
-              fixed={"m": 128, "in_features": 512, "out_features": 512},
-              values=[60, 64, 72], label=f"{names} low-rank pair"),
-        Sweep(op=Op.mlp, dtypes=ds, axis="width", fixed={"m": 64, "hidden": 256},
-              values=[680, 688, 704], label=f"{names} gated MLP width"),
+        Sweep(op=Op.gemv, dtypes=ds, axis="k", fixed={"n": 1024}, values=[1016, 1024, 1032], label=f"{names} GEMV near 1024"),
+        Sweep(
+            op=Op.sdpa,
+            dtypes=ds,
+            axis="head_dim",
+            fixed={"b": 1, "h": 4, "s": 128},
+            values=[48, 64, 80, 96, 112, 128],
+            label=f"{names} SDPA head_dim",
+        ),
+        Sweep(
+            op=Op.lowrank,
+            dtypes=ds,
+            axis="rank",
+            fixed={"m": 128, "in_features": 512, "out_features": 512},
+            values=[60, 64, 72],
+            label=f"{names} low-rank pair",
+        ),
+        Sweep(op=Op.mlp, dtypes=ds, axis="width", fixed={"m": 64, "hidden": 256}, values=[680, 688, 704], label=f"{names} gated MLP width"),
     ]
     contrast = "" if FP32 in ds else ", fp32 contrast"
     return SweepPlan(
@@ -66,8 +95,14 @@ def paper_plan(dtypes: list[Dtype] | None = None) -> SweepPlan:
     ds = dtypes or [FP16]
     base = {"m": 2048, "n": 2048, "k": 128}
     gemm_axes = [
-        Sweep(op=Op.gemm, dtypes=ds, axis=axis, fixed={a: v for a, v in base.items() if a != axis},
-              values=ValueRange(start=lo, stop=hi, step=1), label=f"GEMM M=N=2048,K=128, {axis} swept")
+        Sweep(
+            op=Op.gemm,
+            dtypes=ds,
+            axis=axis,
+            fixed={a: v for a, v in base.items() if a != axis},
+            values=ValueRange(start=lo, stop=hi, step=1),
+            label=f"GEMM M=N=2048,K=128, {axis} swept",
+        )
         for axis, lo, hi in (("m", 1984, 2112), ("n", 1984, 2112), ("k", 64, 256))
     ]
     return SweepPlan(
@@ -75,17 +110,47 @@ def paper_plan(dtypes: list[Dtype] | None = None) -> SweepPlan:
         description="EuroMLSys'26 GAC sweeps: SDPA head_dim 64..256, GEMM 2048x2048x128 per axis, GEMM/GEMV near 4096",
         timing=Timing(time_cap_ms=1_000, warmup_ms=100, target_spread=0.03, median_ci=0.005),
         sweeps=[
-            Sweep(op=Op.sdpa, dtypes=ds, axis="head_dim", fixed={"b": 4, "s": 2048, "h": 32},
-                  values=ValueRange(start=64, stop=256, step=1), label="SDPA head_dim 64..256"),
+            Sweep(
+                op=Op.sdpa,
+                dtypes=ds,
+                axis="head_dim",
+                fixed={"b": 4, "s": 2048, "h": 32},
+                values=ValueRange(start=64, stop=256, step=1),
+                label="SDPA head_dim 64..256",
+            ),
             *gemm_axes,
-            Sweep(op=Op.gemm, dtypes=ds, axis="n", fixed={"m": 1024, "k": 4096},
-                  values=ValueRange(start=4032, stop=4160, step=1), label="GEMM N near 4096"),
-            Sweep(op=Op.gemm, dtypes=ds, axis="k", fixed={"m": 1024, "n": 4096},
-                  values=ValueRange(start=4032, stop=4160, step=1), label="GEMM K near 4096"),
-            Sweep(op=Op.gemv, dtypes=ds, axis="k", fixed={"n": 4096},
-                  values=ValueRange(start=4032, stop=4160, step=1), label="GEMV K near 4096"),
-            Sweep(op=Op.gemv, dtypes=ds, axis="n", fixed={"k": 4096},
-                  values=ValueRange(start=4032, stop=4160, step=1), label="GEMV N near 4096"),
+            Sweep(
+                op=Op.gemm,
+                dtypes=ds,
+                axis="n",
+                fixed={"m": 1024, "k": 4096},
+                values=ValueRange(start=4032, stop=4160, step=1),
+                label="GEMM N near 4096",
+            ),
+            Sweep(
+                op=Op.gemm,
+                dtypes=ds,
+                axis="k",
+                fixed={"m": 1024, "n": 4096},
+                values=ValueRange(start=4032, stop=4160, step=1),
+                label="GEMM K near 4096",
+            ),
+            Sweep(
+                op=Op.gemv,
+                dtypes=ds,
+                axis="k",
+                fixed={"n": 4096},
+                values=ValueRange(start=4032, stop=4160, step=1),
+                label="GEMV K near 4096",
+            ),
+            Sweep(
+                op=Op.gemv,
+                dtypes=ds,
+                axis="n",
+                fixed={"k": 4096},
+                values=ValueRange(start=4032, stop=4160, step=1),
+                label="GEMV N near 4096",
+            ),
         ],
     )
 
@@ -98,10 +163,12 @@ def cliff_map_plan(adaptive: bool = False, lo: int = 64, hi: int = 160, dtype: D
         name="cliff-map-adaptive" if adaptive else "cliff-map",
         timing=Timing(time_cap_ms=400, warmup_ms=10, target_spread=0.05, median_ci=0.01),
         sweeps=[
-            Sweep(op=Op.gemm, dtypes=[dtype], axis="n", fixed={"m": 256, "k": 256},
-                  values=ValueRange(start=lo, stop=hi, step=1), adaptive=ad),
-            Sweep(op=Op.gemm, dtypes=[dtype], axis="k", fixed={"m": 256, "n": 256},
-                  values=ValueRange(start=lo, stop=hi, step=1), adaptive=ad),
+            Sweep(
+                op=Op.gemm, dtypes=[dtype], axis="n", fixed={"m": 256, "k": 256}, values=ValueRange(start=lo, stop=hi, step=1), adaptive=ad
+            ),
+            Sweep(
+                op=Op.gemm, dtypes=[dtype], axis="k", fixed={"m": 256, "n": 256}, values=ValueRange(start=lo, stop=hi, step=1), adaptive=ad
+            ),
         ],
     )
 

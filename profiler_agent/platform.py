@@ -26,9 +26,21 @@ from gac.contracts.measurements import PlatformDescriptor
 
 # CPU feature flags that change which GEMM/attention kernels a CPU library picks.
 _X86_FLAGS = (
-    "avx", "avx2", "fma", "f16c",
-    "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
-    "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "amx_fp16",
 )
 _ARM_FLAGS = ("asimd", "asimdhp", "fphp", "sve", "sve2", "bf16", "i8mm", "sme")
 
@@ -162,10 +174,17 @@ def _driver_version() -> str | None:
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            out = subprocess.run(
-                [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=10, check=True,
-            ).stdout.strip().splitlines()
+            out = (
+                subprocess.run(
+                    [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                    check=True,
+                )
+                .stdout.strip()
+                .splitlines()
+            )
             if out:
                 return out[0].strip()
         except (OSError, subprocess.SubprocessError):

@@ -51,8 +51,10 @@ class Remaining:
             return None
         line = f"skipping {self.skipped} point{'s' if self.skipped != 1 else ''} already stored for this platform"
         if self.retimed:
-            line += (f" ({self.retimed} other stored points are timed again: their adaptive sweeps' coarse grids "
-                     "were only partly measured, and refinement is decided from a whole coarse grid timed in one run)")
+            line += (
+                f" ({self.retimed} other stored points are timed again: their adaptive sweeps' coarse grids "
+                "were only partly measured, and refinement is decided from a whole coarse grid timed in one run)"
+            )
         return line
 
 
@@ -149,6 +151,15 @@ def merge(*parts: Known) -> Known:
 
 
 __all__ = [
-    "CurveKey", "Known", "Remaining", "add_rows", "known_in_spool", "known_on_server", "merge", "plan_curves", "planned_points",
-    "remaining", "sweep_curve",
+    "CurveKey",
+    "Known",
+    "Remaining",
+    "add_rows",
+    "known_in_spool",
+    "known_on_server",
+    "merge",
+    "plan_curves",
+    "planned_points",
+    "remaining",
+    "sweep_curve",
 ]

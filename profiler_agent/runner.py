@@ -59,7 +59,11 @@ class RunResult:
 
 
 def to_measurement(
-    point: PlanPoint, result: TimingResult, backend: str | None, kernel: str | None, flags: Sequence[str] = (),
+    point: PlanPoint,
+    result: TimingResult,
+    backend: str | None,
+    kernel: str | None,
+    flags: Sequence[str] = (),
 ) -> Measurement:
     return Measurement(
         id=new_id(),  # made here, once: every re-send of this row carries the same id
@@ -88,7 +92,11 @@ KernelBuilder = Callable[..., Kernel]
 
 
 def time_point(
-    point: PlanPoint, timer: Timer, timing: Timing, device: torch.device | str = "cpu", build: KernelBuilder = build_kernel,
+    point: PlanPoint,
+    timer: Timer,
+    timing: Timing,
+    device: torch.device | str = "cpu",
+    build: KernelBuilder = build_kernel,
 ) -> PointOutcome:
     """Build and time one point; an error (OOM, unsupported dtype) is recorded, not raised."""
     try:
@@ -165,10 +173,7 @@ class PlanRunner:
         out = RunResult(plan=plan.name)
         self._done = 0
         self._seen = {}
-        self._total = sum(
-            len(s.coarse_values() if (self.adaptive and s.adaptive) else s.value_list()) * len(s.dtypes)
-            for s in plan.sweeps
-        )
+        self._total = sum(len(s.coarse_values() if (self.adaptive and s.adaptive) else s.value_list()) * len(s.dtypes) for s in plan.sweeps)
         rng = random.Random(self.shuffle_seed)
         fixed: list[tuple[PlanPoint, Timing]] = []  # every point of the non-adaptive sweeps, timed together
         for i, sweep in enumerate(plan.sweeps):
@@ -177,13 +182,15 @@ class PlanRunner:
                 if self.adaptive and sweep.adaptive is not None:
                     self._run_adaptive(i, sweep, dtype, timing, out, rng)
                 else:
-                    fixed += [(PlanPoint(sweep=i, op=sweep.op, dtype=dtype, shape=sweep.shape_at(v), axis=sweep.axis), timing)
-                              for v in sweep.value_list()]
+                    fixed += [
+                        (PlanPoint(sweep=i, op=sweep.op, dtype=dtype, shape=sweep.shape_at(v), axis=sweep.axis), timing)
+                        for v in sweep.value_list()
+                    ]
         ordered = self._ordered(fixed, rng)
         group = max(1, int(getattr(self.timer, "points_per_round", 1)))
         if group > 1:
             for at in range(0, len(ordered), group):
-                self._group(ordered[at:at + group], out)
+                self._group(ordered[at : at + group], out)
         else:
             for point, timing in ordered:
                 self._one(point, timing, out)

@@ -115,37 +115,59 @@ def check_device(dev: torch.device) -> tuple[CheckResult, PlatformDescriptor | N
                 why = f"torch {torch.__version__} is a CPU-only build: it cannot use {dev}"
             else:
                 why = f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: {_cuda_init_error()}"
-            return CheckResult(name, "fail", why, fix=(
-                "install a CUDA build of torch matching the driver (https://pytorch.org/get-started/locally), "
-                "check that `nvidia-smi` lists the GPU, and that CUDA_VISIBLE_DEVICES does not hide it")), None
+            return CheckResult(
+                name,
+                "fail",
+                why,
+                fix=(
+                    "install a CUDA build of torch matching the driver (https://pytorch.org/get-started/locally), "
+                    "check that `nvidia-smi` lists the GPU, and that CUDA_VISIBLE_DEVICES does not hide it"
+                ),
+            ), None
         count = torch.cuda.device_count()
         if dev.index is not None and dev.index >= count:
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            return CheckResult(name, "fail", f"torch sees {count} CUDA device(s) (cuda:0..cuda:{count - 1}), not {dev}"
-                               + (f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""),
-                               fix=f"use --device cuda:N with N < {count}"), None
+            return CheckResult(
+                name,
+                "fail",
+                f"torch sees {count} CUDA device(s) (cuda:0..cuda:{count - 1}), not {dev}"
+                + (f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""),
+                fix=f"use --device cuda:N with N < {count}",
+            ), None
         try:
             _matmul_matches_cpu(dev)
         except (RuntimeError, AssertionError) as err:
-            return CheckResult(name, "fail", f"{dev} cannot run a float16 matmul correctly: {str(err)[:300]}", fix=(
-                "the torch build may lack kernels for this GPU's architecture (see torch.cuda.get_arch_list()) "
-                "or the GPU is faulty: install a torch build for it, check `nvidia-smi -q` for errors")), None
+            return CheckResult(
+                name,
+                "fail",
+                f"{dev} cannot run a float16 matmul correctly: {str(err)[:300]}",
+                fix=(
+                    "the torch build may lack kernels for this GPU's architecture (see torch.cuda.get_arch_list()) "
+                    "or the GPU is faulty: install a torch build for it, check `nvidia-smi -q` for errors"
+                ),
+            ), None
     try:
         platform = detect_platform(dev)
     except (RuntimeError, ValueError, OSError) as err:
-        return CheckResult(name, "fail", f"platform detection failed: {err}",
-                           fix="report this with the output of `gac agent platform`"), None
+        return CheckResult(
+            name, "fail", f"platform detection failed: {err}", fix="report this with the output of `gac agent platform`"
+        ), None
     p = platform
     if p.device_kind == "cpu":
-        what = (f"{p.device_name}: {p.cores} cores, torch uses {p.threads} threads, L2 "
-                f"{_fmt_bytes(p.l2_bytes) if p.l2_bytes else 'unknown'}, ISA {p.isa or 'unknown'}")
+        what = (
+            f"{p.device_name}: {p.cores} cores, torch uses {p.threads} threads, L2 "
+            f"{_fmt_bytes(p.l2_bytes) if p.l2_bytes else 'unknown'}, ISA {p.isa or 'unknown'}"
+        )
     else:
-        what = (f"{p.device_name} sm_{(p.compute_capability or '?').replace('.', '')}, {p.sm_count} SMs, "
-                f"{(p.memory_bytes or 0) / (1 << 30):.0f} GiB, L2 {_fmt_bytes(p.l2_bytes) if p.l2_bytes else 'unknown'}")
+        what = (
+            f"{p.device_name} sm_{(p.compute_capability or '?').replace('.', '')}, {p.sm_count} SMs, "
+            f"{(p.memory_bytes or 0) / (1 << 30):.0f} GiB, L2 {_fmt_bytes(p.l2_bytes) if p.l2_bytes else 'unknown'}"
+        )
     fast = p.fast_dtype.value if p.fast_dtype is not None else "unknown"
     detail = f"{what}; fast dtype {fast}; fingerprint {p.fingerprint()[:16]}"
-    return CheckResult(name, "ok", detail, data={"platform": p.model_dump(mode="json", exclude_none=True),
-                                                 "fingerprint": p.fingerprint()}), platform
+    return CheckResult(
+        name, "ok", detail, data={"platform": p.model_dump(mode="json", exclude_none=True), "fingerprint": p.fingerprint()}
+    ), platform
 
 
 def _cuda_init_error() -> str:
@@ -198,11 +220,22 @@ def check_cuda_stack(dev: torch.device, platform: PlatformDescriptor) -> CheckRe
         problems.append(arch)
         fixes.append("archs: install a torch build compiled for this GPU")
     detail = ", ".join(parts) + (f"; {'; '.join(problems)}" if problems else "")
-    data = {"cuda_runtime": p.cuda_runtime, "cublas": p.cublas_version, "cudnn": p.cudnn_version, "driver": driver,
-            "driver_cuda": driver_cuda, "arch_list": _arch_list()}
+    data = {
+        "cuda_runtime": p.cuda_runtime,
+        "cublas": p.cublas_version,
+        "cudnn": p.cudnn_version,
+        "driver": driver,
+        "driver_cuda": driver_cuda,
+        "arch_list": _arch_list(),
+    }
     if problems:
-        return CheckResult(name, "warn", detail, fix="; ".join(fixes)
-                           + " (platforms that differ only in an unknown version share a fingerprint)", data=data)
+        return CheckResult(
+            name,
+            "warn",
+            detail,
+            fix="; ".join(fixes) + " (platforms that differ only in an unknown version share a fingerprint)",
+            data=data,
+        )
     return CheckResult(name, "ok", detail, data=data)
 
 
@@ -290,8 +323,12 @@ def check_nvml(dev: torch.device, dtype: str = "float16", load_seconds: float = 
     try:
         import pynvml
     except ImportError:
-        return CheckResult(name, "warn", "nvidia-ml-py is not installed: measurements will carry no SM clock or throttle reasons",
-                           fix="pip install nvidia-ml-py (part of the [cuda] extra)")
+        return CheckResult(
+            name,
+            "warn",
+            "nvidia-ml-py is not installed: measurements will carry no SM clock or throttle reasons",
+            fix="pip install nvidia-ml-py (part of the [cuda] extra)",
+        )
     try:
         pynvml.nvmlInit()
     except Exception as err:  # noqa: BLE001
@@ -312,9 +349,13 @@ def judge_nvml(busy: dict[str, Any], idle: dict[str, Any], dev_index: int, nvml_
     """The verdict on NVML readings taken while a GEMM ran (busy) and before (idle)."""
     name = "nvml clocks"
     if not busy:
-        return CheckResult(name, "warn", "NVML answered but returned no clock, throttle or process reading for this GPU",
-                           fix="check `nvidia-smi -q -d CLOCK,PERFORMANCE`; measurements will carry no SM clock",
-                           data={"idle": idle, "nvml_index": nvml_index})
+        return CheckResult(
+            name,
+            "warn",
+            "NVML answered but returned no clock, throttle or process reading for this GPU",
+            fix="check `nvidia-smi -q -d CLOCK,PERFORMANCE`; measurements will carry no SM clock",
+            data={"idle": idle, "nvml_index": nvml_index},
+        )
     status: Status = "ok"
     notes, fixes = [], []
     clock, top = busy.get("sm_clock_mhz"), busy.get("max_sm_clock_mhz")
@@ -328,8 +369,10 @@ def judge_nvml(busy: dict[str, Any], idle: dict[str, Any], dev_index: int, nvml_
     for reason, severity in reasons or []:
         if severity == "fail":
             status = "fail"
-            fixes.append(f"{reason}: the GPU is slowed by hardware (temperature, power delivery): check cooling and power "
-                         "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER`) before profiling on it")
+            fixes.append(
+                f"{reason}: the GPU is slowed by hardware (temperature, power delivery): check cooling and power "
+                "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER`) before profiling on it"
+            )
         elif severity == "warn" and status == "ok":
             status = "warn"
             fixes.append(f"{reason}: check `nvidia-smi -q -d PERFORMANCE`; figures taken now would be of a slowed GPU")
@@ -345,8 +388,9 @@ def judge_nvml(busy: dict[str, Any], idle: dict[str, Any], dev_index: int, nvml_
     if nvml_index is not None and nvml_index != dev_index:
         notes.append(f"cuda:{dev_index} is NVML device {nvml_index} (the timer finds it by PCI bus id)")
     detail = "; ".join(parts + notes)
-    return CheckResult(name, status, detail, fix="; ".join(fixes) or None,
-                       data={"under_load": busy, "idle": idle, "nvml_index": nvml_index})
+    return CheckResult(
+        name, status, detail, fix="; ".join(fixes) or None, data={"under_load": busy, "idle": idle, "nvml_index": nvml_index}
+    )
 
 
 def _nvml_read(nv: Any, handle: Any) -> dict[str, Any]:
@@ -357,8 +401,9 @@ def _nvml_read(nv: Any, handle: Any) -> dict[str, Any]:
         "temperature_c": lambda: int(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)),
         "power_w": lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000,
         "power_limit_w": lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
-        "throttle_reasons": lambda: int((getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                                         or nv.nvmlDeviceGetCurrentClocksThrottleReasons)(handle)),
+        "throttle_reasons": lambda: int(
+            (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons)(handle)
+        ),
         "other_processes": lambda: sorted(p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid != os.getpid()),
     }
     out: dict[str, Any] = {}
@@ -424,8 +469,11 @@ def _split(sample: Sample) -> tuple[float, bool]:
 
 
 def compare(
-    label: str, ours: Callable[[], Sample], ref: Callable[[], Sample],
-    repeats: int = REPEATS, max_repeats: int = MAX_REPEATS,
+    label: str,
+    ours: Callable[[], Sample],
+    ref: Callable[[], Sample],
+    repeats: int = REPEATS,
+    max_repeats: int = MAX_REPEATS,
 ) -> Agreement:
     """Time with both, interleaved (alternating which goes first, so a drift hits both alike);
     more repeats, up to max_repeats, while the ratio is ambiguous (outside BAND, inside GROSS)."""
@@ -462,19 +510,32 @@ def judge_agreement(name: str, reference: str, agreements: Sequence[Agreement], 
     runs = sorted({len(a.ours_us) for a in agreements}) or [0]
     n = str(runs[0]) if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
     detail = f"ours/{reference} {per} (band {BAND[0]}-{BAND[1]}, best median of {n} interleaved repeats)"
-    data = {"band": list(BAND), "gross": GROSS, "busy": why_busy,
-            "shapes": [{"label": a.label, "ratio": a.ratio, "ours_us": list(a.ours_us), "ref_us": list(a.ref_us),
-                        "clean": list(a.clean)} for a in agreements]}
+    data = {
+        "band": list(BAND),
+        "gross": GROSS,
+        "busy": why_busy,
+        "shapes": [
+            {"label": a.label, "ratio": a.ratio, "ours_us": list(a.ours_us), "ref_us": list(a.ref_us), "clean": list(a.clean)}
+            for a in agreements
+        ],
+    }
     gross = [a for a, v in verdicts if v == "gross"]
     off = [a for a, v in verdicts if v == "off"]
-    fix = (f"our timer disagrees with {reference}: do not profile with this agent; report the output "
-           "(`gac agent selftest --json`) with the agent version")
+    fix = (
+        f"our timer disagrees with {reference}: do not profile with this agent; report the output "
+        "(`gac agent selftest --json`) with the agent version"
+    )
     if gross:
         worst_a = max(gross, key=lambda a: abs(math.log(a.ratio)))
         return CheckResult(name, "fail", f"{detail}; {worst_a.label} is off by {worst_a.ratio:.2f}x: not noise", fix=fix, data=data)
     if off and why_busy:
-        return CheckResult(name, "warn", f"{detail}; inconclusive, the machine is busy: {'; '.join(why_busy)}",
-                           fix="re-run `gac agent selftest` on a quiet machine (nothing else running) to settle it", data=data)
+        return CheckResult(
+            name,
+            "warn",
+            f"{detail}; inconclusive, the machine is busy: {'; '.join(why_busy)}",
+            fix="re-run `gac agent selftest` on a quiet machine (nothing else running) to settle it",
+            data=data,
+        )
     if off:
         return CheckResult(name, "fail", f"{detail}; outside the band on a quiet machine", fix=fix, data=data)
     if why_busy:
@@ -494,8 +555,14 @@ class ReferenceStats:
     dropped: int = 0
 
 
-def cpu_reference_us(fn: Callable[[], object], budget_s: float = REFERENCE_S, block_us: float = CPU_BLOCK_US,
-                     stats: ReferenceStats | None = None, min_on_cpu: float = 0.9, give_up_s: float = GIVE_UP_S) -> tuple[float, bool]:
+def cpu_reference_us(
+    fn: Callable[[], object],
+    budget_s: float = REFERENCE_S,
+    block_us: float = CPU_BLOCK_US,
+    stats: ReferenceStats | None = None,
+    min_on_cpu: float = 0.9,
+    give_up_s: float = GIVE_UP_S,
+) -> tuple[float, bool]:
     """torch.utils.benchmark's median time per call, from blocks of about block_us.
 
     Not blocked_autorange: it grows blocks until the timer's overhead is below 1e-4 of
@@ -545,13 +612,15 @@ def _cpu_busy(cores: int | None, preempted: float | None, ref_preempted: float |
     return out
 
 
-def check_cpu_timer(dev: torch.device, timer: Timer | None = None, shapes: Sequence[tuple[int, int, int]] = CPU_GEMMS,
-                    repeats: int = REPEATS) -> CheckResult:
+def check_cpu_timer(
+    dev: torch.device, timer: Timer | None = None, shapes: Sequence[tuple[int, int, int]] = CPU_GEMMS, repeats: int = REPEATS
+) -> CheckResult:
     """CpuTimer (one thread) against torch.utils.benchmark on three float32 GEMMs."""
     name = "timer vs torch.utils.benchmark"
     if dev.type != "cpu":
-        return _skip(name, "CUDA device: a host-side reference cannot time GPU kernels; "
-                           "the CUDA timer is compared with CUDA events instead")
+        return _skip(
+            name, "CUDA device: a host-side reference cannot time GPU kernels; the CUDA timer is compared with CUDA events instead"
+        )
     timer = timer or CpuTimer(threads=1)
     kept = discarded = 0
     ref_stats = ReferenceStats()
@@ -634,33 +703,48 @@ def _gpu_busy() -> list[str]:
     return [f"{len(others)} other process(es) use this GPU"] if others else []
 
 
-def check_cuda_timer(dev: torch.device, platform: PlatformDescriptor | None, timer: CudaTimer | None = None,
-                     shapes: Sequence[tuple[int, int, int]] = CUDA_GEMMS, repeats: int = REPEATS) -> CheckResult:
+def check_cuda_timer(
+    dev: torch.device,
+    platform: PlatformDescriptor | None,
+    timer: CudaTimer | None = None,
+    shapes: Sequence[tuple[int, int, int]] = CUDA_GEMMS,
+    repeats: int = REPEATS,
+) -> CheckResult:
     """CudaTimer against plain torch.cuda.Event timing on three GEMMs in the platform's fast dtype."""
     name = "timer vs cuda events"
     if dev.type != "cuda":
         return _skip(name, "CPU device: no CUDA events (the CPU timer is compared with torch.utils.benchmark)")
     timer = timer or CudaTimer(dev)
     flush = max(timer.flush_bytes, 256 << 20)
-    return _against_reference(name, "cuda events", dev, platform, timer, shapes, repeats,
-                              lambda fn: cuda_events_reference_us(fn, dev, flush))
+    return _against_reference(
+        name, "cuda events", dev, platform, timer, shapes, repeats, lambda fn: cuda_events_reference_us(fn, dev, flush)
+    )
 
 
-def _against_reference(name: str, reference: str, dev: torch.device, platform: PlatformDescriptor | None, timer: CudaTimer,
-                       shapes: Sequence[tuple[int, int, int]], repeats: int,
-                       reference_us: Callable[[Callable[[], object]], float]) -> CheckResult:
+def _against_reference(
+    name: str,
+    reference: str,
+    dev: torch.device,
+    platform: PlatformDescriptor | None,
+    timer: CudaTimer,
+    shapes: Sequence[tuple[int, int, int]],
+    repeats: int,
+    reference_us: Callable[[Callable[[], object]], float],
+) -> CheckResult:
     """The CUDA timer against a reference timer on GEMMs of these shapes in the platform's fast dtype."""
     dtype = _cuda_gemm_dtype(platform)
     agreements = []
     for m, n, k in shapes:
         kernel = build_kernel(Op.gemm, dtype, {"m": m, "n": n, "k": k}, dev)
         with torch.inference_mode():
-            agreements.append(compare(
-                f"{_gemm_label(m, n, k)} {dtype}",
-                partial(_timer_us, timer, kernel.fn),
-                partial(reference_us, kernel.fn),
-                repeats,
-            ))
+            agreements.append(
+                compare(
+                    f"{_gemm_label(m, n, k)} {dtype}",
+                    partial(_timer_us, timer, kernel.fn),
+                    partial(reference_us, kernel.fn),
+                    repeats,
+                )
+            )
         del kernel
     with torch.cuda.device(dev):
         busy = _gpu_busy()
@@ -687,8 +771,13 @@ def triton_reference_us(do_bench: Callable[..., Any], fn: Callable[[], object], 
     return float(ms) * 1e3
 
 
-def check_triton_timer(dev: torch.device, platform: PlatformDescriptor | None, timer: CudaTimer | None = None,
-                       shapes: Sequence[tuple[int, int, int]] = CUDA_GEMMS, repeats: int = REPEATS) -> CheckResult:
+def check_triton_timer(
+    dev: torch.device,
+    platform: PlatformDescriptor | None,
+    timer: CudaTimer | None = None,
+    shapes: Sequence[tuple[int, int, int]] = CUDA_GEMMS,
+    repeats: int = REPEATS,
+) -> CheckResult:
     """CudaTimer against triton.testing.do_bench on the same three GEMMs, where triton is installed."""
     name = "timer vs triton do_bench"
     if dev.type != "cuda":
@@ -697,8 +786,9 @@ def check_triton_timer(dev: torch.device, platform: PlatformDescriptor | None, t
     if do_bench is None:
         return _skip(name, "triton is not installed (optional): the CUDA timer was compared with CUDA events only")
     timer = timer or CudaTimer(dev)
-    return _against_reference(name, "triton do_bench", dev, platform, timer, shapes, repeats,
-                              lambda fn: triton_reference_us(do_bench, fn, dev))
+    return _against_reference(
+        name, "triton do_bench", dev, platform, timer, shapes, repeats, lambda fn: triton_reference_us(do_bench, fn, dev)
+    )
 
 
 # ---------------------------------------------------------------- L2 flush
@@ -718,13 +808,22 @@ def check_l2_flush(dev: torch.device, timer: CudaTimer | None = None) -> CheckRe
     flush = timer.flush_bytes
     data: dict[str, Any] = {"l2_bytes": l2, "flush_bytes": flush}
     if not l2:
-        return CheckResult(name, "warn", f"torch reports no L2 size for this device: the timer flushes {_fmt_bytes(flush)}, "
-                           "an assumed upper bound", fix="check the GPU's L2 size in its datasheet; if larger, the curves are of a warm L2",
-                           data=data)
+        return CheckResult(
+            name,
+            "warn",
+            f"torch reports no L2 size for this device: the timer flushes {_fmt_bytes(flush)}, an assumed upper bound",
+            fix="check the GPU's L2 size in its datasheet; if larger, the curves are of a warm L2",
+            data=data,
+        )
     head = f"flush buffer {_fmt_bytes(flush)} = {flush / l2:.1f}x the L2 ({_fmt_bytes(l2)})"
     if flush < l2:
-        return CheckResult(name, "fail", head + ": smaller than the L2, kernels would read warm operands",
-                           fix="use the default flush size (twice the L2)", data=data)
+        return CheckResult(
+            name,
+            "fail",
+            head + ": smaller than the L2, kernels would read warm operands",
+            fix="use the default flush size (twice the L2)",
+            data=data,
+        )
     with torch.cuda.device(dev), torch.inference_mode():
         buf = torch.ones(max(1, l2 // 4 // 4), dtype=torch.float32, device=dev)
         warm, cold = l2_read_times(timer, buf.sum)
@@ -745,11 +844,17 @@ def judge_l2_flush(l2: int, flush: int, warm: float, cold: float) -> CheckResult
     head = f"flush buffer {_fmt_bytes(flush)} = {flush / l2:.1f}x the L2 ({_fmt_bytes(l2)})"
     detail = f"{head}; a read of {_fmt_bytes(l2 // 4)} takes {cold:.1f} us after a flush, {warm:.1f} us warm ({cold / warm:.2f}x)"
     if flush < 2 * l2:
-        return CheckResult(name, "warn", detail + "; under 2x the L2, some lines may survive",
-                           fix="use the default flush size (twice the L2)", data=data)
+        return CheckResult(
+            name, "warn", detail + "; under 2x the L2, some lines may survive", fix="use the default flush size (twice the L2)", data=data
+        )
     if cold < 1.05 * warm:
-        return CheckResult(name, "warn", detail + ": the flush did not make it slower",
-                           fix="the reported L2 size may be wrong, or this GPU keeps data elsewhere; compare with the datasheet", data=data)
+        return CheckResult(
+            name,
+            "warn",
+            detail + ": the flush did not make it slower",
+            fix="the reported L2 size may be wrong, or this GPU keeps data elsewhere; compare with the datasheet",
+            data=data,
+        )
     return CheckResult(name, "ok", detail, data=data)
 
 
@@ -765,8 +870,9 @@ def check_repeatability(dev: torch.device, platform: PlatformDescriptor | None, 
     timer = timer or CudaTimer(dev)
     dtype = _cuda_gemm_dtype(platform)
     with torch.cuda.device(dev), torch.inference_mode():
-        kernels = [(f"{_gemm_label(m, n, k)} {dtype}", build_kernel(Op.gemm, dtype, {"m": m, "n": n, "k": k}, dev).fn)
-                   for m, n, k in SMALL_GEMMS]
+        kernels = [
+            (f"{_gemm_label(m, n, k)} {dtype}", build_kernel(Op.gemm, dtype, {"m": m, "n": n, "k": k}, dev).fn) for m, n, k in SMALL_GEMMS
+        ]
         return judge_repeatability(name, repeat_medians(timer, kernels))
 
 
@@ -788,8 +894,10 @@ def judge_repeatability(name: str, medians: dict[str, list[float]]) -> CheckResu
     head = f"worst {worst}: medians {spreads[worst]:.1%} apart ({detail})"
     if spreads[worst] <= REPEAT_OK:
         return CheckResult(name, "ok", head, data=data)
-    fix = ("the same kernel timed again gives another figure: small kernels' points would show cliffs that are not there; "
-           "check for other processes on the GPU and for clock changes (nvml clocks)")
+    fix = (
+        "the same kernel timed again gives another figure: small kernels' points would show cliffs that are not there; "
+        "check for other processes on the GPU and for clock changes (nvml clocks)"
+    )
     return CheckResult(name, "fail" if spreads[worst] > REPEAT_FAIL else "warn", head, fix=fix, data=data)
 
 
@@ -823,8 +931,11 @@ def _runs_with(fn: Callable[[], object], backend: Any, dev: torch.device) -> str
 def check_sdpa(dev: torch.device, platform: PlatformDescriptor | None, head_dims: Sequence[int] = SDPA_HEAD_DIMS) -> CheckResult:
     """Per head_dim: which SDPA backends run (causal prefill, the platform's fast dtype) and which one dispatch picks."""
     name = "sdpa backends"
-    dtype = platform.fast_dtype.value if platform is not None and platform.fast_dtype is not None else (
-        "float16" if dev.type == "cuda" else "float32")
+    dtype = (
+        platform.fast_dtype.value
+        if platform is not None and platform.fast_dtype is not None
+        else ("float16" if dev.type == "cuda" else "float32")
+    )
     backends = _sdpa_backends(dev)
     per: dict[int, dict[str, Any]] = {}
     for hd in head_dims:
@@ -834,8 +945,11 @@ def check_sdpa(dev: torch.device, platform: PlatformDescriptor | None, head_dims
             per[hd] = {"chosen": None, "runs": [], "why_not": {"all": f"{type(err).__name__}: {err}"[:200]}}
             continue
         why_not = {b: _runs_with(kernel.fn, backend, dev) for b, backend in backends.items()}
-        per[hd] = {"chosen": kernel.backend, "runs": [b for b, why in why_not.items() if why is None],
-                   "why_not": {b: why for b, why in why_not.items() if why is not None}}
+        per[hd] = {
+            "chosen": kernel.backend,
+            "runs": [b for b, why in why_not.items() if why is None],
+            "why_not": {b: why for b, why in why_not.items() if why is not None},
+        }
         del kernel
     parts = []
     for hd, info in per.items():
@@ -845,14 +959,24 @@ def check_sdpa(dev: torch.device, platform: PlatformDescriptor | None, head_dims
     data = {"dtype": dtype, "head_dims": {str(hd): info for hd, info in per.items()}}
     broken = [hd for hd, info in per.items() if not info["runs"]]
     if broken:
-        return CheckResult(name, "fail", f"{detail}; no backend runs at head_dim {', '.join(map(str, broken))}",
-                           fix="SDPA cannot run here: check the torch install (and GPU memory); see --json for torch's reasons", data=data)
+        return CheckResult(
+            name,
+            "fail",
+            f"{detail}; no backend runs at head_dim {', '.join(map(str, broken))}",
+            fix="SDPA cannot run here: check the torch install (and GPU memory); see --json for torch's reasons",
+            data=data,
+        )
     if dev.type == "cuda":
         math_only = [hd for hd in (64, 128) if hd in per and per[hd]["chosen"] == "math"]
         if math_only:
-            return CheckResult(name, "warn", f"{detail}; only the math fallback runs at head_dim {', '.join(map(str, math_only))}",
-                               fix="install a torch build with flash / memory-efficient attention for this GPU: curves measured now "
-                                   "are of the math fallback, which production inference would not run", data=data)
+            return CheckResult(
+                name,
+                "warn",
+                f"{detail}; only the math fallback runs at head_dim {', '.join(map(str, math_only))}",
+                fix="install a torch build with flash / memory-efficient attention for this GPU: curves measured now "
+                "are of the math fallback, which production inference would not run",
+                data=data,
+            )
     return CheckResult(name, "ok", detail, data=data)
 
 
@@ -860,8 +984,15 @@ def check_sdpa(dev: torch.device, platform: PlatformDescriptor | None, head_dims
 
 
 CHECKS = (
-    "device", "cuda stack", "nvml clocks", "timer vs cuda events", "timer vs triton do_bench",
-    "timer vs torch.utils.benchmark", "small-kernel repeatability", "l2 flush", "sdpa backends",
+    "device",
+    "cuda stack",
+    "nvml clocks",
+    "timer vs cuda events",
+    "timer vs triton do_bench",
+    "timer vs torch.utils.benchmark",
+    "small-kernel repeatability",
+    "l2 flush",
+    "sdpa backends",
 )
 
 
@@ -912,8 +1043,12 @@ def _guarded(name: str, step: Callable[[], Any]) -> Any:
     try:
         return step()
     except Exception as err:  # noqa: BLE001 - one broken check must not hide the others
-        result = CheckResult(name, "fail", f"the check itself failed: {type(err).__name__}: {str(err)[:300]}",
-                             fix="report this output with the agent version; the device or its stack is not in the state the agent expects")
+        result = CheckResult(
+            name,
+            "fail",
+            f"the check itself failed: {type(err).__name__}: {str(err)[:300]}",
+            fix="report this output with the agent version; the device or its stack is not in the state the agent expects",
+        )
         return (result, None) if name == "device" else result
 
 

@@ -56,7 +56,7 @@ def batch_median_halfwidth(samples: Sequence[float], batches: int = MEDIAN_BATCH
     if n < MIN_BATCH_SAMPLES * batches:
         return None
     size = n // batches
-    meds = [percentile(sorted(samples[i * size:(i + 1) * size]), 0.5) for i in range(batches)]
+    meds = [percentile(sorted(samples[i * size : (i + 1) * size]), 0.5) for i in range(batches)]
     mean = sum(meds) / batches
     sd = math.sqrt(sum((m - mean) ** 2 for m in meds) / (batches - 1))
     return _T975[batches - 1] * sd / math.sqrt(batches)
@@ -145,9 +145,7 @@ class Timer(ABC):
         """The host clock the time caps are read on."""
         return time.perf_counter()
 
-    def _sample_loop(
-        self, take_samples: Callable[[], Sequence[float]], timing: Timing, started: float, **kw: Any
-    ) -> TimingResult:
+    def _sample_loop(self, take_samples: Callable[[], Sequence[float]], timing: Timing, started: float, **kw: Any) -> TimingResult:
         """The shared stopping rule over a sample source (microseconds per call, any number per
         call of the source: [] when it discarded what it took)."""
         rule = StopRule(timing)
@@ -231,7 +229,10 @@ class CpuTimer(Timer):
     name = "cpu-perf-counter"
 
     def __init__(
-        self, threads: int | None = None, min_sample_us: float = 1000.0, min_on_cpu: float | None | Literal["auto"] = "auto",
+        self,
+        threads: int | None = None,
+        min_sample_us: float = 1000.0,
+        min_on_cpu: float | None | Literal["auto"] = "auto",
         weight_pool_bytes: int = WEIGHT_POOL_BYTES,
     ) -> None:
         if threads is not None:
@@ -246,8 +247,9 @@ class CpuTimer(Timer):
             min_on_cpu = 0.9 if self.threads == 1 else None
         self.min_on_cpu = min_on_cpu
         self.weight_pool_bytes = weight_pool_bytes
-        self.name = "cpu-perf-counter" + ("+preempt-filter" if min_on_cpu is not None else "") + (
-            "+cold-weights" if weight_pool_bytes else "")
+        self.name = (
+            "cpu-perf-counter" + ("+preempt-filter" if min_on_cpu is not None else "") + ("+cold-weights" if weight_pool_bytes else "")
+        )
 
     def time(self, fn: Callable[[], object], timing: Timing | None = None) -> TimingResult:
         timing = timing or Timing()
@@ -286,8 +288,9 @@ class CpuTimer(Timer):
         if result is None or result.n < timing.min_samples:
             kept = list(result.samples_us) if result is not None else []
             extra["preempted_fallback"] = True
-            result = summarize(kept + discarded, timer=self.name, stop="time_cap",
-                               wall_s=time.perf_counter() - started, inner=inner, extra=extra)
+            result = summarize(
+                kept + discarded, timer=self.name, stop="time_cap", wall_s=time.perf_counter() - started, inner=inner, extra=extra
+            )
         extra["preempted"] = len(discarded)
         return result
 
@@ -313,7 +316,10 @@ class CudaTimer(Timer):
     name = "cuda-events+l2-flush+queued"
 
     def __init__(
-        self, device: torch.device | str = "cuda:0", flush_bytes: int | None = None, queue: GpuQueue | None = None,
+        self,
+        device: torch.device | str = "cuda:0",
+        flush_bytes: int | None = None,
+        queue: GpuQueue | None = None,
         cold: bool = True,
     ) -> None:
         if queue is None:
@@ -435,8 +441,13 @@ class CudaTimer(Timer):
         clocks = dict(q.clocks())
         wall = q.now() - started
         return [
-            summarize(rule.samples, timer=self.name, stop=rule.stop or "max_samples", wall_s=spent[i] or wall / len(fns),
-                      extra={**clocks, **stats, "points_per_round": len(fns)})
+            summarize(
+                rule.samples,
+                timer=self.name,
+                stop=rule.stop or "max_samples",
+                wall_s=spent[i] or wall / len(fns),
+                extra={**clocks, **stats, "points_per_round": len(fns)},
+            )
             for i, rule in enumerate(rules)
         ]
 

@@ -55,9 +55,7 @@ class BertConfig:
 class LowRankLinear(nn.Module):
     """W (out x in) as B @ A: x -> down (in -> rank, no bias) -> up (rank -> out, with W's bias if it has one)."""
 
-    def __init__(
-        self, in_features: int, out_features: int, rank: int, bias: bool = True, device: torch.device | str | None = None
-    ) -> None:
+    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool = True, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.down = nn.Linear(in_features, rank, bias=False, device=device)
         self.up = nn.Linear(rank, out_features, bias=bias, device=device)
@@ -196,8 +194,12 @@ def _hf_names(cfg: BertConfig) -> dict[str, str]:
         "emb_norm.weight": "embeddings.LayerNorm.weight",
         "emb_norm.bias": "embeddings.LayerNorm.bias",
     }
-    hf_attn = {"query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
-               "output": "attention.output.dense"}
+    hf_attn = {
+        "query": "attention.self.query",
+        "key": "attention.self.key",
+        "value": "attention.self.value",
+        "output": "attention.output.dense",
+    }
     for i in range(cfg.layers):
         p = f"encoder.layer.{i}."
         for t in ("weight", "bias"):
@@ -267,6 +269,6 @@ def embed_sentences(model: BertEncoder, tok: Tokenizer, sentences: Sequence[str]
     device = model.word.weight.device
     out = []
     for i in range(0, len(sentences), batch):
-        ids, mask = tok(sentences[i:i + batch])
+        ids, mask = tok(sentences[i : i + batch])
         out.append(model.embed(ids.to(device), mask.to(device)))
     return torch.cat(out)

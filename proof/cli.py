@@ -13,9 +13,21 @@ COMPRESSOR_SETS = {"both": ("asvd", "prune"), "all": ("asvd", "prune", "palu")} 
 
 
 def config_kwargs(
-    model: str, compressor: str, ratio: float | None, seq: list[int] | None, decode_context: int | None,
-    rounds: int | None, passes: int | None, window: int, rel_tol: float | None, threads: int, dtype: str | None = None,
-    frontier_search: str | None = None, device: str | None = None, layers: int | None = None, retime: bool = False,
+    model: str,
+    compressor: str,
+    ratio: float | None,
+    seq: list[int] | None,
+    decode_context: int | None,
+    rounds: int | None,
+    passes: int | None,
+    window: int,
+    rel_tol: float | None,
+    threads: int,
+    dtype: str | None = None,
+    frontier_search: str | None = None,
+    device: str | None = None,
+    layers: int | None = None,
+    retime: bool = False,
 ) -> dict[str, Any]:
     """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py.
 
@@ -44,10 +56,21 @@ def config_kwargs(
         except (RuntimeError, ValueError):
             raise ValueError(f"--device {device}: use cpu, cuda or cuda:N") from None
         check_device(device)
-    kw: dict[str, Any] = {"model": model, "compressors": methods, "ratio": ratio, "window": window, "threads": threads,
-                          "seqs": tuple(seq) if seq else None, "decode_context": decode_context,
-                          "rounds": rounds, "passes": passes, "rel_tol": rel_tol, "dtype": dtype,
-                          "frontier_search": frontier_search, "device": device}
+    kw: dict[str, Any] = {
+        "model": model,
+        "compressors": methods,
+        "ratio": ratio,
+        "window": window,
+        "threads": threads,
+        "seqs": tuple(seq) if seq else None,
+        "decode_context": decode_context,
+        "rounds": rounds,
+        "passes": passes,
+        "rel_tol": rel_tol,
+        "dtype": dtype,
+        "frontier_search": frontier_search,
+        "device": device,
+    }
     if layers is not None:
         kw["llama"] = dataclasses.replace(LLAMA_CONFIGS[model], layers=layers)
     kw = {k: v for k, v in kw.items() if v is not None}
@@ -80,54 +103,130 @@ def register(app: typer.Typer) -> None:
 
     @app.command("proof")
     def proof(
-        model: Annotated[str, typer.Option(
-            "--model", help="minilm (trained encoder) | llama (small random-weight decoder) | llama8b (Llama-3-8B's dims, random weights)",
-        )] = "minilm",
-        compressor: Annotated[str, typer.Option(
-            "--compressor", help="asvd | prune | palu (decoders: K/V low rank per KV head) | both (asvd, prune) | all",
-        )] = "both",
-        ratio: Annotated[float | None, typer.Option(
-            "--ratio", min=0.01, max=0.9, help="Budget ratio rho (default: asvd 0.15, prune 0.25, palu 0.5)",
-        )] = None,
+        model: Annotated[
+            str,
+            typer.Option(
+                "--model",
+                help="minilm (trained encoder) | llama (small random-weight decoder) | llama8b (Llama-3-8B's dims, random weights)",
+            ),
+        ] = "minilm",
+        compressor: Annotated[
+            str,
+            typer.Option(
+                "--compressor",
+                help="asvd | prune | palu (decoders: K/V low rank per KV head) | both (asvd, prune) | all",
+            ),
+        ] = "both",
+        ratio: Annotated[
+            float | None,
+            typer.Option(
+                "--ratio",
+                min=0.01,
+                max=0.9,
+                help="Budget ratio rho (default: asvd 0.15, prune 0.25, palu 0.5)",
+            ),
+        ] = None,
         quick: Annotated[bool, typer.Option("--quick", help="One prefill length, fewer rounds (a few minutes)")] = False,
-        seq: Annotated[list[int] | None, typer.Option(
-            "--seq", min=8, max=8192, help="Prefill sequence lengths (repeatable; up to the model's positions: minilm 512)",
-        )] = None,
-        decode_context: Annotated[int | None, typer.Option(
-            "--decode-context", min=0, max=8191, help="decoders: decode at this context (0: off; default llama 256, llama8b 1024)",
-        )] = None,
+        seq: Annotated[
+            list[int] | None,
+            typer.Option(
+                "--seq",
+                min=8,
+                max=8192,
+                help="Prefill sequence lengths (repeatable; up to the model's positions: minilm 512)",
+            ),
+        ] = None,
+        decode_context: Annotated[
+            int | None,
+            typer.Option(
+                "--decode-context",
+                min=0,
+                max=8191,
+                help="decoders: decode at this context (0: off; default llama 256, llama8b 1024)",
+            ),
+        ] = None,
         rounds: Annotated[int | None, typer.Option("--rounds", min=1, max=200, help="Interleaved timing rounds (default 25)")] = None,
         passes: Annotated[int | None, typer.Option("--passes", min=1, max=100, help="Passes per round, median taken (default 5)")] = None,
         window: Annotated[int, typer.Option("--window", min=4, max=256, help="Candidate window +/- dims (what gets profiled)")] = 16,
-        rel_tol: Annotated[float | None, typer.Option(
-            "--rel-tol", min=0.0, max=0.5, help="A larger dim within this latency counts as as fast (default 0.02)",
-        )] = None,
+        rel_tol: Annotated[
+            float | None,
+            typer.Option(
+                "--rel-tol",
+                min=0.0,
+                max=0.5,
+                help="A larger dim within this latency counts as as fast (default 0.02)",
+            ),
+        ] = None,
         threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads for profiling and timing alike (CPU only)")] = 1,
-        dtype: Annotated[str | None, typer.Option(
-            "--dtype", help="float32 | bfloat16 | float16 to compress for, profile and time in "
-                            "(default: the device's fast dtype, see `gac agent platform`)",
-        )] = None,
-        device: Annotated[str | None, typer.Option(
-            "--device", help="cpu (default) | cuda | cuda:N: where the models live, the agent profiles and the variants are timed",
-        )] = None,
-        layers: Annotated[int | None, typer.Option(
-            "--layers", min=1, max=64, help="decoders: how many layers (default llama 4, llama8b 2)",
-        )] = None,
-        frontier_search: Annotated[str | None, typer.Option(
-            "--frontier-search", help="bisect (default) | scan: how the frontier variant's points are scored for quality (at most 6)",
-        )] = None,
-        save: Annotated[Path | None, typer.Option(
-            "--save", "--json", help="Write the run (dims, alignments, profile, timings) here; default benchmarks/out/proof-MODEL.json",
-        )] = None,
-        retime_file: Annotated[Path | None, typer.Option(
-            "--retime", exists=True, dir_okay=False, help="Re-time a saved run: rebuild its variants from the saved dims, no profiling",
-        )] = None,
+        dtype: Annotated[
+            str | None,
+            typer.Option(
+                "--dtype",
+                help="float32 | bfloat16 | float16 to compress for, profile and time in "
+                "(default: the device's fast dtype, see `gac agent platform`)",
+            ),
+        ] = None,
+        device: Annotated[
+            str | None,
+            typer.Option(
+                "--device",
+                help="cpu (default) | cuda | cuda:N: where the models live, the agent profiles and the variants are timed",
+            ),
+        ] = None,
+        layers: Annotated[
+            int | None,
+            typer.Option(
+                "--layers",
+                min=1,
+                max=64,
+                help="decoders: how many layers (default llama 4, llama8b 2)",
+            ),
+        ] = None,
+        frontier_search: Annotated[
+            str | None,
+            typer.Option(
+                "--frontier-search",
+                help="bisect (default) | scan: how the frontier variant's points are scored for quality (at most 6)",
+            ),
+        ] = None,
+        save: Annotated[
+            Path | None,
+            typer.Option(
+                "--save",
+                "--json",
+                help="Write the run (dims, alignments, profile, timings) here; default benchmarks/out/proof-MODEL.json",
+            ),
+        ] = None,
+        retime_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--retime",
+                exists=True,
+                dir_okay=False,
+                help="Re-time a saved run: rebuild its variants from the saved dims, no profiling",
+            ),
+        ] = None,
     ) -> None:
         """Compress a model (ASVD, MLP pruning and/or PaLU), align with GAC on the device's measured profile,
         and print aligned share, params, quality and latency per variant."""
         try:
-            kw = config_kwargs(model, compressor, ratio, seq, decode_context, rounds, passes, window, rel_tol, threads, dtype,
-                               frontier_search, device, layers, retime=retime_file is not None)
+            kw = config_kwargs(
+                model,
+                compressor,
+                ratio,
+                seq,
+                decode_context,
+                rounds,
+                passes,
+                window,
+                rel_tol,
+                threads,
+                dtype,
+                frontier_search,
+                device,
+                layers,
+                retime=retime_file is not None,
+            )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         from gac.proof.retime import DeviceMismatch, DtypeMismatch

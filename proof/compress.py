@@ -80,10 +80,12 @@ def input_magnitudes(model: Any, calibration: Calibration) -> dict[str, torch.Te
     counts: dict[str, int] = {}
     hooks = []
     for name, mod in model.named_linears():
+
         def hook(_m: nn.Module, args: tuple[torch.Tensor, ...], _out: torch.Tensor, name: str = name) -> None:
             x = args[0].reshape(-1, args[0].shape[-1]).float().abs()
             sums[name] = sums.get(name, 0) + x.sum(0)
             counts[name] = counts.get(name, 0) + x.shape[0]
+
         hooks.append(mod.register_forward_hook(hook))
     try:
         calibration.run(model)
@@ -277,14 +279,23 @@ class PaluCompressor(AsvdCompressor):
 
 
 def _lowrank_manifest(
-    comp: AsvdCompressor, ranks: dict[str, int], model_name: str, ratio: float, tokens: Sequence[int],
-    token_weights: Sequence[float] | None, dtype: str,
+    comp: AsvdCompressor,
+    ranks: dict[str, int],
+    model_name: str,
+    ratio: float,
+    tokens: Sequence[int],
+    token_weights: Sequence[float] | None,
+    dtype: str,
 ) -> Compression:
     importance = {n: comp.marginal_importance(n, r) for n, r in ranks.items()}
     weights = [
         {
-            "name": n, "kind": "lowrank", "out_features": f.out_features, "in_features": f.in_features,
-            "dim": ranks[n], "importance": importance[n],
+            "name": n,
+            "kind": "lowrank",
+            "out_features": f.out_features,
+            "in_features": f.in_features,
+            "dim": ranks[n],
+            "importance": importance[n],
         }
         for n, f in comp.factors.items()
     ]
@@ -293,8 +304,13 @@ def _lowrank_manifest(
 
 
 def compress_asvd(
-    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str,
-    model_name: str = "model", token_weights: Sequence[float] | None = None,
+    model: Any,
+    calibration: Calibration,
+    ratio: float,
+    tokens: Sequence[int],
+    dtype: str,
+    model_name: str = "model",
+    token_weights: Sequence[float] | None = None,
 ) -> Compression:
     comp = AsvdCompressor(model, calibration)
     ranks = comp.allocate(math.floor((1.0 - ratio) * comp.original_params()))
@@ -302,8 +318,14 @@ def compress_asvd(
 
 
 def compress_palu(
-    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str,
-    model_name: str = "model", token_weights: Sequence[float] | None = None, heads_per_group: int = 1,
+    model: Any,
+    calibration: Calibration,
+    ratio: float,
+    tokens: Sequence[int],
+    dtype: str,
+    model_name: str = "model",
+    token_weights: Sequence[float] | None = None,
+    heads_per_group: int = 1,
 ) -> Compression:
     """PaLU-style ranks per KV head group (PaluCompressor); the budget is a share of the K/V projections' parameters."""
     comp = PaluCompressor(model, calibration, heads_per_group)
@@ -367,8 +389,13 @@ class PruneCompressor(Compressor):
 
 
 def compress_prune(
-    model: Any, calibration: Calibration, ratio: float, tokens: Sequence[int], dtype: str,
-    model_name: str = "model", token_weights: Sequence[float] | None = None,
+    model: Any,
+    calibration: Calibration,
+    ratio: float,
+    tokens: Sequence[int],
+    dtype: str,
+    model_name: str = "model",
+    token_weights: Sequence[float] | None = None,
 ) -> Compression:
     comp = PruneCompressor(model, calibration)
     budget = math.floor((1.0 - ratio) * comp.original_params())
@@ -376,8 +403,13 @@ def compress_prune(
     importance = {comp.name(i): comp.marginal_importance(i, widths[comp.name(i)]) for i in range(len(comp.scores))}
     weights = [
         {
-            "name": comp.name(i), "kind": "mlp_width", "hidden": comp.hidden, "full": len(s), "gated": comp.gated,
-            "dim": widths[comp.name(i)], "importance": importance[comp.name(i)],
+            "name": comp.name(i),
+            "kind": "mlp_width",
+            "hidden": comp.hidden,
+            "full": len(s),
+            "gated": comp.gated,
+            "dim": widths[comp.name(i)],
+            "importance": importance[comp.name(i)],
         }
         for i, s in enumerate(comp.scores)
     ]
@@ -393,8 +425,14 @@ def _manifest(
     if token_weights is not None:
         workload["token_weights"] = list(token_weights)
     return Manifest.model_validate(
-        {"schema": "gac.manifest/v1", "model": model, "compressor": method, "budget": {"ratio": ratio},
-         "workload": workload, "weights": weights}
+        {
+            "schema": "gac.manifest/v1",
+            "model": model,
+            "compressor": method,
+            "budget": {"ratio": ratio},
+            "workload": workload,
+            "weights": weights,
+        }
     )
 
 

@@ -273,8 +273,14 @@ def time_rounds(
         torch.set_num_threads(threads)
     cast = {name: _copy_to(m, device, dtype) for name, m in models.items()}
     by_label = {s.label: s for s in settings}
-    out = LatencyRun(settings=list(settings), rounds=rounds, passes=passes, threads=None if cuda else torch.get_num_threads(),
-                     seed=seed, device=str(torch.device(device)))
+    out = LatencyRun(
+        settings=list(settings),
+        rounds=rounds,
+        passes=passes,
+        threads=None if cuda else torch.get_num_threads(),
+        seed=seed,
+        device=str(torch.device(device)),
+    )
     rng = random.Random(seed)
     filter_preempted = out.threads == 1  # with more threads the caller may legitimately wait at a barrier
     with on_device(device):

@@ -101,9 +101,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class KVCache:
     """Per layer, preallocated keys and values (b, kv_heads, max_len, head_dim)."""
 
-    def __init__(
-        self, cfg: LlamaConfig, batch: int, max_len: int, dtype: torch.dtype, device: torch.device | str = "cpu"
-    ) -> None:
+    def __init__(self, cfg: LlamaConfig, batch: int, max_len: int, dtype: torch.dtype, device: torch.device | str = "cpu") -> None:
         shape = (batch, cfg.kv_heads, max_len, cfg.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(cfg.layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(cfg.layers)]
@@ -121,12 +119,14 @@ class Attention(nn.Module):
         super().__init__()
         h, hd = cfg.hidden, cfg.head_dim
         self.index, self.heads, self.kv_heads, self.head_dim = index, cfg.heads, cfg.kv_heads, hd
-        self.linears = nn.ModuleDict({
-            "q": nn.Linear(h, cfg.heads * hd, bias=False),
-            "k": nn.Linear(h, cfg.kv_heads * hd, bias=False),
-            "v": nn.Linear(h, cfg.kv_heads * hd, bias=False),
-            "o": nn.Linear(cfg.heads * hd, h, bias=False),
-        })
+        self.linears = nn.ModuleDict(
+            {
+                "q": nn.Linear(h, cfg.heads * hd, bias=False),
+                "k": nn.Linear(h, cfg.kv_heads * hd, bias=False),
+                "v": nn.Linear(h, cfg.kv_heads * hd, bias=False),
+                "o": nn.Linear(cfg.heads * hd, h, bias=False),
+            }
+        )
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None, pos: int) -> torch.Tensor:
         b, s, _ = x.shape
@@ -162,12 +162,11 @@ class HeadGroups(nn.Module):
             raise ValueError(f"{dense.out_features} output rows do not split into groups of {rows}")
         groups = []
         for start in range(0, dense.out_features, rows):
-            lin = nn.Linear(dense.in_features, rows, bias=dense.bias is not None, device=dense.weight.device,
-                            dtype=dense.weight.dtype)
+            lin = nn.Linear(dense.in_features, rows, bias=dense.bias is not None, device=dense.weight.device, dtype=dense.weight.dtype)
             with torch.no_grad():
-                lin.weight.copy_(dense.weight[start:start + rows])
+                lin.weight.copy_(dense.weight[start : start + rows])
                 if dense.bias is not None:
-                    lin.bias.copy_(dense.bias[start:start + rows])
+                    lin.bias.copy_(dense.bias[start : start + rows])
             groups.append(lin)
         return cls(groups)
 
@@ -190,11 +189,13 @@ class Block(nn.Module):
         self.attn_norm = RMSNorm(cfg.hidden, cfg.eps)
         self.attn = Attention(cfg, index)
         self.mlp_norm = RMSNorm(cfg.hidden, cfg.eps)
-        self.mlp = nn.ModuleDict({
-            "gate": nn.Linear(cfg.hidden, width, bias=False),
-            "up": nn.Linear(cfg.hidden, width, bias=False),
-            "down": nn.Linear(width, cfg.hidden, bias=False),
-        })
+        self.mlp = nn.ModuleDict(
+            {
+                "gate": nn.Linear(cfg.hidden, width, bias=False),
+                "up": nn.Linear(cfg.hidden, width, bias=False),
+                "down": nn.Linear(width, cfg.hidden, bias=False),
+            }
+        )
 
     @property
     def mlp_width(self) -> int:
@@ -229,7 +230,7 @@ class LlamaDecoder(nn.Module):
         s = ids.shape[1]
         if pos > 0 and cache is None:
             raise ValueError("positions after 0 need the KV cache of the earlier ones")
-        cos, sin = self.cos[pos:pos + s], self.sin[pos:pos + s]
+        cos, sin = self.cos[pos : pos + s], self.sin[pos : pos + s]
         x = self.embed(ids)
         for layer in self.layers:
             x = layer(x, cos, sin, cache, pos)

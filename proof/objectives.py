@@ -45,28 +45,32 @@ def objective_alignments(
     made with these options (reused when its objective and epsilon are one of these)."""
     out: dict[str, AlignmentResult] = {}
     for kind in (IMPORTANCE, LATENCY, FRONTIER):
-        if (
-            have is not None and lookup is not None and have.objective_kind == kind
-            and (kind == IMPORTANCE or have.epsilon == EPSILON)
-        ):
+        if have is not None and lookup is not None and have.objective_kind == kind and (kind == IMPORTANCE or have.epsilon == EPSILON):
             out[kind] = have
             continue
         out[kind] = align(manifest, lookup, dataclasses.replace(opts, objective=kind, epsilon=EPSILON))
     return out
 
 
-def point_dims(
-    manifest: Manifest, lookup: LatencyLookup, opts: AlignOptions, pt: FrontierPoint
-) -> tuple[dict[str, int] | None, str]:
+def point_dims(manifest: Manifest, lookup: LatencyLookup, opts: AlignOptions, pt: FrontierPoint) -> tuple[dict[str, int] | None, str]:
     """The dims of one frontier point (re-aligned for latency at its importance), or None and why not."""
     # A point may keep more than the importance objective's optimum (its candidates are the cliff-free
     # dims only; the latency objective's are every measured dim): a negative epsilon reaches it.
     eps = 1.0 - pt.importance_kept + _SLACK
     if eps > MAX_EPSILON:
         return None, f"keeps {pt.importance_kept:.4f} (< {1 - MAX_EPSILON}): epsilon would exceed {MAX_EPSILON}"
-    res = align(manifest, lookup, dataclasses.replace(
-        opts, objective=LATENCY, epsilon=eps, baselines=False, cross_check="none", frontier_points=0,
-    ))
+    res = align(
+        manifest,
+        lookup,
+        dataclasses.replace(
+            opts,
+            objective=LATENCY,
+            epsilon=eps,
+            baselines=False,
+            cross_check="none",
+            frontier_points=0,
+        ),
+    )
     kept = res.latency.importance_kept
     if res.total_params != pt.params or kept is None or abs(kept - pt.importance_kept) > 1e-9:
         return None, (
@@ -137,6 +141,7 @@ def pick_frontier(
             pts.append((rank, pt))
         else:
             pick.skipped.append(f"point {rank} keeps {pt.importance_kept:.4f}: below {1 - MAX_EPSILON}, no epsilon reaches it")
+
     def dims_at(i: int) -> tuple[dict[str, int] | None, str]:
         pt = pts[i][1]
         return (dict(latency_dims), "the latency-aware choice") if pt.chosen else point_dims(manifest, lookup, opts, pt)

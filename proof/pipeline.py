@@ -131,8 +131,13 @@ class ProofConfig:
     @classmethod
     def quick_config(cls, **kw: Any) -> ProofConfig:
         model = kw.get("model") or "minilm"
-        base: dict[str, Any] = {"seqs": default_seqs(model, kw.get("device") or "cpu")[:1], "rounds": 10, "passes": 3,
-                                "window": 16, "quick": True}
+        base: dict[str, Any] = {
+            "seqs": default_seqs(model, kw.get("device") or "cpu")[:1],
+            "rounds": 10,
+            "passes": 3,
+            "window": 16,
+            "quick": True,
+        }
         if model in QUICK_DECODE_CONTEXT:
             base["decode_context"] = QUICK_DECODE_CONTEXT[model]
         base.update({k: v for k, v in kw.items() if v is not None})
@@ -165,8 +170,13 @@ class ProofConfig:
     def subject_spec(self) -> dict:
         if self.model == "minilm":
             return {"model": "minilm"}
-        return {"model": "llama", "config": self.llama_config.to_dict(), "seed": self.seed,
-                "calib": list(self.llama_data[0]), "evaluation": list(self.llama_data[1])}
+        return {
+            "model": "llama",
+            "config": self.llama_config.to_dict(),
+            "seed": self.seed,
+            "calib": list(self.llama_data[0]),
+            "evaluation": list(self.llama_data[1]),
+        }
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -305,8 +315,14 @@ def profile_lookup(measurements: Sequence[Any], alignment: AlignmentResult) -> L
 
 
 def gac_variants(
-    method: str, cfg: ProofConfig, subject: Subject, comp: Compression, manifest: Manifest, alignment: AlignmentResult,
-    lookup: LatencyLookup | None, log: Callable[[str], None] = print,
+    method: str,
+    cfg: ProofConfig,
+    subject: Subject,
+    comp: Compression,
+    manifest: Manifest,
+    alignment: AlignmentResult,
+    lookup: LatencyLookup | None,
+    log: Callable[[str], None] = print,
 ) -> tuple[dict[str, AlignmentResult], FrontierPick]:
     """The three objectives' alignments on one profile, and the frontier point within 1 % of unaligned quality."""
     opts = align_options(cfg.window, cfg.rel_tol, cfg.window_rel, cfg.paper_radius)
@@ -315,8 +331,15 @@ def gac_variants(
         log(f"[{method}] {kind}: dims {sorted(dims_of(res).values())}")
     baseline = subject.judge(comp.build(comp.dims))
     pick = pick_frontier(
-        manifest, lookup, opts, alignments[FRONTIER], dims_of(alignments[LATENCY]),
-        lambda dims: subject.judge(comp.build(dict(dims))), baseline, tries=cfg.frontier_tries, search=cfg.frontier_search,
+        manifest,
+        lookup,
+        opts,
+        alignments[FRONTIER],
+        dims_of(alignments[LATENCY]),
+        lambda dims: subject.judge(comp.build(dict(dims))),
+        baseline,
+        tries=cfg.frontier_tries,
+        search=cfg.frontier_search,
     )
     log(f"[{method}] frontier: {pick.note}")
     return alignments, pick
@@ -334,8 +357,15 @@ def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) 
                 log(f"[{method}] profiling: {done}/{total} points")
 
         ma = measured_alignment(
-            manifest, window=cfg.window, window_rel=cfg.window_rel, rel_tol=cfg.rel_tol, paper_radius=cfg.paper_radius, threads=cfg.threads,
-            on_point=progress, balance=cfg.balance_tokens, device=cfg.device,
+            manifest,
+            window=cfg.window,
+            window_rel=cfg.window_rel,
+            rel_tol=cfg.rel_tol,
+            paper_radius=cfg.paper_radius,
+            threads=cfg.threads,
+            on_point=progress,
+            balance=cfg.balance_tokens,
+            device=cfg.device,
         )
         name = f"{ma.platform.device_name} ({ma.platform.fingerprint()[:12]})"
         summary = ProfileSummary(ma.plan.n_points(), len(ma.measurements), ma.failures, ma.seconds, name)
@@ -347,7 +377,11 @@ def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) 
 def compress(method: str, cfg: ProofConfig, subject: Subject) -> Compression:
     """The compressor's decision; its manifest's workload is in cfg's dtype, so that is what gets profiled."""
     return COMPRESSORS[method](
-        subject.model, subject.calibration, cfg.ratio_for(method), cfg.gemm_tokens(), cfg.settled_dtype(),
+        subject.model,
+        subject.calibration,
+        cfg.ratio_for(method),
+        cfg.gemm_tokens(),
+        cfg.settled_dtype(),
         model_name=subject.manifest_model,
     )
 
@@ -404,8 +438,14 @@ def evaluate(
             if built_wp != wp:  # the builder must realise exactly the dims asked for
                 raise AssertionError(f"{method}/{name}: built model holds {built_wp} weight params, manifest says {wp}")
         variants[name] = VariantResult(
-            name=name, dims=dims, aligned8=share(ds, 8), aligned16=share(ds, 16), weight_params=wp,
-            model_params=m.param_count(), quality=subject.judge(m), within_budget=name == ORIGINAL or wp <= budget,
+            name=name,
+            dims=dims,
+            aligned8=share(ds, 8),
+            aligned16=share(ds, 16),
+            weight_params=wp,
+            model_params=m.param_count(),
+            quality=subject.judge(m),
+            within_budget=name == ORIGINAL or wp <= budget,
         )
     t["quality"] = time.perf_counter() - t0
 
@@ -421,15 +461,32 @@ def evaluate(
         return timed(model, s.tokens, cfg.seed)
 
     lat = time_rounds(
-        models, settings, make_fn, rounds=cfg.rounds, passes=cfg.passes, threads=cfg.threads, dtype=cfg.torch_dtype,
-        seed=cfg.seed, on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
-        in_place=(UNALIGNED, lambda m: compressed_modules(m, manifest)) if UNALIGNED in models else None, device=cfg.device,
+        models,
+        settings,
+        make_fn,
+        rounds=cfg.rounds,
+        passes=cfg.passes,
+        threads=cfg.threads,
+        dtype=cfg.torch_dtype,
+        seed=cfg.seed,
+        on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
+        in_place=(UNALIGNED, lambda m: compressed_modules(m, manifest)) if UNALIGNED in models else None,
+        device=cfg.device,
     )
     t["latency"] = time.perf_counter() - t0
     return CompressorResult(
-        method=method, ratio=cfg.ratio_for(method), manifest=manifest, budget=budget,
-        original_weight_params=sum(original_params(w) for w in manifest.weights), alignment=alignment, profile=None,
-        variants=variants, latency=lat, load_before=load_before, load_after=os.getloadavg(), seconds=t,
+        method=method,
+        ratio=cfg.ratio_for(method),
+        manifest=manifest,
+        budget=budget,
+        original_weight_params=sum(original_params(w) for w in manifest.weights),
+        alignment=alignment,
+        profile=None,
+        variants=variants,
+        latency=lat,
+        load_before=load_before,
+        load_after=os.getloadavg(),
+        seconds=t,
     )
 
 
@@ -463,11 +520,14 @@ def prepare(cfg: ProofConfig) -> Subject:
 
 def describe_gpu(p: PlatformDescriptor) -> str:
     """The GPU as the agent's platform descriptor records it (unknown fields say so)."""
+
     def known(v: object) -> str:
         return str(v) if v else "unknown"
 
-    return (f"{p.device_name}, compute capability {known(p.compute_capability)}, driver {known(p.driver_version)},"
-            f" CUDA {known(p.cuda_runtime)}, cuBLAS {known(p.cublas_version)}")
+    return (
+        f"{p.device_name}, compute capability {known(p.compute_capability)}, driver {known(p.driver_version)},"
+        f" CUDA {known(p.cuda_runtime)}, cuBLAS {known(p.cublas_version)}"
+    )
 
 
 def proof_result(
@@ -480,9 +540,18 @@ def proof_result(
     here = f"{p.device_name} ({p.fingerprint()[:12]})"
     profiled = next((r.profile.platform for r in results if r.profile is not None), here)
     return ProofResult(
-        config=cfg, platform=profiled, torch_version=torch.__version__, subject_title=subject.title,
-        quality_note=subject.quality_note, footnote=subject.footnote, spec=subject.spec, results=results,
-        timed_on=here, retimed_from=retimed_from, dtype_note=dtype_note, cpu=f"{host.device_name}, ISA {host.isa or 'unknown'}",
+        config=cfg,
+        platform=profiled,
+        torch_version=torch.__version__,
+        subject_title=subject.title,
+        quality_note=subject.quality_note,
+        footnote=subject.footnote,
+        spec=subject.spec,
+        results=results,
+        timed_on=here,
+        retimed_from=retimed_from,
+        dtype_note=dtype_note,
+        cpu=f"{host.device_name}, ISA {host.isa or 'unknown'}",
         gpu=describe_gpu(p) if is_cuda(cfg.device) else "",
     )
 

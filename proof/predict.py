@@ -116,9 +116,12 @@ class SettingPrediction:
     def misses(self) -> str:
         """What the prediction leaves out, in this setting's own numbers (for a flagged row)."""
         rest = self.measured_saving_us - self.in_place_saving_us
-        in_place = (f"; in place they took {self.in_place_us / 1e3:.2f} ms ({self.in_place_factor:.2f}x the profile), so the"
-                    f" {self.saving_us:+.0f} us the profile predicts count as {self.in_place_saving_us:+.0f} us"
-                    if self.in_place_us is not None else "")
+        in_place = (
+            f"; in place they took {self.in_place_us / 1e3:.2f} ms ({self.in_place_factor:.2f}x the profile), so the"
+            f" {self.saving_us:+.0f} us the profile predicts count as {self.in_place_saving_us:+.0f} us"
+            if self.in_place_us is not None
+            else ""
+        )
         parts = [
             f"the compressed weights' GEMMs are {self.kernel_share:.0%} of the measured unaligned time by the profile"
             f" ({self.kernel_unaligned_us / 1e3:.2f} of {self.measured_unaligned_us / 1e3:.2f} ms){in_place};"
@@ -127,9 +130,7 @@ class SettingPrediction:
             f" ({rest:+.0f} us elsewhere: non-GEMM work, or the kernels' savings not growing as their time does in place)",
         ]
         if self.kind == "decode":
-            parts.append(
-                "decode: M = 1 GEMMs are memory-bound and per-token overhead (KV cache, attention) dominates"
-            )
+            parts.append("decode: M = 1 GEMMs are memory-bound and per-token overhead (KV cache, attention) dominates")
         return "; ".join(parts)
 
 
@@ -225,8 +226,11 @@ def predict(
     """Every variant but the unaligned baseline: kernel-level and per-setting model-level predictions."""
     out: dict[str, VariantPrediction] = {}
     if lookup is None:
-        return {v: VariantPrediction(v, note="no latency data (rules-only alignment): nothing to predict from")
-                for v in dims_by_variant if v != unaligned}
+        return {
+            v: VariantPrediction(v, note="no latency data (rules-only alignment): nothing to predict from")
+            for v in dims_by_variant
+            if v != unaligned
+        }
     model = LatencyModel(lookup, manifest)
     points = _Points(model)
     base_dims = dims_by_variant[unaligned]
@@ -255,8 +259,14 @@ def predict(
             u = float(latency.stat(unaligned, s.label).median)
             saving, sigma = _saving(points, base[m], var[m])
             sp = SettingPrediction(
-                label=s.label, kind=s.kind, kernel_unaligned_us=base_tot[m][0], kernel_us=var_tot[m][0],  # type: ignore[arg-type]
-                saving_us=saving, saving_sigma_us=sigma, measured_unaligned_us=u, measured=latency.speedup(name, unaligned, s.label),
+                label=s.label,
+                kind=s.kind,
+                kernel_unaligned_us=base_tot[m][0],
+                kernel_us=var_tot[m][0],  # type: ignore[arg-type]
+                saving_us=saving,
+                saving_sigma_us=sigma,
+                measured_unaligned_us=u,
+                measured=latency.speedup(name, unaligned, s.label),
                 in_place_us=latency.in_place_us(s.label) if latency.in_place_variant == unaligned else None,
             )
             vp.settings.append(sp)

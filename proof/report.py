@@ -99,8 +99,11 @@ def prediction_table(r: CompressorResult) -> list[str]:
         cells = [name, f"{ks:.3f}x" if ks is not None else "-"]
         for sp in vp.settings:
             m = sp.measured
-            cells += [f"{sp.speedup:.3f}x [{sp.lo:.3f}-{sp.hi:.3f}]", f"{m.median:.3f}x [{m.ci_lo:.3f}-{m.ci_hi:.3f}]",
-                      f"{sp.diff:+.3f}{' !' if sp.flagged else ''}"]
+            cells += [
+                f"{sp.speedup:.3f}x [{sp.lo:.3f}-{sp.hi:.3f}]",
+                f"{m.median:.3f}x [{m.ci_lo:.3f}-{m.ci_hi:.3f}]",
+                f"{sp.diff:+.3f}{' !' if sp.flagged else ''}",
+            ]
             if sp.flagged:
                 flags.append(f"  {name} {sp.label}: predicted {sp.speedup:.3f}x vs measured {m.median:.3f}x: {sp.misses()}")
         rows.append(cells)
@@ -154,8 +157,11 @@ def objectives_lines(r: CompressorResult) -> list[str]:
     if f is not None:
         out.append(f"{GAC_FRONTIER}: {f.note}")
         for t in sorted(f.tries, key=lambda t: t.rank):
-            q = (f"quality {t.quality:.4f} {'within' if t.qualifies else 'NOT within'} {QUALITY_TOL:.0%}"
-                 if t.quality is not None else "not scored")
+            q = (
+                f"quality {t.quality:.4f} {'within' if t.qualifies else 'NOT within'} {QUALITY_TOL:.0%}"
+                if t.quality is not None
+                else "not scored"
+            )
             mark = " <- picked" if f.picked is not None and f.tries[f.picked] is t else ""
             out.append(f"  point {t.rank}: {t.latency_us:.0f} us, keeps {t.importance_kept:.4f}, {t.params:,} params: {q} ({t.note}){mark}")
         if f.skipped:
@@ -182,8 +188,7 @@ def verdict(r: CompressorResult, model: str = "") -> list[str]:
         )
     if GAC_IMPORTANCE in r.variants and GAC_LATENCY in r.variants:
         out.append(
-            f"target: {GAC_LATENCY} faster than {GAC_IMPORTANCE} (paired ratio importance-only / latency-aware,"
-            " 95% CI lower bound > 1.0)"
+            f"target: {GAC_LATENCY} faster than {GAC_IMPORTANCE} (paired ratio importance-only / latency-aware, 95% CI lower bound > 1.0)"
         )
         same = r.variants[GAC_LATENCY].dims == r.variants[GAC_IMPORTANCE].dims
         for s in lat.settings:
@@ -280,10 +285,15 @@ def prediction_claims(r: CompressorResult) -> list[str]:
     if not rows:
         return [f"  predictions within {WITHIN:.0%} of measured? none to check (no complete prediction)"]
     misses = [(name, sp) for name, sp in rows if not sp.within()]
-    out = [f"  predictions within {WITHIN:.0%} of measured (|predicted / measured - 1| <= {WITHIN})?"
-           f" {len(rows) - len(misses)} of {len(rows)}{'' if misses else ': all'}"]
-    out += [f"    NOT within: {name} {sp.label}: predicted {sp.speedup:.3f}x, measured {sp.measured.median:.3f}x"
-            f" ({sp.speedup / sp.measured.median - 1:+.1%})" for name, sp in misses]
+    out = [
+        f"  predictions within {WITHIN:.0%} of measured (|predicted / measured - 1| <= {WITHIN})?"
+        f" {len(rows) - len(misses)} of {len(rows)}{'' if misses else ': all'}"
+    ]
+    out += [
+        f"    NOT within: {name} {sp.label}: predicted {sp.speedup:.3f}x, measured {sp.measured.median:.3f}x"
+        f" ({sp.speedup / sp.measured.median - 1:+.1%})"
+        for name, sp in misses
+    ]
     return out
 
 
@@ -358,56 +368,88 @@ def to_json(res: ProofResult) -> dict:
     gac.proof.retime rebuilds and re-times the variants from this."""
     out: dict = {
         "schema": "gac.proof-run/v1",
-        "platform": res.platform, "timed_on": res.timed_on, "cpu": res.cpu, "gpu": res.gpu, "torch": res.torch_version,
+        "platform": res.platform,
+        "timed_on": res.timed_on,
+        "cpu": res.cpu,
+        "gpu": res.gpu,
+        "torch": res.torch_version,
         "retimed_from": res.retimed_from,
-        "spec": res.spec, "config": res.config.to_json(), "results": [],
+        "spec": res.spec,
+        "config": res.config.to_json(),
+        "results": [],
     }
     for r in res.results:
         lat = r.latency
-        out["results"].append({
-            "method": r.method,
-            "ratio": r.ratio,
-            "budget": r.budget,
-            "manifest": r.manifest.model_dump(mode="json", by_alias=True),
-            "alignment": r.alignment.model_dump(mode="json", by_alias=True),
-            "alignments": {k: a.model_dump(mode="json", by_alias=True) for k, a in r.alignments.items()},
-            "frontier_pick": dataclasses.asdict(r.frontier) if r.frontier is not None else None,
-            "predictions": {n: _prediction_json(p) for n, p in r.predictions.items()},
-            "profile_summary": dataclasses.asdict(r.profile) if r.profile is not None else None,
-            "profile": [m.model_dump(mode="json") for m in r.measurements],
-            "notes": r.notes,
-            "load": {"before": r.load_before, "after": r.load_after},
-            "latency": {"rounds": lat.rounds, "passes": lat.passes, "threads": lat.threads, "seed": lat.seed, "device": lat.device,
-                        "settings": [dataclasses.asdict(s) for s in lat.settings],
-                        "in_place_variant": lat.in_place_variant, "in_place_us_per_round": lat.in_place},
-            "variants": {
-                name: {
-                    "dims": v.dims, "aligned8": v.aligned8, "aligned16": v.aligned16, "weight_params": v.weight_params,
-                    "model_params": v.model_params, "within_budget": v.within_budget,
-                    "quality": v.quality.figures, "quality_headline": v.quality.headline,
-                    "us_per_round": {s: lat.medians[(name, s)] for s in lat.labels},
-                    "preempted_passes_per_round": {s: lat.preempted[(name, s)] for s in lat.labels},
-                    "speedup_vs_unaligned": {s: dataclasses.asdict(lat.speedup(name, UNALIGNED, s)) for s in lat.labels},
-                }
-                for name, v in r.variants.items()
-            },
-            "seconds": r.seconds,
-        })
+        out["results"].append(
+            {
+                "method": r.method,
+                "ratio": r.ratio,
+                "budget": r.budget,
+                "manifest": r.manifest.model_dump(mode="json", by_alias=True),
+                "alignment": r.alignment.model_dump(mode="json", by_alias=True),
+                "alignments": {k: a.model_dump(mode="json", by_alias=True) for k, a in r.alignments.items()},
+                "frontier_pick": dataclasses.asdict(r.frontier) if r.frontier is not None else None,
+                "predictions": {n: _prediction_json(p) for n, p in r.predictions.items()},
+                "profile_summary": dataclasses.asdict(r.profile) if r.profile is not None else None,
+                "profile": [m.model_dump(mode="json") for m in r.measurements],
+                "notes": r.notes,
+                "load": {"before": r.load_before, "after": r.load_after},
+                "latency": {
+                    "rounds": lat.rounds,
+                    "passes": lat.passes,
+                    "threads": lat.threads,
+                    "seed": lat.seed,
+                    "device": lat.device,
+                    "settings": [dataclasses.asdict(s) for s in lat.settings],
+                    "in_place_variant": lat.in_place_variant,
+                    "in_place_us_per_round": lat.in_place,
+                },
+                "variants": {
+                    name: {
+                        "dims": v.dims,
+                        "aligned8": v.aligned8,
+                        "aligned16": v.aligned16,
+                        "weight_params": v.weight_params,
+                        "model_params": v.model_params,
+                        "within_budget": v.within_budget,
+                        "quality": v.quality.figures,
+                        "quality_headline": v.quality.headline,
+                        "us_per_round": {s: lat.medians[(name, s)] for s in lat.labels},
+                        "preempted_passes_per_round": {s: lat.preempted[(name, s)] for s in lat.labels},
+                        "speedup_vs_unaligned": {s: dataclasses.asdict(lat.speedup(name, UNALIGNED, s)) for s in lat.labels},
+                    }
+                    for name, v in r.variants.items()
+                },
+                "seconds": r.seconds,
+            }
+        )
     return out
 
 
 def _prediction_json(p) -> dict:
     return {
-        "kernel_us": p.kernel_us, "kernel_unaligned_us": p.kernel_unaligned_us, "kernel_speedup": p.kernel_speedup,
-        "missing": p.missing, "note": p.note,
+        "kernel_us": p.kernel_us,
+        "kernel_unaligned_us": p.kernel_unaligned_us,
+        "kernel_speedup": p.kernel_speedup,
+        "missing": p.missing,
+        "note": p.note,
         "settings": {
             s.label: {
-                "kernel_unaligned_us": s.kernel_unaligned_us, "kernel_us": s.kernel_us, "saving_us": s.saving_us,
-                "saving_sigma_us": s.saving_sigma_us, "measured_unaligned_us": s.measured_unaligned_us,
-                "in_place_us": s.in_place_us, "in_place_factor": s.in_place_factor,
-                "predicted": s.speedup, "predicted_lo": s.lo, "predicted_hi": s.hi,
-                "measured": s.measured.median, "measured_ci": [s.measured.ci_lo, s.measured.ci_hi],
-                "diff": s.diff, "flagged": s.flagged, "within": s.within(),
+                "kernel_unaligned_us": s.kernel_unaligned_us,
+                "kernel_us": s.kernel_us,
+                "saving_us": s.saving_us,
+                "saving_sigma_us": s.saving_sigma_us,
+                "measured_unaligned_us": s.measured_unaligned_us,
+                "in_place_us": s.in_place_us,
+                "in_place_factor": s.in_place_factor,
+                "predicted": s.speedup,
+                "predicted_lo": s.lo,
+                "predicted_hi": s.hi,
+                "measured": s.measured.median,
+                "measured_ci": [s.measured.ci_lo, s.measured.ci_hi],
+                "diff": s.diff,
+                "flagged": s.flagged,
+                "within": s.within(),
             }
             for s in p.settings
         },

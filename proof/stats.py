@@ -74,6 +74,11 @@ def paired_speedup(baseline: Sequence[float], variant: Sequence[float], seed: in
     ratios = [b / v for b, v in zip(baseline, variant)]
     lo, hi = bootstrap_median_ci(ratios, seed=seed, n_boot=n_boot)
     return Speedup(
-        median=float(np.median(ratios)), ci_lo=lo, ci_hi=hi, n=len(ratios),
-        faster=sum(r > 1.0 for r in ratios), lo=min(ratios), hi=max(ratios),
+        median=float(np.median(ratios)),
+        ci_lo=lo,
+        ci_hi=hi,
+        n=len(ratios),
+        faster=sum(r > 1.0 for r in ratios),
+        lo=min(ratios),
+        hi=max(ratios),
     )

@@ -87,6 +87,7 @@ def bert_prefill(model: nn.Module, seq: int, seed: int = 0) -> Callable[[], torc
     def run() -> torch.Tensor:
         with torch.inference_mode():
             return model(ids)
+
     return run
 
 
@@ -98,6 +99,7 @@ def llama_prefill(model: nn.Module, seq: int, seed: int = 0) -> Callable[[], tor
     def run() -> torch.Tensor:
         with torch.inference_mode():
             return model(ids, cache, 0, last_only=True)
+
     return run
 
 
@@ -112,6 +114,7 @@ def llama_decode(model: nn.Module, context: int, seed: int = 0) -> Callable[[], 
     def run() -> torch.Tensor:
         with torch.inference_mode():
             return model(token, cache, context, last_only=True)
+
     return run
 
 
@@ -152,7 +155,10 @@ def minilm_subject(device: torch.device | str = "cpu") -> Subject:
 
 
 def llama_subject(
-    cfg: LlamaConfig = PROOF_LLAMA, seed: int = 0, calib: tuple[int, int] = (8, 128), evaluation: tuple[int, int] = (4, 128),
+    cfg: LlamaConfig = PROOF_LLAMA,
+    seed: int = 0,
+    calib: tuple[int, int] = (8, 128),
+    evaluation: tuple[int, int] = (4, 128),
     device: torch.device | str = "cpu",
 ) -> Subject:
     """calib, evaluation: (sequences, tokens each) of random token ids."""
@@ -189,8 +195,10 @@ def make_subject(spec: dict, device: torch.device | str = "cpu") -> Subject:
         return minilm_subject(device)
     if spec["model"] == "llama":
         return llama_subject(
-            LlamaConfig(**spec.get("config", {})), int(spec.get("seed", 0)),
-            tuple(spec.get("calib", (8, 128))), tuple(spec.get("evaluation", (4, 128))),  # type: ignore[arg-type]
+            LlamaConfig(**spec.get("config", {})),
+            int(spec.get("seed", 0)),
+            tuple(spec.get("calib", (8, 128))),
+            tuple(spec.get("evaluation", (4, 128))),  # type: ignore[arg-type]
             device,
         )
     raise ValueError(f"unknown model {spec['model']!r}: use minilm or llama")

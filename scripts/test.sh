@@ -13,8 +13,9 @@ else
   export GAC_TEST_BACKENDS="${GAC_TEST_BACKENDS:-sqlite}"
 fi
 echo "backends: $GAC_TEST_BACKENDS"
-# Lint and types first (configured in pyproject.toml): ruff in a second, mypy in about a minute.
+# Lint, layout and types first (configured in pyproject.toml): ruff in a second, mypy in about a minute.
 ruff check .
+ruff format --check .
 # mypy reads the `gac` namespace as installed, through a folder of links (scripts/namespace_tree.py).
 (cd "$(python scripts/namespace_tree.py)" && mypy --config-file "$OLDPWD/pyproject.toml")
 # pytest's default lines show progress per file (its name, a dot per test, the share done) rather

@@ -134,8 +134,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.align_slots = AlignSlots(settings.align_concurrency_per_token)
     app.state.responses = ResponseCache(settings.read_cache_seconds, settings.read_cache_mb * 2**20)
     install_error_handlers(app)
-    for router in (health_router, ingest_router, platforms_router, measurements_router, curves_router, cliffs_router,
-                   jobs_router, align_router, auth_router):
+    for router in (
+        health_router,
+        ingest_router,
+        platforms_router,
+        measurements_router,
+        curves_router,
+        cliffs_router,
+        jobs_router,
+        align_router,
+        auth_router,
+    ):
         app.include_router(router)
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     install_ui(app)

@@ -34,9 +34,13 @@ def _settings():
 def serve(
     host: Annotated[str | None, typer.Option(help="bind address (default GAC_HOST or 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="port (default GAC_PORT or 8000)")] = None,
-    workers: Annotated[int, typer.Option(
-        min=1, help="worker processes; on Postgres about two per core: each waits on the database for much of an upload",
-    )] = 1,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="worker processes; on Postgres about two per core: each waits on the database for much of an upload",
+        ),
+    ] = 1,
 ) -> None:
     """Run the service (uvicorn). The embedded SQLite default migrates itself; Postgres must be current."""
     import uvicorn
@@ -75,8 +79,16 @@ def serve(
     made = not os.environ.get(MULTIPROC_ENV)
     metrics_dir = os.environ[MULTIPROC_ENV] = prepare_multiprocess_dir(os.environ.get(MULTIPROC_ENV))
     try:
-        uvicorn.run("gac.service.app:create_app", factory=True, workers=workers, host=where, port=at, log_level="info",
-                    timeout_graceful_shutdown=grace, **guards)
+        uvicorn.run(
+            "gac.service.app:create_app",
+            factory=True,
+            workers=workers,
+            host=where,
+            port=at,
+            log_level="info",
+            timeout_graceful_shutdown=grace,
+            **guards,
+        )
     finally:
         if made:
             shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -66,8 +66,9 @@ def _verified(request: Request, creds: HTTPAuthorizationCredentials | None) -> A
     return None
 
 
-async def _checked(request: Request, scope: Scope, session: Session, settings: Settings,
-                   creds: HTTPAuthorizationCredentials | None) -> ApiToken:
+async def _checked(
+    request: Request, scope: Scope, session: Session, settings: Settings, creds: HTTPAuthorizationCredentials | None
+) -> ApiToken:
     """require() for a route's dependency: no second lookup of a token the guard checked, and
     failures counted against the client (429 once it failed too often, before any lookup)."""
     token = _verified(request, creds)

@@ -26,7 +26,8 @@ class FieldError(BaseModel):
     field: str = Field(description="where, as a dotted path: body.measurements.3.median_us, query.limit, path.job_id")
     message: str
     type: str | None = Field(
-        default=None, description="pydantic's error type (missing, greater_than, value_error, ...), when pydantic found it",
+        default=None,
+        description="pydantic's error type (missing, greater_than, value_error, ...), when pydantic found it",
     )
 
 
@@ -91,13 +92,15 @@ ERROR_STATUSES: dict[int, dict[str, Any]] = {
     404: {"description": "Nothing by that id, reference or key on this service."},
     409: {"description": "The request conflicts with what is stored."},
     410: {"description": "The alignment was stopped: its client disconnected before the answer (nothing stored)."},
-    413: {"description": "The body is over GAC_MAX_BODY_BYTES (or the manifest over GAC_ALIGN_MAX_WEIGHTS, its estimated work over "
-                         "GAC_ALIGN_MAX_WORK with the estimate in the detail, or it needed more than GAC_ALIGN_MEMORY_MB)."},
+    413: {
+        "description": "The body is over GAC_MAX_BODY_BYTES (or the manifest over GAC_ALIGN_MAX_WEIGHTS, its estimated work over "
+        "GAC_ALIGN_MAX_WORK with the estimate in the detail, or it needed more than GAC_ALIGN_MEMORY_MB)."
+    },
     422: {"description": "The request does not validate: detail lists each bad field."},
     429: {
         "description": "This token runs its GAC_ALIGN_CONCURRENCY_PER_TOKEN alignments already, or the service its "
-                       "GAC_ALIGN_MAX_RUNNING, or this client failed to authenticate too often (GAC_AUTH_FAILURE_BURST): "
-                       "retry after Retry-After.",
+        "GAC_ALIGN_MAX_RUNNING, or this client failed to authenticate too often (GAC_AUTH_FAILURE_BURST): "
+        "retry after Retry-After.",
         "headers": {"Retry-After": {**_RETRY_AFTER["Retry-After"], "required": True}},
     },
     500: {"description": "Our exact solver and OR-Tools disagree: a bug, reported, never hidden."},
@@ -223,17 +226,14 @@ def _allowed_methods(request: Request) -> str:
     """Every method some route serves at this request's path (mounted static files aside)."""
     routes = [route for route in request.app.router.routes if not isinstance(route, Mount)]
     return ", ".join(
-        method for method in _METHODS
-        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+        method for method in _METHODS if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
     )
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GacError)
     async def _gac_error(_: Request, exc: GacError) -> JSONResponse:
-        return error_response(
-            type(exc).__name__, exc.detail, status_code=exc.status_code, headers=exc.headers
-        )
+        return error_response(type(exc).__name__, exc.detail, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(DataError)
     async def _unstorable(_: Request, exc: DataError) -> JSONResponse:
@@ -248,11 +248,8 @@ def install_error_handlers(app: FastAPI) -> None:
         # Not our bug and not the client's: a retryable answer on a connection that stays open (the
         # transaction was rolled back, nothing half-written), and one log line per outage, not per request.
         if (first := OUTAGE_LOG.failed()) is not None:
-            log.warning("database unavailable (%s %s): %s%s", request.method, request.url.path,
-                        str(exc.orig).splitlines()[0][:200], first)
-        return error_response(
-            "DatabaseUnavailable", "the database is unavailable; retry shortly", 503, {"Retry-After": str(RETRY_AFTER_S)}
-        )
+            log.warning("database unavailable (%s %s): %s%s", request.method, request.url.path, str(exc.orig).splitlines()[0][:200], first)
+        return error_response("DatabaseUnavailable", "the database is unavailable; retry shortly", 503, {"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -44,9 +44,7 @@ def versioned_json(request: Request, kind: str, session: Session, row: Curve, bu
     return _etag_response(request, f"{kind}-{row.id}-{row.version}", lambda: cached_body(request, kind, session, row, build))
 
 
-async def per_curve_json(
-    request: Request, kind: str, curve_id: int, build: Callable[[Session, Curve], bytes]
-) -> Response:
+async def per_curve_json(request: Request, kind: str, curve_id: int, build: Callable[[Session, Curve], bytes]) -> Response:
     """A read that depends only on one curve's data, served from the response cache when its
     version was confirmed recently; otherwise the version is read (and the body rebuilt only if
     it moved) on the thread pool. The hot path stays on the event loop: no thread hop, no I/O."""

@@ -53,9 +53,7 @@ def client_of(scope: Scope) -> str:
 
 def _routed(scope: Scope) -> bool:
     """Whether a route serves this method at this path (else the router answers 404 or 405)."""
-    return any(
-        not isinstance(route, Mount) and route.matches(scope)[0] is Match.FULL for route in scope["app"].router.routes
-    )
+    return any(not isinstance(route, Mount) and route.matches(scope)[0] is Match.FULL for route in scope["app"].router.routes)
 
 
 def _closing(send: Send) -> Send:
@@ -92,8 +90,13 @@ class RequestGuard:
         client = client_of(scope)
         wait = self.failures.retry_after(client)
         if wait:
-            await self._answer(send, 429, "TooManyRequests", "too many failed authentications from this client; retry later",
-                               {"Retry-After": str(wait), **closing})
+            await self._answer(
+                send,
+                429,
+                "TooManyRequests",
+                "too many failed authentications from this client; retry later",
+                {"Retry-After": str(wait), **closing},
+            )
             return False
         row = None
         if token is not None and well_formed(token):  # a mistyped token costs no database lookup
@@ -104,13 +107,21 @@ class RequestGuard:
                     raise
                 # As the routes answer an outage (service/errors.py): retryable, on a connection that stays open.
                 log.warning("database unavailable (%s %s): %s", scope["method"], scope["path"], str(exc.orig).splitlines()[0][:200])
-                await self._answer(send, 503, "DatabaseUnavailable", "the database is unavailable; retry shortly",
-                                   {"Retry-After": str(RETRY_AFTER_S), **closing})
+                await self._answer(
+                    send,
+                    503,
+                    "DatabaseUnavailable",
+                    "the database is unavailable; retry shortly",
+                    {"Retry-After": str(RETRY_AFTER_S), **closing},
+                )
                 return False
         if row is None:
             self.failures.failed(client)
-            detail = ("this endpoint needs an API token: send 'Authorization: Bearer <token>'" if token is None
-                      else "the API token is unknown, malformed or revoked")
+            detail = (
+                "this endpoint needs an API token: send 'Authorization: Bearer <token>'"
+                if token is None
+                else "the API token is unknown, malformed or revoked"
+            )
             await self._answer(send, 401, "Unauthorized", detail, {"WWW-Authenticate": "Bearer", **closing})
             return False
         # The route's token dependency (service/deps.py) takes this one instead of a second lookup.
@@ -168,8 +179,9 @@ class RequestGuard:
             try:
                 message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
-                return await refuse(408, "RequestTimeout",
-                                    f"the request body did not arrive within {self.settings.body_timeout_seconds:g} s")
+                return await refuse(
+                    408, "RequestTimeout", f"the request body did not arrive within {self.settings.body_timeout_seconds:g} s"
+                )
             if message["type"] == "http.request":
                 state["size"] += len(message.get("body", b""))
                 if state["size"] > self.max_bytes:

@@ -24,9 +24,7 @@ LATENCY = Histogram(
 )
 INGEST_ROWS = Counter("gac_ingest_rows_total", "Measurement rows received", ["result"])
 INGEST_BATCHES = Counter("gac_ingest_batches_total", "Batches received", ["result"])
-READ_CACHE = Counter(
-    "gac_read_cache_total", "Per-curve reads: served fresh, version re-confirmed, or body built", ["kind", "result"]
-)
+READ_CACHE = Counter("gac_read_cache_total", "Per-curve reads: served fresh, version re-confirmed, or body built", ["kind", "result"])
 
 
 class MetricsMiddleware:

@@ -33,8 +33,13 @@ def _fetch(session: Session, query: Select) -> list[Any]:
 
 
 def offset_page(
-    session: Session, query: Select, *, key: InstrumentedAttribute[Any], order_by: tuple[ColumnElement[Any], ...],
-    offset: int, limit: int,
+    session: Session,
+    query: Select,
+    *,
+    key: InstrumentedAttribute[Any],
+    order_by: tuple[ColumnElement[Any], ...],
+    offset: int,
+    limit: int,
 ) -> Slice[Any]:
     """The rows from `offset` on, in `order_by`; key: the column to count on."""
     total = count(session, query, key)

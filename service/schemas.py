@@ -33,8 +33,10 @@ PlatformRef = Annotated[str, Path(pattern=NO_NUL, description="platform id, fing
 _NAME = f"(?:{'|'.join(SHAPE_FIELD_NAMES)})"
 # The names any op has (which fit the op is the service's check, after the platform's: 404 first).
 Axis = Annotated[
-    str, Query(max_length=32, json_schema_extra={"enum": list(SHAPE_FIELD_NAMES)}, description="the swept shape field, e.g. n"),
+    str,
+    Query(max_length=32, json_schema_extra={"enum": list(SHAPE_FIELD_NAMES)}, description="the swept shape field, e.g. n"),
 ]
 FixedShape = Annotated[
-    str, Query(max_length=200, pattern=f"^{_NAME}=[0-9]+(?:,{_NAME}=[0-9]+)*$", description="the other shape fields, e.g. k=128,m=2048"),
+    str,
+    Query(max_length=200, pattern=f"^{_NAME}=[0-9]+(?:,{_NAME}=[0-9]+)*$", description="the other shape fields, e.g. k=128,m=2048"),
 ]

@@ -79,8 +79,7 @@ class GuardedHttp(_Base):
 
     def _make_room(self) -> bool:
         """Close the connection idle longest; False when none is idle."""
-        idle = [c for c in self.connections if c is not self and isinstance(c, GuardedHttp) and c._idle()
-                and not c.transport.is_closing()]
+        idle = [c for c in self.connections if c is not self and isinstance(c, GuardedHttp) and c._idle() and not c.transport.is_closing()]
         if not idle:
             return False
         min(idle, key=lambda c: c._idle_since).transport.close()

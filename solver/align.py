@@ -65,7 +65,8 @@ class BudgetBelowFeasible(InfeasibleBudget):
         self.own_params = own_params
         own = (
             f" (the compressor's own dims, each rounded down, take {own_params:,} params)"
-            if own_params is not None and own_params > budget else ""
+            if own_params is not None and own_params > budget
+            else ""
         )
         self.args = (
             f"budget {budget:,} params is below the smallest feasible total {smallest_feasible:,} params "
@@ -145,8 +146,10 @@ def _goal(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, 
         kind = "importance"
     window = opts.window or manifest.window or "gac"
     if window == "paper" and kind == "importance":
-        warnings.append("window 'paper' widens the latency objective's candidates: the importance objective's answer "
-                        "over the paper's window is the paper-dp-64 baseline")
+        warnings.append(
+            "window 'paper' widens the latency objective's candidates: the importance objective's answer "
+            "over the paper's window is the paper-dp-64 baseline"
+        )
     return _Goal(kind, epsilon, window)
 
 
@@ -196,8 +199,12 @@ def _align_for_importance(
     cross = _importance_cross_check(inst, costs, values, sol.value)
     warnings.extend(_importance_notes(inst))
     solver = SolverInfo(
-        method=f"mckp-{sol.method}", seconds=round(seconds, 6), cross_check=cross, items=len(inst.items),
-        fixed_items=sol.fixed_items, states=sol.max_states,
+        method=f"mckp-{sol.method}",
+        seconds=round(seconds, 6),
+        cross_check=cross,
+        items=len(inst.items),
+        fixed_items=sol.fixed_items,
+        states=sol.max_states,
     )
     return _result(inst, chosen, sol.cost, solver, _predicted(inst.cands, chosen, inst.model), warnings)
 
@@ -212,11 +219,14 @@ def _widened_for_budget(
     # (Letting every measured dim compete ignores latency: the value is linear in params.)
     relaxed = replace(opts, candidates=replace(copts, cliff_free_only=False))
     result = _align(manifest, lookup, relaxed, model)
-    result.warnings.insert(0, (
-        f"the cliff-free dims of the windows need at least {smallest:,} params, over the budget: "
-        "candidates widened to every dim no larger one beats (no tolerance) and the compressor's own dim, "
-        "which may sit on a cliff"
-    ))
+    result.warnings.insert(
+        0,
+        (
+            f"the cliff-free dims of the windows need at least {smallest:,} params, over the budget: "
+            "candidates widened to every dim no larger one beats (no tolerance) and the compressor's own dim, "
+            "which may sit on a cliff"
+        ),
+    )
     return result
 
 
@@ -287,9 +297,7 @@ def _importance_notes(inst: _Instance) -> list[str]:
     notes = []
     rules = [ic.item.name for ic in inst.cands if not ic.measured]
     if inst.lookup is not None and rules:
-        notes.append(
-            f"{len(rules)} of {len(inst.items)} items lack measurements and {_RULE_NOTE} (d % {inst.opts.candidates.align} == 0)"
-        )
+        notes.append(f"{len(rules)} of {len(inst.items)} items lack measurements and {_RULE_NOTE} (d % {inst.opts.candidates.align} == 0)")
     if all(w.importance == 0 for w in inst.manifest.weights):
         notes.append("every importance is 0: any allocation is optimal; the solver keeps the fewest parameters")
     return notes
@@ -330,12 +338,24 @@ def _align_for_latency(
     latency.importance_kept = best.point.value / ref_value if ref_value else 1.0
     latency.proven_gap = best.gap
     solver = SolverInfo(
-        method=f"tradeoff-{'exact' if best.optimal else 'bounded'}", seconds=round(seconds, 6), cross_check=cross,
-        items=len(inst.items), fixed_items=trade.stats.fixed_items, states=trade.stats.max_states,
+        method=f"tradeoff-{'exact' if best.optimal else 'bounded'}",
+        seconds=round(seconds, 6),
+        cross_check=cross,
+        items=len(inst.items),
+        fixed_items=trade.stats.fixed_items,
+        states=trade.stats.max_states,
     )
     result = _result(
-        inst, chosen, best.point.cost, solver, latency, warnings, ref_dims,
-        objective_kind=goal.kind, epsilon=goal.epsilon, frontier=_frontier_points(inst, front, best, ref_value),
+        inst,
+        chosen,
+        best.point.cost,
+        solver,
+        latency,
+        warnings,
+        ref_dims,
+        objective_kind=goal.kind,
+        epsilon=goal.epsilon,
+        frontier=_frontier_points(inst, front, best, ref_value),
     )
     result.window = goal.window  # type: ignore[assignment]
     return result
@@ -409,9 +429,19 @@ def _result(
         **_shared_fields(inst.manifest, inst.lookup, inst.items, chosen, copts.align),
         latency=latency,
         baselines=_baselines(
-            inst.items, inst.cands, inst.budget, obj, copts.align, warnings, inst.model, importance_dims,
-            opts.paper_dp_max_items, defer=_deferred(opts, n),
-        ) if opts.baselines else [],
+            inst.items,
+            inst.cands,
+            inst.budget,
+            obj,
+            copts.align,
+            warnings,
+            inst.model,
+            importance_dims,
+            opts.paper_dp_max_items,
+            defer=_deferred(opts, n),
+        )
+        if opts.baselines
+        else [],
         missing=missing,
         warnings=warnings,
         rule_items=[ic.item.name for ic in inst.cands if not ic.measured],
@@ -433,10 +463,12 @@ def _first_pass_note(missing: list[MissingCurve]) -> list[str]:
     first = sum(len(mc.dims) for mc in missing if FIRST_PASS in mc.reasons)
     if not first:
         return []
-    return [f"{first:,} of the missing points are a first pass: each window's multiples of 8, the compressor's dims and a "
-            "sample of the rest; aligned again with them, the solver asks for the dims their lattice cannot rule out (on a GPU "
-            "a few; where the curves are no lattice, as on a CPU, the rest of each window); `gac align --exhaustive` asks for "
-            "every dim at once"]
+    return [
+        f"{first:,} of the missing points are a first pass: each window's multiples of 8, the compressor's dims and a "
+        "sample of the rest; aligned again with them, the solver asks for the dims their lattice cannot rule out (on a GPU "
+        "a few; where the curves are no lattice, as on a CPU, the rest of each window); `gac align --exhaustive` asks for "
+        "every dim at once"
+    ]
 
 
 def _latency_units(cands: list[ItemCandidates]) -> list[list[int]]:
@@ -455,12 +487,16 @@ def _latency_units(cands: list[ItemCandidates]) -> list[list[int]]:
 
 def _pareto(points: list[FrontierPoint]) -> list[FrontierPoint]:
     """Drop points another one beats in predicted µs and kept importance (ties in units can differ in µs)."""
+
     def beaten(p: FrontierPoint) -> bool:
         return any(
-            q is not p and q.latency_us <= p.latency_us and q.importance_kept >= p.importance_kept
+            q is not p
+            and q.latency_us <= p.latency_us
+            and q.importance_kept >= p.importance_kept
             and (q.latency_us < p.latency_us or q.importance_kept > p.importance_kept)
             for q in points
         )
+
     return [p for p in points if p.chosen or not beaten(p)]
 
 
@@ -489,7 +525,9 @@ def _point_check_note(status: str, stats: dict, limit: float, seconds: float) ->
     """What the chosen point's cross-check proved, in words."""
     where = (
         f"on the {stats['kept']:,} of {stats['candidates']:,} candidates an exact LP reduced-cost bound leaves "
-        "(every choice as fast as ours is among them)" if stats else "on the whole instance"
+        "(every choice as fast as ours is among them)"
+        if stats
+        else "on the whole instance"
     )
     if status == "OPTIMAL":
         return f"cross-check: CP-SAT proved the least latency {where} in {seconds:.1f} s"
@@ -544,9 +582,7 @@ def integer_instance(cands: list[ItemCandidates], bits: int = 20) -> tuple[list[
     for ic in cands:
         unit = ic.item.unit
         # importance / s_max first: (1 << bits) / s_max overflows for a subnormal s_max.
-        per_dim = sum(
-            (round(w.importance / s_max * (1 << bits)) if s_max > 0 else 0) * unit_params(w) for w in ic.item.members
-        )
+        per_dim = sum((round(w.importance / s_max * (1 << bits)) if s_max > 0 else 0) * unit_params(w) for w in ic.item.members)
         dims = [c.dim for c in ic.candidates]
         costs.append([unit * d for d in dims])
         values.append([per_dim * d for d in dims])
@@ -636,8 +672,12 @@ def _predicted(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
     if not complete:
         return PredictedLatency(complete=False, missing_points=missing)
     return PredictedLatency(
-        original_us=orig, unaligned_us=unal, aligned_us=alig, complete=True,
-        speedup=unal / alig if alig > 0 else None, missing_points=missing,
+        original_us=orig,
+        unaligned_us=unal,
+        aligned_us=alig,
+        complete=True,
+        speedup=unal / alig if alig > 0 else None,
+        missing_points=missing,
     )
 
 
@@ -691,8 +731,7 @@ def _baselines(
 def _beyond_our_window(items: list[Item], our_windows: list[list[int]], dims: list[int]) -> list[str]:
     """Why the paper's own window can keep more importance than GAC: it moves dims farther than GAC's window
     goes, where importance linear in the dim says little about quality. Nothing when it stays inside."""
-    outside = [(abs(d - it.d_star) / it.d_star, it, d) for it, ours, d in zip(items, our_windows, dims)
-               if not min(ours) <= d <= max(ours)]
+    outside = [(abs(d - it.d_star) / it.d_star, it, d) for it, ours, d in zip(items, our_windows, dims) if not min(ours) <= d <= max(ours)]
     if not outside:
         return []
     move, it, d = max(outside, key=lambda o: o[0])
@@ -710,8 +749,7 @@ def _paper_dp_baseline(
     """The paper's Algorithm 1 over these candidate dims per item, with float values as in the paper; its dims."""
     costs = [[it.unit * d for d in dims] for it, dims in zip(ctx.items, windows)]
     values = [
-        [math.fsum(w.importance * unit_params(w) * (d - w.dim) for w in it.members) for d in dims]
-        for it, dims in zip(ctx.items, windows)
+        [math.fsum(w.importance * unit_params(w) * (d - w.dim) for w in it.members) for d in dims] for it, dims in zip(ctx.items, windows)
     ]
     try:
         res = bl.paper_dp(costs, values, ctx.budget, u)
@@ -757,7 +795,10 @@ class Completed:
 
 
 def complete_pending(
-    manifest: Manifest, result: AlignmentResult, lookup: LatencyLookup | None = None, options: AlignOptions | None = None,
+    manifest: Manifest,
+    result: AlignmentResult,
+    lookup: LatencyLookup | None = None,
+    options: AlignOptions | None = None,
     model: LatencyModel | None = None,
 ) -> Completed:
     """The checks an answer left pending (AlignOptions.defer_above), run on the answer's own items
@@ -788,7 +829,9 @@ def complete_pending(
             units = _latency_units(cands)
             choice = tuple(t.dims.index(d) for t, d in zip(titems, chosen))
             point = Point(
-                choice, sum(u[j] for u, j in zip(units, choice)), sum(t.worth * d for t, d in zip(titems, chosen)),
+                choice,
+                sum(u[j] for u, j in zip(units, choice)),
+                sum(t.worth * d for t, d in zip(titems, chosen)),
                 sum(t.unit * d for t, d in zip(titems, chosen)),
             )
             optimal = result.solver.method != "tradeoff-bounded"

@@ -125,9 +125,7 @@ def _merge_alone(best: np.ndarray, new: np.ndarray, row: np.ndarray, q: np.ndarr
         np.copyto(row[c:], j, where=better[:width])
 
 
-def _merge_progression(
-    best: np.ndarray, new: np.ndarray, row: np.ndarray, q: np.ndarray, v: np.ndarray, js: np.ndarray, step: int
-) -> None:
+def _merge_progression(best: np.ndarray, new: np.ndarray, row: np.ndarray, q: np.ndarray, v: np.ndarray, js: np.ndarray, step: int) -> None:
     """A run of candidates k = 0..K (cost q0 + step * k, value about v0 + slope * k) into the item's cells.
 
     Cell q0 + x takes max_k best[x - step * k] + v_k. Along each residue of x mod step, that is
@@ -195,6 +193,7 @@ def _window_argmax(y: np.ndarray, k: int, blocks: int) -> np.ndarray:
         offs = np.arange(1, w, dtype=np.int32)[:, None, None]
         back[1:] = np.where(later, offs - 1 - gi[:k, 1:], offs + k - hi[1:, :-1])
     return back.transpose(1, 0, 2).reshape(-1)
+
 
 def repair(costs: Sequence[Sequence[int]], values: Sequence[Sequence[float]], budget: int, picks: list[int]) -> list[int]:
     """Step down the cheapest-to-lose items until the budget holds (least value lost per parameter freed)."""

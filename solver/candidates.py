@@ -198,11 +198,19 @@ class LatencyModel:
         key = k.curve_key
         if key not in self._models:
             own = self._own_model(key)
-            siblings = sorted({
-                p.m for other in self._kernels.values()
-                if (other.op, other.axis) == (k.op, k.axis) and other.curve_key != key
-                and (p := self._own_model(other.curve_key).period) is not None
-            }) if own.period is None and len(own.estimates) >= MIN_POINTS and not self._is_lattice(key) else []
+            siblings = (
+                sorted(
+                    {
+                        p.m
+                        for other in self._kernels.values()
+                        if (other.op, other.axis) == (k.op, k.axis)
+                        and other.curve_key != key
+                        and (p := self._own_model(other.curve_key).period) is not None
+                    }
+                )
+                if own.period is None and len(own.estimates) >= MIN_POINTS and not self._is_lattice(key)
+                else []
+            )
             self._models[key] = model_curve(self._points(key), CliffOptions(periods=tuple(siblings))) if siblings else own
         return self._models[key]
 
@@ -454,9 +462,11 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions, span:
         curve, s = model.curve(k), k.scale
         kept: list[tuple[Sequence[int], str]]
         if not curve:  # nothing measured (rules only): every run, without a lookup per point
-            kept = runs if s == 1 else [
-                (range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs
-            ]
+            kept = (
+                runs
+                if s == 1
+                else [(range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs]
+            )
         else:
             kept = [(xs, why) for r, why in runs if (xs := [s * d for d in r if s * d not in curve])]
         if kept:
@@ -506,8 +516,13 @@ def missing_curves(results: list[ItemCandidates], model: LatencyModel, opts: Can
                 entry[3].add(FIRST_PASS)
     return [
         MissingCurve(
-            op=k.op.value, dtype=model.dtype.value, fixed_shape=k.fixed_shape, axis=k.axis,
-            dims=union(runs), items=list(names), reasons=sorted(whys),
+            op=k.op.value,
+            dtype=model.dtype.value,
+            fixed_shape=k.fixed_shape,
+            axis=k.axis,
+            dims=union(runs),
+            items=list(names),
+            reasons=sorted(whys),
         )
         for k, runs, names, whys in merged.values()
     ]

@@ -32,25 +32,36 @@ def _fail(message: str) -> typer.Exit:
 
 
 def import_command(
-    compressor: Annotated[Compressor, typer.Argument(
-        help="asvd (config.json with truncation_ranks), palu (config.json with head_wise_ranks), "
-             "pruner (LLM-Pruner / Torch-Pruning width map {module: kept width})",
-        case_sensitive=False, show_default=False)],
-    file: Annotated[Path, typer.Argument(
-        help="the compressor's output file (JSON; YAML when named .yaml or .yml, as `gac align` reads)", show_default=False)],
-    config: Annotated[Path | None, typer.Option(
-        "--config", help="the original model's config.json (shapes); required for pruner, "
-                         "for asvd/palu it replaces FILE's own shapes")] = None,
-    importance: Annotated[Path | None, typer.Option(
-        "--importance", help="JSON {weight name: score >= 0}; without it every weight scores 1.0")] = None,
-    out: Annotated[Path | None, typer.Option(
-        "-o", "--out", help="write the manifest here (default: standard output)")] = None,
+    compressor: Annotated[
+        Compressor,
+        typer.Argument(
+            help="asvd (config.json with truncation_ranks), palu (config.json with head_wise_ranks), "
+            "pruner (LLM-Pruner / Torch-Pruning width map {module: kept width})",
+            case_sensitive=False,
+            show_default=False,
+        ),
+    ],
+    file: Annotated[
+        Path,
+        typer.Argument(help="the compressor's output file (JSON; YAML when named .yaml or .yml, as `gac align` reads)", show_default=False),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="the original model's config.json (shapes); required for pruner, for asvd/palu it replaces FILE's own shapes"
+        ),
+    ] = None,
+    importance: Annotated[
+        Path | None, typer.Option("--importance", help="JSON {weight name: score >= 0}; without it every weight scores 1.0")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="write the manifest here (default: standard output)")] = None,
     model: Annotated[str | None, typer.Option("--model", help="model name (default: the config's _name_or_path)")] = None,
     target: Annotated[str | None, typer.Option("--target", help="platform to align for (its measurements)")] = None,
-    tokens: Annotated[list[int] | None, typer.Option(
-        "--tokens", min=1, metavar="M", help="token count M of the workload; repeat for several (default 1024)")] = None,
-    dtype: Annotated[Dtype | None, typer.Option(
-        "--dtype", help="workload dtype (default: the config's torch_dtype, else float16)")] = None,
+    tokens: Annotated[
+        list[int] | None,
+        typer.Option("--tokens", min=1, metavar="M", help="token count M of the workload; repeat for several (default 1024)"),
+    ] = None,
+    dtype: Annotated[Dtype | None, typer.Option("--dtype", help="workload dtype (default: the config's torch_dtype, else float16)")] = None,
 ) -> None:
     """Turn a compressor's output into a gac.manifest/v1 for `gac align`."""
     from gac.solver.importers import ImportErrorDetail, check_importance, import_asvd, import_palu, import_width_map, load_json

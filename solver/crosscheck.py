@@ -169,7 +169,13 @@ def compare(ours_value: int, theirs: CrossCheckResult) -> CrossCheckResult:
 
 
 def crosscheck_point(
-    items, budget: int, point, time_limit_s: float = 60.0, workers: int | None = None, backend: str = "cp-sat", reduce: bool = True,
+    items,
+    budget: int,
+    point,
+    time_limit_s: float = 60.0,
+    workers: int | None = None,
+    backend: str = "cp-sat",
+    reduce: bool = True,
     stats: dict | None = None,
 ):
     """Re-solve one tradeoff point with OR-Tools: min latency s.t. params <= budget and importance >= point.value.
@@ -270,7 +276,8 @@ def _scip_point(cost, room, value, need, lat, time_limit_s: float) -> tuple[str,
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 0.0)
     code = solver.Solve(params)
     status = {pywraplp.Solver.OPTIMAL: "OPTIMAL", pywraplp.Solver.FEASIBLE: "FEASIBLE", pywraplp.Solver.INFEASIBLE: "INFEASIBLE"}.get(
-        code, "UNKNOWN")
+        code, "UNKNOWN"
+    )
     if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         return status, None
     return status, [max(range(len(row)), key=lambda j: row[j].solution_value()) for row in xs]

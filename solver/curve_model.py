@@ -184,8 +184,9 @@ def local_level(y: np.ndarray, half: int = 2) -> np.ndarray:
     if len(y) <= 2 * half:
         return np.full(len(y), float(np.median(y)))
     level = np.median(np.lib.stride_tricks.sliding_window_view(y, 2 * half + 1), axis=1)
-    return np.concatenate([[np.median(y[:i + half + 1]) for i in range(half)], level,
-                           [np.median(y[-(half + i + 1):]) for i in reversed(range(half))]])
+    return np.concatenate(
+        [[np.median(y[: i + half + 1]) for i in range(half)], level, [np.median(y[-(half + i + 1) :]) for i in reversed(range(half))]]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,7 +296,7 @@ class _Partitioning:
         own = ends[:-1]  # the block's own ends are starts for its later ends
         starts = np.concatenate([self._worth_trying(live, own, ends), own])
         rss = self.sums.rss_grid(starts, ends)
-        best = _block_best(self.start_cost[starts[:len(starts) - len(own)]], rss, self.pay[own])
+        best = _block_best(self.start_cost[starts[: len(starts) - len(own)]], rss, self.pay[own])
         self.start_cost[ends] = best + self.pay[ends]
         costs = self.start_cost[starts, None] + rss
         lost = (costs > best + self.most) & (ends - starts[:, None] >= MIN_LINE_POINTS)
@@ -313,7 +314,7 @@ class _Partitioning:
         if len(live) <= RECENT + BOUND_CHUNK:
             return live
         old, recent = live[:-RECENT], live[-RECENT:]
-        taken = np.unique(self.cut[ends[0] - SEGMENT_BLOCK:ends[0]])
+        taken = np.unique(self.cut[ends[0] - SEGMENT_BLOCK : ends[0]])
         taken = taken[(taken < recent[0]) & (self.expires[taken] >= ends[0])]  # still live
         bar = np.concatenate([taken, recent])
         reach = _block_best(self.start_cost[bar], self.sums.rss_grid(np.concatenate([bar, own]), ends), self.pay[own])
@@ -354,8 +355,8 @@ def _block_best(before: np.ndarray, rss: np.ndarray, pay: np.ndarray) -> np.ndar
     hold still (one round per run a best path holds inside the block), or, after JACOBI_ROUNDS,
     taken end by end; both end where one end at a time would.
     """
-    reach = (before[:, None] + rss[:len(before)]).min(axis=0)
-    inner = rss[len(before):]
+    reach = (before[:, None] + rss[: len(before)]).min(axis=0)
+    inner = rss[len(before) :]
     if not len(inner):
         return reach
     best = reach
@@ -561,7 +562,7 @@ def _ladder_fit(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int, ste
     comb: Comb | None = None
     for j in range(len(levels) - 1, -1, -1):
         ones = np.zeros(len(beta))
-        ones[k:k + j + 1] = 1.0
+        ones[k : k + j + 1] = 1.0
         comb = Comb(levels[j], float(ones @ beta), math.sqrt(float(ones @ cov @ ones)), comb)
     return comb, own_z
 
@@ -697,10 +698,10 @@ class _LadderRegression:
         on_trend = self._levels(per_cell.reshape(3, t.count, levels)).transpose(1, 0, 2)
         on_level = self._levels(per_level.reshape(d + 1, levels))
         per_piece = np.add.reduceat(self.on_pieces * w, t.starts, axis=1)
-        dense_on_trend = per_piece[6:6 + 3 * d].reshape(3, d, t.count).transpose(2, 0, 1)
-        products = np.concatenate([dense_on_trend[:, :, :d - 1], on_trend, dense_on_trend[:, :, d - 1:]], axis=2)
+        dense_on_trend = per_piece[6 : 6 + 3 * d].reshape(3, d, t.count).transpose(2, 0, 1)
+        products = np.concatenate([dense_on_trend[:, :, : d - 1], on_trend, dense_on_trend[:, :, d - 1 :]], axis=2)
         raw = np.empty((d + levels,) * 2)
-        for (i, j), total in zip(self.pairs, per_piece[6 + 3 * d:].sum(axis=1)):
+        for (i, j), total in zip(self.pairs, per_piece[6 + 3 * d :].sum(axis=1)):
             raw[self.dense_at[i], self.dense_at[j]] = raw[self.dense_at[j], self.dense_at[i]] = total
         raw[self.dense_at, self.level_at] = on_level[:-1]
         raw[self.level_at, self.dense_at] = on_level[:-1].T
@@ -732,9 +733,7 @@ def _runs(labels: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def _best_templates(
-    xs: np.ndarray, x: np.ndarray, y: np.ndarray, sigma: np.ndarray, pieces: int, ms: np.ndarray
-) -> list[Pattern]:
+def _best_templates(xs: np.ndarray, x: np.ndarray, y: np.ndarray, sigma: np.ndarray, pieces: int, ms: np.ndarray) -> list[Pattern]:
     """The best sawtooth and the best comb among the m in ms, as explanations of log latency beyond
     a trend that is one quadratic per piece (pieces of equal span). A comb may point either way
     (multiples faster or slower); a staircase only jumps up after its multiples.
@@ -973,7 +972,7 @@ def rejoin_runs(
             joined = float(_priced_rss(both, size + len(idx), price))
             extra = joined - cost[host] - float(alone[k])
             # The boundary could sit anywhere in the gap: it costs the cheapest place there.
-            if extra < penalty[last + 1:idx[0] + 1].min():
+            if extra < penalty[last + 1 : idx[0] + 1].min():
                 out[host].append(idx)
                 out_sums[host], cost[host] = both, joined
                 last, size, between = int(idx[-1]), size + len(idx), 0
@@ -1247,9 +1246,7 @@ def find_period(marked: Iterable[int], xs: Sequence[int], opts: CliffOptions = C
 
 def model_lookup_curve(curve: Mapping[int, Any], opts: CliffOptions = CliffOptions()) -> CurveModel:
     """model_curve over a LatencyLookup curve (dim -> gac.solver.lookup.PointLatency)."""
-    return model_curve(
-        (Point(x, p.latency_us, p.p10_us, p.p90_us, p.n) for x, p in curve.items()), opts
-    )
+    return model_curve((Point(x, p.latency_us, p.p10_us, p.p90_us, p.n) for x, p in curve.items()), opts)
 
 
 def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) -> CurveModel:

@@ -175,8 +175,7 @@ def _load_yaml(text: str, label: str) -> dict[str, Any]:
         pass
 
     def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-        return _no_duplicates([(loader.construct_object(k, deep=True), loader.construct_object(v, deep=True))
-                               for k, v in node.value])
+        return _no_duplicates([(loader.construct_object(k, deep=True), loader.construct_object(v, deep=True)) for k, v in node.value])
 
     _Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
@@ -228,9 +227,7 @@ class _Scores:
             close = difflib.get_close_matches(first, sorted(known), n=1, cutoff=0.8)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             more = f" and {len(unknown) - 1} more" if len(unknown) > 1 else ""
-            raise ImportErrorDetail(
-                f"importance map: {len(unknown)} key(s) name no weight of this import: {first!r}{hint}{more}"
-            )
+            raise ImportErrorDetail(f"importance map: {len(unknown)} key(s) name no weight of this import: {first!r}{hint}{more}")
 
     def of(self, name: str, *fallbacks: str) -> float:
         if self.importance is None:

@@ -192,8 +192,15 @@ def model_by_class(points: Sequence[Point]) -> CurveModel:
     top = parts[-1][1]  # the multiples of the largest power of two measured
     notes = [f"a lattice: modelled class by class (odd, 2 mod 4, ..., multiples of {CLASS_CAP})"]
     return CurveModel(
-        estimates=estimates, sigma=sigma, segments=[s for _, m in parts for s in m.segments],
-        steps=sorted((s for _, m in parts for s in m.steps), key=lambda s: s.x), frontier=cliff_free_frontier(estimates),
-        period=top.period, smooth=False, noise_pct=float(np.median([m.noise_pct for _, m in parts])),
-        notes=notes + [n for _, m in parts for n in m.notes], run=run, slope_se=slope_se,
+        estimates=estimates,
+        sigma=sigma,
+        segments=[s for _, m in parts for s in m.segments],
+        steps=sorted((s for _, m in parts for s in m.steps), key=lambda s: s.x),
+        frontier=cliff_free_frontier(estimates),
+        period=top.period,
+        smooth=False,
+        noise_pct=float(np.median([m.noise_pct for _, m in parts])),
+        notes=notes + [n for _, m in parts for n in m.notes],
+        run=run,
+        slope_se=slope_se,
     )

@@ -98,8 +98,10 @@ class FileLookup:
     @classmethod
     def from_measurements(cls, measurements: Iterable[Measurement], platform: str) -> FileLookup:
         """Rows the agent flagged (quality) are left out, as the service leaves them out of its curves."""
-        return cls(((m.op, m.dtype, m.shape, m.sweep_axis, m.median_us, m.p10_us, m.p90_us, m.n) for m in measurements
-                    if m.quality is None), platform)
+        return cls(
+            ((m.op, m.dtype, m.shape, m.sweep_axis, m.median_us, m.p10_us, m.p90_us, m.n) for m in measurements if m.quality is None),
+            platform,
+        )
 
     @classmethod
     def from_jsonl(cls, path: str | Path, platform: str | None = None) -> FileLookup:

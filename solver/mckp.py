@@ -582,8 +582,14 @@ class _Frontier:
 
 
 def _add_item(
-    state_cost: np.ndarray, state_value: np.ndarray, cand_cost: np.ndarray, cand_value: np.ndarray,
-    rest: _RestBound, next_position: int, room: int, floor: float,
+    state_cost: np.ndarray,
+    state_value: np.ndarray,
+    cand_cost: np.ndarray,
+    cand_value: np.ndarray,
+    rest: _RestBound,
+    next_position: int,
+    room: int,
+    floor: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Pareto DP step: every state with every candidate of one more item, then pruned twice.
 

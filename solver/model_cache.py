@@ -91,8 +91,13 @@ class SharedModel(LatencyModel):
         state = vars(self).copy()
         table: dict[tuple, int] = {}
         packed = {
-            key: (ic.item, [table.setdefault((c.dim, c.latency_us, c.source), len(table)) for c in ic.candidates],
-                  ic.measured, ic.missing, ic.notes)
+            key: (
+                ic.item,
+                [table.setdefault((c.dim, c.latency_us, c.source), len(table)) for c in ic.candidates],
+                ic.measured,
+                ic.missing,
+                ic.notes,
+            )
             for key, ic in self._candidates.items()
         }
         state["_candidates"] = (list(table), packed)
@@ -339,8 +344,12 @@ class ModelCache:
     def stats(self) -> dict[str, int]:
         """Models found in memory, on disk, computed anew; files written (this process's counts)."""
         files = self.files
-        return {"memory_hits": self.hits, "disk_hits": files.hits if files else 0,
-                "built": files.misses if files else self.misses, "stored": files.writes if files else 0}
+        return {
+            "memory_hits": self.hits,
+            "disk_hits": files.hits if files else 0,
+            "built": files.misses if files else self.misses,
+            "stored": files.writes if files else 0,
+        }
 
     def clear(self) -> None:
         with self._lock:

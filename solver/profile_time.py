@@ -88,7 +88,7 @@ def _shape(mc: MissingCurve, dim: int) -> dict[str, int]:
 
 def _nearest(curve: dict[int, PointLatency], xs: list[int], dim: int) -> int:
     i = bisect.bisect_left(xs, dim)
-    near = xs[max(0, i - 1): i + 1]
+    near = xs[max(0, i - 1) : i + 1]
     return min(near, key=lambda x: abs(x - dim))
 
 
@@ -154,8 +154,10 @@ def estimate(
     if capped:
         parts.append(f"{capped} at the {timing.time_cap_ms:g} ms time cap (nothing measured yet: an upper bound)")
     if added:
-        parts.append(f"{added:.0f} s ({LATER_PASSES:.0%}) added for the points a first pass (lattice and sample) calls for next, "
-                     "more where a curve is no lattice")
+        parts.append(
+            f"{added:.0f} s ({LATER_PASSES:.0%}) added for the points a first pass (lattice and sample) calls for next, "
+            "more where a curve is no lattice"
+        )
     if bounded:
         parts.append(f"{bounded:.0f} s for the rest of the first passes' windows, which later passes may ask for (at most)")
     basis = "; ".join(parts) or "nothing to profile"

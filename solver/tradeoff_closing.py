@@ -28,7 +28,13 @@ class TooManyStates(RuntimeError):
 
 
 def bounded_dp(
-    p: Problem, dual: Dual, lam: float, mu: float, need: int, target: float, state_cap: int | None = None,
+    p: Problem,
+    dual: Dual,
+    lam: float,
+    mu: float,
+    need: int,
+    target: float,
+    state_cap: int | None = None,
     beam: bool = False,
 ) -> np.ndarray | None:
     """The lexicographically best solution among those with latency <= target, or None.
@@ -99,8 +105,12 @@ def _fix(p: Problem, ok: np.ndarray, need: int, target: float) -> _Fixed | None:
     free = np.flatnonzero(alive > 1)
     free = free[np.lexsort((free, alive[free]))]  # few candidates first: the state set grows late
     return _Fixed(
-        picks=first - f.starts[:-1], free=free, keeps=[np.flatnonzero(ok[f.span(i)]) for i in free.tolist()], room=room,
-        need=need - int(sum(int(x) for x in f.value[single])), target=target - int(f.lat[single].sum()),
+        picks=first - f.starts[:-1],
+        free=free,
+        keeps=[np.flatnonzero(ok[f.span(i)]) for i in free.tolist()],
+        room=room,
+        need=need - int(sum(int(x) for x in f.value[single])),
+        target=target - int(f.lat[single].sum()),
     )
 
 
@@ -117,9 +127,7 @@ def _rest_bounds(f: Flat, reduced: np.ndarray, fixed: _Fixed) -> _Rest:
     most_cost = np.array([int(f.cost[f.span(i)][jj].max()) for i, jj in zip(free, fixed.keeps)], dtype=np.int64)
     least_value = np.array([int(f.value[f.span(i)][jj].min()) for i, jj in zip(free, fixed.keeps)], dtype=np.int64)
     ratios, caps = _value_caps(f, fixed.free, [0.0] + _value_ratios(f, fixed.free))
-    return _Rest(
-        _suffix_sums(least_reduced), _suffix_sums(least_lat), _suffix_sums(most_cost), _suffix_sums(least_value), ratios, caps
-    )
+    return _Rest(_suffix_sums(least_reduced), _suffix_sums(least_lat), _suffix_sums(most_cost), _suffix_sums(least_value), ratios, caps)
 
 
 def _suffix_sums(x: np.ndarray) -> np.ndarray:
@@ -130,9 +138,7 @@ def _suffix_sums(x: np.ndarray) -> np.ndarray:
 class _ClosingDP:
     """One run over the free items: expand each item's candidates onto the states, prune, then trace the best back."""
 
-    def __init__(
-        self, p: Problem, fixed: _Fixed, rest: _Rest, lam: float, mu: float, state_cap: int | None, beam: bool
-    ) -> None:
+    def __init__(self, p: Problem, fixed: _Fixed, rest: _Rest, lam: float, mu: float, state_cap: int | None, beam: bool) -> None:
         self.f, self.stats, self.fixed, self.rest = p.f, p.stats, fixed, rest
         self.lam, self.mu, self.cap, self.beam = lam, mu, state_cap, beam
         # The latency the free items may add, with the float slack of every bound on it.

@@ -127,8 +127,18 @@ class UnbudgetedSearch:
     a choice at latency T spends sum rc + price * (value - need) / unit <= slack.
     """
 
-    def __init__(self, starts: np.ndarray, item: np.ndarray, value: np.ndarray, lat: np.ndarray, cost: np.ndarray,
-                 rc: np.ndarray, price: int, unit: int, effort: Effort | None = None) -> None:
+    def __init__(
+        self,
+        starts: np.ndarray,
+        item: np.ndarray,
+        value: np.ndarray,
+        lat: np.ndarray,
+        cost: np.ndarray,
+        rc: np.ndarray,
+        price: int,
+        unit: int,
+        effort: Effort | None = None,
+    ) -> None:
         self.starts, self.item, self.value, self.lat, self.cost, self.rc = starts, item, value, lat, cost, rc
         self.price, self.unit = price, unit
         # Base per item: least rc, then the final order (latency, -value, cost).
@@ -167,8 +177,7 @@ class UnbudgetedSearch:
         return _join(self, core, layers, changes, short)
 
 
-def _core_dp(u: UnbudgetedSearch, core: np.ndarray, room: int, short: int, anchor: int, ch: _Changes,
-             late: int) -> list[_States] | None:
+def _core_dp(u: UnbudgetedSearch, core: np.ndarray, room: int, short: int, anchor: int, ch: _Changes, late: int) -> list[_States] | None:
     """Pareto states over the core items (values relative to the bases), one list per item; None if none lives.
 
     A state is dropped when it cannot end within room: its reduced cost plus the price of its
@@ -197,8 +206,10 @@ def _core_dp(u: UnbudgetedSearch, core: np.ndarray, room: int, short: int, ancho
         _check_effort(u, len(cur.v), len(pos), kept, f"at core item {k + 1} of {len(core)}")
         # Candidates a chunk at a time (memory), each chunk's survivors cut to their Pareto states at once.
         step = max(1, CHUNK // len(cur.v))
-        parts = [_grow(u, cur, pos[a : a + step], room + 1.0, per_unit[k + 1], anchor, short - v_up[k + 1],
-                       late - t_rest[k + 1]) for a in range(0, len(pos), step)]
+        parts = [
+            _grow(u, cur, pos[a : a + step], room + 1.0, per_unit[k + 1], anchor, short - v_up[k + 1], late - t_rest[k + 1])
+            for a in range(0, len(pos), step)
+        ]
         grown = parts[0] if len(parts) == 1 else _merged(parts)
         if not len(grown.v):
             return None
@@ -217,8 +228,9 @@ def _core_dp(u: UnbudgetedSearch, core: np.ndarray, room: int, short: int, ancho
     return layers
 
 
-def _grow(u: UnbudgetedSearch, cur: _States, pos: np.ndarray, room: float, per_unit: float, anchor: int, least_v: int,
-          most_t: int) -> _States:
+def _grow(
+    u: UnbudgetedSearch, cur: _States, pos: np.ndarray, room: float, per_unit: float, anchor: int, least_v: int, most_t: int
+) -> _States:
     """The states times the candidates pos that can still end within room, keep enough value and be fast
     enough (least_v, most_t: what the items to come leave), cut to their Pareto states."""
     # One run per candidate, each sorted by latency as the states are: _pareto merges them.

@@ -335,9 +335,17 @@ class WindowSolver:
         take = np.repeat(seg - bounds[:-1], lens) + np.arange(int(bounds[-1]))
         s_pos, s_cost = s_pos[take], s_cost[take]
         return _Layout(
-            picks=picks, first=first, fixed=fixed, free=free[order], bounds=bounds, s_pos=s_pos, s_cost=s_cost,
-            s_t=self.lat[s_pos], unit=np.gcd.accumulate(own[order]) if len(free) else own,
-            base_cost=int(self.cost[first].sum()), base_lat=int(self.lat[first[fixed]].sum()),
+            picks=picks,
+            first=first,
+            fixed=fixed,
+            free=free[order],
+            bounds=bounds,
+            s_pos=s_pos,
+            s_cost=s_cost,
+            s_t=self.lat[s_pos],
+            unit=np.gcd.accumulate(own[order]) if len(free) else own,
+            base_cost=int(self.cost[first].sum()),
+            base_lat=int(self.lat[first[fixed]].sum()),
         )
 
     def _run(self, lay: _Layout, lo: int, hi: int, prune: _Prune | None) -> _Run | None:

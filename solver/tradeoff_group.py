@@ -57,8 +57,7 @@ class GroupBound:
     may still matter (the others count as absent); grid: the gcd of every cost; m: the period.
     """
 
-    def __init__(self, cost: np.ndarray, rc: np.ndarray, starts: np.ndarray, item: np.ndarray, keep: np.ndarray,
-                 grid: int, m: int) -> None:
+    def __init__(self, cost: np.ndarray, rc: np.ndarray, starts: np.ndarray, item: np.ndarray, keep: np.ndarray, grid: int, m: int) -> None:
         self.grid, self.m, self.n = grid, m, len(starts) - 1
         self.residue = (cost // grid) % m
         self.rc = rc

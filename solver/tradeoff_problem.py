@@ -98,8 +98,15 @@ def _flatten(items: Sequence[TradeoffItem]) -> Flat:
     t0 = np.minimum.reduceat(lat, starts[:-1])
     dd = dims - d0[item]
     return Flat(
-        starts=starts, item=item, orig=local, dd=dd, cost=unit[item] * dd, value=worth[item] * dd,
-        lat=lat - t0[item], unit=unit, worth=worth,
+        starts=starts,
+        item=item,
+        orig=local,
+        dd=dd,
+        cost=unit[item] * dd,
+        value=worth[item] * dd,
+        lat=lat - t0[item],
+        unit=unit,
+        worth=worth,
         base_cost=int(sum(int(u) * int(d) for u, d in zip(unit, d0))),
         base_value=int(sum(int(w) * int(d) for w, d in zip(worth, d0))),
         base_lat=int(sum(int(t) for t in t0)),

@@ -19,8 +19,17 @@ def measurement(n: int = 64, *, op: str = "gemm", median: float | None = None, *
     axis = {"gemm": "n", "sdpa": "head_dim"}[op]
     med = median if median is not None else 10.0 + n / 8
     fields: dict[str, Any] = {
-        "id": uuid.uuid4(), "op": op, "dtype": "bfloat16", "shape": shape, "sweep_axis": axis,
-        "median_us": med, "p10_us": med * 0.95, "p90_us": med * 1.05, "mean_us": med, "n": 20, "timer": "test",
+        "id": uuid.uuid4(),
+        "op": op,
+        "dtype": "bfloat16",
+        "shape": shape,
+        "sweep_axis": axis,
+        "median_us": med,
+        "p10_us": med * 0.95,
+        "p90_us": med * 1.05,
+        "mean_us": med,
+        "n": 20,
+        "timer": "test",
     }
     return Measurement(**(fields | over))
 
@@ -51,8 +60,16 @@ def auth(token: str) -> dict[str, str]:
 
 
 # The `error` each status is answered with (service/errors.py); a refusal's body is always {"error", "detail"}.
-ERRORS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 413: "PayloadTooLarge",
-          422: "ValidationError", 429: "TooManyRequests", 503: "DatabaseUnavailable"}
+ERRORS = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    413: "PayloadTooLarge",
+    422: "ValidationError",
+    429: "TooManyRequests",
+    503: "DatabaseUnavailable",
+}
 
 
 def refused(r: Any, status: int, error: str | None = None) -> dict[str, Any]:
@@ -72,5 +89,7 @@ def cli_env(settings: Any, data_dir: Any) -> dict[str, str]:
     import os
 
     return os.environ | {
-        "GAC_DATABASE_URL": settings.url, "GAC_SECRET_KEY": settings.secret_key.get_secret_value(), "GAC_DATA_DIR": str(data_dir),
+        "GAC_DATABASE_URL": settings.url,
+        "GAC_SECRET_KEY": settings.secret_key.get_secret_value(),
+        "GAC_DATA_DIR": str(data_dir),
     }

@@ -14,8 +14,7 @@ LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page):
-    broken = [target for target in LINK.findall(page.read_text())
-              if "://" not in target and not (page.parent / target).exists()]
+    broken = [target for target in LINK.findall(page.read_text()) if "://" not in target and not (page.parent / target).exists()]
     assert not broken, f"{page.relative_to(ROOT)} links to missing files: {broken}"
 
 

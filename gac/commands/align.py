@@ -29,8 +29,12 @@ def _load_manifest(path: Path) -> dict[str, Any]:
         err.print(f"[red]cannot read {path}: {exc.strerror}[/red]")
         raise typer.Exit(2) from exc
     except UnicodeDecodeError as exc:
-        err.print(f"{path} is not a manifest: it is not UTF-8 text (a manifest is a JSON or YAML document)", style="red",
-                  markup=False, highlight=False)
+        err.print(
+            f"{path} is not a manifest: it is not UTF-8 text (a manifest is a JSON or YAML document)",
+            style="red",
+            markup=False,
+            highlight=False,
+        )
         raise typer.Exit(2) from exc
     try:
         body = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
@@ -153,8 +157,12 @@ def _from_file(measurements: Path, body: dict, names: _Names, exhaustive: bool =
         err.print(f"[red]cannot read {measurements}: {exc.strerror}[/red]")
         raise typer.Exit(2) from exc
     except UnicodeDecodeError as exc:
-        err.print(f"{measurements} is not a measurements file: it is not UTF-8 text (batch JSONL or CSV)", style="red",
-                  markup=False, highlight=False)
+        err.print(
+            f"{measurements} is not a measurements file: it is not UTF-8 text (batch JSONL or CSV)",
+            style="red",
+            markup=False,
+            highlight=False,
+        )
         raise typer.Exit(2) from exc
     except ValueError as exc:  # the readers name the file and line
         err.print(str(exc).splitlines()[0], style="red", markup=False)
@@ -172,7 +180,7 @@ def _from_file(measurements: Path, body: dict, names: _Names, exhaustive: bool =
 
 def _short(name: str, width: int) -> str:
     """Shorten from the left, so layer numbers and the weight's own name stay readable."""
-    return name if len(name) <= width else "…" + name[-(width - 1):]
+    return name if len(name) <= width else "…" + name[-(width - 1) :]
 
 
 SUMMARY_LABEL = 15  # the summary's label column: its texts wrap under themselves, readable at 80 columns
@@ -199,11 +207,17 @@ def _summary(res: dict) -> None:
     _say("optimized for", goal)
     if lat.get("complete") and lat.get("unaligned_us") and lat.get("aligned_us"):
         orig = f"; original {lat['original_us']:,.1f} µs" if lat.get("original_us") else ""
-        _say("predicted", f"unaligned {lat['unaligned_us']:,.1f} µs -> GAC {lat['aligned_us']:,.1f} µs "
-                          f"([bold]{lat['unaligned_us'] / lat['aligned_us']:.3f}x[/bold]){orig} (the compressed weights' kernels)")
+        _say(
+            "predicted",
+            f"unaligned {lat['unaligned_us']:,.1f} µs -> GAC {lat['aligned_us']:,.1f} µs "
+            f"([bold]{lat['unaligned_us'] / lat['aligned_us']:.3f}x[/bold]){orig} (the compressed weights' kernels)",
+        )
         if lat.get("importance_only_us") and kind != "importance":
-            _say("", f"importance-only GAC {lat['importance_only_us']:,.1f} µs ({lat['unaligned_us'] / lat['importance_only_us']:.3f}x); "
-                     f"GAC keeps {lat.get('importance_kept', 1):.2%} of the importance it keeps")
+            _say(
+                "",
+                f"importance-only GAC {lat['importance_only_us']:,.1f} µs ({lat['unaligned_us'] / lat['importance_only_us']:.3f}x); "
+                f"GAC keeps {lat.get('importance_kept', 1):.2%} of the importance it keeps",
+            )
     else:
         n = lat.get("missing_points") or sum(len(mc["dims"]) for mc in res.get("missing", []))
         why = "no latency data" if res.get("platform") == "rules only" else "incomplete"
@@ -226,7 +240,11 @@ def _print(stored: dict, wide: bool = False) -> None:
         chosen: dict = next((c for c in w["candidates"] if c["dim"] == w["dim"]), {})
         lat = w.get("latency_us")
         table.add_row(
-            _short(w["name"], name_width), f"{w['dim_before']:g}", str(w["dim"]), f"{w['params']:,}", chosen.get("source", "?"),
+            _short(w["name"], name_width),
+            f"{w['dim_before']:g}",
+            str(w["dim"]),
+            f"{w['params']:,}",
+            chosen.get("source", "?"),
             f"{lat:,.1f}" if lat is not None else "-",
         )
     console.print(table)
@@ -242,7 +260,10 @@ def _print(stored: dict, wide: bool = False) -> None:
             table.add_column(col, justify="left" if col in ("baseline", "budget") else "right", no_wrap=True)
         for b in res["baselines"]:
             table.add_row(
-                b["method"], f"{b['total_params']:,}", "within" if b["within_budget"] else "OVER", f"{b['aligned_share']:.0%}",
+                b["method"],
+                f"{b['total_params']:,}",
+                "within" if b["within_budget"] else "OVER",
+                f"{b['aligned_share']:.0%}",
                 f"{b['speedup']:.3f}x" if b.get("speedup") else "-",
                 f"{b['gap_to_optimum']:.2e}" if b.get("gap_to_optimum") is not None else "-",
             )
@@ -275,16 +296,20 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
             raise typer.Exit(2)
         points = len(pm.missing_points(result))
         queued = run(target, True)
-        err.print(f"queued {points} points for platform {target[:16]} as job(s) {queued['jobs']}: "
-                      "its agents (`gac agent run --jobs`) measure them; align again afterwards")
+        err.print(
+            f"queued {points} points for platform {target[:16]} as job(s) {queued['jobs']}: "
+            "its agents (`gac agent run --jobs`) measure them; align again afterwards"
+        )
         return queued
     # What gets measured can ask for more: a first pass's lattice and sample call for the dims their
     # fit cannot rule out (gac.solver.sparse_needs), and a step found in the new points moves the
     # look-ahead past it. A few rounds settle it; each says what it adds.
     for round_ in range(pm.MAX_ROUNDS):
         if round_:
-            err.print(f"the new measurements call for {len(pm.missing_points(result))} more points "
-                      "(dims their lattice fit cannot rule out, or look-ahead past a step they revealed)")
+            err.print(
+                f"the new measurements call for {len(pm.missing_points(result))} more points "
+                "(dims their lattice fit cannot rule out, or look-ahead past a step they revealed)"
+            )
         pm.measure(result, session, yes or round_ > 0, server, token, db)  # the first round's estimate covered the later ones
         stored = run(here, False)
         result = stored["result"]
@@ -294,7 +319,11 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
 
 
 def _this_machine(
-    server: str | None, token: str | None, db: str | None, device: str, threads: int | None,
+    server: str | None,
+    token: str | None,
+    db: str | None,
+    device: str,
+    threads: int | None,
 ) -> tuple[str, str, list[str]] | None:
     """This machine's stored platform, for an alignment that names none: (fingerprint, name, the
     dtypes its curves were measured in), or None (nothing stored for it, or no agent installed to
@@ -353,13 +382,14 @@ def _this_machine(
 def _say_this_machine(found: tuple[str, str, list[str]], body: dict) -> None:
     """Say which platform an alignment that named none uses, and whether its dtype was profiled there."""
     fingerprint, name, dtypes = found
-    err.print(f"platform: this machine, {escape(name)} ({fingerprint[:16]}), as profiled here; --platform chooses another",
-              highlight=False)
+    err.print(f"platform: this machine, {escape(name)} ({fingerprint[:16]}), as profiled here; --platform chooses another", highlight=False)
     wanted = str((body.get("workload") or {}).get("dtype") or "float16")
     if dtypes and wanted not in dtypes:
-        err.print(f"[yellow]this machine was profiled in {', '.join(dtypes)}, the manifest asks for {wanted}: "
-                  f"--dtype {dtypes[0]} aligns in what it measured, --profile-missing measures {wanted}[/yellow]",
-                  highlight=False)
+        err.print(
+            f"[yellow]this machine was profiled in {', '.join(dtypes)}, the manifest asks for {wanted}: "
+            f"--dtype {dtypes[0]} aligns in what it measured, --profile-missing measures {wanted}[/yellow]",
+            highlight=False,
+        )
 
 
 def _say_what_was_not_solved(result: dict, asked: str | None) -> None:
@@ -369,8 +399,11 @@ def _say_what_was_not_solved(result: dict, asked: str | None) -> None:
         return
     n = sum(len(m.get("dims", [])) for m in result.get("missing", []))
     why = "no latency data (rules only)" if result.get("platform") == "rules only" else f"{n:,} curve points missing"
-    err.print(f"[yellow]objective {asked}: not computed, {why}; the answer is importance-only "
-              "(--platform names a profiled platform, --profile-missing measures what it lacks)[/yellow]", highlight=False)
+    err.print(
+        f"[yellow]objective {asked}: not computed, {why}; the answer is importance-only "
+        "(--platform names a profiled platform, --profile-missing measures what it lacks)[/yellow]",
+        highlight=False,
+    )
 
 
 def align_command(
@@ -381,31 +414,59 @@ def align_command(
     platform: Annotated[str | None, typer.Option(help="platform id or fingerprint; overrides the manifest's target")] = None,
     token: Annotated[str | None, typer.Option(help="API token for --server (default: $GAC_TOKEN)")] = None,
     enqueue_missing: Annotated[bool, typer.Option("--enqueue-missing", help="queue a profiling job for missing curves")] = False,
-    objective: Annotated[str | None, typer.Option(
-        help="importance | latency | frontier (default: the manifest's, else latency when measured)",
-    )] = None,
-    epsilon: Annotated[float | None, typer.Option(
-        min=0.0, max=0.5, help="latency objective: importance it may give up (default 0.005)",
-    )] = None,
-    window: Annotated[str | None, typer.Option(
-        help="latency objective's candidates: gac (+/- max(16, 5 %) of each dim, not below half of it; default) "
-        "or paper (also multiples of 8 within +/- 64)",
-    )] = None,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            help="importance | latency | frontier (default: the manifest's, else latency when measured)",
+        ),
+    ] = None,
+    epsilon: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=0.5,
+            help="latency objective: importance it may give up (default 0.005)",
+        ),
+    ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            help="latency objective's candidates: gac (+/- max(16, 5 %) of each dim, not below half of it; default) "
+            "or paper (also multiples of 8 within +/- 64)",
+        ),
+    ] = None,
     dtype: Annotated[str | None, typer.Option(help="align for this dtype instead of the manifest's workload dtype")] = None,
-    profile_missing: Annotated[bool, typer.Option(
-        "--profile-missing", help="measure the missing points on this machine (or queue them for the platform's agents), then align again",
-    )] = False,
-    yes: Annotated[bool, typer.Option(
-        "--yes", "-y", help="with --profile-missing or --enqueue-missing: do not ask, however long it takes",
-    )] = False,
+    profile_missing: Annotated[
+        bool,
+        typer.Option(
+            "--profile-missing",
+            help="measure the missing points on this machine (or queue them for the platform's agents), then align again",
+        ),
+    ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="with --profile-missing or --enqueue-missing: do not ask, however long it takes",
+        ),
+    ] = False,
     device: Annotated[str, typer.Option(help="with --profile-missing: the device to measure on (cpu, cuda:N)")] = "cpu",
-    threads: Annotated[int | None, typer.Option(
-        min=1, help="with --profile-missing: CPU timing threads (as the platform was profiled)",
-    )] = None,
-    exhaustive: Annotated[bool, typer.Option(
-        "--exhaustive", help="ask for every dim of each window (default: each window's lattice and a sample first, "
-        "then only the dims its fit cannot rule out)",
-    )] = False,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="with --profile-missing: CPU timing threads (as the platform was profiled)",
+        ),
+    ] = None,
+    exhaustive: Annotated[
+        bool,
+        typer.Option(
+            "--exhaustive",
+            help="ask for every dim of each window (default: each window's lattice and a sample first, "
+            "then only the dims its fit cannot rule out)",
+        ),
+    ] = False,
     wide: Annotated[bool, typer.Option("--wide", help="full weight names in the table")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print only the gac.alignment/v1 document")] = False,
     out: Annotated[Path | None, typer.Option(help="also write the gac.alignment/v1 document to this file")] = None,
@@ -422,8 +483,12 @@ def align_command(
     token = token or AgentSettings().token
     body = _load_manifest(manifest)
     names = _Names(manifest)
-    for key, flag, given in (("objective", "--objective", objective), ("epsilon", "--epsilon", epsilon),
-                             ("window", "--window", window), ("workload.dtype", "--dtype", dtype)):
+    for key, flag, given in (
+        ("objective", "--objective", objective),
+        ("epsilon", "--epsilon", epsilon),
+        ("window", "--window", window),
+        ("workload.dtype", "--dtype", dtype),
+    ):
         if given is not None:
             names.flags[key] = flag
     if objective is not None:

@@ -43,11 +43,7 @@ def _duration(seconds: float) -> str:
 
 
 def missing_points(result: dict[str, Any]) -> list[tuple[str, str, dict[str, int], str]]:
-    return [
-        (m["op"], m["dtype"], {**m["fixed_shape"], m["axis"]: d}, m["axis"])
-        for m in result.get("missing", [])
-        for d in m["dims"]
-    ]
+    return [(m["op"], m["dtype"], {**m["fixed_shape"], m["axis"]: d}, m["axis"]) for m in result.get("missing", []) for d in m["dims"]]
 
 
 ESTIMATE_BASIS = "if they are as quiet as the platform's measured points (an upper bound where it has none)"
@@ -59,8 +55,10 @@ def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, b
     from gac.solver.profile_time import most_seconds
 
     cap = Timing().time_cap_ms / 1e3
-    console.print(f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} "
-                  f"{basis}, at most about {_duration(most_seconds(points))} (each point to its {cap:g} s time cap)")
+    console.print(
+        f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} "
+        f"{basis}, at most about {_duration(most_seconds(points))} (each point to its {cap:g} s time cap)"
+    )
     if yes or estimated <= CONFIRM_ABOVE_S:
         return
     if not sys.stdin.isatty():
@@ -122,14 +120,22 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
             # A first pass calls for more points: as much allowance as the solver's own estimate makes.
             per_point = (time.perf_counter() - rate_from) / (PROBE_POINTS - PROBE_WARMUP) * (1 + LATER_PASSES if first_pass else 1)
             estimated = per_point * n
-            confirm(n - PROBE_POINTS, curves, per_point * (n - PROBE_POINTS), f"on this machine ({label})", yes,
-                    basis=f"at the rate of the last {PROBE_POINTS - PROBE_WARMUP} of the points just timed")
+            confirm(
+                n - PROBE_POINTS,
+                curves,
+                per_point * (n - PROBE_POINTS),
+                f"on this machine ({label})",
+                yes,
+                basis=f"at the rate of the last {PROBE_POINTS - PROBE_WARMUP} of the points just timed",
+            )
         else:
             confirm(n, curves, estimated, f"on this machine ({label})", yes)
         if first_pass:
-            console.print(f"these are each window's lattice and a sample: the estimate allows {LATER_PASSES:.0%} for the points "
-                          "they call for next, and a curve they do not explain as a lattice calls for every dim "
-                          "(`--exhaustive` measures every dim at once)")
+            console.print(
+                f"these are each window's lattice and a sample: the estimate allows {LATER_PASSES:.0%} for the points "
+                "they call for next, and a curve they do not explain as a lattice calls for every dim "
+                "(`--exhaustive` measures every dim at once)"
+            )
         sinks.append(open_sink(run_info(plan.name)))
         run = run_keeping(session, todo, sinks[-1], adaptive=False, kept_before=measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)
@@ -179,8 +185,19 @@ def _destination(server: str | None, token: str | None, db: str | None, platform
     with httpx.Client(timeout=30.0) as client:
         stored = known_on_server(client, server, token, fingerprint, plan_curves(plan))
         known = merge(stored or {}, known_in_spool(spool, server, fingerprint))
-        yield known, lambda run: Deliverer(server, token, platform, run, spool=spool, client=client, commit_every_s=commit_every_s(),
-                                           log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"))
+        yield (
+            known,
+            lambda run: Deliverer(
+                server,
+                token,
+                platform,
+                run,
+                spool=spool,
+                client=client,
+                commit_every_s=commit_every_s(),
+                log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"),
+            ),
+        )
 
 
 def _check_delivered(deliverer, rows: int) -> None:  # noqa: ANN001

@@ -140,7 +140,10 @@ class ColumnBatch(BaseModel):
     @classmethod
     def of(cls, batch: Batch) -> ColumnBatch:
         return cls.model_construct(
-            schema_=COLUMNS_SCHEMA, id=batch.id, platform=batch.platform, run=batch.run,
+            schema_=COLUMNS_SCHEMA,
+            id=batch.id,
+            platform=batch.platform,
+            run=batch.run,
             measurements=MeasurementColumns.of(list(batch.measurements)),
         )
 

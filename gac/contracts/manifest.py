@@ -156,10 +156,14 @@ class Budget(_Model):
     """Exactly one of: a compression ratio rho, or an absolute parameter count."""
 
     # The rule below, in the JSON Schema too: exactly one of the two is given and not null.
-    model_config = ConfigDict(json_schema_extra={"oneOf": [
-        {"required": ["ratio"], "properties": {"ratio": {"type": "number"}}},
-        {"required": ["params"], "properties": {"params": {"type": "integer"}}},
-    ]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["ratio"], "properties": {"ratio": {"type": "number"}}},
+                {"required": ["params"], "properties": {"params": {"type": "integer"}}},
+            ]
+        }
+    )
 
     ratio: Annotated[float | None, Field(default=None, ge=0, lt=1, allow_inf_nan=False)] = None
     params: Annotated[int | None, Field(default=None, ge=1, le=MAX_PARAMS)] = None

@@ -112,9 +112,7 @@ def validate_shape(op: Op, shape: dict[str, int]) -> dict[str, int]:
     return {name: shape[name] for name in needed}
 
 
-def check_consistent(
-    op: Op, shape: dict[str, int], sweep_axis: str, p10_us: float, median_us: float, p90_us: float
-) -> dict[str, int]:
+def check_consistent(op: Op, shape: dict[str, int], sweep_axis: str, p10_us: float, median_us: float, p90_us: float) -> dict[str, int]:
     """The rules across one measurement's fields; returns its shape in canonical (sorted) order."""
     keys = list(shape)
     if set(keys) != _FIELD_SETS[op]:
@@ -247,16 +245,18 @@ class RunInfo(_Strict):
 
 # What _consistent checks of a measurement's op, stated in its JSON Schema: one branch per op,
 # naming the shape fields and the axis it can sweep (the percentiles' order cannot be stated).
-_SHAPE_PER_OP: dict[str, Any] = {"oneOf": [
-    {
-        "properties": {
-            "op": {"const": op.value},
-            "shape": {"required": list(fields), "propertyNames": {"enum": list(fields)}},
-            "sweep_axis": {"enum": list(fields)},
-        },
-    }
-    for op, fields in SHAPE_FIELDS.items()
-]}
+_SHAPE_PER_OP: dict[str, Any] = {
+    "oneOf": [
+        {
+            "properties": {
+                "op": {"const": op.value},
+                "shape": {"required": list(fields), "propertyNames": {"enum": list(fields)}},
+                "sweep_axis": {"enum": list(fields)},
+            },
+        }
+        for op, fields in SHAPE_FIELDS.items()
+    ]
+}
 
 
 class Measurement(_Strict):

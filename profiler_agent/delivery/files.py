@@ -18,7 +18,11 @@ class BatchFileWriter(BatchBuffer):
     """Appends batches to a JSONL file (one Batch document per line) for later upload."""
 
     def __init__(
-        self, path: Path | str, platform: PlatformDescriptor, run: RunInfo, batch_size: int = DEFAULT_BATCH_SIZE,
+        self,
+        path: Path | str,
+        platform: PlatformDescriptor,
+        run: RunInfo,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         commit_every_s: float | None = None,
     ) -> None:
         super().__init__(platform, run, batch_size, commit_every_s)

@@ -122,9 +122,7 @@ class Spool:
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)  # atomic: the spool is either the old or the new list
 
-    def drain(
-        self, send: Callable[[dict[str, Any]], BatchReceipt], server: str, stats: DeliveryStats, all_servers: bool = False
-    ) -> int:
+    def drain(self, send: Callable[[dict[str, Any]], BatchReceipt], server: str, stats: DeliveryStats, all_servers: bool = False) -> int:
         """Re-send spooled batches for `server`; keep what still fails. Returns batches delivered."""
         with self.lock():
             records = self.records()

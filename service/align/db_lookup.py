@@ -59,8 +59,10 @@ class DbLookup:
                 points = _POINTS.get((self._db, curve_id), version)
                 if points is None:
                     combined = combine(curves.points(self._session, curve_id))
-                    points = _POINTS.put((self._db, curve_id), version, {
-                        p.x: PointLatency(p.median_us, p10_us=p.p10_us, p90_us=p.p90_us, n=p.n) for p in combined
-                    })
+                    points = _POINTS.put(
+                        (self._db, curve_id),
+                        version,
+                        {p.x: PointLatency(p.median_us, p10_us=p.p10_us, p90_us=p.p90_us, n=p.n) for p in combined},
+                    )
                 self._cache[key] = points
         return self._cache[key]

@@ -72,16 +72,23 @@ router = APIRouter(prefix="/v1", tags=["align"], route_class=_AlignRoute)
 
 
 @router.post(
-    "/align", status_code=status.HTTP_201_CREATED, response_model=StoredAlignment,
+    "/align",
+    status_code=status.HTTP_201_CREATED,
+    response_model=StoredAlignment,
     responses={**errors(401, 403, 410, 413, 422, 429, 500, 504), **ACCEPTED},
 )
 def post_align(
     manifest: Manifest,
     request: Request,
     creds: Credentials,
-    platform: Annotated[str | None, Query(
-        max_length=64, pattern=NO_NUL, description="platform to align for; overrides the manifest's target",
-    )] = None,
+    platform: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            pattern=NO_NUL,
+            description="platform to align for; overrides the manifest's target",
+        ),
+    ] = None,
     enqueue_missing: Annotated[bool, Query(description="queue a profiling job for the curves the platform lacks (ingest token)")] = False,
     candidates: Annotated[CandidateLists | None, Query(description=CANDIDATES_DOC)] = None,
 ) -> Response:
@@ -140,8 +147,15 @@ async def _post(request: Request, body: bytes, respond_async: bool) -> Response:
         slots.release(holder)
         raise
     task = service.AlignTask(
-        settings, body, query.platform, query.enqueue_missing, query.candidates, job.id,
-        limits.INLINE_CHECK_MAX_ITEMS, limits.COMPACT_ABOVE_WEIGHTS, holder,
+        settings,
+        body,
+        query.platform,
+        query.enqueue_missing,
+        query.candidates,
+        job.id,
+        limits.INLINE_CHECK_MAX_ITEMS,
+        limits.COMPACT_ABOVE_WEIGHTS,
+        holder,
     )
 
     def decide(report: dict) -> dict:
@@ -149,7 +163,11 @@ async def _post(request: Request, body: bytes, respond_async: bool) -> Response:
         return {"respond": not (respond_async or report["weights"] > limits.ASYNC_ABOVE_WEIGHTS)}
 
     running = slots.workers.submit(
-        service.run_task, task, deadline_s=settings.align_deadline_seconds, memory_bytes=settings.align_memory_mb * 2**20, decide=decide,
+        service.run_task,
+        task,
+        deadline_s=settings.align_deadline_seconds,
+        memory_bytes=settings.align_memory_mb * 2**20,
+        decide=decide,
     )
     running.answer.add_done_callback(functools.partial(_ended, app, holder, job.id))
     try:
@@ -194,15 +212,17 @@ def _stopped_response(exc: limits.TaskStopped) -> Response:
 def _stop_of(exc: limits.TaskStopped) -> limits.Stop:
     if exc.stop is not None:
         return exc.stop
-    return limits.Stop(500, "AlignmentLost", f"the worker process running this alignment stopped (exit code {exc.exitcode}); "
-                       "post the manifest again")
+    return limits.Stop(
+        500, "AlignmentLost", f"the worker process running this alignment stopped (exit code {exc.exitcode}); post the manifest again"
+    )
 
 
 def _admit(app: FastAPI, alignment_id: uuid.UUID) -> AlignmentJobStatus:
     settings = app.state.settings
     with app.state.sessionmaker() as session:
-        return service.admit(session, alignment_id, settings.align_max_running,
-                             settings.align_deadline_seconds + limits.STALE_AFTER_DEADLINE_S)
+        return service.admit(
+            session, alignment_id, settings.align_max_running, settings.align_deadline_seconds + limits.STALE_AFTER_DEADLINE_S
+        )
 
 
 def _record_failure(app: FastAPI, job_id: uuid.UUID, answer: service.Answer) -> None:
@@ -261,7 +281,8 @@ def _complete_later(app: FastAPI, alignment_id: uuid.UUID | None) -> None:
         exc = future.exception()
         if isinstance(exc, limits.TaskStopped):
             why = {"ServiceStopping": "the service stopped before it ended", "AlignmentDeadline": "it ran past its deadline"}.get(
-                exc.stop.error if exc.stop else "", f"its worker process stopped (exit code {exc.exitcode})")
+                exc.stop.error if exc.stop else "", f"its worker process stopped (exit code {exc.exitcode})"
+            )
             log.warning("alignment %s: its pending checks were stopped (%s); they stay pending", alignment_id, why)
 
             def write() -> None:
@@ -273,8 +294,11 @@ def _complete_later(app: FastAPI, alignment_id: uuid.UUID | None) -> None:
             log.error("alignment %s: its pending checks did not run: %r", alignment_id, exc)
 
     running = app.state.align_slots.checkers.submit(
-        service.complete_pending, settings, alignment_id,
-        deadline_s=settings.align_deadline_seconds, memory_bytes=settings.align_memory_mb * 2**20,
+        service.complete_pending,
+        settings,
+        alignment_id,
+        deadline_s=settings.align_deadline_seconds,
+        memory_bytes=settings.align_memory_mb * 2**20,
     )
     running.answer.add_done_callback(done)
 
@@ -291,9 +315,11 @@ def rerun_checks(alignment_id: uuid.UUID, session: SessionDep, _: Reader, reques
 
 @router.get("/alignments", responses=errors(401, 404, 422))
 def list_alignments(
-    session: SessionDep, _: Reader,
+    session: SessionDep,
+    _: Reader,
     platform: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
-    cursor: Offset = 0, limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Offset = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> Page[AlignmentSummary]:
     pid = get_platform(session, platform).id if platform else None
     return service.list_alignments(session, pid, cursor, limit)
@@ -301,7 +327,9 @@ def list_alignments(
 
 @router.get("/alignments/{alignment_id}", response_model=StoredAlignment, responses={**errors(401, 404, 413, 422, 500), **ACCEPTED})
 def get_alignment(
-    alignment_id: uuid.UUID, session: SessionDep, _: Reader,
+    alignment_id: uuid.UUID,
+    session: SessionDep,
+    _: Reader,
     candidates: Annotated[CandidateLists | None, Query(description=CANDIDATES_DOC)] = None,
 ) -> Response:
     """A stored alignment; 202 while a large one is still being aligned (POST answered 202), or the

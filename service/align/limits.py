@@ -76,7 +76,8 @@ class AlignSlots:
             if running >= self.per_token:
                 raise TooManyRequests(
                     f"this token already runs {running} alignments here (GAC_ALIGN_CONCURRENCY_PER_TOKEN={self.per_token}); "
-                    "retry when one finishes", RETRY_AFTER_S,
+                    "retry when one finishes",
+                    RETRY_AFTER_S,
                 )
             self._running[holder] = running + 1
 
@@ -133,12 +134,17 @@ def client_gone(seconds: float) -> Stop:
 
 
 def deadline_passed(seconds: float) -> Stop:
-    return Stop(504, "AlignmentDeadline", f"not done within its deadline of {seconds:g} s (GAC_ALIGN_DEADLINE_SECONDS): "
-                "stopped, nothing stored; a smaller manifest, or ask the operator")
+    return Stop(
+        504,
+        "AlignmentDeadline",
+        f"not done within its deadline of {seconds:g} s (GAC_ALIGN_DEADLINE_SECONDS): "
+        "stopped, nothing stored; a smaller manifest, or ask the operator",
+    )
 
 
-SERVICE_STOPPING = Stop(503, "ServiceStopping", "the service stopped before this alignment was done: nothing stored; post it again",
-                        RETRY_AFTER_S)
+SERVICE_STOPPING = Stop(
+    503, "ServiceStopping", "the service stopped before this alignment was done: nothing stored; post it again", RETRY_AFTER_S
+)
 
 
 class TaskStopped(Exception):
@@ -196,8 +202,14 @@ class TaskRunner:
         self._lock = threading.Lock()
         weakref.finalize(self, _stop_all, self._tasks, self._lock)
 
-    def submit(self, fn: Callable[..., Any], *args: Any, deadline_s: float, memory_bytes: int | None = None,
-               decide: Callable[[Any], Any] | None = None) -> Task:
+    def submit(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        deadline_s: float,
+        memory_bytes: int | None = None,
+        decide: Callable[[Any], Any] | None = None,
+    ) -> Task:
         task = Task(fn, args, deadline_s, memory_bytes, decide)
         thread = threading.Thread(target=self._run, args=(task,), name="gac-align-task", daemon=True)
         with self._lock:
@@ -259,8 +271,10 @@ class TaskRunner:
         ctx = _context()
         ours, theirs = ctx.Pipe()
         process = ctx.Process(
-            target=_child, args=(theirs, task.fn, task.args, task.memory_bytes, task.deadline - time.monotonic()),
-            name="gac-align", daemon=True,
+            target=_child,
+            args=(theirs, task.fn, task.args, task.memory_bytes, task.deadline - time.monotonic()),
+            name="gac-align",
+            daemon=True,
         )
         with task._lock:
             if task.stopped is not None:

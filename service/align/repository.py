@@ -23,19 +23,41 @@ def _json_text(session: Session, text: str):
 
 
 def insert_alignment(
-    session: Session, alignment_id: uuid.UUID, created_at: datetime, manifest: Manifest, platform_id: int | None,
-    result: AlignmentResult, result_text: str, result_full: bytes | None, owner: int | None = None, stored_bytes: int | None = None,
+    session: Session,
+    alignment_id: uuid.UUID,
+    created_at: datetime,
+    manifest: Manifest,
+    platform_id: int | None,
+    result: AlignmentResult,
+    result_text: str,
+    result_full: bytes | None,
+    owner: int | None = None,
+    stored_bytes: int | None = None,
 ) -> None:
     """result_text: the result as served by default; result_full: the whole result compressed, when that text is compact;
     owner: the token that asked (its storage quota counts stored_bytes)."""
-    session.execute(insert(Alignment).values(
-        id=alignment_id, model=manifest.model, compressor=manifest.compressor, platform_id=platform_id,
-        weights=len(manifest.weights), budget=result.budget, total_params=result.total_params, objective=result.objective,
-        aligned_share_before=result.aligned_share_before, aligned_share_after=result.aligned_share_after,
-        predicted_unaligned_us=result.latency.unaligned_us, predicted_aligned_us=result.latency.aligned_us,
-        manifest=_json_text(session, manifest.model_dump_json(by_alias=True)), result=_json_text(session, result_text),
-        result_full=result_full, created_at=created_at, token_id=owner, stored_bytes=stored_bytes,
-    ))
+    session.execute(
+        insert(Alignment).values(
+            id=alignment_id,
+            model=manifest.model,
+            compressor=manifest.compressor,
+            platform_id=platform_id,
+            weights=len(manifest.weights),
+            budget=result.budget,
+            total_params=result.total_params,
+            objective=result.objective,
+            aligned_share_before=result.aligned_share_before,
+            aligned_share_after=result.aligned_share_after,
+            predicted_unaligned_us=result.latency.unaligned_us,
+            predicted_aligned_us=result.latency.aligned_us,
+            manifest=_json_text(session, manifest.model_dump_json(by_alias=True)),
+            result=_json_text(session, result_text),
+            result_full=result_full,
+            created_at=created_at,
+            token_id=owner,
+            stored_bytes=stored_bytes,
+        )
+    )
 
 
 def expire(session: Session, before: datetime, owner: int | None, quota_bytes: int | None) -> int:
@@ -45,7 +67,8 @@ def expire(session: Session, before: datetime, owner: int | None, quota_bytes: i
     if owner is not None and quota_bytes is not None:
         rows = session.execute(
             select(Alignment.id, func.coalesce(Alignment.stored_bytes, 0))
-            .where(Alignment.token_id == owner, Alignment.created_at >= before).order_by(Alignment.created_at.desc(), Alignment.id)
+            .where(Alignment.token_id == owner, Alignment.created_at >= before)
+            .order_by(Alignment.created_at.desc(), Alignment.id)
         ).all()
         total = 0
         for i, (aid, size) in enumerate(rows):
@@ -69,10 +92,14 @@ def lock_admission(session: Session) -> None:
 
 def active_jobs(session: Session, news_since: datetime) -> int:
     """Alignments queued or running, with news since then."""
-    return session.scalar(
-        select(func.count()).select_from(AlignmentJob)
-        .where(AlignmentJob.status.in_(("queued", "running")), AlignmentJob.updated_at >= news_since)
-    ) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(AlignmentJob)
+            .where(AlignmentJob.status.in_(("queued", "running")), AlignmentJob.updated_at >= news_since)
+        )
+        or 0
+    )
 
 
 def write_result(session: Session, alignment_id: uuid.UUID, result_text: str, result_full: bytes | None) -> None:
@@ -88,9 +115,18 @@ def head(session: Session, alignment_id: uuid.UUID) -> Row | None:
     has_full, profiling_jobs, timings), the last two its job's (None when it had none)."""
     has_full = Alignment.result_full.is_not(None).label("has_full")
     return session.execute(
-        select(Alignment.id, Alignment.created_at, Alignment.platform_id, Alignment.weights, cast(Alignment.result, Text), has_full,
-               AlignmentJob.profiling_jobs, AlignmentJob.timings)
-        .outerjoin(AlignmentJob, AlignmentJob.id == Alignment.id).where(Alignment.id == alignment_id)
+        select(
+            Alignment.id,
+            Alignment.created_at,
+            Alignment.platform_id,
+            Alignment.weights,
+            cast(Alignment.result, Text),
+            has_full,
+            AlignmentJob.profiling_jobs,
+            AlignmentJob.timings,
+        )
+        .outerjoin(AlignmentJob, AlignmentJob.id == Alignment.id)
+        .where(Alignment.id == alignment_id)
     ).one_or_none()
 
 

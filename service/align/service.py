@@ -80,7 +80,11 @@ def resolve_platform(session: Session, manifest: Manifest, override: str | None)
 
 
 def run_alignment(
-    session: Session, manifest: Manifest, platform: Platform | None, defer_above: int | None = None, exhaustive: bool = False,
+    session: Session,
+    manifest: Manifest,
+    platform: Platform | None,
+    defer_above: int | None = None,
+    exhaustive: bool = False,
     timings: dict[str, float] | None = None,
 ) -> AlignmentResult:
     """align() over the platform's curves. defer_above: leave the checks of larger instances pending
@@ -163,8 +167,15 @@ class StoredRow:
 
 
 def store(
-    session: Session, manifest: Manifest, platform: Platform | None, result: AlignmentResult, *,
-    alignment_id: uuid.UUID | None = None, texts: Texts | None = None, owner: int | None = None, settings: Settings | None = None,
+    session: Session,
+    manifest: Manifest,
+    platform: Platform | None,
+    result: AlignmentResult,
+    *,
+    alignment_id: uuid.UUID | None = None,
+    texts: Texts | None = None,
+    owner: int | None = None,
+    settings: Settings | None = None,
 ) -> StoredRow:
     """Insert the alignment; texts: the result serialized already (else Texts.of, by size). With
     settings, results past their keep time go, and the owner's oldest while the owner's stored
@@ -174,11 +185,14 @@ def store(
     size = len(texts.result.encode()) + len(texts.full or b"")
     quota = settings.align_storage_mb_per_token * 2**20 if settings is not None else None
     if quota is not None and owner is not None and size > quota:
-        raise PayloadTooLarge(f"this result is {size / 2**20:.1f} MB, above the {settings.align_storage_mb_per_token} MB "  # type: ignore[union-attr]
-                              "a token may keep (GAC_ALIGN_STORAGE_MB_PER_TOKEN)")
+        raise PayloadTooLarge(
+            f"this result is {size / 2**20:.1f} MB, above the {settings.align_storage_mb_per_token} MB "  # type: ignore[union-attr]
+            "a token may keep (GAC_ALIGN_STORAGE_MB_PER_TOKEN)"
+        )
     begin_write(session)
-    repo.insert_alignment(session, row.id, row.created_at, manifest, row.platform_id, result, texts.result, texts.full,
-                          owner=owner, stored_bytes=size)
+    repo.insert_alignment(
+        session, row.id, row.created_at, manifest, row.platform_id, result, texts.result, texts.full, owner=owner, stored_bytes=size
+    )
     if settings is not None:
         repo.expire(session, row.created_at - timedelta(days=settings.align_keep_days), owner, quota)
     session.commit()
@@ -187,17 +201,11 @@ def store(
 
 def enqueue_missing(session: Session, settings: Settings, result: AlignmentResult, platform: Platform) -> list[int]:
     """One profiling job covering every curve point the alignment lacked, for this exact platform."""
-    points = [
-        (m.op, m.dtype, {**m.fixed_shape, m.axis: d}, m.axis)
-        for m in result.missing
-        for d in m.dims
-    ]
+    points = [(m.op, m.dtype, {**m.fixed_shape, m.axis: d}, m.axis) for m in result.missing for d in m.dims]
     if not points:
         return []
     plan = plan_for_points(f"missing for {result.model}"[:200], points)
-    job, _ = enqueue(
-        session, settings, plan, JobMatch(fingerprint=platform.fingerprint), source="align-missing", dedupe=True
-    )
+    job, _ = enqueue(session, settings, plan, JobMatch(fingerprint=platform.fingerprint), source="align-missing", dedupe=True)
     return [job.id]
 
 
@@ -228,13 +236,13 @@ def chunks(parts: tuple[Part, ...], size: int = CHUNK) -> Iterator[bytes]:
         if isinstance(part, Deflated):
             inflate = zlib.decompressobj()
             for start in range(0, len(part.data), size // 8):
-                if out := inflate.decompress(part.data[start:start + size // 8]):
+                if out := inflate.decompress(part.data[start : start + size // 8]):
                     yield out
             if out := inflate.flush():
                 yield out
         else:
             for start in range(0, len(part), size):
-                piece = part[start:start + size]
+                piece = part[start : start + size]
                 yield piece.encode() if isinstance(piece, str) else piece
 
 
@@ -296,8 +304,7 @@ def _job_answer(session: Session, alignment_id: uuid.UUID) -> Answer:
         error = job.error or {}
         return Answer(int(error.get("status", 500)), json.dumps(error.get("body", {})).encode(), dict(error.get("headers") or {}))
     if job.updated_at < utcnow() - timedelta(seconds=limits.JOB_STALE_S):
-        detail = (f"no news of this alignment for over {limits.JOB_STALE_S} s: the process running it stopped; "
-                  "post the manifest again")
+        detail = f"no news of this alignment for over {limits.JOB_STALE_S} s: the process running it stopped; post the manifest again"
         return Answer(500, error_json("AlignmentLost", detail))
     poll = f"/v1/alignments/{alignment_id}"
     status = AlignmentJobStatus(id=job.id, status=job.status, weights=job.weights, created_at=job.created_at, poll=poll)  # type: ignore[arg-type]
@@ -332,7 +339,8 @@ def admit(session: Session, alignment_id: uuid.UUID, limit: int, stale_after_s: 
     if active >= limit:
         session.rollback()
         raise TooManyRequests(
-            f"the service already runs {active} alignments (GAC_ALIGN_MAX_RUNNING={limit}); retry shortly", limits.RETRY_AFTER_S,
+            f"the service already runs {active} alignments (GAC_ALIGN_MAX_RUNNING={limit}); retry shortly",
+            limits.RETRY_AFTER_S,
         )
     now = utcnow()
     session.add(AlignmentJob(id=alignment_id, status="queued", created_at=now, updated_at=now))
@@ -399,9 +407,19 @@ def parse_manifest(body: bytes, settings: Settings) -> Manifest:
 
 
 def align_and_store(
-    session: Session, settings: Settings, manifest: Manifest, platform_ref: str | None, enqueue: bool, *,
-    candidates: str | None = None, job_id: uuid.UUID | None = None, timings: dict[str, float] | None = None,
-    defer_above: int | None = None, compact_above: int | None = None, respond: bool = True, owner: int | None = None,
+    session: Session,
+    settings: Settings,
+    manifest: Manifest,
+    platform_ref: str | None,
+    enqueue: bool,
+    *,
+    candidates: str | None = None,
+    job_id: uuid.UUID | None = None,
+    timings: dict[str, float] | None = None,
+    defer_above: int | None = None,
+    compact_above: int | None = None,
+    respond: bool = True,
+    owner: int | None = None,
 ) -> Answer:
     """Align, queue the missing points (enqueue: the token was checked for it), store: the 201 answer
     (respond: with its body; for a job, whose id the alignment takes, the job row brought up to date
@@ -413,8 +431,7 @@ def align_and_store(
         raise Unprocessable([{"field": "query.enqueue_missing", "message": "needs a target platform (manifest target or ?platform=)"}])
     MODELS.attach(settings.models_dir)
     t0, shared = time.perf_counter(), dict[str, float]()
-    result = run_alignment(session, manifest, target, limits.INLINE_CHECK_MAX_ITEMS if defer_above is None else defer_above,
-                           timings=shared)
+    result = run_alignment(session, manifest, target, limits.INLINE_CHECK_MAX_ITEMS if defer_above is None else defer_above, timings=shared)
     timings |= align_timings(result, time.perf_counter() - t0 - sum(shared.values())) | shared
     what = f"alignment {job_id or 'done'}: storing its result"
     jobs = []
@@ -424,9 +441,20 @@ def align_and_store(
     texts = Texts.of(result, len(manifest.weights), compact_above)
     timings["serialize"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    row = _while_database_away(session, what, lambda: store(
-        session, manifest, target, result, alignment_id=job_id, texts=texts, owner=owner, settings=settings,
-    ))
+    row = _while_database_away(
+        session,
+        what,
+        lambda: store(
+            session,
+            manifest,
+            target,
+            result,
+            alignment_id=job_id,
+            texts=texts,
+            owner=owner,
+            settings=settings,
+        ),
+    )
     timings["store"] = time.perf_counter() - t2
     body: tuple[Part, ...] = ()
     if respond:
@@ -448,25 +476,40 @@ def run_task(task: AlignTask) -> Answer:
             manifest = parse_manifest(task.body, task.settings)
             cost = estimate_cost(manifest)
             if cost.work > task.settings.align_max_work:
-                raise PayloadTooLarge({
-                    "message": f"this alignment's estimated work {cost.work:,} is above this service's limit of "
-                               f"{task.settings.align_max_work:,} (GAC_ALIGN_MAX_WORK)",
-                    "estimate": cost.describe(),
-                })
+                raise PayloadTooLarge(
+                    {
+                        "message": f"this alignment's estimated work {cost.work:,} is above this service's limit of "
+                        f"{task.settings.align_max_work:,} (GAC_ALIGN_MAX_WORK)",
+                        "estimate": cost.describe(),
+                    }
+                )
             reply = limits.report({"weights": len(manifest.weights), "cost": cost.describe()})
             respond = reply is None or bool(reply.get("respond", True))
             if (job_id := task.job_id) is not None:
-                _while_database_away(session, f"alignment {job_id}: recording its start",
-                                     lambda: update_job(session, job_id, status="running", weights=len(manifest.weights)))
+                _while_database_away(
+                    session,
+                    f"alignment {job_id}: recording its start",
+                    lambda: update_job(session, job_id, status="running", weights=len(manifest.weights)),
+                )
             return align_and_store(
-                session, task.settings, manifest, task.platform, task.enqueue_missing, candidates=task.candidates,
-                job_id=task.job_id, timings={"parse": time.perf_counter() - t0},
-                defer_above=task.defer_above, compact_above=task.compact_above, respond=respond, owner=task.token_id,
+                session,
+                task.settings,
+                manifest,
+                task.platform,
+                task.enqueue_missing,
+                candidates=task.candidates,
+                job_id=task.job_id,
+                timings={"parse": time.perf_counter() - t0},
+                defer_above=task.defer_above,
+                compact_above=task.compact_above,
+                respond=respond,
+                owner=task.token_id,
             )
         except MemoryError:
             session.rollback()
-            detail = (f"this alignment needed more than the {task.settings.align_memory_mb} MB a worker process may use "
-                      "(GAC_ALIGN_MEMORY_MB)")
+            detail = (
+                f"this alignment needed more than the {task.settings.align_memory_mb} MB a worker process may use (GAC_ALIGN_MEMORY_MB)"
+            )
             answer = error_answer(PayloadTooLarge(detail))
         except GacError as exc:
             session.rollback()
@@ -484,8 +527,9 @@ def run_task(task: AlignTask) -> Answer:
             answer = _internal(exc)
         if (failed := task.job_id) is not None:
             try:
-                _while_database_away(session, f"alignment {failed}: recording that it failed ({answer.status})",
-                                     lambda: fail_job(session, failed, answer))
+                _while_database_away(
+                    session, f"alignment {failed}: recording that it failed ({answer.status})", lambda: fail_job(session, failed, answer)
+                )
             except DBAPIError:  # still away at the deadline: the service records it once the database returns
                 answer.recorded = False
         return answer
@@ -506,8 +550,12 @@ def _while_database_away(session: Session, what: str, write: Callable[[], T]) ->
                     log.error("%s: the database is still unavailable after %.0f s; giving up here", what, time.monotonic() - since)
                 raise
             if not waited:
-                log.warning("%s: the database is unavailable (%s); trying again every %g s",
-                            what, str(exc.orig).splitlines()[0][:200], OUTAGE_RETRY_S)
+                log.warning(
+                    "%s: the database is unavailable (%s); trying again every %g s",
+                    what,
+                    str(exc.orig).splitlines()[0][:200],
+                    OUTAGE_RETRY_S,
+                )
             time.sleep(OUTAGE_RETRY_S)  # a worker process waiting for the database: nothing else to do
             waited += OUTAGE_RETRY_S
             continue

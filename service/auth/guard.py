@@ -31,8 +31,12 @@ class AuthFailures:
     """A token bucket per client address: `burst` failures at once, then `per_second`."""
 
     def __init__(
-        self, burst: int, per_second: float, summary_every_s: float = 60.0,
-        clock: Callable[[], float] = time.monotonic, clients: int = 10_000,
+        self,
+        burst: int,
+        per_second: float,
+        summary_every_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        clients: int = 10_000,
     ) -> None:
         self.burst, self.per_second, self.summary_every_s = burst, per_second, summary_every_s
         self._clock = clock
@@ -85,8 +89,13 @@ class AuthFailures:
             worst, worst_n = (self._failed + self._refused).most_common(1)[0]
             span = 0.0 if self._since is None else now - self._since
             log.warning(
-                "authentication failed %d times from %d clients in the last %.0f s (%d more refused by the rate limit); "
-                "most from %s (%d)", failed, len(clients), span, refused, worst, worst_n,
+                "authentication failed %d times from %d clients in the last %.0f s (%d more refused by the rate limit); most from %s (%d)",
+                failed,
+                len(clients),
+                span,
+                refused,
+                worst,
+                worst_n,
             )
         self._failed.clear()
         self._refused.clear()

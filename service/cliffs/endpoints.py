@@ -30,7 +30,11 @@ async def curve_cliffs(curve_id: RowId, _: Reader, request: Request) -> Response
 
 @router.get("/platforms/{ref}/cliffs", responses=errors(401, 404, 422))
 def platform_cliffs(
-    ref: PlatformRef, session: SessionDep, _: Reader, op: Op | None = None, dtype: Dtype | None = None,
+    ref: PlatformRef,
+    session: SessionDep,
+    _: Reader,
+    op: Op | None = None,
+    dtype: Dtype | None = None,
     axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL)] = None,
 ) -> list[CurveCliffs]:
     return service.platform_cliffs(session, ref, op and op.value, dtype and dtype.value, axis)
@@ -50,7 +54,14 @@ def comparable_curves(a: Ref, b: Ref, session: SessionDep, _: Reader) -> list[Co
 
 @router.get("/compare", responses=errors(401, 404, 422))
 def compare(
-    a: Ref, b: Ref, session: SessionDep, _: Reader, op: Op, dtype: Dtype, axis: Axis, fixed: FixedShape,
+    a: Ref,
+    b: Ref,
+    session: SessionDep,
+    _: Reader,
+    op: Op,
+    dtype: Dtype,
+    axis: Axis,
+    fixed: FixedShape,
 ) -> Comparison:
     """The same sweep on two platforms: both curves, their cliffs, and b/a at every dimension."""
     key = fixed_key_for(op, axis, fixed)
@@ -58,17 +69,19 @@ def compare(
 
 
 @router.get(
-    "/curves/{curve_id}/download", response_class=Response,
+    "/curves/{curve_id}/download",
+    response_class=Response,
     responses={
-        200: {"content": {
-            "text/csv": {"schema": {"type": "string"}}, "application/json": {"schema": {"$ref": "#/components/schemas/Curve"}},
-        }},
+        200: {
+            "content": {
+                "text/csv": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"$ref": "#/components/schemas/Curve"}},
+            }
+        },
         **errors(401, 404, 422),
     },
 )
-def download_curve(
-    curve_id: RowId, session: SessionDep, _: Reader, format: Literal["csv", "json"] = "csv"
-) -> Response:
+def download_curve(curve_id: RowId, session: SessionDep, _: Reader, format: Literal["csv", "json"] = "csv") -> Response:
     curve = get_curve_by_id(session, curve_id)
     c = curve.curve
     name = f"{c.op}-{c.dtype}-{c.axis}-{c.fixed_key.replace(',', '_').replace('=', '')}-platform{c.platform_id}"

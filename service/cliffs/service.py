@@ -24,14 +24,18 @@ _ANALYSES: VersionedCache[bytes] = VersionedCache()
 
 def _analysis(points: list[CurvePoint]) -> bytes:
     a = analyze([Point(p.x, p.median_us, p.p10_us, p.p90_us, p.n) for p in points])
-    return Analysis(
-        steps=[StepOut(**vars(s)) for s in a.steps],
-        frontier=a.frontier,
-        modulus=ModulusOut(m=a.modulus.m, agreement=a.modulus.agreement) if a.modulus else None,
-        noise_pct=a.noise_pct,
-        tolerance=a.tolerance,
-        notes=a.notes,
-    ).model_dump_json().encode()
+    return (
+        Analysis(
+            steps=[StepOut(**vars(s)) for s in a.steps],
+            frontier=a.frontier,
+            modulus=ModulusOut(m=a.modulus.m, agreement=a.modulus.agreement) if a.modulus else None,
+            noise_pct=a.noise_pct,
+            tolerance=a.tolerance,
+            notes=a.notes,
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 def _out(summary: CurveSummary, analysis: bytes) -> CurveCliffs:
@@ -81,8 +85,19 @@ def rules(session: Session, platform: str) -> list[Rule]:
             text = f"{op} {dtype}: no alignment rule explains the {axis} curves" + (
                 f" (steps up to {worst:.0f} %)" if worst else " (no steps: any dimension is cliff-free)"
             )
-        out.append(Rule(op=op, dtype=dtype, axis=axis, modulus=m, curves=len(cs), support=support,
-                        agreement=agreement, worst_step_pct=worst, text=text))
+        out.append(
+            Rule(
+                op=op,
+                dtype=dtype,
+                axis=axis,
+                modulus=m,
+                curves=len(cs),
+                support=support,
+                agreement=agreement,
+                worst_step_pct=worst,
+                text=text,
+            )
+        )
     return out
 
 
@@ -112,6 +127,9 @@ def compare(session: Session, a: str, b: str, op: str, dtype: str, axis: str, fi
         for x in sorted(by_a.keys() | by_b.keys())
     ]
     return Comparison(
-        a=analyzed(session, ca.curve, ca.points), b=analyzed(session, cb.curve, cb.points),
-        a_points=ca.points, b_points=cb.points, points=points,
+        a=analyzed(session, ca.curve, ca.points),
+        b=analyzed(session, cb.curve, cb.points),
+        a_points=ca.points,
+        b_points=cb.points,
+        points=points,
     )

@@ -20,7 +20,11 @@ router = APIRouter(prefix="/v1", tags=["curves"])
 
 @router.get("/platforms/{ref}/curves", responses=errors(401, 404, 422))
 def list_curves(
-    ref: PlatformRef, session: SessionDep, _: Reader, op: Op | None = None, dtype: Dtype | None = None,
+    ref: PlatformRef,
+    session: SessionDep,
+    _: Reader,
+    op: Op | None = None,
+    dtype: Dtype | None = None,
     axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL)] = None,
 ) -> list[CurveSummary]:
     """Every curve measured on a platform, with its point count and range."""
@@ -29,7 +33,14 @@ def list_curves(
 
 @router.get("/platforms/{ref}/curve", response_model=Curve, responses={**VERSIONED, **errors(401, 404, 422)})
 def get_curve(
-    ref: PlatformRef, session: SessionDep, _: Reader, op: Op, dtype: Dtype, axis: Axis, fixed: FixedShape, request: Request,
+    ref: PlatformRef,
+    session: SessionDep,
+    _: Reader,
+    op: Op,
+    dtype: Dtype,
+    axis: Axis,
+    fixed: FixedShape,
+    request: Request,
 ) -> Response:
     """One curve by its natural key: latency against the swept dimension."""
     row = service.find_curve(session, ref, op, dtype.value, axis, fixed)

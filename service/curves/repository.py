@@ -23,9 +23,11 @@ def summaries(session: Session, platform_id: int, op: str | None, dtype: str | N
         .group_by(Measurement.curve_id)
         .subquery()
     )
-    query = select(Curve, stats.c.measurements, stats.c.points, stats.c.x_min, stats.c.x_max, stats.c.flagged).join(
-        stats, stats.c.curve_id == Curve.id
-    ).where(Curve.platform_id == platform_id)
+    query = (
+        select(Curve, stats.c.measurements, stats.c.points, stats.c.x_min, stats.c.x_max, stats.c.flagged)
+        .join(stats, stats.c.curve_id == Curve.id)
+        .where(Curve.platform_id == platform_id)
+    )
     if op:
         query = query.where(Curve.op == op)
     if dtype:
@@ -38,7 +40,10 @@ def summaries(session: Session, platform_id: int, op: str | None, dtype: str | N
 def find(session: Session, platform_id: int, op: str, dtype: str, axis: str, fixed_key: str) -> Curve | None:
     return session.scalar(
         select(Curve).where(
-            Curve.platform_id == platform_id, Curve.op == op, Curve.dtype == dtype, Curve.axis == axis,
+            Curve.platform_id == platform_id,
+            Curve.op == op,
+            Curve.dtype == dtype,
+            Curve.axis == axis,
             Curve.fixed_key == fixed_key,
         )
     )
@@ -70,6 +75,9 @@ def points(session: Session, curve_id: int) -> Sequence[Row]:
 
 def flagged(session: Session, curve_id: int) -> int:
     """How many of the curve's rows the agent flagged."""
-    return session.scalar(
-        select(func.count()).select_from(Measurement).where(Measurement.curve_id == curve_id, Measurement.quality.is_not(None))
-    ) or 0
+    return (
+        session.scalar(
+            select(func.count()).select_from(Measurement).where(Measurement.curve_id == curve_id, Measurement.quality.is_not(None))
+        )
+        or 0
+    )

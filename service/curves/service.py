@@ -20,18 +20,26 @@ from gac.service.platforms.service import get_platform
 
 def _summary(row: CurveRow, measurements: int, points: int, x_min: int, x_max: int, flagged: int = 0) -> CurveSummary:
     return CurveSummary(
-        id=row.id, platform_id=row.platform_id, op=row.op, dtype=row.dtype, axis=row.axis,
-        fixed=parse_shape_key(row.fixed_key), fixed_key=row.fixed_key, points=points, measurements=measurements,
-        x_min=x_min, x_max=x_max, updated_at=row.updated_at, version=row.version, flagged=flagged,
+        id=row.id,
+        platform_id=row.platform_id,
+        op=row.op,
+        dtype=row.dtype,
+        axis=row.axis,
+        fixed=parse_shape_key(row.fixed_key),
+        fixed_key=row.fixed_key,
+        points=points,
+        measurements=measurements,
+        x_min=x_min,
+        x_max=x_max,
+        updated_at=row.updated_at,
+        version=row.version,
+        flagged=flagged,
     )
 
 
 def list_curves(session: Session, platform: str, op: str | None, dtype: str | None, axis: str | None) -> list[CurveSummary]:
     pid = get_platform(session, platform).id
-    return [
-        _summary(r.Curve, r.measurements, r.points, r.x_min, r.x_max, r.flagged)
-        for r in repo.summaries(session, pid, op, dtype, axis)
-    ]
+    return [_summary(r.Curve, r.measurements, r.points, r.x_min, r.x_max, r.flagged) for r in repo.summaries(session, pid, op, dtype, axis)]
 
 
 _POINTS = TypeAdapter(list[CurvePoint])
@@ -51,15 +59,17 @@ def combine(rows) -> list[CurvePoint]:
             out.append({"x": x, "median_us": r.median_us, "p10_us": r.p10_us, "p90_us": r.p90_us,
                         "mean_us": r.mean_us, "n": r.n, "measurements": 1})  # fmt: skip
             continue
-        out.append({
-            "x": x,
-            "median_us": median(r.median_us for r in g),
-            "p10_us": median(r.p10_us for r in g),
-            "p90_us": median(r.p90_us for r in g),
-            "mean_us": median(r.mean_us for r in g),
-            "n": sum(r.n for r in g),
-            "measurements": len(g),
-        })
+        out.append(
+            {
+                "x": x,
+                "median_us": median(r.median_us for r in g),
+                "p10_us": median(r.p10_us for r in g),
+                "p90_us": median(r.p90_us for r in g),
+                "mean_us": median(r.mean_us for r in g),
+                "n": sum(r.n for r in g),
+                "measurements": len(g),
+            }
+        )
     return _POINTS.validate_python(out)
 
 

@@ -55,8 +55,11 @@ async def confirm_forever(cache: ResponseCache, engine: Engine, freshness: float
             except Exception as exc:  # the database away: entries age out and reads check (and report) themselves
                 if down_since is None:  # a poll every freshness / 3: a line per poll would flood the log
                     down_since = started
-                    log.warning("cannot confirm cached curve versions (%s: %s); retrying quietly until the database answers",
-                                type(exc).__name__, _first_line(exc))
+                    log.warning(
+                        "cannot confirm cached curve versions (%s: %s); retrying quietly until the database answers",
+                        type(exc).__name__,
+                        _first_line(exc),
+                    )
                 if conn is not None:
                     conn.invalidate()
                     conn = None

@@ -61,9 +61,7 @@ def parse_batch(body: bytes, content_type: str) -> Incoming:
         **errors(401, 403, 409, 413, 422),
     },
 )
-async def post_batch(
-    request: Request, session: SessionDep, settings: SettingsDep, token: IngestToken, response: Response
-) -> BatchReceipt:
+async def post_batch(request: Request, session: SessionDep, settings: SettingsDep, token: IngestToken, response: Response) -> BatchReceipt:
     """Upload one batch of measurements: stored whole or not at all; re-sending it is safe."""
     batch = parse_batch(await request.body(), request.headers.get("content-type", ""))
     receipt = await run_in_threadpool(ingest_batch, session, batch, token_id=token.id, max_rows=settings.max_batch_rows)

@@ -13,8 +13,20 @@ from gac.contracts.measurements import Batch, PlatformDescriptor, RunInfo, shape
 CurveKey = tuple[str, str, str, str]  # op, dtype, swept axis, fixed shape ("k=128,m=2048")
 # The stored columns after uuid, curve_id, run_id, batch_id and x, in table order.
 VALUE_COLUMNS = (
-    "median_us", "p10_us", "p90_us", "mean_us", "n", "timer", "backend", "kernel", "measured_at",
-    "stop", "samples_discarded", "sm_clock_mhz", "throttle_reasons", "quality",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "mean_us",
+    "n",
+    "timer",
+    "backend",
+    "kernel",
+    "measured_at",
+    "stop",
+    "samples_discarded",
+    "sm_clock_mhz",
+    "throttle_reasons",
+    "quality",
 )
 
 
@@ -41,7 +53,12 @@ class Incoming:
                 key = keys[raw] = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(dict(fixed)))
             curves.append(key)
         return cls(
-            batch.id, batch.platform, batch.run, [m.id for m in ms], curves, [m.x for m in ms],
+            batch.id,
+            batch.platform,
+            batch.run,
+            [m.id for m in ms],
+            curves,
+            [m.x for m in ms],
             [[getattr(m, name) for m in ms] for name in VALUE_COLUMNS],
         )
 

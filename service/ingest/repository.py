@@ -29,9 +29,7 @@ def upsert_platform(session: Session, desc: PlatformDescriptor, now: datetime) -
     values |= {"fingerprint": fingerprint, "first_seen": now, "last_seen": now}
     session.execute(insert_ignoring_conflicts(session, Platform.__table__, ["fingerprint"]).values(**values))
     platform_id = session.execute(select(Platform.id).where(Platform.fingerprint == fingerprint)).scalar_one()
-    session.execute(
-        update(Platform).where(Platform.id == platform_id, Platform.last_seen < _stale(now)).values(last_seen=now)
-    )
+    session.execute(update(Platform).where(Platform.id == platform_id, Platform.last_seen < _stale(now)).values(last_seen=now))
     return platform_id
 
 
@@ -68,8 +66,14 @@ def insert_batch_row(
     stmt = (
         insert_ignoring_conflicts(session, UploadBatch.__table__, ["id"])
         .values(
-            id=batch_id, run_id=run_id, platform_id=platform_id, content_hash=digest, rows=rows,
-            inserted=rows, duplicates=0, received_at=now,  # corrected by record_counts if some rows were stored before
+            id=batch_id,
+            run_id=run_id,
+            platform_id=platform_id,
+            content_hash=digest,
+            rows=rows,
+            inserted=rows,
+            duplicates=0,
+            received_at=now,  # corrected by record_counts if some rows were stored before
         )
         .returning(UploadBatch.id)
     )
@@ -83,9 +87,7 @@ def curve_ids(session: Session, platform_id: int, keys: set[CurveKey], now: date
         {"platform_id": platform_id, "op": op, "dtype": dt, "axis": axis, "fixed_key": fixed, "version": 0, "updated_at": now}
         for op, dt, axis, fixed in ordered
     ]
-    session.execute(
-        insert_ignoring_conflicts(session, Curve.__table__, ["platform_id", "op", "dtype", "axis", "fixed_key"]), rows
-    )
+    session.execute(insert_ignoring_conflicts(session, Curve.__table__, ["platform_id", "op", "dtype", "axis", "fixed_key"]), rows)
     found = session.execute(
         select(Curve.id, Curve.op, Curve.dtype, Curve.axis, Curve.fixed_key).where(
             Curve.platform_id == platform_id,
@@ -133,8 +135,25 @@ CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (
 ) ON COMMIT DELETE ROWS
 """
 _STAGE_TYPES = [
-    "uuid", "int4", "uuid", "uuid", "int4", "float8", "float8", "float8", "float8", "int4",
-    "text", "text", "text", "timestamptz", "text", "int4", "int4", "int8", "text",
+    "uuid",
+    "int4",
+    "uuid",
+    "uuid",
+    "int4",
+    "float8",
+    "float8",
+    "float8",
+    "float8",
+    "int4",
+    "text",
+    "text",
+    "text",
+    "timestamptz",
+    "text",
+    "int4",
+    "int4",
+    "int8",
+    "text",
 ]
 
 
@@ -177,7 +196,6 @@ def _copy_then_insert(session: Session, rows: list[tuple]) -> int:
 
 def record_counts(session: Session, batch_id: uuid.UUID, inserted: int, duplicates: int) -> None:
     session.execute(update(UploadBatch).where(UploadBatch.id == batch_id).values(inserted=inserted, duplicates=duplicates))
-
 
 
 def stored_rows(

@@ -88,9 +88,7 @@ def _differences(batch: Incoming, stored: dict[UUID, tuple], *, missing_too: boo
             sent = _sent_row(batch, i, columns)
             if have == sent:
                 continue
-            changed = ", ".join(
-                f"{name}: stored {old!r}, sent {new!r}" for name, old, new in zip(names, have, sent) if old != new
-            )
+            changed = ", ".join(f"{name}: stored {old!r}, sent {new!r}" for name, old, new in zip(names, have, sent) if old != new)
             message = f"row {row_id} is stored with other values ({changed})"
         count += 1
         if len(found) < _SHOWN_CONFLICTS:
@@ -173,18 +171,25 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
         if stored.content_hash != digest:  # other values, or a hash of an older version of this rule
             differences = _differences(batch, repo.stored_rows(session, batch.ids, COMPARED), missing_too=True)
             if stored.rows > rows:
-                differences.append({
-                    "field": "body.measurements", "type": "conflict",
-                    "message": f"the stored batch has {stored.rows} rows, this one {rows}",
-                })
+                differences.append(
+                    {
+                        "field": "body.measurements",
+                        "type": "conflict",
+                        "message": f"the stored batch has {stored.rows} rows, this one {rows}",
+                    }
+                )
             if differences:
                 raise _refuse(session, f"batch {batch.id} was already stored with other content", differences)
         session.rollback()
         INGEST_BATCHES.labels("replay").inc()
         INGEST_ROWS.labels("duplicate").inc(rows)
         return BatchReceipt(
-            batch_id=batch.id, platform_id=platform_id, fingerprint=fingerprint,
-            inserted=0, duplicates=rows, replay=True,
+            batch_id=batch.id,
+            platform_id=platform_id,
+            fingerprint=fingerprint,
+            inserted=0,
+            duplicates=rows,
+            replay=True,
         )
 
     curves = repo.curve_ids(session, platform_id, set(batch.curves), now)
@@ -203,8 +208,12 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
     INGEST_ROWS.labels("inserted").inc(inserted)
     INGEST_ROWS.labels("duplicate").inc(rows - inserted)
     return BatchReceipt(
-        batch_id=batch.id, platform_id=platform_id, fingerprint=fingerprint,
-        inserted=inserted, duplicates=rows - inserted, replay=False,
+        batch_id=batch.id,
+        platform_id=platform_id,
+        fingerprint=fingerprint,
+        inserted=inserted,
+        duplicates=rows - inserted,
+        replay=False,
     )
 
 
@@ -246,4 +255,3 @@ class LocalDatabase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

@@ -32,15 +32,19 @@ def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, _: A
 
 @router.get("", responses=errors(401, 422))
 def list_jobs(
-    session: SessionDep, reader: Reader, status: JobStatus | None = None,
-    cursor: AfterId = 0, limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    session: SessionDep,
+    reader: Reader,
+    status: JobStatus | None = None,
+    cursor: AfterId = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> Page[JobOut]:
     # Open reads show the queue, not who holds which lease: lease_owner needs a token.
     return service.list_jobs(session, status, cursor, limit, show_owner=reader is not None)
 
 
 @router.post(
-    "/claim", response_model=JobOut,
+    "/claim",
+    response_model=JobOut,
     responses={204: {"description": "No job for this platform now."}, **errors(401, 403, 413, 422)},
 )
 def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, token: IngestToken):

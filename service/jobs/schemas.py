@@ -11,7 +11,15 @@ from gac.contracts.measurements import PRINTABLE, PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 
 __all__ = [
-    "AgentName", "ClaimRequest", "CompleteRequest", "FailRequest", "HeartbeatRequest", "JobCreate", "JobMatch", "JobOut", "JobStatus",
+    "AgentName",
+    "ClaimRequest",
+    "CompleteRequest",
+    "FailRequest",
+    "HeartbeatRequest",
+    "JobCreate",
+    "JobMatch",
+    "JobOut",
+    "JobStatus",
     "ReleaseRequest",
 ]
 
@@ -29,9 +37,9 @@ class JobMatch(_In):
 
     fingerprint: Annotated[str | None, Field(min_length=64, max_length=64, pattern="^[0-9a-f]{64}$")] = None
     device_kind: Literal["cuda", "cpu", "rocm"] | None = None
-    device_name: Annotated[
-        str | None, Field(min_length=1, max_length=200, pattern=PRINTABLE, description="case-insensitive substring")
-    ] = None
+    device_name: Annotated[str | None, Field(min_length=1, max_length=200, pattern=PRINTABLE, description="case-insensitive substring")] = (
+        None
+    )
 
 
 class JobCreate(_In):

@@ -30,13 +30,28 @@ def _now() -> datetime:
 def to_out(job: Job, *, show_owner: bool = True) -> JobOut:
     """The API view; without show_owner (an anonymous reader) the lease holder's name is left out."""
     match = {"fingerprint": job.match_fingerprint, "device_kind": job.match_device_kind, "device_name": job.match_device_name}
-    return JobOut.model_validate({  # the stored strings are checked against the view's literals
-        "id": job.id, "plan": job.plan, "plan_name": job.plan_name, "points": job.points, "match": match, "priority": job.priority,
-        "status": job.status, "attempts": job.attempts, "max_attempts": job.max_attempts,
-        "lease_owner": job.lease_owner if show_owner else None,
-        "lease_expires_at": job.lease_expires_at, "source": job.source, "points_done": job.points_done, "run_id": job.run_id,
-        "error": job.error, "created_at": job.created_at, "updated_at": job.updated_at, "finished_at": job.finished_at,
-    })
+    return JobOut.model_validate(
+        {  # the stored strings are checked against the view's literals
+            "id": job.id,
+            "plan": job.plan,
+            "plan_name": job.plan_name,
+            "points": job.points,
+            "match": match,
+            "priority": job.priority,
+            "status": job.status,
+            "attempts": job.attempts,
+            "max_attempts": job.max_attempts,
+            "lease_owner": job.lease_owner if show_owner else None,
+            "lease_expires_at": job.lease_expires_at,
+            "source": job.source,
+            "points_done": job.points_done,
+            "run_id": job.run_id,
+            "error": job.error,
+            "created_at": job.created_at,
+            "updated_at": job.updated_at,
+            "finished_at": job.finished_at,
+        }
+    )
 
 
 def dedupe_key(plan: SweepPlan, match: JobMatch) -> str:
@@ -45,8 +60,15 @@ def dedupe_key(plan: SweepPlan, match: JobMatch) -> str:
 
 
 def enqueue(
-    session: Session, settings: Settings, plan: SweepPlan, match: JobMatch, *, priority: int = 0,
-    max_attempts: int | None = None, source: str = "api", dedupe: bool = False,
+    session: Session,
+    settings: Settings,
+    plan: SweepPlan,
+    match: JobMatch,
+    *,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    source: str = "api",
+    dedupe: bool = False,
 ) -> tuple[Job, bool]:
     """Queue a job; with dedupe, an identical queued or running job is returned instead. (job, created)"""
     begin_write(session)
@@ -56,10 +78,20 @@ def enqueue(
         return existing, False
     now = _now()
     job = Job(
-        plan=plan.to_document(), plan_name=plan.name, points=plan.n_points(), match_fingerprint=match.fingerprint,
-        match_device_kind=match.device_kind, match_device_name=match.device_name, priority=priority, status="queued",
-        attempts=0, max_attempts=max_attempts or settings.job_max_attempts, source=source, dedupe_key=key,
-        created_at=now, updated_at=now,
+        plan=plan.to_document(),
+        plan_name=plan.name,
+        points=plan.n_points(),
+        match_fingerprint=match.fingerprint,
+        match_device_kind=match.device_kind,
+        match_device_name=match.device_name,
+        priority=priority,
+        status="queued",
+        attempts=0,
+        max_attempts=max_attempts or settings.job_max_attempts,
+        source=source,
+        dedupe_key=key,
+        created_at=now,
+        updated_at=now,
     )
     session.add(job)
     session.commit()
@@ -105,9 +137,7 @@ def _owned(session: Session, job_id: int, agent: str, token_id: int) -> Job:
     return job
 
 
-def heartbeat(
-    session: Session, settings: Settings, job_id: int, agent: str, lease_seconds: int | None, token_id: int
-) -> Job:
+def heartbeat(session: Session, settings: Settings, job_id: int, agent: str, lease_seconds: int | None, token_id: int) -> Job:
     job = _owned(session, job_id, agent, token_id)
     now = _now()
     job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)

@@ -29,6 +29,4 @@ def list_measurements(
     cursor: AfterBigId = 0,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
 ) -> Page[MeasurementOut]:
-    return service.list_measurements(
-        session, platform=platform, op=op, dtype=dtype, axis=axis, run=run, after_id=cursor, limit=limit
-    )
+    return service.list_measurements(session, platform=platform, op=op, dtype=dtype, axis=axis, run=run, after_id=cursor, limit=limit)

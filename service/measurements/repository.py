@@ -13,8 +13,15 @@ from gac.service.repository import Slice, keyset_page
 
 
 def page(
-    session: Session, *, platform_id: int | None, op: Op | None, dtype: Dtype | None, axis: str | None, run: uuid.UUID | None,
-    after_id: int, limit: int,
+    session: Session,
+    *,
+    platform_id: int | None,
+    op: Op | None,
+    dtype: Dtype | None,
+    axis: str | None,
+    run: uuid.UUID | None,
+    after_id: int,
+    limit: int,
 ) -> Slice[tuple[Measurement, Curve]]:
     """(measurement, curve) rows by id: pages stay put while batches are ingested."""
     query = select(Measurement, Curve).join(Curve, Measurement.curve_id == Curve.id)

@@ -28,11 +28,29 @@ def list_measurements(
     found = repo.page(session, platform_id=platform_id, op=op, dtype=dtype, axis=axis, run=run, after_id=after_id, limit=limit)
     items = [
         MeasurementOut(
-            id=m.id, uuid=m.uuid, platform_id=c.platform_id, curve_id=c.id, run_id=m.run_id, op=c.op, dtype=c.dtype,
-            shape=parse_shape_key(c.fixed_key) | {c.axis: m.x}, sweep_axis=c.axis, median_us=m.median_us, p10_us=m.p10_us, p90_us=m.p90_us,
-            mean_us=m.mean_us, n=m.n, timer=m.timer, backend=m.backend, kernel=m.kernel, measured_at=m.measured_at,
-            stop=m.stop, samples_discarded=m.samples_discarded, sm_clock_mhz=m.sm_clock_mhz,
-            throttle_reasons=m.throttle_reasons, quality=m.quality,
+            id=m.id,
+            uuid=m.uuid,
+            platform_id=c.platform_id,
+            curve_id=c.id,
+            run_id=m.run_id,
+            op=c.op,
+            dtype=c.dtype,
+            shape=parse_shape_key(c.fixed_key) | {c.axis: m.x},
+            sweep_axis=c.axis,
+            median_us=m.median_us,
+            p10_us=m.p10_us,
+            p90_us=m.p90_us,
+            mean_us=m.mean_us,
+            n=m.n,
+            timer=m.timer,
+            backend=m.backend,
+            kernel=m.kernel,
+            measured_at=m.measured_at,
+            stop=m.stop,
+            samples_discarded=m.samples_discarded,
+            sm_clock_mhz=m.sm_clock_mhz,
+            throttle_reasons=m.throttle_reasons,
+            quality=m.quality,
         )
         for m, c in found.rows
     ]

@@ -29,8 +29,15 @@ def describe(platform: Platform) -> PlatformDescriptor:
 def to_out(platform: Platform, curves: int = 0, runs: int = 0, agents: int = 0, dtypes: list[str] | None = None) -> PlatformOut:
     descriptor = describe(platform)
     return PlatformOut(
-        id=platform.id, fingerprint=platform.fingerprint, label=descriptor.label(), descriptor=descriptor,
-        first_seen=platform.first_seen, last_seen=platform.last_seen, curves=curves, runs=runs, agents=agents,
+        id=platform.id,
+        fingerprint=platform.fingerprint,
+        label=descriptor.label(),
+        descriptor=descriptor,
+        first_seen=platform.first_seen,
+        last_seen=platform.last_seen,
+        curves=curves,
+        runs=runs,
+        agents=agents,
         dtypes=dtypes or [],
     )
 

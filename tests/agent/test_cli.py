@@ -30,8 +30,9 @@ def app():
 def test_offline_run_writes_a_results_file(app, tmp_path):
     (tmp_path / "p.yaml").write_text(TINY)
     out = tmp_path / "r.jsonl"
-    res = CliRunner().invoke(app, ["agent", "run", "--plan", str(tmp_path / "p.yaml"), "--out", str(out),
-                                   "--threads", "1", "--dtype", "float32", "--quiet"])
+    res = CliRunner().invoke(
+        app, ["agent", "run", "--plan", str(tmp_path / "p.yaml"), "--out", str(out), "--threads", "1", "--dtype", "float32", "--quiet"]
+    )
     assert res.exit_code == 0, res.output
     batches = [b for _, b, _ in read_batch_file(out)]
     assert sum(len(b.measurements) for b in batches) == 3 + 2  # float32 only: 3 gemm + 2 gemv
@@ -42,14 +43,33 @@ def test_unreachable_server_spools_and_flush_keeps_it(app, tmp_path):
     (tmp_path / "p.yaml").write_text(TINY)
     spool_dir = tmp_path / "spool"
     url = closed_port_url()
-    res = CliRunner().invoke(app, ["agent", "run", "--server", url, "--token", "t", "--plan", str(tmp_path / "p.yaml"),
-                                   "--threads", "1", "--dtype", "float32", "--spool-dir", str(spool_dir), "--quiet",
-                                   "--retries", "1", "--spool"])  # offline on purpose
+    res = CliRunner().invoke(
+        app,
+        [
+            "agent",
+            "run",
+            "--server",
+            url,
+            "--token",
+            "t",
+            "--plan",
+            str(tmp_path / "p.yaml"),
+            "--threads",
+            "1",
+            "--dtype",
+            "float32",
+            "--spool-dir",
+            str(spool_dir),
+            "--quiet",
+            "--retries",
+            "1",
+            "--spool",
+        ],
+    )  # offline on purpose
     assert res.exit_code == 1  # not delivered: the exit code says so
     assert "spooled 5 rows" in res.output
     assert Spool(spool_dir).rows() == 5
-    res = CliRunner().invoke(app, ["agent", "flush", "--server", url, "--token", "t", "--spool-dir", str(spool_dir),
-                                   "--retries", "0"])
+    res = CliRunner().invoke(app, ["agent", "flush", "--server", url, "--token", "t", "--spool-dir", str(spool_dir), "--retries", "0"])
     # how many batches depends on how the rows were committed (every second, or so, under load)
     assert res.exit_code == 1 and re.search(r"\b[1-5] batch\(es\) left", res.output), res.output
     assert Spool(spool_dir).rows() == 5  # still there, nothing lost
@@ -129,8 +149,13 @@ def test_quick_plan_follows_a_platform_that_says_bfloat16(app, planned, monkeypa
     real = platform_mod.detect_platform
 
     def amx_cpu(device="cpu", dtypes=True):
-        return real(device).model_copy(update={"native_dtypes": [Dtype.bfloat16], "fast_dtype": Dtype.bfloat16,
-                                               "dtype_speed": {Dtype.float32: 1.0, Dtype.bfloat16: 0.4}})
+        return real(device).model_copy(
+            update={
+                "native_dtypes": [Dtype.bfloat16],
+                "fast_dtype": Dtype.bfloat16,
+                "dtype_speed": {Dtype.float32: 1.0, Dtype.bfloat16: 0.4},
+            }
+        )
 
     monkeypatch.setattr(platform_mod, "detect_platform", amx_cpu)
     res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--out", str(tmp_path / "r.jsonl"), "--quiet"])
@@ -142,8 +167,7 @@ def test_quick_plan_follows_a_platform_that_says_bfloat16(app, planned, monkeypa
 
 @pytest.mark.parametrize("override", ["bfloat16", "float32"])
 def test_dtype_option_overrides_the_fast_dtype(app, planned, tmp_path, override):
-    res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--dtype", override,
-                                   "--out", str(tmp_path / "r.jsonl"), "--quiet"])
+    res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--dtype", override, "--out", str(tmp_path / "r.jsonl"), "--quiet"])
     assert res.exit_code == 0, res.output
     dts = _dtypes(planned[0])
     assert dts[0] == [override] and all(d in ([override], ["float32"]) for d in dts)
@@ -209,14 +233,30 @@ def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_pa
     plan = loads_plan(TINY).to_document()
 
     def enqueue(match: dict) -> int:
-        r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": match},
-                       headers={"Authorization": f"Bearer {live_service.admin_token}"})
+        r = httpx.post(
+            f"{live_service.url}/v1/jobs",
+            json={"plan": plan, "match": match},
+            headers={"Authorization": f"Bearer {live_service.admin_token}"},
+        )
         assert r.status_code == 201, r.text
         return r.json()["id"]
 
     elsewhere = enqueue({"device_kind": "cuda"})  # queued, but not for this platform: not counted
-    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token,
-            "--threads", "1", "--dtype", "float32", "--spool-dir", str(tmp_path / "spool")]
+    args = [
+        "agent",
+        "run",
+        "--jobs",
+        "--server",
+        live_service.url,
+        "--token",
+        live_service.ingest_token,
+        "--threads",
+        "1",
+        "--dtype",
+        "float32",
+        "--spool-dir",
+        str(tmp_path / "spool"),
+    ]
     for quiet in (True, False):
         first, second = enqueue({"fingerprint": fingerprint}), enqueue({"device_kind": "cpu"})
         res = CliRunner().invoke(app, args + (["--quiet"] if quiet else []))

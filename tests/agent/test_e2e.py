@@ -48,8 +48,11 @@ def stored(svc, fingerprint: str) -> list[dict]:
     rows, cursor = [], 0
     with httpx.Client(timeout=30) as c:
         while True:
-            r = c.get(f"{svc.url}/v1/measurements", params={"platform": fingerprint, "limit": 5000, "cursor": cursor},
-                      headers={"Authorization": f"Bearer {svc.read_token}"})
+            r = c.get(
+                f"{svc.url}/v1/measurements",
+                params={"platform": fingerprint, "limit": 5000, "cursor": cursor},
+                headers={"Authorization": f"Bearer {svc.read_token}"},
+            )
             assert r.status_code == 200, r.text
             page = r.json()
             rows += page["items"]
@@ -69,9 +72,28 @@ def test_agent_run_delivers_every_point_once(live_service, tmp_path, threads_one
     plan_file.write_text(TINY)
     out = tmp_path / "results.jsonl"
     app = cli_app()
-    res = CliRunner().invoke(app, ["agent", "run", "--server", live_service.url, "--token", live_service.ingest_token,
-                                   "--plan", str(plan_file), "--threads", "1", "--out", str(out),
-                                   "--spool-dir", str(tmp_path / "spool"), "--batch-size", "4", "--quiet"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "agent",
+            "run",
+            "--server",
+            live_service.url,
+            "--token",
+            live_service.ingest_token,
+            "--plan",
+            str(plan_file),
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+            "--spool-dir",
+            str(tmp_path / "spool"),
+            "--batch-size",
+            "4",
+            "--quiet",
+        ],
+    )
     assert res.exit_code == 0, res.output
     fp = detect_platform("cpu").fingerprint()
     rows = stored(live_service, fp)
@@ -92,12 +114,31 @@ def test_spooled_run_is_flushed_later(live_service, tmp_path, threads_one):
     plan_file.write_text(TINY)
     spool_dir = tmp_path / "spool"
     app = cli_app()
-    res = CliRunner().invoke(app, ["agent", "run", "--server", closed_port_url(), "--token", "t", "--plan", str(plan_file),
-                                   "--threads", "1", "--spool-dir", str(spool_dir), "--retries", "1", "--quiet",
-                                   "--batch-size", "5", "--spool"])  # offline on purpose
+    res = CliRunner().invoke(
+        app,
+        [
+            "agent",
+            "run",
+            "--server",
+            closed_port_url(),
+            "--token",
+            "t",
+            "--plan",
+            str(plan_file),
+            "--threads",
+            "1",
+            "--spool-dir",
+            str(spool_dir),
+            "--retries",
+            "1",
+            "--quiet",
+            "--batch-size",
+            "5",
+            "--spool",
+        ],
+    )  # offline on purpose
     assert res.exit_code == 1 and Spool(spool_dir).rows() == 13
-    flush = ["agent", "flush", "--server", live_service.url, "--token", live_service.ingest_token,
-             "--spool-dir", str(spool_dir)]
+    flush = ["agent", "flush", "--server", live_service.url, "--token", live_service.ingest_token, "--spool-dir", str(spool_dir)]
     res = CliRunner().invoke(app, flush)  # spooled for another server: kept unless asked
     assert res.exit_code == 1 and Spool(spool_dir).rows() == 13
     res = CliRunner().invoke(app, [*flush, "--all-servers"])
@@ -112,8 +153,9 @@ def test_service_restart_mid_run_spools_then_drains(live_service, tmp_path, thre
     platform = detect_platform("cpu")
     run = RunInfo(id=uuid.uuid4(), agent="e2e-restart", plan=plan.name)
     spool = Spool(tmp_path / "spool")
-    deliverer = Deliverer(live_service.url, live_service.ingest_token, platform, run, spool=spool,
-                          batch_size=2, retries=1, backoff_s=0.01, timeout_s=5)
+    deliverer = Deliverer(
+        live_service.url, live_service.ingest_token, platform, run, spool=spool, batch_size=2, retries=1, backoff_s=0.01, timeout_s=5
+    )
     sent = []
 
     def on_measurement(m):
@@ -134,8 +176,11 @@ def test_service_restart_mid_run_spools_then_drains(live_service, tmp_path, thre
 
 
 def _create_job(svc, plan_doc: dict, fingerprint: str) -> object:
-    r = httpx.post(f"{svc.url}/v1/jobs", json={"plan": plan_doc, "match": {"fingerprint": fingerprint}},
-                   headers={"Authorization": f"Bearer {svc.admin_token}"})
+    r = httpx.post(
+        f"{svc.url}/v1/jobs",
+        json={"plan": plan_doc, "match": {"fingerprint": fingerprint}},
+        headers={"Authorization": f"Bearer {svc.admin_token}"},
+    )
     assert r.status_code == 201, r.text
     return r.json()["id"]
 
@@ -169,9 +214,23 @@ def test_agent_runs_a_queued_job(live_service, tmp_path, threads_one):
     platform = detect_platform("cpu")
     plan = loads_plan(TINY)
     job_id = _create_job(live_service, plan.to_document(), platform.fingerprint())
-    res = CliRunner().invoke(cli_app(), ["agent", "run", "--jobs", "--server", live_service.url, "--token",
-                                         live_service.ingest_token, "--threads", "1", "--quiet",
-                                         "--spool-dir", str(tmp_path / "spool")])
+    res = CliRunner().invoke(
+        cli_app(),
+        [
+            "agent",
+            "run",
+            "--jobs",
+            "--server",
+            live_service.url,
+            "--token",
+            live_service.ingest_token,
+            "--threads",
+            "1",
+            "--quiet",
+            "--spool-dir",
+            str(tmp_path / "spool"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert len(stored(live_service, platform.fingerprint())) == plan.n_points()
     job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {live_service.read_token}"})
@@ -200,13 +259,43 @@ def test_job_lease_heartbeat_and_failure(live_service):
 def test_a_refused_token_fails_before_any_timing(live_service, tmp_path):
     (tmp_path / "p.yaml").write_text(TINY)
     out = tmp_path / "r.jsonl"
-    res = CliRunner().invoke(cli_app(), ["agent", "run", "--server", live_service.url, "--token", "gac_wrong",
-                                         "--plan", str(tmp_path / "p.yaml"), "--out", str(out), "--threads", "1"])
+    res = CliRunner().invoke(
+        cli_app(),
+        [
+            "agent",
+            "run",
+            "--server",
+            live_service.url,
+            "--token",
+            "gac_wrong",
+            "--plan",
+            str(tmp_path / "p.yaml"),
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+        ],
+    )
     assert res.exit_code == 2, res.output
     assert "refuses this token" in res.output
     assert not out.exists()  # nothing was timed
-    read_only = CliRunner().invoke(cli_app(), ["agent", "run", "--server", live_service.url, "--token", live_service.read_token,
-                                               "--plan", str(tmp_path / "p.yaml"), "--out", str(out), "--threads", "1"])
+    read_only = CliRunner().invoke(
+        cli_app(),
+        [
+            "agent",
+            "run",
+            "--server",
+            live_service.url,
+            "--token",
+            live_service.read_token,
+            "--plan",
+            str(tmp_path / "p.yaml"),
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+        ],
+    )
     assert read_only.exit_code == 2 and "needs ingest" in read_only.output and not out.exists()
 
 
@@ -225,9 +314,24 @@ def test_ctrl_c_keeps_every_point_measured_so_far(live_service, tmp_path, monkey
 
     monkeypatch.setattr(runner.PlanRunner, "_one", one_then_interrupt)
     (tmp_path / "p.yaml").write_text(TINY)
-    res = CliRunner().invoke(cli_app(), ["agent", "run", "--server", live_service.url, "--token", live_service.ingest_token,
-                                         "--plan", str(tmp_path / "p.yaml"), "--threads", "1", "--quiet",
-                                         "--spool-dir", str(tmp_path / "spool")])
+    res = CliRunner().invoke(
+        cli_app(),
+        [
+            "agent",
+            "run",
+            "--server",
+            live_service.url,
+            "--token",
+            live_service.ingest_token,
+            "--plan",
+            str(tmp_path / "p.yaml"),
+            "--threads",
+            "1",
+            "--quiet",
+            "--spool-dir",
+            str(tmp_path / "spool"),
+        ],
+    )
     assert res.exit_code == 130, res.output
     assert "interrupted" in res.output
     fingerprint = detect_platform("cpu").fingerprint()
@@ -250,9 +354,23 @@ def test_ctrl_c_gives_a_claimed_job_back_at_once(live_service, tmp_path, monkeyp
         return real_one(self, point, timing, out)
 
     monkeypatch.setattr(runner.PlanRunner, "_one", one_then_interrupt)
-    res = CliRunner().invoke(cli_app(), ["agent", "run", "--jobs", "--server", live_service.url, "--token",
-                                         live_service.ingest_token, "--threads", "1", "--quiet",
-                                         "--spool-dir", str(tmp_path / "spool")])
+    res = CliRunner().invoke(
+        cli_app(),
+        [
+            "agent",
+            "run",
+            "--jobs",
+            "--server",
+            live_service.url,
+            "--token",
+            live_service.ingest_token,
+            "--threads",
+            "1",
+            "--quiet",
+            "--spool-dir",
+            str(tmp_path / "spool"),
+        ],
+    )
     assert res.exit_code == 130, res.output
     job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {live_service.admin_token}"}).json()
     assert job["status"] == "queued" and "interrupted" in (job["error"] or "")  # not leased for minutes

@@ -50,8 +50,10 @@ def test_points_timed_together_pay_one_round_trip_per_round_for_all() -> None:
     # The virtual time stays about the same: each round's lead is as long as the host takes to queue the
     # round, so a round of eight points spins eight times as long (the saving is the round trips).
     assert together_us < 1.2 * alone_us
-    print(f"{len(SIZES_US)} points: one by one {alone_syncs} syncs, {alone_us / 1e3:.2f} ms; "
-          f"together {together_syncs} syncs, {together_us / 1e3:.2f} ms")
+    print(
+        f"{len(SIZES_US)} points: one by one {alone_syncs} syncs, {alone_us / 1e3:.2f} ms; "
+        f"together {together_syncs} syncs, {together_us / 1e3:.2f} ms"
+    )
 
 
 def test_each_point_keeps_its_own_stopping_rule() -> None:
@@ -79,8 +81,10 @@ def test_a_slow_host_runs_rounds_dry_and_the_lead_grows_for_all_points() -> None
 
 
 def test_the_runner_times_a_curve_in_groups_on_cuda() -> None:
-    plan = SweepPlan(name="lattice", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256},
-                                                  values={"start": 120, "stop": 184, "step": 4})])
+    plan = SweepPlan(
+        name="lattice",
+        sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256}, values={"start": 120, "stop": 184, "step": 4})],
+    )
     syncs, curves = [], []
     for per_round in (1, POINTS_PER_ROUND):
         sim, timer, before, _ = _settled(5)

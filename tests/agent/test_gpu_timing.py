@@ -111,8 +111,10 @@ def test_a_lattice_curve_profiled_on_the_simulated_gpu_repeats_its_cliffs() -> N
     """The runner with the CUDA timer on a simulated GPU whose GEMMs follow a lattice (multiples of 8
     fast, even widths slower, odd widths slowest): two separate runs find the same curve, so the
     largest step they report is a cliff, not noise."""
-    plan = SweepPlan(name="lattice", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256},
-                                                  values={"start": 120, "stop": 200, "step": 4})])
+    plan = SweepPlan(
+        name="lattice",
+        sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256}, values={"start": 120, "stop": 200, "step": 4})],
+    )
     runs = []
     for seed in (5, 6):
         sim = SimulatedGpu(seed=seed)
@@ -128,8 +130,9 @@ def test_a_lattice_curve_profiled_on_the_simulated_gpu_repeats_its_cliffs() -> N
 
 
 def _point(median: float, p10: float, p90: float) -> TimingResult:
-    return TimingResult(median_us=median, p10_us=p10, p90_us=p90, mean_us=median, n=30, timer="t", spread=(p90 - p10) / median,
-                        stop="spread", wall_s=0.0)
+    return TimingResult(
+        median_us=median, p10_us=p10, p90_us=p90, mean_us=median, n=30, timer="t", spread=(p90 - p10) / median, stop="spread", wall_s=0.0
+    )
 
 
 def test_the_summary_names_no_step_inside_the_points_noise() -> None:

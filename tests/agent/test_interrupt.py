@@ -33,8 +33,10 @@ sweeps:
 """  # every point runs to its 30 ms cap: a few points a second, each a real float32 GEMM on this CPU
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -signal.SIGKILL}
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-KEPT = re.compile(r"interrupted: kept (\d+) measured points? \((.*?)\), (\d+) points? not measured; "
-                  r"run the same command again to continue")
+KEPT = re.compile(
+    r"interrupted: kept (\d+) measured points? \((.*?)\), (\d+) points? not measured; "
+    r"run the same command again to continue"
+)
 
 
 class Gac:
@@ -42,8 +44,9 @@ class Gac:
 
     def __init__(self, args: list[str], env: dict[str, str], out: Path) -> None:
         env = env | {"FORCE_COLOR": "1", "COLUMNS": "220"}  # the live progress line, even on a pipe
-        self.proc = subprocess.Popen([sys.executable, "-m", "gac", *args], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=out.open("wb"), stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gac", *args], env=env, stdin=subprocess.DEVNULL, stdout=out.open("wb"), stderr=subprocess.PIPE
+        )
         self.err = ""
 
     def _read(self, timeout: float) -> bool:
@@ -155,12 +158,21 @@ def test_the_same_command_again_skips_what_is_stored_and_finishes(app, settings,
 
 def _manifest(path: Path) -> Path:
     """Two small low-rank weights: rules only, the alignment lists about 30 GEMM points of a few microseconds."""
-    path.write_text(json.dumps({
-        "schema": "gac.manifest/v1", "model": "tiny", "compressor": "asvd", "budget": {"params": 2719},
-        "workload": {"tokens": [8], "dtype": "float32"},
-        "weights": [{"name": f"layers.{i}.proj", "kind": "lowrank", "out_features": 40, "in_features": 48, "dim": d,
-                     "importance": 1.0 + i} for i, d in enumerate((11.3, 19.6))],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "schema": "gac.manifest/v1",
+                "model": "tiny",
+                "compressor": "asvd",
+                "budget": {"params": 2719},
+                "workload": {"tokens": [8], "dtype": "float32"},
+                "weights": [
+                    {"name": f"layers.{i}.proj", "kind": "lowrank", "out_features": 40, "in_features": 48, "dim": d, "importance": 1.0 + i}
+                    for i, d in enumerate((11.3, 19.6))
+                ],
+            }
+        )
+    )
     return path
 
 
@@ -191,13 +203,31 @@ def test_an_agent_stopped_mid_job_delivers_its_points_and_gives_the_job_back(liv
     from gac.contracts.plans import loads_plan
 
     plan = loads_plan(PLAN).to_document()
-    r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": {"device_kind": "cpu"}, "max_attempts": 1},
-                   headers=f.auth(live_service.admin_token))
+    r = httpx.post(
+        f"{live_service.url}/v1/jobs",
+        json={"plan": plan, "match": {"device_kind": "cpu"}, "max_attempts": 1},
+        headers=f.auth(live_service.admin_token),
+    )
     assert r.status_code == 201, r.text
     job_id = r.json()["id"]
     env = os.environ | {"GAC_COMMIT_EVERY_S": "0.5"}
-    gac = Gac(["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token,
-               "--threads", "1", "--spool-dir", str(tmp_path / "spool")], env, tmp_path / "out")
+    gac = Gac(
+        [
+            "agent",
+            "run",
+            "--jobs",
+            "--server",
+            live_service.url,
+            "--token",
+            live_service.ingest_token,
+            "--threads",
+            "1",
+            "--spool-dir",
+            str(tmp_path / "spool"),
+        ],
+        env,
+        tmp_path / "out",
+    )
     seen = gac.stop(signal.SIGTERM, after_points=2)
     assert gac.finish() == 143, gac.text[-3000:]
 
@@ -216,8 +246,25 @@ def test_an_agent_stopped_mid_job_delivers_its_points_and_gives_the_job_back(liv
     assert again is not None and again.id == job_id  # another agent takes it now, not after the lease
 
     # The same plan run by this machine leaves out what the service has stored for it (asked over HTTP).
-    rest = Gac(["agent", "run", "--server", live_service.url, "--token", live_service.ingest_token, "--plan", str(plan_file),
-                "--threads", "1", "--quiet", "--spool-dir", str(tmp_path / "spool")], env, tmp_path / "out2")
+    rest = Gac(
+        [
+            "agent",
+            "run",
+            "--server",
+            live_service.url,
+            "--token",
+            live_service.ingest_token,
+            "--plan",
+            str(plan_file),
+            "--threads",
+            "1",
+            "--quiet",
+            "--spool-dir",
+            str(tmp_path / "spool"),
+        ],
+        env,
+        tmp_path / "out2",
+    )
     assert rest.finish() == 0, rest.text[-3000:]
     assert f"skipping {n} points already stored for this platform" in rest.text
     rows = httpx.get(f"{live_service.url}/v1/measurements", params={"limit": 5000}).json()["items"]

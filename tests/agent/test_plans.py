@@ -145,7 +145,17 @@ def test_restricted_and_plan_for_points():
 
 
 def test_point_limit_is_enforced():
-    doc = {"name": "big", "sweeps": [{"op": "gemv", "dtypes": ["float16", "bfloat16", "float32"], "axis": "k",
-                                      "fixed": {"n": 8}, "values": {"start": 1, "stop": MAX_PLAN_POINTS}}]}
+    doc = {
+        "name": "big",
+        "sweeps": [
+            {
+                "op": "gemv",
+                "dtypes": ["float16", "bfloat16", "float32"],
+                "axis": "k",
+                "fixed": {"n": 8},
+                "values": {"start": 1, "stop": MAX_PLAN_POINTS},
+            }
+        ],
+    }
     with pytest.raises(PlanError, match="more than"):
         parse_plan(doc)

@@ -39,8 +39,15 @@ def test_fingerprint_is_stable_across_runs():
 
 @pytest.mark.parametrize(
     "change",
-    [{"torch_version": "0.0.1"}, {"onednn_version": "9.9.9"}, {"mkl_version": "1999.1"}, {"threads": 77},
-     {"cublas_version": "12.2.5"}, {"tf32_allowed": True}, {"timing": None}],
+    [
+        {"torch_version": "0.0.1"},
+        {"onednn_version": "9.9.9"},
+        {"mkl_version": "1999.1"},
+        {"threads": 77},
+        {"cublas_version": "12.2.5"},
+        {"tf32_allowed": True},
+        {"timing": None},
+    ],
 )
 def test_fingerprint_changes_with_any_version_field(change):
     p = detect_platform("cpu")
@@ -86,13 +93,22 @@ def _cpu_flags() -> set[str] | None:
 def test_fingerprint_ignores_the_dtype_fields():
     # The fingerprint this descriptor had before the dtype fields existed: stored platforms must still match.
     golden = PlatformDescriptor(
-        device_kind="cpu", device_name="Golden CPU", isa="aten:avx2,avx,avx2,fma,f16c", cores=2, threads=1,
-        l2_bytes=524288, torch_version="2.13.0", mkl_version="2024.2", onednn_version="3.7.1",
+        device_kind="cpu",
+        device_name="Golden CPU",
+        isa="aten:avx2,avx,avx2,fma,f16c",
+        cores=2,
+        threads=1,
+        l2_bytes=524288,
+        torch_version="2.13.0",
+        mkl_version="2024.2",
+        onednn_version="3.7.1",
     )
     old = "51596023bd2ed6a646b613ca660b74adc4d287830f8f57000b8e37ca1e58c5eb"
     assert golden.fingerprint() == old
-    measured = golden.model_validate(golden.model_dump() | {
-        "native_dtypes": [], "fast_dtype": "float32", "dtype_speed": {"float32": 1.0, "bfloat16": 41.2, "float16": 40.0}})
+    measured = golden.model_validate(
+        golden.model_dump()
+        | {"native_dtypes": [], "fast_dtype": "float32", "dtype_speed": {"float32": 1.0, "bfloat16": 41.2, "float16": 40.0}}
+    )
     assert measured.fingerprint() == old
     here = detect_platform("cpu")
     assert here.fast_dtype is not None  # detected, so the comparison below is about something
@@ -142,8 +158,13 @@ def test_native_cpu_dtypes_need_the_instructions_and_the_speed(flags, speed, nat
 
 @pytest.mark.parametrize(
     ("cc", "native", "fast"),
-    [("6.1", [], "float32"), ("7.0", ["float16"], "float16"), ("7.5", ["float16"], "float16"),
-     ("8.0", ["bfloat16", "float16"], "bfloat16"), ("9.0", ["bfloat16", "float16"], "bfloat16")],
+    [
+        ("6.1", [], "float32"),
+        ("7.0", ["float16"], "float16"),
+        ("7.5", ["float16"], "float16"),
+        ("8.0", ["bfloat16", "float16"], "bfloat16"),
+        ("9.0", ["bfloat16", "float16"], "bfloat16"),
+    ],
 )
 def test_cuda_dtypes_from_compute_capability(cc, native, fast):
     assert cuda_dtype_fields(cc, is_rocm=False) == {"native_dtypes": native, "fast_dtype": fast}  # no made-up timings
@@ -153,7 +174,9 @@ def test_cuda_dtypes_from_compute_capability(cc, native, fast):
 def test_the_dtype_line_says_which_and_why():
     avx2 = factories.platform(native_dtypes=[], fast_dtype="float32", dtype_speed={"float32": 1.0, "bfloat16": 4.1, "float16": 6.0})
     assert choose_dtype(avx2) == (
-        "float32", "dtype float32: bfloat16 is emulated on this CPU (4.1x slower than float32); float16 too (6.0x)")
+        "float32",
+        "dtype float32: bfloat16 is emulated on this CPU (4.1x slower than float32); float16 too (6.0x)",
+    )
     dtype, line = choose_dtype(avx2, "bfloat16")
     assert dtype == "bfloat16" and "chosen with --dtype, though bfloat16 is emulated on this CPU (4.1x" in line
     amx = factories.platform(native_dtypes=["bfloat16"], fast_dtype="bfloat16", dtype_speed={"float32": 1.0, "bfloat16": 0.25})

@@ -64,8 +64,9 @@ def _build(op: Any, dtype: Any, shape: dict[str, int], device: Any = None, **_: 
     return Kernel(op, dtype, shape, torch.device("meta"), lambda: n, "scripted")
 
 
-PLAN = SweepPlan(name="gate", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256},
-                                            values=[52, 56, 60, 64, 68])])
+PLAN = SweepPlan(
+    name="gate", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256}, values=[52, 56, 60, 64, 68])]
+)
 
 
 class _Load:
@@ -82,12 +83,13 @@ class _Load:
 
 
 def _run(
-    script: dict[int, list[list[float]]], gate: QualityGate | None = None, seed: int | None = None,
+    script: dict[int, list[list[float]]],
+    gate: QualityGate | None = None,
+    seed: int | None = None,
 ) -> tuple[list[Measurement], Any, _Scripted]:
     timer = _Scripted(script)
     sent: list[Measurement] = []
-    result = PlanRunner(timer, "cpu", on_measurement=sent.append, shuffle_seed=seed, build=_build,
-                        gate=gate or QualityGate()).run(PLAN)
+    result = PlanRunner(timer, "cpu", on_measurement=sent.append, shuffle_seed=seed, build=_build, gate=gate or QualityGate()).run(PLAN)
     return sent, result, timer
 
 

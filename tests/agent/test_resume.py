@@ -82,11 +82,23 @@ def test_the_spool_holds_each_batch_until_the_service_has_it(tmp_path):
         body = json.loads(request.content)
         in_spool_when_sent.append(any(r["batch"]["id"] == body["id"] for r in spool.records()))
         status = next(answers)
-        return httpx.Response(status, json={"batch_id": body["id"], "platform_id": 1, "fingerprint": "f",
-                                            "inserted": 2, "duplicates": 0, "replay": False} if status == 201 else {})
+        return httpx.Response(
+            status,
+            json={"batch_id": body["id"], "platform_id": 1, "fingerprint": "f", "inserted": 2, "duplicates": 0, "replay": False}
+            if status == 201
+            else {},
+        )
 
-    d = Deliverer("http://svc", "tok", f.platform(), RunInfo(id=uuid.uuid4(), agent="t"), spool=spool, batch_size=2, retries=0,
-                  client=httpx.Client(transport=httpx.MockTransport(service)))
+    d = Deliverer(
+        "http://svc",
+        "tok",
+        f.platform(),
+        RunInfo(id=uuid.uuid4(), agent="t"),
+        spool=spool,
+        batch_size=2,
+        retries=0,
+        client=httpx.Client(transport=httpx.MockTransport(service)),
+    )
     d.add_many([f.measurement(n) for n in (8, 16)])
     assert in_spool_when_sent == [True] and spool.records() == []  # sent: taken out
     d.add_many([f.measurement(n) for n in (24, 32)])

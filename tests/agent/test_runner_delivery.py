@@ -57,9 +57,7 @@ def test_run_plan_emits_one_measurement_per_point(timer):
     assert len({m.id for m in seen}) == 8
     m = seen[0]
     assert m.timer == "cpu-perf-counter+preempt-filter+cold-weights" and m.n >= 10 and m.p10_us <= m.median_us <= m.p90_us
-    assert {(m.op.value, m.dtype.value, m.x) for m in seen} == {
-        (p.op.value, p.dtype.value, p.shape[p.axis]) for p in plan.points()
-    }
+    assert {(m.op.value, m.dtype.value, m.x) for m in seen} == {(p.op.value, p.dtype.value, p.shape[p.axis]) for p in plan.points()}
 
 
 def test_points_are_timed_in_a_shuffled_order_each_once(timer):
@@ -156,15 +154,23 @@ def test_retry_policy_and_permanent_rejection(tmp_path):
         if len(calls) == 2:
             return httpx.Response(429, headers={"retry-after": "0"}, json={"error": "TooMany"})
         if len(calls) == 3:
-            return httpx.Response(201, json={"batch_id": body["id"], "platform_id": 1, "fingerprint": "f",
-                                              "inserted": document_rows(body), "duplicates": 0, "replay": False})
+            return httpx.Response(
+                201,
+                json={
+                    "batch_id": body["id"],
+                    "platform_id": 1,
+                    "fingerprint": "f",
+                    "inserted": document_rows(body),
+                    "duplicates": 0,
+                    "replay": False,
+                },
+            )
         return httpx.Response(422, json={"error": "ValidationError", "detail": "measurements.0.shape: bad"})
 
     client = httpx.Client(transport=httpx.MockTransport(handler))
     spool = Spool(tmp_path)
     said: list[str] = []
-    d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=1, retries=3, backoff_s=0.001, client=client,
-                  log=said.append)
+    d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=1, retries=3, backoff_s=0.001, client=client, log=said.append)
     d.add_many(rows)
     d.close()
     # The operator is told where the rejected rows are and the command that resends them.
@@ -224,14 +230,30 @@ def test_service_older_than_the_column_layout_gets_batches_by_row(tmp_path):
         seen.append(request.headers["content-type"])
         body = json.loads(request.content)
         if request.headers["content-type"] != "application/json":
-            return httpx.Response(422, json={"error": "ValidationError", "detail": [
-                {"field": "body.schema", "message": "Input should be 'gac.batch/v1'", "type": "literal_error"}]})
+            return httpx.Response(
+                422,
+                json={
+                    "error": "ValidationError",
+                    "detail": [{"field": "body.schema", "message": "Input should be 'gac.batch/v1'", "type": "literal_error"}],
+                },
+            )
         batch = Batch.model_validate(body)  # the rows layout, whole
         if batch.measurements[0].id == rows[2].id:  # a refusal for another reason is final
-            return httpx.Response(422, json={"error": "ValidationError", "detail": [
-                {"field": "body.measurements.0.median_us", "message": "bad", "type": "x"}]})
-        return httpx.Response(201, json={"batch_id": str(batch.id), "platform_id": 1, "fingerprint": "f",
-                                         "inserted": len(batch.measurements), "duplicates": 0, "replay": False})
+            return httpx.Response(
+                422,
+                json={"error": "ValidationError", "detail": [{"field": "body.measurements.0.median_us", "message": "bad", "type": "x"}]},
+            )
+        return httpx.Response(
+            201,
+            json={
+                "batch_id": str(batch.id),
+                "platform_id": 1,
+                "fingerprint": "f",
+                "inserted": len(batch.measurements),
+                "duplicates": 0,
+                "replay": False,
+            },
+        )
 
     spool = Spool(tmp_path)
     client = httpx.Client(transport=httpx.MockTransport(old_service))
@@ -251,19 +273,23 @@ def test_retry_after_is_waited_for_and_4xx_is_never_retried(monkeypatch):
     waits: list[float] = []
     retrying = RetryPolicy.retrying
     monkeypatch.setattr(RetryPolicy, "retrying", lambda self, retries=None: retrying(self, retries).copy(sleep=waits.append))
-    answers = [httpx.Response(503, headers={"retry-after": "0.3"}, json={"error": "Unavailable"}),
-               httpx.Response(201, json={"batch_id": str(uuid.uuid4()), "platform_id": 1, "fingerprint": "f",
-                                         "inserted": 1, "duplicates": 0, "replay": False}),
-               httpx.Response(400, json={"error": "BadRequest"}),
-               httpx.Response(500, json={"error": "Internal"})]
+    answers = [
+        httpx.Response(503, headers={"retry-after": "0.3"}, json={"error": "Unavailable"}),
+        httpx.Response(
+            201, json={"batch_id": str(uuid.uuid4()), "platform_id": 1, "fingerprint": "f", "inserted": 1, "duplicates": 0, "replay": False}
+        ),
+        httpx.Response(400, json={"error": "BadRequest"}),
+        httpx.Response(500, json={"error": "Internal"}),
+    ]
     calls: list[int] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         calls.append(1)
         return answers[min(len(calls), len(answers)) - 1]
 
-    sender = BatchSender("http://svc/", "tok", RetryPolicy(retries=1, backoff_s=0.001),
-                         client=httpx.Client(transport=httpx.MockTransport(handler)))
+    sender = BatchSender(
+        "http://svc/", "tok", RetryPolicy(retries=1, backoff_s=0.001), client=httpx.Client(transport=httpx.MockTransport(handler))
+    )
     assert sender.send_document({"id": "a"}).inserted == 1
     assert len(calls) == 2 and len(waits) == 1
     assert waits[0] >= 0.3  # the 1 ms backoff (+-50 %) was raised to the service's Retry-After

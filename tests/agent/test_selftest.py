@@ -58,8 +58,11 @@ def test_selftest_on_this_cpu_prints_every_check_and_passes(app):
     assert res.exit_code == 0, res.output
     for name in CHECKS:
         assert name in out, name
-    table = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines()
-             if line.startswith("│") and line.split("│")[1].strip() in CHECKS}
+    table = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in out.splitlines()
+        if line.startswith("│") and line.split("│")[1].strip() in CHECKS
+    }
     assert table["device"] == "ok"
     assert all(table[n] == "skip" for n in CUDA_ONLY), table
     assert table["timer vs torch.utils.benchmark"] in ("ok", "warn")  # warn only when it says the machine is busy

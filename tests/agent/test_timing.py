@@ -108,8 +108,10 @@ def test_median_ci_is_not_fooled_by_correlated_samples():
     levels = [90.0, 110.0, 100.0, 95.0, 105.0] * 40
     drifting = [levels[i // 40] * rng.uniform(0.97, 1.03) for i in range(8000)]
     r = t.run(drifting, Timing(median_ci=0.01, max_samples=8000, target_spread=0.01))
-    independent = t.run([levels[rng.randrange(200)] * rng.uniform(0.97, 1.03) for _ in range(8000)],
-                        Timing(median_ci=0.01, max_samples=8000, target_spread=0.01))
+    independent = t.run(
+        [levels[rng.randrange(200)] * rng.uniform(0.97, 1.03) for _ in range(8000)],
+        Timing(median_ci=0.01, max_samples=8000, target_spread=0.01),
+    )
     assert independent.stop == "median_ci"
     assert r.n > 1.5 * independent.n  # needs more correlated samples for the same precision
 

@@ -38,10 +38,21 @@ def needed_measurements(doc: dict[str, Any], platform: str, dtype: str) -> list[
                 shape = {**need.fixed_shape, need.axis: d}
                 med = synthetic_us(shape, d)
                 rows.append((need.op, need.dtype, shape, need.axis, med, med * 0.99, med * 1.01, 20))
-                out.append(Measurement(
-                    id=uuid.uuid4(), op=need.op, dtype=need.dtype, shape=shape, sweep_axis=need.axis, median_us=med,
-                    p10_us=med * 0.99, p90_us=med * 1.01, mean_us=med, n=20, timer="synthetic",
-                ))
+                out.append(
+                    Measurement(
+                        id=uuid.uuid4(),
+                        op=need.op,
+                        dtype=need.dtype,
+                        shape=shape,
+                        sweep_axis=need.axis,
+                        median_us=med,
+                        p10_us=med * 0.99,
+                        p90_us=med * 1.01,
+                        mean_us=med,
+                        n=20,
+                        timer="synthetic",
+                    )
+                )
     raise AssertionError(f"the alignment still lacks points after {ROUNDS} rounds")
 
 
@@ -49,4 +60,4 @@ def batches(machine: PlatformDescriptor, measurements: list[Measurement]) -> Ite
     """The measurements as one run's batches, small enough for the service's row limit."""
     run = RunInfo(id=uuid.uuid4(), agent="synthetic-profile", plan="synthetic")
     for i in range(0, len(measurements), ROWS_PER_BATCH):
-        yield Batch(id=uuid.uuid4(), platform=machine, run=run, measurements=measurements[i:i + ROWS_PER_BATCH])
+        yield Batch(id=uuid.uuid4(), platform=machine, run=run, measurements=measurements[i : i + ROWS_PER_BATCH])

@@ -9,10 +9,15 @@ from gac.solver.align import AlignOptions, align
 
 def _stored(weights: int) -> dict:
     doc = {
-        "schema": "gac.manifest/v1", "model": "m", "compressor": "asvd", "budget": {"ratio": 0.3},
+        "schema": "gac.manifest/v1",
+        "model": "m",
+        "compressor": "asvd",
+        "budget": {"ratio": 0.3},
         "workload": {"tokens": [128], "dtype": "float32"},
-        "weights": [{"name": f"layers.{i}.proj", "kind": "lowrank", "out_features": 512, "in_features": 512, "dim": 100.5 + i,
-                     "importance": 1.0} for i in range(weights)],
+        "weights": [
+            {"name": f"layers.{i}.proj", "kind": "lowrank", "out_features": 512, "in_features": 512, "dim": 100.5 + i, "importance": 1.0}
+            for i in range(weights)
+        ],
     }
     result = align(Manifest.model_validate(doc), None, AlignOptions(cross_check="none", baselines=False))
     return {"id": None, "jobs": [], "result": result.model_dump(mode="json", by_alias=True)}
@@ -37,8 +42,18 @@ def test_a_short_manifest_lists_every_weight():
     assert all(f"layers.{i}.proj " in text for i in range(5)) and "more weights" not in text
 
 
-SUMMARY_LABELS = ("optimized for", "predicted", "aligned dims", "budget", "solver", "baseline", "frontier", "missing data",
-                  "warning", "stored as")
+SUMMARY_LABELS = (
+    "optimized for",
+    "predicted",
+    "aligned dims",
+    "budget",
+    "solver",
+    "baseline",
+    "frontier",
+    "missing data",
+    "warning",
+    "stored as",
+)
 
 
 def test_the_summary_reads_at_80_columns(monkeypatch):

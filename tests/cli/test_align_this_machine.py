@@ -71,8 +71,18 @@ def test_against_a_service_align_uses_this_machines_platform_there(live_service,
     with Client(live_service.url, live_service.ingest_token) as client:
         for batch in batches(machine, needed_measurements(json.loads(MANIFEST.read_text()), machine.fingerprint(), "float32")):
             client.upload(batch, by_columns=True)
-    done = gac("align", str(MANIFEST), "--server", live_service.url, "--token", live_service.read_token, "--dtype", "float32",
-               "--json", data=tmp_path)
+    done = gac(
+        "align",
+        str(MANIFEST),
+        "--server",
+        live_service.url,
+        "--token",
+        live_service.read_token,
+        "--dtype",
+        "float32",
+        "--json",
+        data=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert f"platform: this machine, {machine.device_name}" in done.stderr
     result = json.loads(done.stdout)

@@ -31,10 +31,24 @@ def stalled_profile(path: Path, stalls: dict[tuple[str, int], float]) -> Path:
             lat = 90.0 * -(-d // 64)
             slow = lat * stalls.get((axis, d), 1.0)
             shape = {"m": 256, "k": 256, "n": d} if axis == "n" else {"m": 256, "n": 256, "k": d}
-            rows.append(Measurement(id=uuid.uuid4(), op="gemm", dtype="bfloat16", shape=shape, sweep_axis=axis, median_us=slow,
-                                    p10_us=lat, p90_us=slow * 1.5, mean_us=slow, n=20, timer="cpu-perf-counter"))
-    batch = Batch(id=uuid.uuid4(), platform=f.platform(device_name="busy 2-core"), run=RunInfo(id=uuid.uuid4(), agent="t"),
-                  measurements=rows)
+            rows.append(
+                Measurement(
+                    id=uuid.uuid4(),
+                    op="gemm",
+                    dtype="bfloat16",
+                    shape=shape,
+                    sweep_axis=axis,
+                    median_us=slow,
+                    p10_us=lat,
+                    p90_us=slow * 1.5,
+                    mean_us=slow,
+                    n=20,
+                    timer="cpu-perf-counter",
+                )
+            )
+    batch = Batch(
+        id=uuid.uuid4(), platform=f.platform(device_name="busy 2-core"), run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows
+    )
     path.write_text(batch.model_dump_json(by_alias=True) + "\n")
     return path
 
@@ -73,15 +87,27 @@ def test_the_demos_alignment_finishes_on_a_profile_timed_beside_a_cpu_hog(tmp_pa
     (tmp_path / "plan.yaml").write_text(HOG_PLAN)
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        out = gac("agent", "run", "--plan", str(tmp_path / "plan.yaml"), "--out", str(tmp_path / "r.jsonl"), "--threads", "2",
-                  "--quiet", "--dtype", "float32")
+        out = gac(
+            "agent",
+            "run",
+            "--plan",
+            str(tmp_path / "plan.yaml"),
+            "--out",
+            str(tmp_path / "r.jsonl"),
+            "--threads",
+            "2",
+            "--quiet",
+            "--dtype",
+            "float32",
+        )
     finally:
         hog.kill()
         hog.wait()
     assert out.returncode == 0, out.stderr
     for objective in ("importance", "latency"):
-        out = gac("align", str(MANIFEST), "--measurements", str(tmp_path / "r.jsonl"), "--dtype", "float32",
-                  "--objective", objective, "--json")
+        out = gac(
+            "align", str(MANIFEST), "--measurements", str(tmp_path / "r.jsonl"), "--dtype", "float32", "--objective", objective, "--json"
+        )
         assert out.returncode == 0, out.stderr
         res = json.loads(out.stdout)
         assert res["total_params"] <= res["budget"]

@@ -54,9 +54,12 @@ def manifest(target: str | None = None, dims=(100.3, 37.0, 70.9, 150.2)) -> dict
         for i, d in enumerate(dims)
     ]
     doc = {
-        "schema": "gac.manifest/v1", "model": "tiny", "compressor": "asvd",
+        "schema": "gac.manifest/v1",
+        "model": "tiny",
+        "compressor": "asvd",
         "budget": {"params": int(sum(dims) * (IN + OUT))},
-        "workload": {"tokens": [M], "dtype": "bfloat16"}, "weights": weights,
+        "workload": {"tokens": [M], "dtype": "bfloat16"},
+        "weights": weights,
     }
     if target:
         doc["target"] = {"platform": target}
@@ -309,10 +312,17 @@ def test_client_and_service_share_one_definition_of_each_read_shape():
     from gac.service.platforms.schemas import PlatformOut
 
     pairs = [
-        (client.Platform, PlatformOut), (client.StoredMeasurement, MeasurementOut), (client.CurveSummary, CurveSummary),
-        (client.CurvePoint, CurvePoint), (client.Curve, Curve), (client.Step, StepOut), (client.Modulus, ModulusOut),
-        (client.CurveCliffs, CurveCliffs), (client.Job, JobOut),
-        (client.StoredAlignment, StoredAlignment), (client.AlignmentSummary, AlignmentSummary),
+        (client.Platform, PlatformOut),
+        (client.StoredMeasurement, MeasurementOut),
+        (client.CurveSummary, CurveSummary),
+        (client.CurvePoint, CurvePoint),
+        (client.Curve, Curve),
+        (client.Step, StepOut),
+        (client.Modulus, ModulusOut),
+        (client.CurveCliffs, CurveCliffs),
+        (client.Job, JobOut),
+        (client.StoredAlignment, StoredAlignment),
+        (client.AlignmentSummary, AlignmentSummary),
     ]
     for ours, theirs in pairs:
         assert ours is theirs, ours.__name__

@@ -87,8 +87,11 @@ def test_every_package_folder_is_in_the_namespace():
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     listed = {folder.resolve() for folder in package_dirs().values()}
-    on_disk = {init.parent.resolve() for top in ("gac", "service", "solver", "profiler_agent", "proof", "migrations")
-               for init in (ROOT / top).rglob("__init__.py")}
+    on_disk = {
+        init.parent.resolve()
+        for top in ("gac", "service", "solver", "profiler_agent", "proof", "migrations")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
     assert on_disk - listed == set(), f"folders with an __init__.py missing from [tool.setuptools] packages: {on_disk - listed}"
     assert all(folder.is_dir() for folder in listed)
 
@@ -96,14 +99,26 @@ def test_every_package_folder_is_in_the_namespace():
 @pytest.mark.slow
 def test_a_wheel_installs_one_top_level_package(tmp_path):
     """Nothing but `gac` lands in site-packages: no generic `service` or `migrations` to clash with."""
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"gac"}, tops
-    for module in ("gac/service/app.py", "gac/agent/timing.py", "gac/solver/align.py", "gac/proof/pipeline.py",
-                   "gac/migrations/env.py", "gac/migrations/script.py.mako", "gac/service/ui/static/app.js", "gac/py.typed"):
+    for module in (
+        "gac/service/app.py",
+        "gac/agent/timing.py",
+        "gac/solver/align.py",
+        "gac/proof/pipeline.py",
+        "gac/migrations/env.py",
+        "gac/migrations/script.py.mako",
+        "gac/service/ui/static/app.js",
+        "gac/py.typed",
+    ):
         assert module in names, module
     assert any(n.startswith("gac/migrations/versions/") for n in names)

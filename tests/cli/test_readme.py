@@ -81,5 +81,6 @@ def test_readme_block_runs_as_written(index, tmp_path):
     env.pop("GAC_DATABASE_URL", None)
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (
-        f"README block {index} failed:\n{block}\n--- stdout\n{done.stdout[-2000:]}\n--- stderr\n{done.stderr[-2000:]}")
+        f"README block {index} failed:\n{block}\n--- stdout\n{done.stdout[-2000:]}\n--- stderr\n{done.stderr[-2000:]}"
+    )
     assert "Traceback" not in done.stdout + done.stderr

@@ -25,9 +25,25 @@ def test_agent_run_takes_server_and_token_from_the_environment(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("GAC_AGENT_SPOOL_DIR", "GAC_SERVER", "GAC_TOKEN")}
     env |= {"GAC_DATA_DIR": str(tmp_path / "data"), "GAC_SERVER": closed_port_url(), "GAC_TOKEN": "t"}
     out = subprocess.run(
-        [sys.executable, "-m", "gac", "agent", "run", "--plan", str(tmp_path / "p.yaml"), "--threads", "1", "--quiet", "--retries", "0",
-         "--spool"],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "gac",
+            "agent",
+            "run",
+            "--plan",
+            str(tmp_path / "p.yaml"),
+            "--threads",
+            "1",
+            "--quiet",
+            "--retries",
+            "0",
+            "--spool",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     # Nothing listens at GAC_SERVER: with --spool (profile offline on purpose) the run spools its
     # batches under GAC_DATA_DIR and says so.

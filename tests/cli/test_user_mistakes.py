@@ -20,8 +20,14 @@ MANIFEST = ROOT / "examples" / "cpu-demo-lowrank.json"
 
 
 def gac(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gac", *args], capture_output=True, text=True, timeout=300,
-                          env=env or os.environ.copy(), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gac", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env or os.environ.copy(),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def assert_clean_failure(out: subprocess.CompletedProcess, *needles: str) -> None:
@@ -62,8 +68,9 @@ def test_ingest_reports_a_bad_line_and_sends_the_rest(live_service, tmp_path):
     path.write_text("[1, 2, 3]\n" + json.dumps(f.body(good)) + "\n")
     out = gac("ingest", str(path), "--server", live_service.url, "--token", live_service.ingest_token)
     assert_clean_failure(out, "line 1")
-    page = httpx.get(f"{live_service.url}/v1/measurements", params={"platform": good.platform.fingerprint()},
-                     headers=f.auth(live_service.read_token)).json()
+    page = httpx.get(
+        f"{live_service.url}/v1/measurements", params={"platform": good.platform.fingerprint()}, headers=f.auth(live_service.read_token)
+    ).json()
     assert page["total"] == 5
 
 
@@ -121,8 +128,20 @@ def test_a_binary_file_and_bare_measurements_are_not_results_files(tmp_path):
 
 
 def test_an_unreachable_server_stops_the_agent_before_it_times_anything(tmp_path):
-    out = gac("agent", "run", "--server", "http://127.0.0.1:1", "--token", "t", "--plan", "quick", "--threads", "1",
-              "--spool-dir", str(tmp_path / "spool"))
+    out = gac(
+        "agent",
+        "run",
+        "--server",
+        "http://127.0.0.1:1",
+        "--token",
+        "t",
+        "--plan",
+        "quick",
+        "--threads",
+        "1",
+        "--spool-dir",
+        str(tmp_path / "spool"),
+    )
     assert_clean_failure(out, "cannot reach http://127.0.0.1:1", "nothing timed", "--spool", "--out")
     assert "fingerprint" not in out.stderr and "plan quick" not in out.stderr  # no session opened, no plan begun
     assert not (tmp_path / "spool").exists() or not any((tmp_path / "spool").iterdir())

@@ -19,8 +19,18 @@ from gac.contracts.plans import SweepPlan
 def _request_models() -> list[type[BaseModel]]:
     from gac.service.jobs import schemas
 
-    return [Batch, ColumnBatch, SweepPlan, Manifest, schemas.JobCreate, schemas.ClaimRequest, schemas.HeartbeatRequest,
-            schemas.CompleteRequest, schemas.FailRequest, schemas.ReleaseRequest]
+    return [
+        Batch,
+        ColumnBatch,
+        SweepPlan,
+        Manifest,
+        schemas.JobCreate,
+        schemas.ClaimRequest,
+        schemas.HeartbeatRequest,
+        schemas.CompleteRequest,
+        schemas.FailRequest,
+        schemas.ReleaseRequest,
+    ]
 
 
 def _strings(node: Any, path: str) -> Iterator[tuple[str, dict]]:
@@ -38,8 +48,9 @@ def _strings(node: Any, path: str) -> Iterator[tuple[str, dict]]:
 @pytest.mark.parametrize("model", _request_models(), ids=lambda m: m.__name__)
 def test_every_text_field_refuses_nul(model):
     schema = model.model_json_schema()
-    open_text = [path for path, node in _strings(schema, model.__name__)
-                 if "pattern" not in node or re.search(node["pattern"], "a\x00b") is not None]
+    open_text = [
+        path for path, node in _strings(schema, model.__name__) if "pattern" not in node or re.search(node["pattern"], "a\x00b") is not None
+    ]
     assert not open_text, f"string fields that would take a NUL: {open_text}"
 
 

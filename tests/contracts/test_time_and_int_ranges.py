@@ -30,7 +30,8 @@ INSIDE = [
     datetime(1, 1, 1, tzinfo=tz(-14)),
     datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
     datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=tz(14)),
-    datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999999),  # naive: taken as UTC
+    datetime(1, 1, 1),
+    datetime(9999, 12, 31, 23, 59, 59, 999999),  # naive: taken as UTC
 ]
 
 

@@ -42,8 +42,7 @@ def rules_only(manifest):
 
 
 def tiny_cfg(**kw) -> ProofConfig:
-    base = dict(model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=8, rounds=2, passes=1,
-                dtype="float32")
+    base = dict(model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=8, rounds=2, passes=1, dtype="float32")
     return ProofConfig(**{**base, **kw})
 
 
@@ -58,8 +57,13 @@ def test_llama8b_config_has_llama3_8b_dimensions() -> None:
         model = LlamaDecoder(c)
     shapes = {n: tuple(lin.weight.shape) for n, lin in model.named_linears() if n.startswith("layer0.")}
     assert shapes == {
-        "layer0.attn.q": (4096, 4096), "layer0.attn.k": (1024, 4096), "layer0.attn.v": (1024, 4096), "layer0.attn.o": (4096, 4096),
-        "layer0.mlp.gate": (14336, 4096), "layer0.mlp.up": (14336, 4096), "layer0.mlp.down": (4096, 14336),
+        "layer0.attn.q": (4096, 4096),
+        "layer0.attn.k": (1024, 4096),
+        "layer0.attn.v": (1024, 4096),
+        "layer0.attn.o": (4096, 4096),
+        "layer0.mlp.gate": (14336, 4096),
+        "layer0.mlp.up": (14336, 4096),
+        "layer0.mlp.down": (4096, 14336),
     }
     assert sum(p.numel() for p in model.layers[0].parameters()) == 218_112_000  # Llama-3-8B's per-layer count
 
@@ -124,6 +128,7 @@ def test_device_flows_to_subject_profile_and_timing(monkeypatch) -> None:
         def wrapper(*a, **kw):
             seen.setdefault(name, []).append(str(device_of(a, kw)))
             return real(*a, **change(kw))
+
         monkeypatch.setattr(module, name, wrapper)
 
     fast = Timing(min_samples=10, max_samples=10, time_cap_ms=5, warmup_ms=0)
@@ -174,8 +179,9 @@ def test_cuda_dtype_comes_from_the_agents_choice(monkeypatch) -> None:
 
     def platform_of(device, dtypes=True):
         asked.append(str(device))
-        return PlatformDescriptor(device_kind="cuda", device_name="GPU under test", compute_capability=capability[0],
-                                  **cuda_dtype_fields(capability[0], False))
+        return PlatformDescriptor(
+            device_kind="cuda", device_name="GPU under test", compute_capability=capability[0], **cuda_dtype_fields(capability[0], False)
+        )
 
     monkeypatch.setattr(gac.agent.platform, "detect_platform", platform_of)
     capability = ["9.0"]
@@ -204,8 +210,9 @@ def test_cpu_timing_never_touches_cuda(monkeypatch) -> None:
         monkeypatch.setattr(torch.cuda, name, no_cuda)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
     x = torch.randn(4, 8)
-    run = time_rounds({"a": model}, [Setting("prefill", 4)], lambda m, s: lambda: m(x), rounds=2, passes=2,
-                      in_place=("a", lambda m: [m[0]]), device="cpu")
+    run = time_rounds(
+        {"a": model}, [Setting("prefill", 4)], lambda m, s: lambda: m(x), rounds=2, passes=2, in_place=("a", lambda m: [m[0]]), device="cpu"
+    )
     assert run.device == "cpu" and run.threads == 1 and len(run.in_place["S=4"]) == 2
     us, dropped = median_of_passes(lambda: model(x), 3, True, device="cpu")
     assert us > 0 and 0 <= dropped <= 3
@@ -254,8 +261,12 @@ def test_report_states_the_claims_per_compressor(palu_run) -> None:
     assert {ORIGINAL, UNALIGNED, ROUND8, GAC_LATENCY} <= set(r.variants)
     text = render(palu_run)
     assert f"claims (palu, measured on {palu_run.timed_on}" in text
-    for claim in ("smaller is slower? S=16: original / unaligned", "GAC latency-aware faster than unaligned? decode@8",
-                  "GAC latency-aware at least as fast as round-to-8? S=16", "predictions within 3% of measured?"):
+    for claim in (
+        "smaller is slower? S=16: original / unaligned",
+        "GAC latency-aware faster than unaligned? decode@8",
+        "GAC latency-aware at least as fast as round-to-8? S=16",
+        "predictions within 3% of measured?",
+    ):
         assert claim in text
     assert "CPU (the agent's platform):" in text and "GPU (the agent's platform)" not in text and "1 CPU thread(s)" in text
 

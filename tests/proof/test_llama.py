@@ -40,7 +40,7 @@ def decode_matches_full(model: LlamaDecoder) -> None:
         full = model(ids)
         cache = model.new_cache(2, 24)
         parts = [model(ids[:, :10], cache, 0), model(ids[:, 10:15], cache, 10)]
-        parts += [model(ids[:, p:p + 1], cache, p) for p in range(15, 24)]
+        parts += [model(ids[:, p : p + 1], cache, p) for p in range(15, 24)]
     stepwise = torch.cat(parts, dim=1)
     assert stepwise.shape == full.shape == (2, 24, TINY.vocab_size)
     torch.testing.assert_close(stepwise, full, atol=1e-5, rtol=1e-4)
@@ -120,10 +120,18 @@ def test_matches_transformers_llama(tiny) -> None:
     """Our decoder against transformers' LlamaForCausalLM with the same weights (when installed)."""
     tr = pytest.importorskip("transformers")
     cfg = tr.LlamaConfig(
-        vocab_size=TINY.vocab_size, hidden_size=TINY.hidden, intermediate_size=TINY.intermediate,
-        num_attention_heads=TINY.heads, num_key_value_heads=TINY.kv_heads, num_hidden_layers=TINY.layers,
-        max_position_embeddings=TINY.max_positions, rms_norm_eps=TINY.eps, rope_theta=TINY.rope_theta,
-        tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
+        vocab_size=TINY.vocab_size,
+        hidden_size=TINY.hidden,
+        intermediate_size=TINY.intermediate,
+        num_attention_heads=TINY.heads,
+        num_key_value_heads=TINY.kv_heads,
+        num_hidden_layers=TINY.layers,
+        max_position_embeddings=TINY.max_positions,
+        rms_norm_eps=TINY.eps,
+        rope_theta=TINY.rope_theta,
+        tie_word_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
     )
     ref = tr.LlamaForCausalLM(cfg).eval()
     state = {"model.embed_tokens.weight": tiny.embed.weight, "model.norm.weight": tiny.norm.weight, "lm_head.weight": tiny.lm_head.weight}

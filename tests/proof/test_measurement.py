@@ -89,8 +89,11 @@ def test_token_weights_balance_each_timed_m() -> None:
     totals = token_totals(manifest, lookup)
     assert totals is not None and totals[512] > totals[128] > totals[1]
     expect = {
-        m: sum(k.count * lookup.curve(k.op, manifest.workload.dtype, k.fixed_shape, k.axis)[k.scale * int(w.dim)].latency_us
-               for w in manifest.weights for k in kernels(w, m))
+        m: sum(
+            k.count * lookup.curve(k.op, manifest.workload.dtype, k.fixed_shape, k.axis)[k.scale * int(w.dim)].latency_us
+            for w in manifest.weights
+            for k in kernels(w, m)
+        )
         for m in (128, 512, 1)
     }
     assert totals == pytest.approx(expect)
@@ -222,8 +225,17 @@ def test_dtype_override_reaches_compression_and_timing(monkeypatch) -> None:
 
     monkeypatch.setattr(gac.proof.pipeline, "time_rounds", spy)
     logs: list[str] = []
-    cfg = ProofConfig(model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=0,
-                      rounds=1, passes=1, compressors=("prune",), dtype="bfloat16")
+    cfg = ProofConfig(
+        model="llama",
+        llama=TINY,
+        llama_data=((2, 32), (2, 16)),
+        seqs=(16,),
+        decode_context=0,
+        rounds=1,
+        passes=1,
+        compressors=("prune",),
+        dtype="bfloat16",
+    )
     res = run_proof(cfg, log=logs.append, aligner=rules_only)
     assert seen == [torch.bfloat16]
     assert res.config.dtype == "bfloat16" and res.results[0].manifest.workload.dtype.value == "bfloat16"

@@ -51,10 +51,21 @@ def synthetic_measurements(missing, seed: int = 0) -> list[Measurement]:
         for d in mc.dims:
             shape = {**mc.fixed_shape, mc.axis: d}
             med = staircase_us(shape, mc.axis) * (1 + NOISE * rng.standard_normal())
-            out.append(Measurement(
-                id=uuid.uuid4(), op=mc.op, dtype=mc.dtype, shape=shape, sweep_axis=mc.axis, median_us=med,
-                p10_us=med * (1 - NOISE), p90_us=med * (1 + NOISE), mean_us=med, n=50, timer="synthetic",
-            ))
+            out.append(
+                Measurement(
+                    id=uuid.uuid4(),
+                    op=mc.op,
+                    dtype=mc.dtype,
+                    shape=shape,
+                    sweep_axis=mc.axis,
+                    median_us=med,
+                    p10_us=med * (1 - NOISE),
+                    p90_us=med * (1 + NOISE),
+                    mean_us=med,
+                    n=50,
+                    timer="synthetic",
+                )
+            )
     return out
 
 
@@ -75,7 +86,14 @@ def synthetic_aligner(manifest):
 @pytest.fixture(scope="module")
 def run():
     cfg = ProofConfig(
-        model="llama", llama=TINY, llama_data=((2, 32), (2, 16)), seqs=(16,), decode_context=8, rounds=2, passes=1, paper_radius=TOY_RADIUS,
+        model="llama",
+        llama=TINY,
+        llama_data=((2, 32), (2, 16)),
+        seqs=(16,),
+        decode_context=8,
+        rounds=2,
+        passes=1,
+        paper_radius=TOY_RADIUS,
     )
     return run_proof(cfg, log=lambda _m: None, aligner=synthetic_aligner)
 
@@ -127,14 +145,22 @@ def test_frontier_points_realign_to_themselves(run) -> None:
     for pt in reachable:
         dims, why = point_dims(r.manifest, lookup, opts, pt)
         assert dims is not None, why
-        total = sum(w * k.count * model.estimate(k, k.scale * dims[wt.name])
-                    for wt in r.manifest.weights for m, w in model.tokens for k in kernels(wt, m))
+        total = sum(
+            w * k.count * model.estimate(k, k.scale * dims[wt.name])
+            for wt in r.manifest.weights
+            for m, w in model.tokens
+            for k in kernels(wt, m)
+        )
         assert total == pytest.approx(pt.latency_us, rel=1e-9)
 
 
 def _raw_total(lookup, manifest, dims, tokens) -> float:
-    return sum(w * k.count * lookup.curve(k.op, manifest.workload.dtype, k.fixed_shape, k.axis)[k.scale * dims[wt.name]].latency_us
-               for wt in manifest.weights for m, w in tokens for k in kernels(wt, m))
+    return sum(
+        w * k.count * lookup.curve(k.op, manifest.workload.dtype, k.fixed_shape, k.axis)[k.scale * dims[wt.name]].latency_us
+        for wt in manifest.weights
+        for m, w in tokens
+        for k in kernels(wt, m)
+    )
 
 
 def test_predictions_come_from_the_denoised_estimates(run) -> None:
@@ -181,8 +207,11 @@ def test_prediction_arithmetic_and_missing_points() -> None:
         lat.medians[(name, "S=16")] = [b / f for b in base]
     out = predict(manifest, lookup, {"unaligned": un, "v": var, "far": far}, lat)
     lm = LatencyModel(lookup, manifest)
-    expect = sum(k.count * (lm.estimate(k, k.scale * un[w.name]) - lm.estimate(k, k.scale * var[w.name]))
-                 for w in manifest.weights for k in kernels(w, 16))
+    expect = sum(
+        k.count * (lm.estimate(k, k.scale * un[w.name]) - lm.estimate(k, k.scale * var[w.name]))
+        for w in manifest.weights
+        for k in kernels(w, 16)
+    )
     sp = out["v"].settings[0]
     assert sp.saving_us == pytest.approx(expect) and sp.measured_unaligned_us == 1000.0
     assert sp.in_place_us is None and sp.in_place_factor == 1.0  # not clocked: the profile's saving as it is

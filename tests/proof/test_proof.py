@@ -112,10 +112,16 @@ def test_missing_curves_become_a_plan_over_the_windows(compression) -> None:
 def test_minilm_loads_and_embeds_sensibly(tok) -> None:
     model = load_minilm()
     assert model.param_count() == 22_565_376  # all-MiniLM-L6-v2 (22.7M) less its unused 148K-param pooler
-    e = embed_sentences(model, tok, [
-        "A man is playing a guitar.", "Someone plays the guitar.",
-        "The stock market fell sharply today.", "Shares dropped as investors sold.",
-    ])
+    e = embed_sentences(
+        model,
+        tok,
+        [
+            "A man is playing a guitar.",
+            "Someone plays the guitar.",
+            "The stock market fell sharply today.",
+            "Shares dropped as investors sold.",
+        ],
+    )
     assert torch.allclose(e.norm(dim=-1), torch.ones(4), atol=1e-5)
     sims = e @ e.T
     assert sims[0, 1] > sims[0, 2] + 0.3 and sims[2, 3] > sims[1, 2] + 0.3
@@ -154,6 +160,7 @@ def test_stat_and_interleaved_timing(small) -> None:
         def run():
             calls.append((model.tag, s.label))
             return model(ids)
+
         return run
 
     a, b = copy.deepcopy(small), copy.deepcopy(small)

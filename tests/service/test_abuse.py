@@ -125,9 +125,13 @@ def test_nul_is_refused_in_the_text_of_plans_and_manifests(client, admin_token, 
         detail = f.refused(client.post("/v1/jobs", json={"plan": plan}, headers=f.auth(admin_token)), 422)["detail"]
         assert where in [e["field"] for e in detail]
     manifest = {
-        "schema": "gac.manifest/v1", "model": "m", "budget": {"ratio": 0.1}, "workload": {"tokens": [128]},
-        "weights": [{"name": "w", "kind": "linear_out", "out_features": 64, "in_features": 64, "dim": 40,
-                     "importance": 1, "group": "g\x00"}],
+        "schema": "gac.manifest/v1",
+        "model": "m",
+        "budget": {"ratio": 0.1},
+        "workload": {"tokens": [128]},
+        "weights": [
+            {"name": "w", "kind": "linear_out", "out_features": 64, "in_features": 64, "dim": 40, "importance": 1, "group": "g\x00"}
+        ],
     }
     r = client.post("/v1/align", json=manifest, headers=f.auth(read_token))
     detail = f.refused(r, 422)["detail"]

@@ -26,8 +26,16 @@ def measured_platform(client, token):  # type: ignore[no-untyped-def]
     rows = []
     for x in range(1, OUT + 1):
         med = staircase(x)
-        common = {"op": "gemm", "dtype": "bfloat16", "median_us": med, "p10_us": med, "p90_us": med, "mean_us": med,
-                  "n": 10, "timer": "test"}
+        common = {
+            "op": "gemm",
+            "dtype": "bfloat16",
+            "median_us": med,
+            "p10_us": med,
+            "p90_us": med,
+            "mean_us": med,
+            "n": 10,
+            "timer": "test",
+        }
         rows.append(f.measurement(**common, id=uuid.uuid4(), shape={"m": M, "n": x, "k": IN}, sweep_axis="n"))
         rows.append(f.measurement(**common, id=uuid.uuid4(), shape={"m": M, "n": OUT, "k": x}, sweep_axis="k"))
     b = Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows)
@@ -41,9 +49,12 @@ def manifest(target: str | None = None, dims=(100.3, 37.0, 70.9, 150.2), budget=
         for i, d in enumerate(dims)
     ]
     doc = {
-        "schema": "gac.manifest/v1", "model": "tiny", "compressor": "asvd",
+        "schema": "gac.manifest/v1",
+        "model": "tiny",
+        "compressor": "asvd",
         "budget": budget or {"params": int(sum(dims) * (IN + OUT))},
-        "workload": {"tokens": [M], "dtype": "bfloat16"}, "weights": weights,
+        "workload": {"tokens": [M], "dtype": "bfloat16"},
+        "weights": weights,
     }
     if target:
         doc["target"] = {"platform": target}
@@ -139,8 +150,13 @@ def test_cli_json_is_exactly_the_document(client, settings, ingest_token, tmp_pa
     path = tmp_path / "m.json"
     path.write_text(json.dumps(manifest(plat.fingerprint())))
     env = f.cli_env(settings, tmp_path)
-    out = subprocess.run([sys.executable, "-m", "gac", "align", str(path), "--json", "--out", str(tmp_path / "r.json")],
-                         env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "gac", "align", str(path), "--json", "--out", str(tmp_path / "r.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["schema"] == "gac.alignment/v1" and doc["platform"] == plat.fingerprint()

@@ -28,6 +28,7 @@ def counted(monkeypatch):  # type: ignore[no-untyped-def]
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
             calls[name] += 1
             return real(*args, **kwargs)
+
         return wrapper
 
     monkeypatch.setattr(candidates, "model_curve", counting("model_curve", candidates.model_curve))

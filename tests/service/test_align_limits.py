@@ -31,8 +31,12 @@ def workers(app):  # type: ignore[no-untyped-def]
 def test_dimension_fields_are_bounded_by_what_a_model_can_have(client, read_token, workers):
     r = client.post("/v1/align", content=HOSTILE, headers={**f.auth(read_token), "Content-Type": "application/json"})
     fields = {d["field"] for d in f.refused(r, 422)["detail"]}
-    assert {"body.weights.0.head_dim.heads", "body.weights.0.head_dim.hidden", "body.weights.0.head_dim.full",
-            "body.weights.0.head_dim.batch"} <= fields, fields
+    assert {
+        "body.weights.0.head_dim.heads",
+        "body.weights.0.head_dim.hidden",
+        "body.weights.0.head_dim.full",
+        "body.weights.0.head_dim.batch",
+    } <= fields, fields
     # ... and the schema says the limits.
     schema = client.get("/openapi.json").json()["components"]["schemas"]
     head = schema["HeadDimWeight"]["properties"]
@@ -129,8 +133,9 @@ def test_a_tokens_oldest_results_go_past_its_quota_and_all_expire(client, app, r
 
     def stored() -> list[tuple[uuid.UUID, int | None, int]]:
         with app.state.sessionmaker() as s:
-            return [tuple(r) for r in s.execute(
-                select(Alignment.id, Alignment.token_id, Alignment.stored_bytes).order_by(Alignment.created_at))]
+            return [
+                tuple(r) for r in s.execute(select(Alignment.id, Alignment.token_id, Alignment.stored_bytes).order_by(Alignment.created_at))
+            ]
 
     doc = manifest(400)
     first = client.post("/v1/align", json=doc, headers=f.auth(read_token))
@@ -148,7 +153,7 @@ def test_a_tokens_oldest_results_go_past_its_quota_and_all_expire(client, app, r
         other = client.post("/v1/align", json=doc, headers=f.auth(ingest_token)).json()["id"]  # another token's
         kept = stored()
         mine = [str(a) for a, tok, _ in kept if str(a) != other]
-        assert mine == ids[-len(mine):] and len(mine) < len(ids), (len(mine), len(ids))  # the oldest went first
+        assert mine == ids[-len(mine) :] and len(mine) < len(ids), (len(mine), len(ids))  # the oldest went first
         with app.state.sessionmaker() as s:
             total = s.scalar(select(func.sum(Alignment.stored_bytes)).where(Alignment.id.in_([uuid.UUID(i) for i in mine])))
         assert total <= 2**20

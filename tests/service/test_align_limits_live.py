@@ -97,8 +97,10 @@ def stored_result(url: str, alignment_id: str) -> dict:
 
 def post_raw(port: int, token: str, body: bytes, prefer: str = "") -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port))
-    head = (f"POST /v1/align HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-            f"{prefer}Content-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /v1/align HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"{prefer}Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     sock.sendall(head + body)
     return sock
 
@@ -156,8 +158,13 @@ def test_sigterm_stops_gac_serve_within_its_grace_and_marks_checks_not_run(datab
     settings = Settings(database_url=database.url, secret_key=SECRET, data_dir=tmp_path)
     token = make_token(settings, "read")
     port = free_port()
-    env = os.environ | {"GAC_DATABASE_URL": database.url, "GAC_SECRET_KEY": SECRET, "GAC_DATA_DIR": str(tmp_path),
-                        "GAC_SHUTDOWN_GRACE_SECONDS": str(grace), "GAC_AUTO_MIGRATE": "false"}
+    env = os.environ | {
+        "GAC_DATABASE_URL": database.url,
+        "GAC_SECRET_KEY": SECRET,
+        "GAC_DATA_DIR": str(tmp_path),
+        "GAC_SHUTDOWN_GRACE_SECONDS": str(grace),
+        "GAC_AUTO_MIGRATE": "false",
+    }
     log = open(tmp_path / "serve.log", "wb")
     gac = Path(sys.executable).parent / "gac"
     proc = subprocess.Popen([str(gac), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -233,8 +240,9 @@ def test_an_alignment_that_finishes_during_an_outage_is_stored_once_the_database
         svc.read_token = make_token(settings, "read")
         svc.start()
         with httpx.Client(base_url=svc.url, timeout=60, headers=f.auth(svc.read_token)) as http:
-            r = http.post("/v1/align", content=json.dumps(manifest(6_000)),
-                          headers={"Content-Type": "application/json", "Prefer": "respond-async"})
+            r = http.post(
+                "/v1/align", content=json.dumps(manifest(6_000)), headers={"Content-Type": "application/json", "Prefer": "respond-async"}
+            )
             assert r.status_code == 202, r.text
             poll = r.headers["location"]
             wait_for("the alignment running", lambda: http.get(poll).json().get("status") == "running", 60)

@@ -24,11 +24,26 @@ def manifest(n: int, **extra) -> dict:  # type: ignore[no-untyped-def]
     weights = []
     for i in range(n):
         out, inn = SHAPES[i % len(SHAPES)]
-        weights.append({"name": f"layers.{i}.proj", "kind": "lowrank", "out_features": out, "in_features": inn,
-                        "dim": 300.0 + 7.3 * (i % 97), "importance": 1.0 + (i * 37 % 11)})
+        weights.append(
+            {
+                "name": f"layers.{i}.proj",
+                "kind": "lowrank",
+                "out_features": out,
+                "in_features": inn,
+                "dim": 300.0 + 7.3 * (i % 97),
+                "importance": 1.0 + (i * 37 % 11),
+            }
+        )
     budget = int(sum(w["dim"] * (w["out_features"] + w["in_features"]) for w in weights))
-    return {"schema": "gac.manifest/v1", "model": f"scale-{n}", "compressor": "asvd", "budget": {"params": budget},
-            "workload": {"tokens": [256], "dtype": "bfloat16"}, "weights": weights, **extra}
+    return {
+        "schema": "gac.manifest/v1",
+        "model": f"scale-{n}",
+        "compressor": "asvd",
+        "budget": {"params": budget},
+        "workload": {"tokens": [256], "dtype": "bfloat16"},
+        "weights": weights,
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -191,8 +206,11 @@ def test_healthz_answers_while_a_large_alignment_runs(live_service):
     body = json.dumps(manifest(3_000)).encode()
     answered_while_running = 0
     with httpx.Client(base_url=live_service.url, timeout=60) as http:
-        r = http.post("/v1/align", content=body, headers={**f.auth(live_service.read_token), "Content-Type": "application/json",
-                                                          "Prefer": "respond-async"})
+        r = http.post(
+            "/v1/align",
+            content=body,
+            headers={**f.auth(live_service.read_token), "Content-Type": "application/json", "Prefer": "respond-async"},
+        )
         assert r.status_code == 202, r.text
         while http.get(r.headers["location"]).status_code == 202:
             assert http.get("/healthz").status_code == 200

@@ -14,8 +14,10 @@ from tests import factories as f
 
 def nothing_stored(session) -> bool:  # type: ignore[no-untyped-def]
     session.rollback()
-    return session.scalar(select(func.count()).select_from(Measurement)) == 0 and \
-        session.scalar(select(func.count()).select_from(Platform)) == 0
+    return (
+        session.scalar(select(func.count()).select_from(Measurement)) == 0
+        and session.scalar(select(func.count()).select_from(Platform)) == 0
+    )
 
 
 def _set(path: str, value):  # type: ignore[no-untyped-def]

@@ -71,9 +71,15 @@ def test_each_refusal_is_documented(client, admin_token, ingest_token):
         (404, "GET", "/v1/jobs/999999", {}),
         (422, "GET", "/v1/jobs?limit=0", {}),
         (422, "GET", "/v1/compare?a=x&b=y&op=gemm&dtype=float16&axis=&fixed=", {}),
-        (422, "POST", "/v1/jobs", {
-            "json": {"plan": {**PLAN, "sweeps": [{**PLAN["sweeps"][0], "values": []}]}}, "headers": auth(admin_token),
-        }),
+        (
+            422,
+            "POST",
+            "/v1/jobs",
+            {
+                "json": {"plan": {**PLAN, "sweeps": [{**PLAN["sweeps"][0], "values": []}]}},
+                "headers": auth(admin_token),
+            },
+        ),
     ]
     for status, method, path, kwargs in cases:
         r = client.request(method, path, **kwargs)

@@ -88,8 +88,17 @@ def test_sigkill_mid_upload_then_resend_stores_every_row_once(pg, tmp_path, kill
     failures: list[BaseException] = []
     client = httpx.Client(timeout=60, event_hooks={"response": [lambda r: statuses.append(r.status_code)]})
     spool = Spool(tmp_path / "spool")
-    deliverer = Deliverer(svc.url, svc.ingest_token, plat, RunInfo(id=uuid.uuid4(), agent="faults", plan="faults"),
-                          spool=spool, retries=2, backoff_s=0.05, max_backoff_s=0.2, client=client)
+    deliverer = Deliverer(
+        svc.url,
+        svc.ingest_token,
+        plat,
+        RunInfo(id=uuid.uuid4(), agent="faults", plan="faults"),
+        spool=spool,
+        retries=2,
+        backoff_s=0.05,
+        max_backoff_s=0.2,
+        client=client,
+    )
 
     def stream() -> None:
         try:
@@ -121,8 +130,9 @@ def test_sigkill_mid_upload_then_resend_stores_every_row_once(pg, tmp_path, kill
         assert holder.execute("SELECT id FROM curves FOR UPDATE").fetchall()
         locked.set()
         with psycopg.connect(dsn, autocommit=True) as watch:
-            waiting = ("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock' "
-                       "AND query ILIKE 'UPDATE curves%%'")
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock' AND query ILIKE 'UPDATE curves%%'"
+            )
             _wait("the batch's transaction to reach the curve lock", lambda: watch.execute(waiting, (pg.name,)).fetchone()[0] > 0)
 
         assert svc.proc is not None
@@ -168,6 +178,6 @@ def test_sigkill_mid_upload_then_resend_stores_every_row_once(pg, tmp_path, kill
     assert all(s in (200, 201) for s in statuses), statuses  # no 500, no refusal
     per_batch = dict(_query(pg, "SELECT batch_id::text, count(*) FROM measurements GROUP BY batch_id"))
     assert per_batch == {str(b.id): ROWS for b in batches}
-    (rows, distinct), = _query(pg, "SELECT count(*), count(DISTINCT uuid) FROM measurements")
+    ((rows, distinct),) = _query(pg, "SELECT count(*), count(DISTINCT uuid) FROM measurements")
     assert rows == distinct == ROWS * BATCHES
     assert {u for (u,) in _query(pg, "SELECT uuid::text FROM measurements")} == sent

@@ -78,41 +78,86 @@ def test_every_integer_field_fits_its_column(contract, name, table):
 
 def test_integer_fields_are_all_checked():
     names = {(c.__name__, n) for c, n, _ in INT_FIELDS}
-    assert {("PlatformDescriptor", "memory_bytes"), ("PlatformDescriptor", "l2_bytes"), ("PlatformDescriptor", "cores"),
-            ("Measurement", "n"), ("Measurement", "throttle_reasons"), ("Measurement", "samples_discarded")} <= names
+    assert {
+        ("PlatformDescriptor", "memory_bytes"),
+        ("PlatformDescriptor", "l2_bytes"),
+        ("PlatformDescriptor", "cores"),
+        ("Measurement", "n"),
+        ("Measurement", "throttle_reasons"),
+        ("Measurement", "samples_discarded"),
+    } <= names
     assert MAX_DIM <= COLUMN_MAX[Integer]  # a shape's swept value is stored in measurements.x (INTEGER)
 
 
 # ---- the edges stored and read back --------------------------------------------------------
 
+
 def widest_platform() -> PlatformDescriptor:
     texts = {name: TEXT for name, info in PlatformDescriptor.model_fields.items() if info.annotation in (str, str | None)}
-    return PlatformDescriptor(**texts | {
-        "device_kind": "cuda", "sm_count": 100_000, "cores": 100_000, "threads": 100_000,
-        "memory_bytes": 2**63 - 1, "l2_bytes": 2**63 - 1, "tf32_allowed": True,
-    })
+    return PlatformDescriptor(
+        **texts
+        | {
+            "device_kind": "cuda",
+            "sm_count": 100_000,
+            "cores": 100_000,
+            "threads": 100_000,
+            "memory_bytes": 2**63 - 1,
+            "l2_bytes": 2**63 - 1,
+            "tf32_allowed": True,
+        }
+    )
 
 
 def narrowest_platform() -> PlatformDescriptor:
-    return PlatformDescriptor(device_kind="cpu", device_name="x", sm_count=1, cores=1, threads=1, memory_bytes=0, l2_bytes=0,
-                              tf32_allowed=False)
+    return PlatformDescriptor(
+        device_kind="cpu", device_name="x", sm_count=1, cores=1, threads=1, memory_bytes=0, l2_bytes=0, tf32_allowed=False
+    )
 
 
 def top_row() -> Measurement:
     return Measurement(
-        id=uuid.uuid4(), op="gemm", dtype="float32", shape={"m": MAX_DIM, "n": MAX_DIM, "k": MAX_DIM}, sweep_axis="n",
-        median_us=MAX_LATENCY_US, p10_us=MAX_LATENCY_US, p90_us=MAX_LATENCY_US, mean_us=MAX_LATENCY_US, n=10_000_000,
-        timer=TEXT, backend=TEXT, kernel=TEXT, measured_at=at(LATEST), stop="max_samples",
-        samples_discarded=10_000_000, sm_clock_mhz=100_000, throttle_reasons=2**62,
+        id=uuid.uuid4(),
+        op="gemm",
+        dtype="float32",
+        shape={"m": MAX_DIM, "n": MAX_DIM, "k": MAX_DIM},
+        sweep_axis="n",
+        median_us=MAX_LATENCY_US,
+        p10_us=MAX_LATENCY_US,
+        p90_us=MAX_LATENCY_US,
+        mean_us=MAX_LATENCY_US,
+        n=10_000_000,
+        timer=TEXT,
+        backend=TEXT,
+        kernel=TEXT,
+        measured_at=at(LATEST),
+        stop="max_samples",
+        samples_discarded=10_000_000,
+        sm_clock_mhz=100_000,
+        throttle_reasons=2**62,
     )
 
 
 def bottom_row() -> Measurement:
     tiny = math.ulp(0.0)  # the smallest latency above zero
     return Measurement(
-        id=uuid.uuid4(), op="gemm", dtype="float16", shape={"m": 1, "n": 1, "k": 1}, sweep_axis="m",
-        median_us=tiny, p10_us=tiny, p90_us=tiny, mean_us=tiny, n=1, timer="t", backend="", kernel="",
-        measured_at=at(EARLIEST), stop="spread", samples_discarded=0, sm_clock_mhz=0, throttle_reasons=0,
+        id=uuid.uuid4(),
+        op="gemm",
+        dtype="float16",
+        shape={"m": 1, "n": 1, "k": 1},
+        sweep_axis="m",
+        median_us=tiny,
+        p10_us=tiny,
+        p90_us=tiny,
+        mean_us=tiny,
+        n=1,
+        timer="t",
+        backend="",
+        kernel="",
+        measured_at=at(EARLIEST),
+        stop="spread",
+        samples_discarded=0,
+        sm_clock_mhz=0,
+        throttle_reasons=0,
     )
 
 
@@ -183,24 +228,58 @@ LONG = "€" * 201
 
 # (where in the batch, value): the field is named by that path in both layouts.
 PLATFORM_RUN_CASES = [
-    ("platform.device_name", ""), ("platform.device_name", LONG), ("platform.isa", LONG),
-    ("platform.torch_version", LONG), ("platform.compute_capability", LONG),
-    ("platform.sm_count", 0), ("platform.sm_count", 100_001), ("platform.cores", 0), ("platform.cores", 100_001),
-    ("platform.threads", 0), ("platform.threads", 100_001),
-    ("platform.memory_bytes", -1), ("platform.memory_bytes", 2**63), ("platform.l2_bytes", -1), ("platform.l2_bytes", 2**63),
+    ("platform.device_name", ""),
+    ("platform.device_name", LONG),
+    ("platform.isa", LONG),
+    ("platform.torch_version", LONG),
+    ("platform.compute_capability", LONG),
+    ("platform.sm_count", 0),
+    ("platform.sm_count", 100_001),
+    ("platform.cores", 0),
+    ("platform.cores", 100_001),
+    ("platform.threads", 0),
+    ("platform.threads", 100_001),
+    ("platform.memory_bytes", -1),
+    ("platform.memory_bytes", 2**63),
+    ("platform.l2_bytes", -1),
+    ("platform.l2_bytes", 2**63),
     ("platform.memory_bytes", 2**64),
-    ("run.agent", ""), ("run.agent", LONG), ("run.plan", LONG), ("run.agent_version", LONG),
-    ("run.started_at", JUST_BEFORE), ("run.started_at", JUST_AFTER),
-    ("run.started_at", "9999-12-31T23:59:59-14:00"), ("run.started_at", "0001-01-01T00:00:00+14:00"),
+    ("run.agent", ""),
+    ("run.agent", LONG),
+    ("run.plan", LONG),
+    ("run.agent_version", LONG),
+    ("run.started_at", JUST_BEFORE),
+    ("run.started_at", JUST_AFTER),
+    ("run.started_at", "9999-12-31T23:59:59-14:00"),
+    ("run.started_at", "0001-01-01T00:00:00+14:00"),
 ]
 ROW_CASES = [
-    ("shape.m", 0), ("shape.m", MAX_DIM + 1), ("shape.k", 2**31), ("shape.n", 2**63),
-    ("median_us", 0.0), ("median_us", NEXT_LATENCY), ("p10_us", NEXT_LATENCY), ("p90_us", NEXT_LATENCY), ("mean_us", NEXT_LATENCY),
-    ("n", 0), ("n", 10_000_001), ("n", 2**63),
-    ("timer", ""), ("timer", LONG), ("backend", LONG), ("kernel", LONG),
-    ("measured_at", JUST_BEFORE), ("measured_at", JUST_AFTER), ("measured_at", "0001-01-01T00:00:00+01:00"),
-    ("samples_discarded", -1), ("samples_discarded", 10_000_001), ("sm_clock_mhz", -1), ("sm_clock_mhz", 100_001),
-    ("throttle_reasons", -1), ("throttle_reasons", 2**62 + 1), ("throttle_reasons", 2**63),
+    ("shape.m", 0),
+    ("shape.m", MAX_DIM + 1),
+    ("shape.k", 2**31),
+    ("shape.n", 2**63),
+    ("median_us", 0.0),
+    ("median_us", NEXT_LATENCY),
+    ("p10_us", NEXT_LATENCY),
+    ("p90_us", NEXT_LATENCY),
+    ("mean_us", NEXT_LATENCY),
+    ("n", 0),
+    ("n", 10_000_001),
+    ("n", 2**63),
+    ("timer", ""),
+    ("timer", LONG),
+    ("backend", LONG),
+    ("kernel", LONG),
+    ("measured_at", JUST_BEFORE),
+    ("measured_at", JUST_AFTER),
+    ("measured_at", "0001-01-01T00:00:00+01:00"),
+    ("samples_discarded", -1),
+    ("samples_discarded", 10_000_001),
+    ("sm_clock_mhz", -1),
+    ("sm_clock_mhz", 100_001),
+    ("throttle_reasons", -1),
+    ("throttle_reasons", 2**62 + 1),
+    ("throttle_reasons", 2**63),
 ]
 
 

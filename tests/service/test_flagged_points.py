@@ -14,8 +14,12 @@ GEMM = ("gemm", "bfloat16", "n", "k=256,m=128")
 
 
 def _stalled_batch() -> Batch:
-    rows = [f.measurement(56, median=91.0), f.measurement(60, median=23_957.0, p10_us=90.0, p90_us=24_500.0, quality="bimodal,busy"),
-            f.measurement(64, median=95.0), f.measurement(60, median=93.0, quality=None)]
+    rows = [
+        f.measurement(56, median=91.0),
+        f.measurement(60, median=23_957.0, p10_us=90.0, p90_us=24_500.0, quality="bimodal,busy"),
+        f.measurement(64, median=95.0),
+        f.measurement(60, median=93.0, quality=None),
+    ]
     return Batch(id=uuid.uuid4(), platform=f.platform(), run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows)
 
 

@@ -189,16 +189,18 @@ def fuzz(service: LiveService, *, reads_open: bool, only_reads: bool = False, ne
     generates and checks (in process, through the ASGI transport, took more CPU than both)."""
     token = service.admin_token
     explore = os.environ.get("GAC_FUZZ_RANDOM") == "1"
-    config = SchemathesisConfig.from_dict({
-        **({} if explore else {"seed": 20240611}),
-        "headers": {"Authorization": f"Bearer {token}"},
-        "workers": WORKERS,
-        "generation": {"max-examples": EXAMPLES, "deterministic": not explore},
-        "phases": {
-            "stateful": {"max-steps": STATEFUL_STEPS},
-            "coverage": {"enabled": not only_reads, "generation": {"mode": "all" if negative_coverage else "positive"}},
-        },
-    })
+    config = SchemathesisConfig.from_dict(
+        {
+            **({} if explore else {"seed": 20240611}),
+            "headers": {"Authorization": f"Bearer {token}"},
+            "workers": WORKERS,
+            "generation": {"max-examples": EXAMPLES, "deterministic": not explore},
+            "phases": {
+                "stateful": {"max-steps": STATEFUL_STEPS},
+                "coverage": {"enabled": not only_reads, "generation": {"mode": "all" if negative_coverage else "positive"}},
+            },
+        }
+    )
     config.projects.override.checks.update(included_check_names=["all"])
     schema = schemathesis.openapi.from_url(f"{service.url}/openapi.json", config=config)
     if only_reads:
@@ -206,7 +208,9 @@ def fuzz(service: LiveService, *, reads_open: bool, only_reads: bool = False, ne
     doc = httpx.get(f"{service.url}/openapi.json").json()
     open_ops = open_reads(doc, reads_open)
     selected = {
-        f"{method.upper()} {path}" for path, ops in doc["paths"].items() for method in ops
+        f"{method.upper()} {path}"
+        for path, ops in doc["paths"].items()
+        for method in ops
         if not only_reads or (method == "get" and path.startswith("/v1/"))
     }
 

@@ -108,8 +108,7 @@ def test_held_uploads_without_a_token_are_refused_before_their_body(guarded):
     """60 uploads that declare 16 MiB, send their headers and the start of a body, and hold: each
     gets 401 while its body is still on its way, its connection is closed, and what they try to
     push after that never reaches the server's memory."""
-    head = (b"POST /v1/batches HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 16777215\r\n\r\n")
+    head = b"POST /v1/batches HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 16777215\r\n\r\n"
     before = _rss_kib(guarded.proc.pid)
     socks, statuses = [], []
     try:
@@ -163,8 +162,12 @@ def test_idle_connections_cannot_crowd_out_a_working_client(guarded):
 def test_an_authenticated_body_that_never_finishes_gets_408(guarded):
     s = _connect(guarded)
     try:
-        s.sendall((f"POST /v1/batches HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {guarded.ingest_token}\r\n"
-                   "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"schema\": ").encode())
+        s.sendall(
+            (
+                f"POST /v1/batches HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {guarded.ingest_token}\r\n"
+                'Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"schema": '
+            ).encode()
+        )
         assert _read_status(s) == 408
         _wait("the connection to be closed after the 408", lambda: _closed_by_server(s))
     finally:
@@ -261,7 +264,8 @@ def test_the_version_poller_logs_an_outage_once_and_its_end_once(tmp_path, caplo
             runner.join(30)
         lines = [r for r in caplog.records if r.name == "gac.service.curves.versions"]
         assert [r.getMessage().split(" (")[0].split(" after")[0] for r in lines] == [
-            "cannot confirm cached curve versions", "confirming cached curve versions again",
+            "cannot confirm cached curve versions",
+            "confirming cached curve versions again",
         ], [r.getMessage() for r in lines]
         assert all(r.exc_info is None for r in lines)
     finally:

@@ -39,8 +39,12 @@ def test_resent_batch_stores_nothing_twice(client, session, ingest_token):
     again = client.post("/v1/batches", json=f.body(b), headers=f.auth(ingest_token))
     assert first.status_code == 201 and again.status_code == 200
     assert again.json() | {"batch_id": None} == {
-        "batch_id": None, "platform_id": first.json()["platform_id"], "fingerprint": b.platform.fingerprint(),
-        "inserted": 0, "duplicates": 12, "replay": True,
+        "batch_id": None,
+        "platform_id": first.json()["platform_id"],
+        "fingerprint": b.platform.fingerprint(),
+        "inserted": 0,
+        "duplicates": 12,
+        "replay": True,
     }
     assert count(session) == 12
     assert session.scalar(select(func.count()).select_from(UploadBatch)) == 1

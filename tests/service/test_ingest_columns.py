@@ -19,8 +19,10 @@ def post_columns(client, doc, token):  # type: ignore[no-untyped-def]
 
 def nothing_stored(session) -> bool:  # type: ignore[no-untyped-def]
     session.rollback()
-    return session.scalar(select(func.count()).select_from(Measurement)) == 0 and \
-        session.scalar(select(func.count()).select_from(Platform)) == 0
+    return (
+        session.scalar(select(func.count()).select_from(Measurement)) == 0
+        and session.scalar(select(func.count()).select_from(Platform)) == 0
+    )
 
 
 def mixed_batch():  # type: ignore[no-untyped-def]
@@ -48,9 +50,22 @@ def test_columns_store_exactly_what_rows_store(client, session, ingest_token):
         row = stored[m.id]
         assert shapes[m.id] == (m.shape, m.op.value, m.sweep_axis)
         assert (row.x, row.median_us, row.p10_us, row.p90_us, row.mean_us, row.n, row.timer) == (
-            m.x, m.median_us, m.p10_us, m.p90_us, m.mean_us, m.n, m.timer)
+            m.x,
+            m.median_us,
+            m.p10_us,
+            m.p90_us,
+            m.mean_us,
+            m.n,
+            m.timer,
+        )
         assert (row.backend, row.kernel, row.stop, row.samples_discarded, row.sm_clock_mhz, row.throttle_reasons) == (
-            m.backend, m.kernel, m.stop, m.samples_discarded, m.sm_clock_mhz, m.throttle_reasons)
+            m.backend,
+            m.kernel,
+            m.stop,
+            m.samples_discarded,
+            m.sm_clock_mhz,
+            m.throttle_reasons,
+        )
         assert row.measured_at == m.measured_at and row.run_id == b.run.id and row.batch_id == b.id
 
 
@@ -90,6 +105,7 @@ def _set(path: str, value):  # type: ignore[no-untyped-def]
     def apply(doc: dict) -> None:
         node, key = _at(doc, path)
         node[key] = value
+
     return apply
 
 
@@ -97,6 +113,7 @@ def _drop(path: str):  # type: ignore[no-untyped-def]
     def apply(doc: dict) -> None:
         node, key = _at(doc, path)
         del node[key]
+
     return apply
 
 
@@ -113,13 +130,15 @@ CASES = {
     "unknown shape field": (_set("measurements.shape.colour", [1, 1, 1, 1, 1]), "measurements.shape.colour.[key]", None),
     "unknown column": (_set("measurements.colour", [1, 1, 1, 1, 1]), "measurements.colour", None),
     "missing column": (_drop("measurements.mean_us"), "measurements.mean_us", None),
-    "no rows": (lambda d: d.update(measurements={k: ([] if k != "shape" else {}) for k in d["measurements"]}),
-                "measurements.id", None),
+    "no rows": (lambda d: d.update(measurements={k: ([] if k != "shape" else {}) for k in d["measurements"]}), "measurements.id", None),
     "short column": (lambda d: d["measurements"]["p10_us"].pop(), "measurements", "p10_us has 4 values for 5 rows"),
     "short shape column": (lambda d: d["measurements"]["shape"]["k"].pop(), "measurements", "shape.k has 4 values"),
     "missing shape field": (_set("measurements.shape.k.3", None), "measurements", "row 3: shape for op 'gemm' is missing ['k']"),
-    "extra shape field": (_set("measurements.shape.head_dim", [None, None, None, 64, None]), "measurements",
-                          "row 3: shape for op 'gemm' has unknown fields ['head_dim']"),
+    "extra shape field": (
+        _set("measurements.shape.head_dim", [None, None, None, 64, None]),
+        "measurements",
+        "row 3: shape for op 'gemm' has unknown fields ['head_dim']",
+    ),
     "sweep axis not in shape": (_set("measurements.sweep_axis.3", "k2"), "measurements", "row 3: sweep_axis 'k2'"),
     "percentiles out of order": (_set("measurements.p10_us.3", 1e6), "measurements", "row 3: latency percentiles out of order"),
     "rows document as columns": (_set("schema", "gac.batch/v1"), "schema", "Content-Type: application/json"),

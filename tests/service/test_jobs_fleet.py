@@ -85,8 +85,19 @@ def test_every_job_is_done_exactly_once_and_expired_leases_are_claimed_again(fle
         await asyncio.to_thread(expire, job_id, agent)
 
     try:
-        run = asyncio.run(run_fleet(fleet.service.url, fleet.tokens, JOBS, die=DIE, seed=SEED, poll_s=0.05,
-                                    timeout_s=120, on_abandon=on_abandon, pg_dsn=fleet.dsn))
+        run = asyncio.run(
+            run_fleet(
+                fleet.service.url,
+                fleet.tokens,
+                JOBS,
+                die=DIE,
+                seed=SEED,
+                poll_s=0.05,
+                timeout_s=120,
+                on_abandon=on_abandon,
+                pg_dsn=fleet.dsn,
+            )
+        )
     finally:
         engine.dispose()
 
@@ -117,8 +128,10 @@ def test_a_claim_skips_rows_other_transactions_hold_instead_of_waiting(fleet):
     headers = {"Authorization": f"Bearer {fleet.tokens[0]}"}
     body = {"platform": PLATFORM, "agent": "agent-000"}
     with psycopg.connect(fleet.dsn) as holder, httpx.Client(base_url=fleet.service.url, timeout=10, headers=headers) as c:
-        holder.execute("UPDATE jobs SET status = 'leased', attempts = 1, max_attempts = 1, lease_owner = 'gone', "
-                       "lease_expires_at = now() - interval '1 minute' WHERE id = 3")
+        holder.execute(
+            "UPDATE jobs SET status = 'leased', attempts = 1, max_attempts = 1, lease_owner = 'gone', "
+            "lease_expires_at = now() - interval '1 minute' WHERE id = 3"
+        )
         holder.commit()
         holder.execute("SELECT id FROM jobs WHERE id IN (1, 3) FOR UPDATE")
         try:
@@ -151,8 +164,11 @@ def test_claims_go_by_priority_then_expired_leases_then_age(client, admin_token,
     lowest = enqueue(client, admin_token, priority=-1)
     dropped = enqueue(client, admin_token, priority=5)
     with client.app.state.sessionmaker() as s:  # an agent claimed it, died, and its lease ran out
-        s.execute(update(Job).where(Job.id == dropped["id"]).values(
-            status="leased", lease_owner="died", attempts=1, lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)))
+        s.execute(
+            update(Job)
+            .where(Job.id == dropped["id"])
+            .values(status="leased", lease_owner="died", attempts=1, lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+        )
         s.commit()
 
     order = []

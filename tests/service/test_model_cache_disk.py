@@ -132,11 +132,18 @@ def test_the_least_recently_used_files_go_past_the_limits(tmp_path):
 def test_the_file_name_is_the_same_in_every_process(small):
     manifest, lookup = small
     key = model_key(manifest, lookup)  # frozensets of tuples of strings: their order differs per process
-    code = ("import pickle, sys; from gac.solver.model_cache import stable_hash; "
-            "print(stable_hash(pickle.loads(bytes.fromhex(sys.argv[1]))))")
+    code = (
+        "import pickle, sys; from gac.solver.model_cache import stable_hash; print(stable_hash(pickle.loads(bytes.fromhex(sys.argv[1]))))"
+    )
     names = {
-        subprocess.run([sys.executable, "-c", code, pickle.dumps(key).hex()], capture_output=True, text=True, check=True,
-                       env=os.environ | {"PYTHONHASHSEED": seed}, cwd=Path(model_cache.__file__).parents[1]).stdout.strip()
+        subprocess.run(
+            [sys.executable, "-c", code, pickle.dumps(key).hex()],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=os.environ | {"PYTHONHASHSEED": seed},
+            cwd=Path(model_cache.__file__).parents[1],
+        ).stdout.strip()
         for seed in ("1", "2", "3")
     }
     assert names == {stable_hash(key)}

@@ -67,8 +67,13 @@ def test_the_readme_table_is_read_as_meant():
         "| `GET /v1/compare?a=&b=` | y |\n\nafter\n\n| `PUT /elsewhere` | z |\n"
     )
     assert readme_routes(table) == {
-        ("POST", "/v1/align"), ("GET", "/v1/alignments"), ("GET", "/v1/alignments/{}"),
-        ("GET", "/v1/jobs"), ("GET", "/v1/jobs/{}"), ("DELETE", "/v1/jobs/{}"), ("GET", "/v1/compare"),
+        ("POST", "/v1/align"),
+        ("GET", "/v1/alignments"),
+        ("GET", "/v1/alignments/{}"),
+        ("GET", "/v1/jobs"),
+        ("GET", "/v1/jobs/{}"),
+        ("DELETE", "/v1/jobs/{}"),
+        ("GET", "/v1/compare"),
     }
 
 
@@ -105,9 +110,12 @@ def test_the_error_body_is_the_one_the_service_sends(doc):
 
     schema = doc["components"]["schemas"]["ErrorBody"]
     assert schema["required"] == ["error", "detail"]
-    ErrorBody.model_validate({
-        "error": "ValidationError", "detail": [{"field": "query.limit", "message": "too big", "type": "less_than_equal"}],
-    })
+    ErrorBody.model_validate(
+        {
+            "error": "ValidationError",
+            "detail": [{"field": "query.limit", "message": "too big", "type": "less_than_equal"}],
+        }
+    )
     ErrorBody.model_validate({"error": "Unprocessable", "detail": [{"field": "body.budget", "message": "below the smallest feasible"}]})
     ErrorBody.model_validate({"error": "NotFound", "detail": "no curve 7"})
 

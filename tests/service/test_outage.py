@@ -66,9 +66,13 @@ class Cluster:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def remove(self) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]
-                       if self.as_postgres else [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]
+            if self.as_postgres
+            else [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -28,7 +28,9 @@ M, IN, OUT = 8, 48, 40
 def tiny_manifest(target: str | None = None) -> dict:
     dims = (11.3, 19.6)
     doc = {
-        "schema": "gac.manifest/v1", "model": "tiny", "compressor": "asvd",
+        "schema": "gac.manifest/v1",
+        "model": "tiny",
+        "compressor": "asvd",
         "budget": {"params": int(sum(dims) * (IN + OUT))},
         "workload": {"tokens": [M], "dtype": "float32"},
         "weights": [
@@ -43,7 +45,12 @@ def tiny_manifest(target: str | None = None) -> dict:
 
 def gac(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "gac", *args], env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "gac", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -126,8 +133,11 @@ def test_profile_missing_against_the_live_service(live_service, tmp_path):
     doc = json.loads(out.stdout)
     fingerprint = this_fingerprint()
     assert doc["platform"] == fingerprint and doc["missing"] == [] and doc["latency"]["complete"] is True
-    r = httpx.get(f"{live_service.url}/v1/measurements", params={"platform": fingerprint, "limit": 5000},
-                  headers={"Authorization": f"Bearer {live_service.read_token}"})
+    r = httpx.get(
+        f"{live_service.url}/v1/measurements",
+        params={"platform": fingerprint, "limit": 5000},
+        headers={"Authorization": f"Bearer {live_service.read_token}"},
+    )
     assert r.status_code == 200 and len(r.json()["items"]) > 0
 
 
@@ -138,8 +148,22 @@ def test_another_platforms_points_are_queued_not_measured_here(live_service, tmp
     assert r.status_code == 201, r.text
     path = tmp_path / "m.json"
     path.write_text(json.dumps(tiny_manifest(elsewhere.fingerprint())))
-    out = gac(["align", str(path), "--server", live_service.url, "--token", live_service.ingest_token,
-               "--profile-missing", "--yes", "--threads", "1", "--json"], os.environ.copy())
+    out = gac(
+        [
+            "align",
+            str(path),
+            "--server",
+            live_service.url,
+            "--token",
+            live_service.ingest_token,
+            "--profile-missing",
+            "--yes",
+            "--threads",
+            "1",
+            "--json",
+        ],
+        os.environ.copy(),
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert "queued" in out.stderr and "measured" not in out.stderr

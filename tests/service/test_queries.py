@@ -75,7 +75,13 @@ def test_curve_combines_repeated_points(client, ingest_token):
     assert len(curves) == 1
     c = curves[0]
     assert (c["op"], c["axis"], c["fixed"], c["points"], c["measurements"], c["x_min"], c["x_max"]) == (
-        "gemm", "n", {"k": 256, "m": 128}, 3, 5, 64, 66,
+        "gemm",
+        "n",
+        {"k": 256, "m": 128},
+        3,
+        5,
+        64,
+        66,
     )
     curve = client.get(
         f"/v1/platforms/{plat.fingerprint()}/curve", params={"op": "gemm", "dtype": "bfloat16", "axis": "n", "fixed": "m=128,k=256"}

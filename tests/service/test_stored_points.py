@@ -25,8 +25,9 @@ def test_stored_medians_combine_repeats_and_know_only_this_platform(settings, ap
         assert db.stored_medians(here.fingerprint(), [GEMM]) == {}  # a platform never seen: nothing
         receipt = db.ingest(Batch(id=uuid.uuid4(), platform=here, run=run, measurements=rows))
         assert receipt.inserted == 4
-        db.ingest(Batch(id=uuid.uuid4(), platform=other, run=RunInfo(id=uuid.uuid4(), agent="t"),
-                        measurements=[f.measurement(24, median=9.0)]))
+        db.ingest(
+            Batch(id=uuid.uuid4(), platform=other, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=[f.measurement(24, median=9.0)])
+        )
         sdpa = ("sdpa", "bfloat16", "head_dim", "b=1,h=8,s=128")
         assert db.stored_medians(here.fingerprint(), [GEMM, sdpa]) == {GEMM: {8: 2.0, 16: 5.0}}  # the median of repeats
     with app.state.sessionmaker() as session:

@@ -96,14 +96,15 @@ def test_cli_prints_the_token_once_and_it_works(client, settings):
     env = f.cli_env(settings, settings.data_dir)
     out = subprocess.run(
         [sys.executable, "-m", "gac", "token", "create", "--name", "cli-made", "--scope", "ingest"],
-        env=env, capture_output=True, text=True, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     token = out.stdout.strip()
     assert well_formed(token) and token not in out.stderr
     assert post(client, token).status_code == 201
-    dup = subprocess.run(
-        [sys.executable, "-m", "gac", "token", "create", "--name", "cli-made"], env=env, capture_output=True, text=True
-    )
+    dup = subprocess.run([sys.executable, "-m", "gac", "token", "create", "--name", "cli-made"], env=env, capture_output=True, text=True)
     assert dup.returncode == 1 and "already exists" in dup.stderr
     bad = subprocess.run(
         [sys.executable, "-m", "gac", "token", "create", "--name", "x", "--scope", "root"], env=env, capture_output=True, text=True

@@ -288,12 +288,23 @@ def fleet_batches(rows: list[tuple], per_batch: int = 10_000) -> tuple[str, list
                               driver_version="560.0", cuda_runtime="12.6", torch_version="2.13.0")  # fmt: skip
     run = RunInfo(id=uuid.uuid5(uuid.NAMESPACE_URL, "gac-fleet"), agent="fleet", plan="fleet")
     ms = [
-        Measurement(id=uuid.uuid5(uuid.NAMESPACE_URL, f"gac-fleet/{i}"), op=op, dtype=dtype, shape=shape, sweep_axis=axis, median_us=med,
-                    p10_us=p10, p90_us=p90, mean_us=med, n=n, timer="synthetic")  # fmt: skip
+        Measurement(
+            id=uuid.uuid5(uuid.NAMESPACE_URL, f"gac-fleet/{i}"),
+            op=op,
+            dtype=dtype,
+            shape=shape,
+            sweep_axis=axis,
+            median_us=med,
+            p10_us=p10,
+            p90_us=p90,
+            mean_us=med,
+            n=n,
+            timer="synthetic",
+        )  # fmt: skip
         for i, (op, dtype, shape, axis, med, p10, p90, n) in enumerate(rows)
     ]
     batches = [
-        Batch(id=uuid.uuid5(uuid.NAMESPACE_URL, f"gac-fleet/batch/{j}"), platform=plat, run=run, measurements=ms[j:j + per_batch])
+        Batch(id=uuid.uuid5(uuid.NAMESPACE_URL, f"gac-fleet/batch/{j}"), platform=plat, run=run, measurements=ms[j : j + per_batch])
         for j in range(0, len(ms), per_batch)
     ]
     return plat.fingerprint(), batches

@@ -264,12 +264,19 @@ def test_a_budget_from_fractional_dims_stays_feasible_when_steps_are_wide(object
         rows.append((Op.gemm, Dtype.float32, {"m": m_, "n": x, "k": in_}, "n", lat, lat, lat, 20))
         rows.append((Op.gemm, Dtype.float32, {"m": m_, "n": out_, "k": x}, "k", lat, lat, lat, 20))
     dims = (11.3, 19.6)
-    manifest = Manifest.model_validate({
-        "schema": "gac.manifest/v1", "model": "wide-steps", "budget": {"params": int(sum(dims) * (in_ + out_))},
-        "workload": {"tokens": [m_], "dtype": "float32"}, "objective": objective_kind,
-        "weights": [{"name": f"w{i}", "kind": "lowrank", "out_features": out_, "in_features": in_, "dim": d, "importance": 1.0 + i}
-                    for i, d in enumerate(dims)],
-    })
+    manifest = Manifest.model_validate(
+        {
+            "schema": "gac.manifest/v1",
+            "model": "wide-steps",
+            "budget": {"params": int(sum(dims) * (in_ + out_))},
+            "workload": {"tokens": [m_], "dtype": "float32"},
+            "objective": objective_kind,
+            "weights": [
+                {"name": f"w{i}", "kind": "lowrank", "out_features": out_, "in_features": in_, "dim": d, "importance": 1.0 + i}
+                for i, d in enumerate(dims)
+            ],
+        }
+    )
     result = align(manifest, FileLookup(rows, "wide"))
     assert result.total_params <= result.budget == 2719
     assert len(result.weights) == 2 and all(w.dim <= 36 for w in result.weights), result.warnings

@@ -62,16 +62,24 @@ def test_unmeasured_compressor_dims_fall_back_to_rules_and_are_named():
     period=st.sampled_from([8, 16, 32, 64]),
     stalls=st.dictionaries(
         st.one_of(st.tuples(st.just("n"), st.sampled_from(list(N_DIMS))), st.tuples(st.just("k"), st.sampled_from(list(K_DIMS)))),
-        st.floats(20.0, 300.0), max_size=12,
+        st.floats(20.0, 300.0),
+        max_size=12,
     ),
     objective=st.sampled_from(["importance", "latency"]),
 )
 def test_a_busy_machines_profile_never_makes_the_demo_infeasible(period, stalls, objective):
     """Whatever the stalls of a loaded machine did to the quick plan's points, the demo's manifest
     (its budget is its compressor's own dims) aligns within its budget."""
-    res = align(demo(), quick_plan_lookup(period, stalls), AlignOptions(
-        objective=objective, cross_check="none", baselines=False, candidates=CandidateOptions(sparse=True),
-    ))
+    res = align(
+        demo(),
+        quick_plan_lookup(period, stalls),
+        AlignOptions(
+            objective=objective,
+            cross_check="none",
+            baselines=False,
+            candidates=CandidateOptions(sparse=True),
+        ),
+    )
     assert res.total_params <= res.budget
     assert set(res.rule_items) <= {w.name for w in res.weights}
 
@@ -79,8 +87,7 @@ def test_a_busy_machines_profile_never_makes_the_demo_infeasible(period, stalls,
 def test_tiny_dims_whose_window_holds_no_multiple_below_them_still_fit():
     """d* = 5: the window 3..21 has the multiples 8 and 16 only, both above 5; the own dim keeps it feasible."""
     ws = [{"name": "tiny", "kind": "linear_out", "out_features": 64, "in_features": 10, "dim": 5.5, "importance": 1}]
-    res = align(Manifest.model_validate({"model": "t", "budget": {"params": 55}, "weights": ws}), None,
-                AlignOptions(cross_check="none"))
+    res = align(Manifest.model_validate({"model": "t", "budget": {"params": 55}, "weights": ws}), None, AlignOptions(cross_check="none"))
     assert [w.dim for w in res.weights] == [5] and res.total_params == 50 and res.rule_items == ["tiny"]
 
 

@@ -77,7 +77,10 @@ def test_measured_candidates_are_exactly_the_frontier(tmp_path_factory, step, cl
 
 def test_latency_sums_kernels_weighted_by_tokens(tmp_path):
     w = {"name": "w", "kind": "lowrank", "out_features": 32, "in_features": 16, "dim": 8, "importance": 1}
-    m = _manifest([w], tokens=(4, 8), )
+    m = _manifest(
+        [w],
+        tokens=(4, 8),
+    )
     m = Manifest.model_validate({**m.model_dump(by_alias=True), "workload": {"tokens": [4, 8], "token_weights": [3, 1]}})
     rows = []
     for tok in (4, 8):
@@ -173,7 +176,7 @@ def test_csv_lookup(tmp_path):
     assert {d: pt.latency_us for d, pt in curve.items()} == {16: 4.0, 24: 2.0}
     assert lk.curve(Op.gemm, Dtype.float32, {"m": 8, "k": 64}, "n") == {}
     bad = tmp_path / "bad.csv"
-    bad.write_text("op,dtype,shape,sweep_axis,median_us\ngemm,float16,\"k=64,m=8\",n,3.0\n")
+    bad.write_text('op,dtype,shape,sweep_axis,median_us\ngemm,float16,"k=64,m=8",n,3.0\n')
     with pytest.raises(ValueError, match="bad.csv:2"):
         FileLookup.from_csv(bad)
 
@@ -206,10 +209,15 @@ def test_union_is_every_value_once_sorted(runs, past_the_line):
 def test_a_small_rank_keeps_at_least_half_of_itself():
     """The +/-16 floor of the window holds a tile edge; below d* it stops at half of d*, so kept
     importance (linear in the dim) cannot trade a rank of 15 down to 1."""
-    doc = {"model": "m", "budget": {"ratio": 0.3}, "workload": {"tokens": [128]}, "weights": [
-        {"name": "small", "kind": "lowrank", "out_features": 384, "in_features": 384, "dim": 15, "importance": 1.0},
-        {"name": "large", "kind": "lowrank", "out_features": 384, "in_features": 384, "dim": 300, "importance": 1.0},
-    ]}
+    doc = {
+        "model": "m",
+        "budget": {"ratio": 0.3},
+        "workload": {"tokens": [128]},
+        "weights": [
+            {"name": "small", "kind": "lowrank", "out_features": 384, "in_features": 384, "dim": 15, "importance": 1.0},
+            {"name": "large", "kind": "lowrank", "out_features": 384, "in_features": 384, "dim": 300, "importance": 1.0},
+        ],
+    }
     small, large = build_items(Manifest.model_validate(doc))
     assert small.window(CandidateOptions()) == (8, 31)
     assert small.window(CandidateOptions(min_keep=0.0)) == (1, 31)

@@ -326,7 +326,7 @@ def test_lookup_curves_carry_their_spread(tmp_path):
     assert curve[16] == PointLatency(4.0, p10_us=3.25, p90_us=4.75, n=30)  # medians of re-runs, n summed
     assert curve[24] == PointLatency(2.0)  # spread unknown
     bad = tmp_path / "bad.csv"
-    bad.write_text("op,dtype,shape,sweep_axis,median_us,p10_us\ngemm,float16,\"k=64,m=8,n=16\",n,3.0,3.5\n")
+    bad.write_text('op,dtype,shape,sweep_axis,median_us,p10_us\ngemm,float16,"k=64,m=8,n=16",n,3.0,3.5\n')
     with pytest.raises(ValueError, match="bad.csv:2"):
         FileLookup.from_csv(bad)
     # Rows without spread (the old 5-tuples) still work, and the model reads lookup curves.

@@ -96,7 +96,7 @@ def plain_templates(xs: np.ndarray, x: np.ndarray, y: np.ndarray, sigma: np.ndar
         for p in np.unique(labels):
             on = labels == p
             u = (x[on] - x[on][0]) / max(1.0, x[on][-1] - x[on][0])
-            cols = np.column_stack([np.ones_like(u), u, u * u])[:, :on.sum()] * sw[on, None]
+            cols = np.column_stack([np.ones_like(u), u, u * u])[:, : on.sum()] * sw[on, None]
             out[on] = v[on] - cols @ np.linalg.lstsq(cols, v[on], rcond=None)[0]
         return out
 

@@ -273,7 +273,6 @@ def test_uniform_importance_meets_the_bound_exactly():
     assert budget - ours.cost < 1024  # every cost is a multiple of 1024 (the units' gcd)
 
 
-
 def _near_tied_at_scale(seed: int) -> tuple[list[list[int]], list[list[int]], int]:
     rng = random.Random(seed)
     n = rng.randint(10, 60)

@@ -16,8 +16,10 @@ DEFAULT = Timing()  # what --profile-missing times with
 
 def _curve(spread: float, n: int, dims=range(96, 128, 4)) -> FileLookup:
     """A bf16 GEMM curve (N swept) of 30-us points with the given relative p10..p90 spread and sample count."""
-    rows = [(Op.gemm, Dtype.bfloat16, {"m": 256, "k": 256, "n": d}, "n", 30.0, 30.0 * (1 - spread / 2), 30.0 * (1 + spread / 2), n)
-            for d in dims]
+    rows = [
+        (Op.gemm, Dtype.bfloat16, {"m": 256, "k": 256, "n": d}, "n", 30.0, 30.0 * (1 - spread / 2), 30.0 * (1 + spread / 2), n)
+        for d in dims
+    ]
     return FileLookup(rows, "test")
 
 

@@ -138,8 +138,9 @@ def _curve_left_out(pts: dict[int, Point], span: tuple[int, int, int]) -> tuple[
     unmeasured = np.array([d not in seen for d in dims.tolist()])
     low, high = fit.bounds_of(dims)
     got = [seen[d] for d in dims[~unmeasured].tolist()]
-    low[~unmeasured], high[~unmeasured] = measured_bounds(np.array([p.median_us for p in got]),
-                                                             np.array([relative_noise(p.median_us, p.p10_us, p.p90_us, p.n) for p in got]))
+    low[~unmeasured], high[~unmeasured] = measured_bounds(
+        np.array([p.median_us for p in got]), np.array([relative_noise(p.median_us, p.p10_us, p.p90_us, p.n) for p in got])
+    )
     out = set(dims[unmeasured & sparse.left_out(dims, low, high, hi)].tolist())
     dense = model_by_class([pts[d] for d in dims.tolist()])
     frontier = {d for d in frontier_of_sum(dims.tolist(), [(dense, 1.0, 1)]) if d <= hi}  # the window's candidates

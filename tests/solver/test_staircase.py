@@ -160,6 +160,7 @@ def test_the_paper_window_is_the_manifests_switch():
     narrow = align(manifest, lookup, opts)
     wide = align(Manifest.model_validate({**manifest.model_dump(by_alias=True, exclude_none=True), "window": "paper"}), lookup, opts)
     assert (narrow.window, wide.window) == ("gac", "paper")
+
     def latency(res):  # type: ignore[no-untyped-def]  # the chosen dims' (the dense originals are not measured here)
         return sum(c.latency_us for w in res.weights for c in w.candidates if c.dim == w.dim)
 
@@ -174,8 +175,11 @@ def test_the_paper_window_is_the_manifests_switch():
         assert on_top(w.dim, set(range(lo, hi + 1)) | paper, 24, spikes_of(item, planted))
     assert beyond > 0
     # The importance objective's candidates do not change; it says where the paper's window is used.
-    importance = align(Manifest.model_validate({**manifest.model_dump(by_alias=True, exclude_none=True), "window": "paper"}), lookup,
-                       AlignOptions(objective="importance", cross_check="none", baselines=False))
+    importance = align(
+        Manifest.model_validate({**manifest.model_dump(by_alias=True, exclude_none=True), "window": "paper"}),
+        lookup,
+        AlignOptions(objective="importance", cross_check="none", baselines=False),
+    )
     assert importance.window is None and any("paper-dp-64" in w for w in importance.warnings)
 
 

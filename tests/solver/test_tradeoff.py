@@ -301,8 +301,9 @@ def test_exhaustive_search_proves_what_the_quick_one_cannot(inst, epsilons):
     the budget does not bind (where it does, the point stays honest)."""
     items, budget = inst
     with _quick_searches_out_of_work():
-        _check_honest(items, budget, _all_points(items, budget), epsilons, exact_seconds=EXACT_SECONDS,
-                      unbudgeted=_all_points(items, 10**9))
+        _check_honest(
+            items, budget, _all_points(items, budget), epsilons, exact_seconds=EXACT_SECONDS, unbudgeted=_all_points(items, 10**9)
+        )
 
 
 @contextmanager

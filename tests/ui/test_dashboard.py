@@ -43,7 +43,8 @@ def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
     """Pairs of text boxes that overlap (touching edges do not count)."""
     return [
         (a["text"], b["text"])
-        for i, a in enumerate(boxes) for b in boxes[i + 1:]
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
         if a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
     ]
 
@@ -73,8 +74,11 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
         r = httpx.post(f"{live_service.url}/v1/batches", json=f.body(staircase(plat, period)), headers=headers)
         assert r.status_code == 201
     manifest = {
-        "schema": "gac.manifest/v1", "model": "browser-test-model", "budget": {"params": 300 * 384},
-        "target": {"platform": a.fingerprint()}, "workload": {"tokens": [128], "dtype": "bfloat16"},
+        "schema": "gac.manifest/v1",
+        "model": "browser-test-model",
+        "budget": {"params": 300 * 384},
+        "target": {"platform": a.fingerprint()},
+        "workload": {"tokens": [128], "dtype": "bfloat16"},
         "weights": [{"name": "w0", "kind": "linear_out", "out_features": 96, "in_features": 256, "dim": 71.4, "importance": 1.0}],
     }
     manifest["budget"] = {"params": 80 * 256}
@@ -94,7 +98,9 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     page.wait_for_selector("a.platform-link")
     assert page.locator("a.platform-link").count() == 2
     assert page.locator("a.platform-link").all_text_contents() == [
-        f"Eight-step <b>CPU</b> · bfloat16 · {b.fingerprint()[:8]}", f"Sixteen-step CPU · bfloat16 · {a.fingerprint()[:8]}"]
+        f"Eight-step <b>CPU</b> · bfloat16 · {b.fingerprint()[:8]}",
+        f"Sixteen-step CPU · bfloat16 · {a.fingerprint()[:8]}",
+    ]
     page.get_by_text("Sixteen-step CPU").click()
     page.wait_for_selector(".curve-card .main-svg")
     chart = page.locator(".curve-card .chart").first
@@ -148,8 +154,11 @@ def test_a_dense_curve_labels_its_largest_steps_and_shows_the_rest_on_hover(live
     # A step every 3 dims over 192 dims (63 steps), and a fall past 120: one label per step would
     # pile up into a smear at this width.
     plat = f.platform(device_name="Dense CPU", threads=2)
-    r = httpx.post(f"{live_service.url}/v1/batches", json=f.body(staircase(plat, 3, last=192, fall_after=120)),
-                   headers=f.auth(live_service.ingest_token))
+    r = httpx.post(
+        f"{live_service.url}/v1/batches",
+        json=f.body(staircase(plat, 3, last=192, fall_after=120)),
+        headers=f.auth(live_service.ingest_token),
+    )
     assert r.status_code == 201
     fp = plat.fingerprint()
     (cliffs,) = httpx.get(f"{live_service.url}/v1/platforms/{fp}/cliffs").json()
@@ -204,16 +213,26 @@ DIMS = (71.4, 45.2, 30.7, 60.3, 85.5)  # the compressor's (unaligned) dims; impo
 
 def out_weights(dims, out_features: int = 96, first: int = 0) -> list[dict]:  # type: ignore[no-untyped-def]
     return [
-        {"name": f"layers.{first + i}.out", "kind": "linear_out", "out_features": out_features, "in_features": IN, "dim": d,
-         "importance": 1.0 + i}
+        {
+            "name": f"layers.{first + i}.out",
+            "kind": "linear_out",
+            "out_features": out_features,
+            "in_features": IN,
+            "dim": d,
+            "importance": 1.0 + i,
+        }
         for i, d in enumerate(dims)
     ]
 
 
 def align_doc(model: str, weights: list[dict], target: str | None, **extra) -> dict:  # type: ignore[no-untyped-def]
     doc = {
-        "schema": "gac.manifest/v1", "model": model, "budget": {"params": int(sum(w["dim"] for w in weights)) * IN},
-        "workload": {"tokens": [128], "dtype": "bfloat16"}, "weights": weights, **extra,
+        "schema": "gac.manifest/v1",
+        "model": model,
+        "budget": {"params": int(sum(w["dim"] for w in weights)) * IN},
+        "workload": {"tokens": [128], "dtype": "bfloat16"},
+        "weights": weights,
+        **extra,
     }
     if target:
         doc["target"] = {"platform": target}
@@ -294,7 +313,11 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     )
     by_name = {t["name"]: t for t in traces}
     assert set(by_name) == {
-        "frontier", "GAC (chosen)", "importance-only optimum", "round to 8 (nearest)", "unaligned (compressor&#39;s dims)",
+        "frontier",
+        "GAC (chosen)",
+        "importance-only optimum",
+        "round to 8 (nearest)",
+        "unaligned (compressor&#39;s dims)",
     }
     front = sorted(res["frontier"], key=lambda p: (p["latency_us"], p["importance_kept"]))
     assert by_name["frontier"]["mode"] == "lines+markers"
@@ -319,7 +342,11 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     unaligned_share = pytest.approx(100 * kept(weights, DIMS) / reference, rel=1e-4)
     assert point("unaligned (compressor&#39;s dims)") == (lat["unaligned_us"], unaligned_share)
     assert page.locator("#frontier-chart .legendtext").all_text_contents() == [
-        "frontier", "importance-only optimum", "round to 8 (nearest)", "unaligned (compressor's dims)", "GAC (chosen)",
+        "frontier",
+        "importance-only optimum",
+        "round to 8 (nearest)",
+        "unaligned (compressor's dims)",
+        "GAC (chosen)",
     ]
 
     # Hovering the chosen point shows its figures.
