@@ -178,8 +178,8 @@ def code_version() -> str:
     contracts = sys.modules[Candidate.__module__].__file__
     assert contracts is not None
     for package in (Path(__file__).parent, Path(contracts).parent):
-        for path in sorted(package.glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        for path in sorted(package.rglob("*.py")):
+            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -340,6 +340,12 @@ class ModelCache:
                 _, gone = self._models.popitem(last=False)
                 self._stored.pop(id(gone), None)
         return model, origin
+
+    def key_of(self, model: LatencyModel) -> Hashable | None:
+        """The key this cache holds the model under (None: not a model of this cache)."""
+        with self._lock:
+            known = self._stored.get(id(model))
+        return None if known is None else known[0]
 
     def stats(self) -> dict[str, int]:
         """Models found in memory, on disk, computed anew; files written (this process's counts)."""

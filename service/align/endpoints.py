@@ -257,7 +257,7 @@ def _ended(app: FastAPI, holder: int | None, job_id: uuid.UUID, future: Future) 
         assert isinstance(answer.body, bytes)
         _record_failure(app, job_id, answer)
     if answer.pending:
-        _complete_later(app, answer.alignment_id)
+        _complete_later(app, answer.alignment_id, answer.answer_key)
 
 
 def _respond(answer: service.Answer) -> Response:
@@ -270,9 +270,10 @@ def _respond(answer: service.Answer) -> Response:
     return StreamingResponse(service.chunks(parts), answer.status, answer.headers, media_type=_JSON)
 
 
-def _complete_later(app: FastAPI, alignment_id: uuid.UUID | None) -> None:
+def _complete_later(app: FastAPI, alignment_id: uuid.UUID | None, answer_key: str | None = None) -> None:
     """The cross-check and baselines an answered alignment left pending, in a process of their own;
-    stopped (deadline, shutdown), they are marked "not run" and stay pending (POST .../checks runs them)."""
+    stopped (deadline, shutdown), they are marked "not run" and stay pending (POST .../checks runs them).
+    answer_key: where the complete answer is kept for an identical request (gac.service.align.memo)."""
     if alignment_id is None:
         return
     settings = app.state.settings
@@ -297,6 +298,7 @@ def _complete_later(app: FastAPI, alignment_id: uuid.UUID | None) -> None:
         service.complete_pending,
         settings,
         alignment_id,
+        answer_key,
         deadline_s=settings.align_deadline_seconds,
         memory_bytes=settings.align_memory_mb * 2**20,
     )

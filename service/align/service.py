@@ -34,6 +34,7 @@ from gac.service.align import limits
 from gac.service.align import repository as repo
 from gac.service.align.cost import estimate as estimate_cost
 from gac.service.align.db_lookup import DbLookup
+from gac.service.align.memo import AnswerFiles, answer_key
 from gac.service.align.schemas import AlignmentJobStatus, AlignmentSummary, StoredAlignment, StoredHead
 from gac.service.db import begin_write, make_engine, make_sessionmaker
 from gac.service.errors import (
@@ -58,7 +59,7 @@ from gac.service.schemas import Page
 from gac.service.settings import Settings
 from gac.solver.align import AlignOptions, BudgetBelowFeasible, Completed, align
 from gac.solver.align import complete_pending as solver_complete
-from gac.solver.candidates import CandidateOptions
+from gac.solver.candidates import CandidateOptions, LatencyModel
 from gac.solver.crosscheck import CrossCheckDisagreement
 from gac.solver.model_cache import MODELS
 
@@ -86,6 +87,7 @@ def run_alignment(
     defer_above: int | None = None,
     exhaustive: bool = False,
     timings: dict[str, float] | None = None,
+    model: LatencyModel | None = None,
 ) -> AlignmentResult:
     """align() over the platform's curves. defer_above: leave the checks of larger instances pending
     (the service answers first; complete_pending runs them). What is missing comes in passes, each
@@ -93,14 +95,15 @@ def run_alignment(
     exhaustive: every dim of each window at once (`gac align --exhaustive`). The latency model is
     shared (gac.solver.model_cache): in memory, and in the directory MODELS has attached, where it is
     stored once the alignment filled it. timings: gets "model_load" (read from that directory) and
-    "model_store" (written there), in seconds, when they happened."""
+    "model_store" (written there), in seconds, when they happened. model: the one already looked up."""
     lookup = DbLookup(session, platform) if platform is not None else None
     try:
         options = AlignOptions(defer_above=defer_above, candidates=CandidateOptions(sparse=not exhaustive))
-        t0 = time.perf_counter()
-        model, origin = MODELS.model_from(manifest, lookup)
-        if origin == "disk" and timings is not None:
-            timings["model_load"] = time.perf_counter() - t0
+        if model is None:
+            t0 = time.perf_counter()
+            model, origin = MODELS.model_from(manifest, lookup)
+            if origin == "disk" and timings is not None:
+                timings["model_load"] = time.perf_counter() - t0
         result = align(manifest, lookup, options, model)
         t1 = time.perf_counter()
         if MODELS.store(model) and timings is not None:
@@ -110,6 +113,22 @@ def run_alignment(
         raise Unprocessable([{"field": "body.budget", "message": str(exc)}]) from exc
     except CrossCheckDisagreement as exc:
         raise SolverDisagreement(str(exc)) from exc
+
+
+def answer_key_of(
+    session: Session, manifest: Manifest, platform: Platform | None, timings: dict[str, float]
+) -> tuple[str | None, LatencyModel | None]:
+    """The name the complete answer to this request is kept under (gac.service.align.memo), and the
+    latency model it names (looked up, or read from disk: "model_load" in timings). (None, None): no
+    platform, so no curve versions to name."""
+    if platform is None:
+        return None, None
+    t0 = time.perf_counter()
+    model, origin = MODELS.model_from(manifest, DbLookup(session, platform))
+    if origin == "disk":
+        timings["model_load"] = time.perf_counter() - t0
+    key = MODELS.key_of(model)
+    return (None if key is None else answer_key(key, manifest, exhaustive=False)), model
 
 
 # -- the stored forms
@@ -275,6 +294,7 @@ class Answer:
     alignment_id: uuid.UUID | None = None
     pending: bool = False  # the stored alignment awaits complete_pending
     recorded: bool = True  # False: its job row could not be brought up to date (the database was away)
+    answer_key: str | None = None  # under which the answer is kept once complete (gac.service.align.memo)
 
 
 def error_answer(exc: GacError) -> Answer:
@@ -430,9 +450,18 @@ def align_and_store(
     if enqueue and target is None:
         raise Unprocessable([{"field": "query.enqueue_missing", "message": "needs a target platform (manifest target or ?platform=)"}])
     MODELS.attach(settings.models_dir)
+    answers = AnswerFiles(settings.models_dir / "answers")
     t0, shared = time.perf_counter(), dict[str, float]()
-    result = run_alignment(session, manifest, target, limits.INLINE_CHECK_MAX_ITEMS if defer_above is None else defer_above, timings=shared)
-    timings |= align_timings(result, time.perf_counter() - t0 - sum(shared.values())) | shared
+    key, model = answer_key_of(session, manifest, target, shared)
+    result = answers.load(key) if key is not None else None
+    if result is not None:  # the same request against the same curve versions, answered whole before
+        timings |= shared | {"recalled": time.perf_counter() - t0 - sum(shared.values())}
+    else:
+        defer = limits.INLINE_CHECK_MAX_ITEMS if defer_above is None else defer_above
+        result = run_alignment(session, manifest, target, defer, timings=shared, model=model)
+        timings |= align_timings(result, time.perf_counter() - t0 - sum(shared.values())) | shared
+        if key is not None:
+            answers.save(key, result)  # complete answers only; one with checks pending is kept by complete_pending
     what = f"alignment {job_id or 'done'}: storing its result"
     jobs = []
     if enqueue and target is not None:
@@ -462,7 +491,7 @@ def align_and_store(
         body = response_body(head, texts.served(candidates, result))
     if job_id is not None:
         _while_database_away(session, what, lambda: update_job(session, job_id, status="done", timings=timings, profiling_jobs=jobs))
-    return Answer(201, body, server_timing(timings), row.id, bool(result.pending))
+    return Answer(201, body, server_timing(timings), row.id, bool(result.pending), answer_key=key)
 
 
 def run_task(task: AlignTask) -> Answer:
@@ -569,12 +598,13 @@ def _internal(exc: Exception) -> Answer:
     return Answer(500, error_json("InternalError", "an internal error occurred; it has been logged"))
 
 
-def complete_pending(settings: Settings, alignment_id: uuid.UUID) -> list[str]:
+def complete_pending(settings: Settings, alignment_id: uuid.UUID, answer_key: str | None = None) -> list[str]:
     """Run what a stored alignment left pending (the cross-check, the paper-DP baselines) and write
     it onto the stored result, in a worker process. The checks run on the stored answer's own items and
     candidates (gac.solver.align.complete_pending), not on a new alignment: they check that answer even
     if the platform's curves changed since, and the latency model (shared per curve version,
-    gac.solver.model_cache) prices only the paper-DP baselines' dims. Returns what it filled in."""
+    gac.solver.model_cache) prices only the paper-DP baselines' dims. answer_key: where the alignment
+    keeps its answer once complete (the key it was aligned under). Returns what it filled in."""
     with make_sessionmaker(_engine(settings.url))() as session:
         row = session.get(Alignment, alignment_id)
         if row is None:
@@ -619,6 +649,8 @@ def complete_pending(settings: Settings, alignment_id: uuid.UUID) -> list[str]:
         begin_write(session)
         repo.write_result(session, alignment_id, text, full)
         session.commit()
+        if answer_key is not None and isinstance(checked, Completed):
+            AnswerFiles(settings.models_dir / "answers").save(answer_key, whole_stored or stored)
         return pending
 
 

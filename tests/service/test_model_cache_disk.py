@@ -196,8 +196,39 @@ def test_a_second_alignment_over_http_reads_the_model_the_first_stored(live_serv
         assert second.status_code == 201, second.text
         split = _timing(second.headers.get("server-timing"))
         assert "model_load" in split and "model_store" not in split  # read, not modelled: nothing new to store
+        # The same request against the same curve versions: the first's complete answer, checks and all.
+        assert "recalled" in split and "candidates" not in split
+        assert second.json()["result"]["pending"] == []
         again = _checked(http, second.json()["id"], headers)
+
+        # Anything else in the manifest is another answer.
+        other = doc | {"budget": {"params": doc["budget"]["params"] - 4096}}
+        third = http.post("/v1/align", json=other, headers=headers)
+        assert third.status_code == 201, third.text
+        assert "recalled" not in _timing(third.headers.get("server-timing"))
+
+        # A new measurement on one of its curves is a new curve version: aligned again.
+        fresh = _one_more_point(fleet_rows()[0])
+        writer = auth(live_service.ingest_token) | {"content-type": "application/json"}
+        stored = http.post("/v1/batches", content=fresh.model_dump_json(by_alias=True), headers=writer)
+        assert stored.status_code in (200, 201), stored.text
+        fourth = http.post("/v1/align", json=doc, headers=headers)
+        assert fourth.status_code == 201, fourth.text
+        assert "recalled" not in _timing(fourth.headers.get("server-timing"))
 
     assert [w["dim"] for w in again["weights"]] == [w["dim"] for w in checked["weights"]]
     assert again["solver"]["cross_check"]["agrees"] is True
-    assert len(list(models.glob(f"*{ModelFiles.SUFFIX}"))) == 1
+    assert again["baselines"] == checked["baselines"]
+    assert len(list(models.glob(f"*{ModelFiles.SUFFIX}"))) == 2  # the model of the new curve version too
+
+
+def _one_more_point(row: tuple):  # noqa: ANN202 - a gac.batch/v1 Batch
+    """A batch of one new measurement on the curve of this fleet row, past its widest dim."""
+    import uuid
+
+    op, dtype, shape, axis, med, p10, p90, n = row
+    curve = [r for r in fleet_rows() if r[:2] == (op, dtype) and r[3] == axis and {**r[2], axis: 0} == {**shape, axis: 0}]
+    wider = {**shape, axis: max(r[2][axis] for r in curve) + 1}
+    _, (batch,) = fleet_batches([(op, dtype, wider, axis, med, p10, p90, n)])
+    fresh = batch.measurements[0].model_copy(update={"id": uuid.uuid4()})
+    return batch.model_copy(update={"id": uuid.uuid4(), "measurements": [fresh], "run": batch.run.model_copy(update={"id": uuid.uuid4()})})
