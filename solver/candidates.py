@@ -362,46 +362,84 @@ def build_candidates(item: Item, model: LatencyModel, opts: CandidateOptions, ev
     if model.lookup is None:  # rules only: nothing to look up (most of a 100,000-weight manifest's time)
         return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed)
     wide = set(paper_window(item, opts.align, opts.paper_radius)) if every_dim and opts.paper_radius > 0 else set()
-    # A window whose top falls inside a step reaches the step's top, as fast for more parameters
-    # (102.8 +/- 16 ends at 119 on a step that ends at 120); within the window's half width, so
-    # that a long step (tiles of 96) never moves a dim far beyond what the compressor chose.
-    reach = model.step_top(item, hi, min(top, hi + opts.half_width(item.d_star))) if model.lookup is not None and hi < top else hi
+    reach = _window_reach(item, model, opts, hi, top)
     choices = set(range(lo, reach + 1)) | wide
     terms = model.kernel_terms(item)
-    dims: set[int] | None = None
-    for k, _ in terms if model.lookup is not None else ():
-        curve = model.curve(k)
-        have = {d for d in choices | set(range(hi + 1, top + 1)) if k.scale * d in curve}
-        dims = have if dims is None else dims & have
-    notes = [SMOOTH_NOTE] if model.lookup is not None and model.smooth(item) else []
-    if model.lookup is not None and dims and any(lo <= d <= hi for d in dims):
+    dims = _measured_dims(model, terms, choices | set(range(hi + 1, top + 1)))
+    notes = [SMOOTH_NOTE] if model.smooth(item) else []
+    if dims and any(lo <= d <= hi for d in dims):
         lat: dict[int, float] = {d: model.latency(item, d) for d in sorted(dims)}  # type: ignore[misc]
-        if every_dim:
-            # Latency priced: every measured choice competes. A larger dim as fast does not beat a
-            # smaller one here: it costs parameters the budget may not have (dropping 2110 for an
-            # equally fast 2112 left a pruned decoder at a slower 2102 when 2112 did not fit).
-            front = [d for d in lat if d in choices]
-        elif opts.frontier == "noise" and opts.rel_tol == 0.0:
-            front = frontier_of_sum(list(lat), [(model.model(k), w, k.scale) for k, w in terms])
-        elif opts.frontier == "independent" and opts.rel_tol == 0.0:
-            front = frontier_from_estimates(lat, {d: model.sigma(item, d) for d in lat}, CliffOptions())
-        else:
-            front = cliff_free_frontier(lat, opts.rel_tol)
-        keep = [d for d in front if d in choices]
-        if not keep:  # one plateau over the whole window, its top above it: the window's share of it
-            keep = [plateau_top(item, model, {d: v for d, v in lat.items() if d <= reach})]
-        # The budget's escape: the compressor's own dim rounded down always fits a budget taken
-        # from its fractional dims (every_dim, and the importance objective's fallback); the
-        # fallback keeps the nearest dim too.
-        owns: set[int] = set()
-        if every_dim or not opts.cliff_free_only:
-            owns.add(max(lo, min(hi, math.floor(item.d_star))))
-        if not every_dim and not opts.cliff_free_only:
-            owns.add(round(item.d_star))
-        keep = sorted(set(keep) | {d for d in owns if d in lat and d <= hi})
+        keep = _kept_dims(item, model, opts, every_dim, (lat, terms), (choices, lo, hi, reach))
         cands = [Candidate(dim=d, latency_us=lat[d], source="measured") for d in keep]
         return ItemCandidates(item, cands, True, needed, notes)
     return ItemCandidates(item, rule_candidates(lo, hi, opts.align), False, needed, notes)
+
+
+def _window_reach(item: Item, model: LatencyModel, opts: CandidateOptions, hi: int, top: int) -> int:
+    """The window's top, or the top of the step it falls inside (within the half width above it)."""
+    # A window whose top falls inside a step reaches the step's top, as fast for more parameters
+    # (102.8 +/- 16 ends at 119 on a step that ends at 120); within the window's half width, so
+    # that a long step (tiles of 96) never moves a dim far beyond what the compressor chose.
+    return model.step_top(item, hi, min(top, hi + opts.half_width(item.d_star))) if hi < top else hi
+
+
+def _measured_dims(model: LatencyModel, terms: Sequence[tuple[Kernel, float]], wanted: set[int]) -> set[int] | None:
+    """The wanted dims every kernel's curve has measured (None without kernels)."""
+    dims: set[int] | None = None
+    for k, _ in terms:
+        curve = model.curve(k)
+        have = {d for d in wanted if k.scale * d in curve}
+        dims = have if dims is None else dims & have
+    return dims
+
+
+def _kept_dims(
+    item: Item,
+    model: LatencyModel,
+    opts: CandidateOptions,
+    every_dim: bool,
+    measured: tuple[dict[int, float], Sequence[tuple[Kernel, float]]],
+    window: tuple[set[int], int, int, int],
+) -> list[int]:
+    """The measured candidates: the frontier's dims among the choices (else the plateau's top), with the compressor's own.
+
+    measured: the dims' latencies and the item's kernel terms; window: the choices, lo, hi and reach."""
+    lat, terms = measured
+    choices, lo, hi, reach = window
+    keep = [d for d in _frontier(item, model, opts, every_dim, lat, terms) if d in choices]
+    if not keep:  # one plateau over the whole window, its top above it: the window's share of it
+        keep = [plateau_top(item, model, {d: v for d, v in lat.items() if d <= reach})]
+    owns = _own_dims(item, opts, every_dim, lo, hi)
+    return sorted(set(keep) | {d for d in owns if d in lat and d <= hi})
+
+
+def _frontier(
+    item: Item, model: LatencyModel, opts: CandidateOptions, every_dim: bool, lat: dict[int, float], terms: Sequence[tuple[Kernel, float]]
+) -> list[int]:
+    """The measured dims that compete: all of them when latency is priced, else the frontier opts.frontier names."""
+    if every_dim:
+        # Latency priced: every measured choice competes. A larger dim as fast does not beat a
+        # smaller one here: it costs parameters the budget may not have (dropping 2110 for an
+        # equally fast 2112 left a pruned decoder at a slower 2102 when 2112 did not fit).
+        return list(lat)
+    if opts.frontier == "noise" and opts.rel_tol == 0.0:
+        return frontier_of_sum(list(lat), [(model.model(k), w, k.scale) for k, w in terms])
+    if opts.frontier == "independent" and opts.rel_tol == 0.0:
+        return frontier_from_estimates(lat, {d: model.sigma(item, d) for d in lat}, CliffOptions())
+    return cliff_free_frontier(lat, opts.rel_tol)
+
+
+def _own_dims(item: Item, opts: CandidateOptions, every_dim: bool, lo: int, hi: int) -> set[int]:
+    """The compressor's own dims kept beside the frontier (the budget's escape)."""
+    # The budget's escape: the compressor's own dim rounded down always fits a budget taken
+    # from its fractional dims (every_dim, and the importance objective's fallback); the
+    # fallback keeps the nearest dim too.
+    owns: set[int] = set()
+    if every_dim or not opts.cliff_free_only:
+        owns.add(max(lo, min(hi, math.floor(item.d_star))))
+    if not every_dim and not opts.cliff_free_only:
+        owns.add(round(item.d_star))
+    return owns
 
 
 def plateau_top(item: Item, model: LatencyModel, lat: Mapping[int, float]) -> int:
@@ -445,6 +483,22 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions, span:
     (floor and ceil). Without a lookup every one of them is missing: profiling them is what a first
     alignment asks for. With opts.sparse, only the span's dims gac.solver.sparse_needs wants: its
     skeleton first, then the dims its lattice cannot rule out."""
+    lo, _, top = span
+    runs, first = _needed_runs(item, model, opts, span)
+    out: list[NeededPoints] = []
+    for k, _ in model.kernel_terms(item):
+        s = k.scale
+        kept = _missing_runs(runs, model.curve(k), s)
+        if kept:
+            out.append(NeededPoints(k, kept, first, range(s * lo, s * (top + 1), s) if first else None))
+    _add_original_dims(item, model, out)
+    return out
+
+
+def _needed_runs(
+    item: Item, model: LatencyModel, opts: CandidateOptions, span: tuple[int, int, int]
+) -> tuple[list[tuple[Sequence[int], str]], bool]:
+    """The dims an item needs, in non-empty runs each with why, and whether they are a first pass (opts.sparse)."""
     lo, hi, top = span
     runs: list[tuple[Sequence[int], str]] = [(range(lo, hi + 1), "window"), (range(hi + 1, top + 1), "look-ahead")]
     first = False
@@ -456,25 +510,23 @@ def needed_points(item: Item, model: LatencyModel, opts: CandidateOptions, span:
     beyond = [d for d in paper_window(item, opts.align, max(PAPER_RADIUS, opts.paper_radius)) if not lo <= d <= top]
     own = {max(1, math.floor(item.d_star)), min(item.max_dim, math.ceil(item.d_star))}
     runs += [(beyond, "paper's window"), (sorted(d for d in own if not lo <= d <= top and d not in beyond), "compressor's dim")]
-    runs = [(xs, why) for xs, why in runs if len(xs)]
-    out: list[NeededPoints] = []
-    for k, _ in model.kernel_terms(item):
-        curve, s = model.curve(k), k.scale
-        kept: list[tuple[Sequence[int], str]]
-        if not curve:  # nothing measured (rules only): every run, without a lookup per point
-            kept = (
-                runs
-                if s == 1
-                else [(range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs]
-            )
-        else:
-            kept = [(xs, why) for r, why in runs if (xs := [s * d for d in r if s * d not in curve])]
-        if kept:
-            out.append(NeededPoints(k, kept, first, range(s * lo, s * (top + 1), s) if first else None))
+    return [(xs, why) for xs, why in runs if len(xs)], first
+
+
+def _missing_runs(runs: list[tuple[Sequence[int], str]], curve: Mapping[int, PointLatency], s: int) -> list[tuple[Sequence[int], str]]:
+    """The runs' points (dims times the kernel's scale s) that the curve lacks, runs left empty dropped."""
+    if not curve:  # nothing measured (rules only): every run, without a lookup per point
+        if s == 1:
+            return runs
+        return [(range(s * r.start, s * r.stop, s) if isinstance(r, range) else [s * d for d in r], why) for r, why in runs]
+    return [(xs, why) for r, why in runs if (xs := [s * d for d in r if s * d not in curve])]
+
+
+def _add_original_dims(item: Item, model: LatencyModel, out: list[NeededPoints]) -> None:
+    """Append to out each original dim's point that its curve lacks and no need of that curve already has."""
     for k, x, _ in model.original_terms(item):  # a few per item: the dense weights' kernels
         if x not in model.curve(k) and not any(need.has(x) for need in out if need.kernel.curve_key == k.curve_key):
             out.append(NeededPoints(k, [([x], "original dim")]))
-    return out
 
 
 def paper_window(item: Item, align: int = 8, radius: int = PAPER_RADIUS) -> list[int]:

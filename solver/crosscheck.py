@@ -188,43 +188,79 @@ def crosscheck_point(
     (no optimum changes), so the solvers see small coefficients.
     """
     t0 = time.perf_counter()
-    c = [[it.unit * d for d in it.dims] for it in items]
-    v = [[it.worth * d for d in it.dims] for it in items]
-    t = [[int(x) for x in it.latency] for it in items]
-    c0, v0, t0_lat = [min(r) for r in c], [min(r) for r in v], [min(r) for r in t]
-    sc = [[x - b for x in r] for r, b in zip(c, c0)]
-    sv = [[x - b for x in r] for r, b in zip(v, v0)]
-    st = [[x - b for x in r] for r, b in zip(t, t0_lat)]
-    gc = math.gcd(*[x for r in sc for x in r]) or 1
-    gv = math.gcd(*[x for r in sv for x in r]) or 1
-    room = (budget - sum(c0)) // gc  # floor: the shifted costs are multiples of gc
-    need = -(-(point.value - sum(v0)) // gv)  # ceil: the shifted importances are multiples of gv
-    model = ([[x // gc for x in r] for r in sc], room, [[x // gv for x in r] for r in sv], need, st)
+    model, t, lat_base = _point_instance(items, budget, point)
     if backend == "cp-sat":
-        # CP-SAT rarely closes the gap of a few hundred items' full instance in time; the same question on
-        # the candidates an exact LP bound leaves (reduce_point) is equivalent and small. Ours is its hint.
-        keep = reduce_point(*model, point.latency - sum(t0_lat)) if reduce else None
-        if keep is not None and all(keep) and all(j in k for j, k in zip(point.choice, keep)):
-            sub = tuple([[r[j] for j in k] for r, k in zip(rows, keep)] for rows in (model[0], model[2], model[4]))
-            hint = [k.index(j) for j, k in zip(point.choice, keep)]
-            status, sub_choice = _cpsat_point(sub[0], room, sub[1], need, sub[2], time_limit_s, workers, hint)
-            choice = None if sub_choice is None else [k[j] for j, k in zip(sub_choice, keep)]
-            if stats is not None:
-                stats.update(candidates=sum(len(r) for r in model[0]), kept=sum(len(k) for k in keep))
-        else:
-            status, choice = _cpsat_point(*model, time_limit_s, workers, list(point.choice) if keep is not None else None)
+        status, choice = _cpsat_point_reduced(model, point, lat_base, time_limit_s, workers, reduce, stats)
     elif backend == "scip":
         status, choice = _scip_point(*model, time_limit_s)
     else:
         raise ValueError(f"unknown OR-Tools backend {backend!r} (one of {BACKENDS})")
     latency = None if choice is None else sum(t[i][j] for i, j in enumerate(choice))
+    return _point_agrees(status, latency, point.latency), latency, status, time.perf_counter() - t0
+
+
+def _shift_to_least(rows: list[list[int]]) -> tuple[list[list[int]], int]:
+    """Each row less its least entry, and the sum of those least entries."""
+    least = [min(r) for r in rows]
+    return [[x - b for x in r] for r, b in zip(rows, least)], sum(least)
+
+
+def _gcd_of(rows: list[list[int]]) -> int:
+    """The gcd of every entry of rows (1 when all are zero)."""
+    return math.gcd(*[x for r in rows for x in r]) or 1
+
+
+# A point's question (cost, room, value, need, lat): one candidate per item, sum cost <= room, sum value >= need.
+_PointModel = tuple[list[list[int]], int, list[list[int]], int, list[list[int]]]
+
+
+def _point_instance(items, budget: int, point) -> tuple[_PointModel, list[list[int]], int]:
+    """The point's question in small integers: ((cost, room, value, need, lat), the latencies as given, their shift).
+
+    cost, value and lat are shifted to each item's least; cost and value are divided by their gcds."""
+    c = [[it.unit * d for d in it.dims] for it in items]
+    v = [[it.worth * d for d in it.dims] for it in items]
+    t = [[int(x) for x in it.latency] for it in items]
+    sc, c_base = _shift_to_least(c)
+    sv, v_base = _shift_to_least(v)
+    st, lat_base = _shift_to_least(t)
+    gc, gv = _gcd_of(sc), _gcd_of(sv)
+    room = (budget - c_base) // gc  # floor: the shifted costs are multiples of gc
+    need = -(-(point.value - v_base) // gv)  # ceil: the shifted importances are multiples of gv
+    model: _PointModel = ([[x // gc for x in r] for r in sc], room, [[x // gv for x in r] for r in sv], need, st)
+    return model, t, lat_base
+
+
+def _cpsat_point_reduced(
+    model: _PointModel, point, lat_base: int, time_limit_s: float, workers: int | None, reduce: bool, stats: dict | None
+) -> tuple[str, list[int] | None]:
+    """CP-SAT on the candidates an exact LP bound leaves when they hold ours, else on the whole instance: (status, choice)."""
+    # CP-SAT rarely closes the gap of a few hundred items' full instance in time; the same question on
+    # the candidates an exact LP bound leaves (reduce_point) is equivalent and small. Ours is its hint.
+    keep = reduce_point(*model, point.latency - lat_base) if reduce else None
+    if keep is None or not all(keep) or not all(j in k for j, k in zip(point.choice, keep)):
+        return _cpsat_point(*model, time_limit_s, workers, list(point.choice) if keep is not None else None)
+    cost, room, value, need, lat = model
+    sub = _kept_rows((cost, value, lat), keep)
+    hint = [k.index(j) for j, k in zip(point.choice, keep)]
+    status, sub_choice = _cpsat_point(sub[0], room, sub[1], need, sub[2], time_limit_s, workers, hint)
+    if stats is not None:
+        stats.update(candidates=sum(len(r) for r in cost), kept=sum(len(k) for k in keep))
+    return status, None if sub_choice is None else [k[j] for j, k in zip(sub_choice, keep)]
+
+
+def _kept_rows(tables: tuple, keep: list[list[int]]) -> tuple:
+    """Each table's rows cut to the kept candidates (keep: per item, the indices kept)."""
+    return tuple([[r[j] for j in k] for r, k in zip(rows, keep)] for rows in tables)
+
+
+def _point_agrees(status: str, latency: int | None, ours: int) -> bool | None:
+    """True when OR-Tools proves our least latency, False when it proves another or finds a faster choice, else None."""
     if status == "OPTIMAL":
-        agrees: bool | None = latency == point.latency
-    elif latency is not None and latency < point.latency:
-        agrees = False  # a faster feasible choice: ours was not the least
-    else:
-        agrees = None
-    return agrees, latency, status, time.perf_counter() - t0
+        return latency == ours
+    if latency is not None and latency < ours:
+        return False  # a faster feasible choice: ours was not the least
+    return None
 
 
 def _cpsat_point(

@@ -764,10 +764,17 @@ def _best_templates(xs: np.ndarray, x: np.ndarray, y: np.ndarray, sigma: np.ndar
         if not np.isfinite(t[k]):
             continue
         # Medians that scatter more than their sigma inflate every t alike: judge the best by the scatter.
-        col = trend.detrend(template(int(ms[k])))
-        left = resid - col * (col * resid).sum() / (col * col).sum()
+        left = _project_out(resid, trend.detrend(template(int(ms[k]))))
         found.append(Pattern(kind, int(ms[k]), float(t[k]) / max(1.0, _MAD_TO_SIGMA * float(np.median(np.abs(left - np.median(left)))))))
     return found
+
+
+def _project_out(resid: np.ndarray, col: np.ndarray) -> np.ndarray:
+    """resid less its projection on col; resid itself when col is all zeros (nothing to project out)."""
+    norm2 = (col * col).sum()
+    if norm2 == 0:
+        return resid
+    return resid - col * (col * resid).sum() / norm2
 
 
 class _WeightedTrend:
@@ -1256,9 +1263,36 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
         return CurveModel({}, {}, [], [], [], None, True, 0.0, ["no points"])
     x = np.array([p.x for p in pts], dtype=float)
     y = np.array([p.median_us for p in pts], dtype=float)
-    sigma, lone_sigma = point_sigmas(pts, opts)
     u = (x - x[0]) / max(1.0, x[-1] - x[0])  # well-conditioned sums
+    fits, trend_fits, comb, sigma = _fit_curve(pts, x, y, u, opts)
 
+    steps = find_jumps(fits, x, u, opts)
+    frontier = robust_frontier(x, u, fits, opts)
+    period = _curve_period(frontier, steps, (trend_fits, x, u), [p.x for p in pts], opts)
+
+    est, var = estimate_arrays(fits, u)
+    segments = _segments(fits, x, est)
+    return CurveModel(
+        estimates={int(xi): float(e) for xi, e in zip(x, est)},
+        sigma={int(xi): math.sqrt(float(v)) for xi, v in zip(x, var)},
+        segments=segments,
+        steps=steps,
+        frontier=frontier,
+        period=period,
+        smooth=not steps,
+        noise_pct=100 * float(np.median(sigma / y)),
+        notes=_curve_notes(len(pts), steps, comb, period, segments),
+        run={int(xi): int(r) for xi, r in zip(x, point_fits(fits, len(x)))},
+        slope_se={int(x[i]): math.sqrt(f.var_b) / max(1.0, x[-1] - x[0]) for f in fits for i in f.idx},
+        comb=comb,
+    )
+
+
+def _fit_curve(
+    pts: Sequence[Point], x: np.ndarray, y: np.ndarray, u: np.ndarray, opts: CliffOptions
+) -> tuple[list[_Fit], list[_Fit], Comb | None, np.ndarray]:
+    """The curve's runs fitted under the noise they show: (fits with a comb's teeth back, the trend's fits, comb, sigma)."""
+    sigma, lone_sigma = point_sigmas(pts, opts)
     fits, comb = fit_runs(x, y, u, sigma, opts)
     if comb is not None:  # its teeth passed for jitter: judge the noise without them
         sigma, lone_sigma = point_sigmas(pts, opts, comb)
@@ -1273,28 +1307,35 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
         fits, comb = fit_runs(x, y, u, sigma, opts)
         factor = teeth_factor(comb, x)
     trend_fits = [replace(f, var_a=float((lone_sigma / factor)[f.idx[0]] ** 2)) if len(f.idx) == 1 else f for f in fits]
-    fits = put_teeth_back(trend_fits, comb, x)
+    return put_teeth_back(trend_fits, comb, x), trend_fits, comb, sigma
 
-    steps = find_jumps(fits, x, u, opts)
-    frontier = robust_frontier(x, u, fits, opts)
-    xs = [p.x for p in pts]
-    period = (
+
+def _curve_period(
+    frontier: list[int], steps: list[Step], trend: tuple[list[_Fit], np.ndarray, np.ndarray], xs: list[int], opts: CliffOptions
+) -> Modulus | None:
+    """The period of the frontier, else of the upward steps, else of the trend's rises (trend: its fits, x and u)."""
+    return (
         find_period(frontier, xs, opts)
         or find_period([s.x_before for s in steps if s.size_pct > 0], xs, opts)
-        or find_period(rises(trend_fits, x, u), xs, opts)
+        or find_period(rises(*trend), xs, opts)
     )
 
-    est, var = estimate_arrays(fits, u)
+
+def _segments(fits: list[_Fit], x: np.ndarray, est: np.ndarray) -> list[Segment]:
+    """One Segment per fitted run: its first and last dim, its first estimate, slope per dim and size."""
     segments = []
     for f in fits:
         per_dim = float(f.b / max(1.0, x[-1] - x[0]))
         segments.append(Segment(int(x[f.idx[0]]), int(x[f.idx[-1]]), float(est[f.idx[0]]), per_dim, len(f.idx)))
+    return segments
 
-    smooth = not steps
+
+def _curve_notes(n_points: int, steps: list[Step], comb: Comb | None, period: Modulus | None, segments: list[Segment]) -> list[str]:
+    """What the model tells about its curve: few points, smooth, a comb, the steps' period, lone dims."""
     notes = []
-    if len(pts) < MIN_POINTS:
+    if n_points < MIN_POINTS:
         notes.append(f"fewer than {MIN_POINTS} points: steps and period are tentative")
-    if smooth:
+    if not steps:
         notes.append(SMOOTH_NOTE)
     else:
         if comb is not None:
@@ -1304,17 +1345,4 @@ def model_curve(points: Iterable[Point], opts: CliffOptions = CliffOptions()) ->
     lone = [s.x_first for s in segments if s.points == 1]
     if lone:
         notes.append(f"{len(lone)} dims stand alone (spikes or dips): {lone[:8]}{' ...' if len(lone) > 8 else ''}")
-    return CurveModel(
-        estimates={int(xi): float(e) for xi, e in zip(x, est)},
-        sigma={int(xi): math.sqrt(float(v)) for xi, v in zip(x, var)},
-        segments=segments,
-        steps=steps,
-        frontier=frontier,
-        period=period,
-        smooth=smooth,
-        noise_pct=100 * float(np.median(sigma / y)),
-        notes=notes,
-        run={int(xi): int(r) for xi, r in zip(x, point_fits(fits, len(x)))},
-        slope_se={int(x[i]): math.sqrt(f.var_b) / max(1.0, x[-1] - x[0]) for f in fits for i in f.idx},
-        comb=comb,
-    )
+    return notes

@@ -101,7 +101,27 @@ def estimate(
     timing = timing or Timing()
     points = sum(len(mc.dims) for mc in missing)
     curves = {id(mc): dict(lookup.curve(Op(mc.op), Dtype(mc.dtype), mc.fixed_shape, mc.axis)) if lookup else {} for mc in missing}
-    # Time per FLOP and samples a point takes, per op, from the measured points of the curves involved.
+    rates, needs = _rates_and_needs(missing, curves, timing)
+    any_rate, any_need = _any_op(rates, needs)
+    per_curve: list[float] = []
+    tally = _Tally()
+    for i, mc in enumerate(missing):
+        rate = statistics.median(rates[mc.op]) if mc.op in rates else any_rate
+        need = int(statistics.median(needs[mc.op])) if mc.op in needs else any_need
+        capped_before = tally.capped
+        seconds = _dims_seconds(mc, curves[id(mc)], (rate, need), timing, tally)
+        if FIRST_PASS in mc.reasons:
+            # an upper bound where nothing was measured: the later passes at their most
+            at_most = later[i] if later is not None and tally.capped - capped_before == len(mc.dims) else None
+            seconds = tally.with_later_passes(seconds, at_most, timing)
+        per_curve.append(seconds)
+    return ProfileEstimate(points=points, seconds=sum(per_curve), basis=tally.basis(timing), per_curve=tuple(per_curve))
+
+
+def _rates_and_needs(
+    missing: Sequence[MissingCurve], curves: dict[int, dict[int, PointLatency]], timing: Timing
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """Time per FLOP and samples a point takes, per op, from the measured points of the curves involved."""
     rates: dict[str, list[float]] = {}
     needs: dict[str, list[int]] = {}
     for mc in missing:
@@ -111,54 +131,75 @@ def estimate(
             n = samples_needed(p, timing)
             if n is not None:
                 needs.setdefault(mc.op, []).append(n)
+    return rates, needs
+
+
+def _any_op(rates: dict[str, list[float]], needs: dict[str, list[int]]) -> tuple[float | None, int | None]:
+    """The median time per FLOP and samples over every op (None where nothing was measured)."""
     any_rate = statistics.median(r for rs in rates.values() for r in rs) if rates else None
     any_need = int(statistics.median(n for ns in needs.values() for n in ns)) if needs else None
-    per_curve: list[float] = []
-    from_curve = from_rate = capped = 0
-    added = bounded = 0.0
-    for i, mc in enumerate(missing):
-        seconds = 0.0
-        op, curve = Op(mc.op), curves[id(mc)]
-        xs = sorted(curve)
-        rate = statistics.median(rates[mc.op]) if mc.op in rates else any_rate
-        need = int(statistics.median(needs[mc.op])) if mc.op in needs else any_need
-        capped_before = capped
-        for d in mc.dims:
-            work = op_flops(op, _shape(mc, d))
-            if xs:
-                x = _nearest(curve, xs, d)
-                p = curve[x]
-                lat, n = p.latency_us * work / max(1, op_flops(op, _shape(mc, x))), samples_needed(p, timing)
-                from_curve += 1
-            elif rate is not None:
-                lat, n = rate * work, need
-                from_rate += 1
-            else:
-                seconds += most_seconds(1, timing)
-                capped += 1
-                continue
-            seconds += point_seconds(lat, n, timing)
-        if FIRST_PASS in mc.reasons:
-            if later is not None and capped - capped_before == len(mc.dims):  # an upper bound: the later passes at their most
-                bounded += later[i] * most_seconds(1, timing)
-                seconds += later[i] * most_seconds(1, timing)
-            else:
-                added += LATER_PASSES * seconds
-                seconds *= 1 + LATER_PASSES
-        per_curve.append(seconds)
-    parts = []
-    if from_curve:
-        parts.append(f"{from_curve} from measured dims of the same curve")
-    if from_rate:
-        parts.append(f"{from_rate} from the platform's time per FLOP on similar shapes")
-    if capped:
-        parts.append(f"{capped} at the {timing.time_cap_ms:g} ms time cap (nothing measured yet: an upper bound)")
-    if added:
-        parts.append(
-            f"{added:.0f} s ({LATER_PASSES:.0%}) added for the points a first pass (lattice and sample) calls for next, "
-            "more where a curve is no lattice"
-        )
-    if bounded:
-        parts.append(f"{bounded:.0f} s for the rest of the first passes' windows, which later passes may ask for (at most)")
-    basis = "; ".join(parts) or "nothing to profile"
-    return ProfileEstimate(points=points, seconds=sum(per_curve), basis=basis, per_curve=tuple(per_curve))
+    return any_rate, any_need
+
+
+@dataclass
+class _Tally:
+    """How the estimate's points were timed and what it added for later passes: its basis, for the user."""
+
+    from_curve: int = 0
+    from_rate: int = 0
+    capped: int = 0
+    added: float = 0.0
+    bounded: float = 0.0
+
+    def with_later_passes(self, seconds: float, at_most: int | None, timing: Timing) -> float:
+        """A first pass's seconds with its later passes: at_most more points at the time cap, else LATER_PASSES of it."""
+        if at_most is not None:
+            self.bounded += at_most * most_seconds(1, timing)
+            return seconds + at_most * most_seconds(1, timing)
+        self.added += LATER_PASSES * seconds
+        return seconds * (1 + LATER_PASSES)
+
+    def basis(self, timing: Timing) -> str:
+        """How the figure was obtained, in words."""
+        parts = []
+        if self.from_curve:
+            parts.append(f"{self.from_curve} from measured dims of the same curve")
+        if self.from_rate:
+            parts.append(f"{self.from_rate} from the platform's time per FLOP on similar shapes")
+        if self.capped:
+            parts.append(f"{self.capped} at the {timing.time_cap_ms:g} ms time cap (nothing measured yet: an upper bound)")
+        if self.added:
+            parts.append(
+                f"{self.added:.0f} s ({LATER_PASSES:.0%}) added for the points a first pass (lattice and sample) calls for next, "
+                "more where a curve is no lattice"
+            )
+        if self.bounded:
+            parts.append(f"{self.bounded:.0f} s for the rest of the first passes' windows, which later passes may ask for (at most)")
+        return "; ".join(parts) or "nothing to profile"
+
+
+def _dims_seconds(
+    mc: MissingCurve, curve: dict[int, PointLatency], fallback: tuple[float | None, int | None], timing: Timing, tally: _Tally
+) -> float:
+    """Seconds to profile one missing curve's dims, each timed from its curve's nearest measured dim, else the op's rate
+    (fallback: time per FLOP and samples), else at the time cap; tally counts which."""
+    rate, need = fallback
+    seconds = 0.0
+    op = Op(mc.op)
+    xs = sorted(curve)
+    for d in mc.dims:
+        work = op_flops(op, _shape(mc, d))
+        if xs:
+            x = _nearest(curve, xs, d)
+            p = curve[x]
+            lat, n = p.latency_us * work / max(1, op_flops(op, _shape(mc, x))), samples_needed(p, timing)
+            tally.from_curve += 1
+        elif rate is not None:
+            lat, n = rate * work, need
+            tally.from_rate += 1
+        else:
+            seconds += most_seconds(1, timing)
+            tally.capped += 1
+            continue
+        seconds += point_seconds(lat, n, timing)
+    return seconds

@@ -9,6 +9,7 @@ about 0.25 on these curves; each test checks every seed, so one bad curve fails 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from gac.solver.curve_model import (
     SMOOTH_NOTE,
     CliffOptions,
     Point,
+    _project_out,
     _RunningSums,
     frontier_from_estimates,
     model_curve,
@@ -371,3 +373,25 @@ def test_frontier_of_a_sum_of_curves_knows_which_estimates_move_together():
     tops = [d for d in dims if d % PERIOD == 0] + [199]
     assert frontier_of_sum(dims, [(stairs, 1.0, 1)]) == tops
     assert frontier_of_sum(dims, [(stairs, 1.0, 1), (stairs, 2.0, 1)]) == tops
+
+
+def test_projecting_out_a_zero_column_leaves_the_residuals_without_a_warning():
+    resid = np.array([0.5, -1.0, 2.0, -0.25])
+    with np.errstate(all="raise"):
+        assert np.array_equal(_project_out(resid, np.zeros(4)), resid)  # nothing to project out
+        col = np.array([1.0, 0.0, -1.0, 2.0])
+        left = _project_out(resid, col)
+    assert np.array_equal(left, resid - col * (col * resid).sum() / (col * col).sum())
+    assert abs(float((left * col).sum())) < 1e-12
+
+
+def test_a_curve_whose_best_template_detrends_to_zero_models_without_a_warning():
+    # Dims 1 + 32k: one of the pattern scan's best templates (a comb of 3) detrends to all zeros, and
+    # projecting it out of the residuals divided 0 by 0 (RuntimeWarning: invalid value encountered in divide).
+    xs = np.arange(33, 33 + 32 * 30, 32)
+    y = 100 + 0.3 * xs + 20 * ((xs - 1) // 24) + np.random.default_rng(1).normal(0, 0.5, len(xs))
+    pts = [Point(int(x), float(v), float(v) * 0.99, float(v) * 1.01, 10) for x, v in zip(xs, y)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = model_curve(pts)
+    assert len(model.estimates) == len(xs)
