@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gac.contracts.alignment import AlignmentResult, FrontierPoint
+from gac.contracts.goal import EPSILON_MAX
 from gac.contracts.manifest import Manifest
 from gac.proof.profile import dims_of
 from gac.proof.quality import Quality
@@ -30,7 +31,7 @@ from gac.solver.lookup import LatencyLookup
 EPSILON = 0.005
 QUALITY_TOL = 0.01
 FRONTIER_TRIES = 6
-MAX_EPSILON = 0.5  # the manifest's bound on epsilon
+MAX_EPSILON = EPSILON_MAX  # the manifest's bound on epsilon
 # epsilon is 1 - importance_kept, a float: a hair more slack keeps the integer target at or below the
 # point's own value (the re-alignment checks it found exactly that point).
 _SLACK = 1e-12

@@ -25,6 +25,7 @@ from gac.contracts.alignment import (
     PredictedLatency,
     SolverInfo,
 )
+from gac.contracts.goal import DEFAULT_EPSILON, Objective, Window, valid_epsilon
 from gac.contracts.manifest import Manifest
 from gac.solver import baselines as bl
 from gac.solver.candidates import (
@@ -84,17 +85,26 @@ class AlignOptions:
     baselines: bool = True
     paper_dp_max_items: int = 600  # the paper's DP is O(items x candidates x budget/u): skipped above (70B: 560)
     importance_bits: int = 20
-    objective: str | None = None  # "importance", "latency", "frontier"; None: the manifest's, else latency when measured
-    window: str | None = None  # the latency objective's candidates, "gac" or "paper"; None: the manifest's, else "gac"
-    epsilon: float | None = None  # None: the manifest's, else DEFAULT_EPSILON
+    # What to solve for, each replacing the manifest's own field when given (resolve_goal reconciles them):
+    objective: Objective | None = None  # None: the manifest's, else latency when measured
+    window: Window | None = None  # the latency objective's candidates; None: the manifest's, else gac
+    epsilon: float | None = None  # None: the manifest's, else DEFAULT_EPSILON; at most EPSILON_MAX, may be negative
     frontier_points: int = 50  # for objective "frontier"; "latency" reports a few around its choice
     # The service answers first and checks after: above this many items the OR-Tools cross-check and
     # the paper-DP baselines are not run; the result lists them in `pending` (cross-check status
     # "pending"), and the caller runs align() again without this option to fill them in. None: inline.
     defer_above: int | None = None
 
+    def __post_init__(self) -> None:
+        # The words a caller may still spell ("latency", "paper") become the types; a bad one raises ValueError.
+        if self.objective is not None:
+            object.__setattr__(self, "objective", Objective(self.objective))
+        if self.window is not None:
+            object.__setattr__(self, "window", Window(self.window))
+        if self.epsilon is not None:
+            valid_epsilon(self.epsilon, below_zero=True)
 
-DEFAULT_EPSILON = 0.005
+
 LATENCY_UNITS = 1 << 24  # integer latency resolution: the slowest total maps to about this many units
 PAPER_OWN = "paper-dp-64"  # the baseline: the paper's DP over its own window
 POINT_CHECK_TIME_LIMIT_S = 20.0  # CP-SAT on the chosen two-resource point; past it the check proves nothing
@@ -119,38 +129,51 @@ def _align(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions,
     """align() with the latency model given: the latency objective's reference and the budget's
     retry share it, so each curve is modelled once (on a large platform most of an alignment's time)."""
     warnings: list[str] = []
-    goal = _goal(manifest, lookup, opts, warnings)
-    if goal.kind != "importance":
+    goal = resolve_goal(manifest, opts, lookup is not None, warnings)
+    if goal.objective is not Objective.IMPORTANCE:
         return _align_for_latency(manifest, lookup, opts, goal, model)
     return _align_for_importance(manifest, lookup, opts, warnings, model)
 
 
 @dataclass(frozen=True)
-class _Goal:
+class Goal:
     """What to solve for: the objective, its epsilon, and the latency objective's candidate window."""
 
-    kind: str
+    objective: Objective
     epsilon: float
-    window: str
+    window: Window
 
 
-def _goal(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, warnings: list[str]) -> _Goal:
-    """The options' choices, else the manifest's, else the defaults; without latency data, importance only."""
-    if lookup is None:
+def with_goal(manifest: Manifest, opts: AlignOptions) -> Manifest:
+    """The manifest with the options' objective, epsilon and window in place of its own, where given.
+
+    The one place the two carriers of each (AlignOptions' and the manifest's public fields) meet:
+    resolve_goal reads the manifest through it, and `gac align` sends a service (which takes a
+    manifest) the manifest it makes of its flags."""
+    given = {"objective": opts.objective, "epsilon": opts.epsilon, "window": opts.window}
+    update = {k: v for k, v in given.items() if v is not None}
+    return manifest.model_copy(update=update) if update else manifest
+
+
+def resolve_goal(manifest: Manifest, opts: AlignOptions, measured: bool, warnings: list[str]) -> Goal:
+    """The options' choices, else the manifest's (with_goal), else the defaults; without latency data
+    (measured False: no lookup), importance only."""
+    if not measured:
         where = f" for target {manifest.target.platform!r}" if manifest.target is not None else ""
         warnings.append(f"no latency data{where}: candidates from the rule d % {opts.candidates.align} == 0 only, none measured")
-    kind = opts.objective or manifest.objective or ("latency" if lookup is not None else "importance")
-    epsilon = next((e for e in (opts.epsilon, manifest.epsilon) if e is not None), DEFAULT_EPSILON)
-    if lookup is None and kind != "importance":
-        warnings.append(f"objective {kind!r} needs latency data: solved for importance only")
-        kind = "importance"
-    window = opts.window or manifest.window or "gac"
-    if window == "paper" and kind == "importance":
+    asked = with_goal(manifest, opts)
+    kind = Objective(asked.objective) if asked.objective else Objective.LATENCY if measured else Objective.IMPORTANCE
+    epsilon = DEFAULT_EPSILON if asked.epsilon is None else asked.epsilon
+    if not measured and kind is not Objective.IMPORTANCE:
+        warnings.append(f"objective {kind.value!r} needs latency data: solved for importance only")
+        kind = Objective.IMPORTANCE
+    window = Window(asked.window or Window.GAC)
+    if window is Window.PAPER and kind is Objective.IMPORTANCE:
         warnings.append(
             "window 'paper' widens the latency objective's candidates: the importance objective's answer "
             "over the paper's window is the paper-dp-64 baseline"
         )
-    return _Goal(kind, epsilon, window)
+    return Goal(kind, epsilon, window)
 
 
 @dataclass(frozen=True)
@@ -304,14 +327,14 @@ def _importance_notes(inst: _Instance) -> list[str]:
 
 
 def _align_for_latency(
-    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, goal: _Goal, model: LatencyModel
+    manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, goal: Goal, model: LatencyModel
 ) -> AlignmentResult:
     """Latency priced: among every measured dim of each window, the fastest choice keeping at least
     (1 - epsilon) of the importance objective's kept importance (exact, gac.solver.tradeoff); epsilon 0
     keeps at least as much as that answer and is never slower. The frontier and the reference beside it."""
     # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
-    reference = _align(manifest, lookup, replace(opts, objective="importance", baselines=False, window="gac"), model)
-    if goal.window == "paper":
+    reference = _align(manifest, lookup, replace(opts, objective=Objective.IMPORTANCE, baselines=False, window=Window.GAC), model)
+    if goal.window is Window.PAPER:
         opts = replace(opts, candidates=replace(opts.candidates, paper_radius=max(opts.candidates.paper_radius, PAPER_RADIUS)))
     # The reference's notes on rule candidates are about its own candidates, not this answer's.
     warnings = [f"importance-only GAC: {w}" if _RULE_NOTE in w else w for w in reference.warnings]
@@ -353,11 +376,11 @@ def _align_for_latency(
         latency,
         warnings,
         ref_dims,
-        objective_kind=goal.kind,
+        objective_kind=goal.objective,
         epsilon=goal.epsilon,
         frontier=_frontier_points(inst, front, best, ref_value),
     )
-    result.window = goal.window  # type: ignore[assignment]
+    result.window = goal.window
     return result
 
 
@@ -372,7 +395,7 @@ def _tradeoff_items(cands: list[ItemCandidates], importance_bits: int) -> list[T
 
 
 def _solve_tradeoff(
-    inst: _Instance, titems: list[TradeoffItem], goal: _Goal, ref_value: int
+    inst: _Instance, titems: list[TradeoffItem], goal: Goal, ref_value: int
 ) -> tuple[Tradeoff, Fastest, list[Point], float]:
     """The fastest choice keeping (1 - epsilon) of the reference's importance, a few frontier points, and the seconds taken."""
     t0 = time.perf_counter()
@@ -381,7 +404,7 @@ def _solve_tradeoff(
     except InfeasibleBudget as exc:
         raise BudgetBelowFeasible(inst.budget, exc.smallest_feasible, _own_params(inst)) from None
     best: Fastest = trade.fastest(min(trade.max_value, math.ceil((1 - Fraction(goal.epsilon)) * ref_value)))
-    n_points = inst.opts.frontier_points if goal.kind == "frontier" else min(12, inst.opts.frontier_points)
+    n_points = inst.opts.frontier_points if goal.objective is Objective.FRONTIER else min(12, inst.opts.frontier_points)
     front = trade.frontier(n_points) if n_points > 0 else []
     return trade, best, front, time.perf_counter() - t0
 
@@ -820,7 +843,7 @@ def complete_pending(
     cross = result.solver.cross_check
     notes: list[str] = []
     if "cross_check" in result.pending:
-        if result.objective_kind == "importance":
+        if result.objective_kind == Objective.IMPORTANCE:
             costs, values = integer_instance(cands, opts.importance_bits)
             ours = sum(v[[c.dim for c in ic.candidates].index(d)] for ic, v, d in zip(cands, values, chosen))
             cross = _importance_cross_check(inst, costs, values, ours)

@@ -12,6 +12,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gac.contracts.goal import Objective, Window
+
 ALIGNMENT_SCHEMA: Final = "gac.alignment/v1"
 
 # Where a candidate's latency figure came from.
@@ -134,9 +136,9 @@ class AlignmentResult(_Model):
     warnings: list[str] = Field(default_factory=list)
     # What was optimized: "importance" (the paper's), "latency" (fastest keeping 1 - epsilon of the
     # importance-only optimum's kept importance) or "frontier" (the same point, and the whole trade-off).
-    objective_kind: Literal["importance", "latency", "frontier"] = "importance"
+    objective_kind: Objective = Objective.IMPORTANCE
     epsilon: float | None = None
-    window: Literal["gac", "paper"] | None = None  # the latency objective's candidate window (the manifest's `window`)
+    window: Window | None = None  # the latency objective's candidate window (the manifest's `window`)
     frontier: list[FrontierPoint] = Field(default_factory=list)
     rule_items: list[str] = Field(default_factory=list)  # items without measurements: rule candidates, no latency
     # What the service is still computing for this alignment and writes onto the stored one when done

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from gac.contracts.goal import Epsilon, Objective, Window
 from gac.contracts.measurements import MAX_DIM, PRINTABLE, Dtype
 
 MANIFEST_SCHEMA: Final = "gac.manifest/v1"
@@ -216,13 +217,14 @@ class Manifest(_Model):
     weights: Annotated[list[Weight], Field(min_length=1, max_length=MAX_WEIGHTS)]
     # Optional: what to optimize (default: latency when the platform has measurements) and how much
     # kept importance the latency objective may give up, as a fraction of the importance-only optimum's.
-    objective: Literal["importance", "latency", "frontier"] | None = None
-    epsilon: Annotated[float | None, Field(default=None, ge=0, le=0.5, allow_inf_nan=False)] = None
+    # (gac.contracts.goal: the types the solver's options and the command line share.)
+    objective: Objective | None = None
+    epsilon: Epsilon | None = None
     # The latency objective's candidates: "gac" (default) every measured dim within +/- max(16, 5 %)
     # of the compressor's, not below half of it; "paper" also the multiples of 8 within +/- 64 (the paper's window). Kept
     # importance is linear in the dim, a proxy that holds near the compressor's choice: the wider
     # window can trade one weight's rank for another's at little cost in that proxy.
-    window: Literal["gac", "paper"] | None = None
+    window: Window | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -7,7 +7,7 @@ from gac.contracts.manifest import Manifest
 from gac.solver.align import AlignOptions, align
 
 
-def _stored(weights: int) -> dict:
+def _stored(weights: int) -> cmd._Stored:
     doc = {
         "schema": "gac.manifest/v1",
         "model": "m",
@@ -20,10 +20,10 @@ def _stored(weights: int) -> dict:
         ],
     }
     result = align(Manifest.model_validate(doc), None, AlignOptions(cross_check="none", baselines=False))
-    return {"id": None, "jobs": [], "result": result.model_dump(mode="json", by_alias=True)}
+    return cmd._Stored(result, result.model_dump(mode="json", by_alias=True))
 
 
-def _printed(stored: dict) -> str:
+def _printed(stored: cmd._Stored) -> str:
     with cmd.console.capture() as out:
         cmd._print(stored)
     return out.get()
@@ -71,7 +71,7 @@ def test_the_summary_reads_at_80_columns(monkeypatch):
     result = align(manifest, FileLookup(rows, "f" * 64), AlignOptions(cross_check="none"))
     assert not result.missing
     monkeypatch.setattr(cmd.console, "width", 80)
-    text = _printed({"id": "0" * 32, "jobs": [], "result": result.model_dump(mode="json", by_alias=True)})
+    text = _printed(cmd._Stored(result, result.model_dump(mode="json", by_alias=True), "0" * 32))
     lines = text.splitlines()
     assert "importance-only GAC" in text and "baseline" in text, text  # the long rows are there
     assert max(len(line) for line in lines) <= 80, text

@@ -11,7 +11,7 @@ import pytest
 
 from gac.solver import baselines as bl
 from gac.solver.crosscheck import crosscheck_point, reduce_point
-from gac.solver.tradeoff_problem import Point, TradeoffItem
+from gac.solver.tradeoff import Point, TradeoffItem
 
 
 def one_by_one(costs, values, budget: int, u: int) -> list[int]:

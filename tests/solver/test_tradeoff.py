@@ -219,8 +219,8 @@ def test_uniform_staircase_many_items_matches_the_general_dp():
     """A bigger proportional instance: the window DP and the general closing DP agree point by point."""
     import random
 
-    from gac.solver.tradeoff_fastest import fastest_keeping
-    from gac.solver.tradeoff_problem import Problem
+    from gac.solver.tradeoff.fastest import fastest_keeping
+    from gac.solver.tradeoff.problem import Problem
 
     rng = random.Random(7)
     items = []
@@ -276,8 +276,8 @@ def test_near_tied_fastest_matches_brute_force(inst, epsilons):
 def test_capped_search_reports_an_honest_gap(inst, epsilons, exact_seconds):
     """With every exact DP capped to nothing and no time (or none at all) for the exhaustive search, the
     fallback's point is feasible, its bound valid, and a claimed optimum exact."""
-    import gac.solver.tradeoff as tt
-    import gac.solver.tradeoff_core as tc
+    import gac.solver.tradeoff.api as tt
+    import gac.solver.tradeoff.core as tc
 
     items, budget = inst
     pts = _all_points(items, budget)
@@ -309,8 +309,8 @@ def test_exhaustive_search_proves_what_the_quick_one_cannot(inst, epsilons):
 @contextmanager
 def _quick_searches_out_of_work():
     """The quick unbudgeted search with (almost) no work and the closing DP with one state: both give up at once."""
-    import gac.solver.tradeoff as tt
-    import gac.solver.tradeoff_core as tc
+    import gac.solver.tradeoff.api as tt
+    import gac.solver.tradeoff.core as tc
 
     with mock.patch.object(tc, "WORK_PER_ITEM", 2), mock.patch.object(tc, "WORK_FLOOR", 0), mock.patch.object(tt, "MAX_STATES", 1):
         yield

@@ -1,4 +1,4 @@
-"""Gomory's group relaxation for the window DP of gac.solver.tradeoff_dp: the total cost modulo a period.
+"""Gomory's group relaxation for the window DP of gac.solver.tradeoff.dp: the total cost modulo a period.
 
 Why. Staircase latency puts the step tops of every item on one LP line, so the Lagrangian
 bound of a window [lo, hi] cannot tell a window that a step-top total reaches from one that
@@ -16,7 +16,7 @@ on the latency of the window (within a unit of the optimum on Llama-like stairca
 the same products with one item left out bound every candidate (fixing) and, from the
 items still to come, every cell of the window DP (pruning).
 
-All in integers (reduced costs scaled by den, as in tradeoff_dp); INF marks "no choice".
+All in integers (reduced costs scaled by den, as in dp); INF marks "no choice".
 """
 
 from __future__ import annotations

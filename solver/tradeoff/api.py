@@ -20,11 +20,10 @@ and by dominance. It prunes against an optimistic target T just above L: if it
 finds a solution at or below T, nothing better was pruned; otherwise T rises
 geometrically, ending at a known feasible solution, where success is certain.
 
-This module asks the questions and picks a method for each; the methods live in its siblings:
-tradeoff_problem (the instance in flat arrays, its points), tradeoff_dual (the Lagrangian
-dual), tradeoff_closing (the closing DP), tradeoff_fastest (the least-latency searches, in
-the order tried), tradeoff_optimum (the importance optimum); tradeoff_dp, tradeoff_group,
-tradeoff_core and tradeoff_fill serve them.
+This module (the package's one entry, gac.solver.tradeoff.Tradeoff) asks the questions and picks a
+method for each; the methods live in its siblings: problem (the instance in flat arrays, its points),
+dual (the Lagrangian dual), closing (the closing DP), fastest (the least-latency searches, in the
+order tried), optimum (the importance optimum); dp, group, core and fill serve them.
 """
 
 from __future__ import annotations
@@ -37,14 +36,14 @@ from fractions import Fraction
 import numpy as np
 
 from gac.solver.mckp import solve_mckp
-from gac.solver.tradeoff_closing import TooManyStates, beam_point
-from gac.solver.tradeoff_core import Effort
-from gac.solver.tradeoff_dp import WindowSolver, WindowTooLarge
-from gac.solver.tradeoff_fastest import Unbudgeted, fastest_keeping, fastest_proportional, fastest_unbudgeted
-from gac.solver.tradeoff_optimum import fastest_optimal, importance_optimum
-from gac.solver.tradeoff_problem import Point, TradeoffItem, TradeoffStats, better, picks_of, prepare, segmented_min, to_point
+from gac.solver.tradeoff.closing import TooManyStates, beam_point
+from gac.solver.tradeoff.core import Effort
+from gac.solver.tradeoff.dp import WindowSolver, WindowTooLarge
+from gac.solver.tradeoff.fastest import Unbudgeted, fastest_keeping, fastest_proportional, fastest_unbudgeted
+from gac.solver.tradeoff.optimum import fastest_optimal, importance_optimum
+from gac.solver.tradeoff.problem import Point, TradeoffItem, TradeoffStats, better, picks_of, prepare, segmented_min, to_point
 
-__all__ = ["Fastest", "ImportanceOutOfReach", "Point", "Tradeoff", "TradeoffItem", "TradeoffStats"]
+__all__ = ["EXACT_SECONDS", "Fastest", "ImportanceOutOfReach", "Point", "Tradeoff", "TradeoffItem", "TradeoffStats"]
 
 
 class ImportanceOutOfReach(ValueError):
@@ -81,7 +80,7 @@ class Tradeoff:
     Supported points come from exact optima of p * importance - q * latency under the budget
     (our MCKP solver): for p, q > 0 every such optimum is Pareto-optimal, since a choice with more
     importance and less latency would score higher. Between two neighbouring supported points
-    the frontier is found by the closing DP (tradeoff_fastest.fastest_keeping).
+    the frontier is found by the closing DP (fastest.fastest_keeping).
     """
 
     def __init__(self, items: Sequence[TradeoffItem], budget: int, exact_seconds: float = EXACT_SECONDS) -> None:

@@ -1,7 +1,7 @@
 """The Lagrangian dual of gac.solver.tradeoff over both side constraints, the budget and the importance.
 
 Its value bounds the latency of every choice from below; at the best multipliers, the reduced
-costs fix most items for the closing DP (gac.solver.tradeoff_closing), and each item's argmin makes
+costs fix most items for the closing DP (gac.solver.tradeoff.closing), and each item's argmin makes
 a first incumbent.
 """
 
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from gac.solver.tradeoff_problem import Flat, Hulls, Problem, segmented_min
+from gac.solver.tradeoff.problem import Flat, Hulls, Problem, segmented_min
 
 
 class Dual:

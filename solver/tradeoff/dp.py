@@ -4,7 +4,7 @@ When every item keeps the same importance per parameter (worth_i / unit_i equal 
 items: uniform importance, the default when there are no scores), kept importance is a
 fixed multiple kappa of the parameters. "Importance >= V and parameters <= B" is then
 the window ceil(V / kappa) <= parameters <= B, and the two-resource problem is a plain
-multiple-choice knapsack over one resource. The general closing DP (gac.solver.tradeoff_closing)
+multiple-choice knapsack over one resource. The general closing DP (gac.solver.tradeoff.closing)
 struggles there: importance per parameter ties everywhere, so its bound tells no two
 states apart and every reachable parameter total is a state of its own.
 
@@ -28,11 +28,11 @@ Method (all decisions in integers):
 
 The target T: first the LP bound itself (at a breakpoint of the LP its solution is a real
 choice, which settles the window in one small DP); then the bound of the group relaxation
-(gac.solver.tradeoff_group: the cost modulo the latency period, within a unit of the optimum on
+(gac.solver.tradeoff.group: the cost modulo the latency period, within a unit of the optimum on
 staircases), rising geometrically up to a known feasible latency, where success is certain.
 
 Costs are kept in units of their gcd. The same solver serves any per-candidate objective in
-place of the latency (tradeoff.Tradeoff.weighted: q t - p v over the window [0, budget]).
+place of the latency (api.Tradeoff.weighted: q t - p v over the window [0, budget]).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gac.solver.tradeoff_group import GroupBound, period
+from gac.solver.tradeoff.group import GroupBound, period
 
 INT64_SAFE = 1 << 62
 GROUP_INF = int(1 << 60)  # the group relaxation's "no choice"
@@ -157,7 +157,7 @@ def hull_vertices(starts: np.ndarray, cost: np.ndarray, lat: np.ndarray) -> np.n
 class WindowSolver:
     """One instance (per item: candidates sorted by cost, the cheapest at cost 0), many windows.
 
-    cost and lat are int64, non-negative, item by item; starts as in gac.solver.tradeoff_problem.Flat.
+    cost and lat are int64, non-negative, item by item; starts as in gac.solver.tradeoff.problem.Flat.
     hull: hull_vertices(starts, cost, lat) when the caller has it (it serves every objective
     that differs from lat by a linear function of the cost per item).
     """

@@ -1,8 +1,8 @@
 """Least latency keeping enough importance within the budget: the methods of gac.solver.tradeoff, in the order tried.
 
-- importance proportional to parameters: one window DP over the cost (gac.solver.tradeoff_dp);
-- the budget left out (gac.solver.tradeoff_core), which answers whenever its choice fits the budget;
-- the dual bound (gac.solver.tradeoff_dual) and the closing DP (gac.solver.tradeoff_closing) against a
+- importance proportional to parameters: one window DP over the cost (gac.solver.tradeoff.dp);
+- the budget left out (gac.solver.tradeoff.core), which answers whenever its choice fits the budget;
+- the dual bound (gac.solver.tradeoff.dual) and the closing DP (gac.solver.tradeoff.closing) against a
   target that rises from the bound to the best incumbent.
 """
 
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gac.solver.tradeoff_closing import REL_TOL, bounded_dp
-from gac.solver.tradeoff_core import CoreTooLarge, Effort, UnbudgetedSearch
-from gac.solver.tradeoff_dp import WindowTooLarge
-from gac.solver.tradeoff_dual import Dual, lagrangian_picks
-from gac.solver.tradeoff_problem import Point, Problem, better, is_feasible, to_point
+from gac.solver.tradeoff.closing import REL_TOL, bounded_dp
+from gac.solver.tradeoff.core import CoreTooLarge, Effort, UnbudgetedSearch
+from gac.solver.tradeoff.dp import WindowTooLarge
+from gac.solver.tradeoff.dual import Dual, lagrangian_picks
+from gac.solver.tradeoff.problem import Point, Problem, better, is_feasible, to_point
 
 
 def fastest_keeping(
@@ -83,7 +83,7 @@ class Unbudgeted:
 def fastest_unbudgeted(p: Problem, need: int, ceiling: int, effort: Effort | None = None) -> Unbudgeted:
     """Least latency keeping value >= need with the budget left out (lexicographic ties).
 
-    gac.solver.tradeoff_core on the Lagrangian of the importance constraint (a WindowSolver over
+    gac.solver.tradeoff.core on the Lagrangian of the importance constraint (a WindowSolver over
     importance instead of cost). The target starts at the bound and doubles its slack up to
     the ceiling, the latency of a choice keeping need, where success is certain; a round that
     returns a choice above its target still gives a real choice, which lowers the ceiling. Once
@@ -132,7 +132,7 @@ def fastest_unbudgeted(p: Problem, need: int, ceiling: int, effort: Effort | Non
 
 
 def fastest_proportional(p: Problem, need: int, incumbents: Sequence[np.ndarray]) -> Point:
-    """fastest_keeping when value = W / U * cost: least latency with cost in [ceil(need U / W), room] (gac.solver.tradeoff_dp)."""
+    """fastest_keeping when value = W / U * cost: least latency with cost in [ceil(need U / W), room] (gac.solver.tradeoff.dp)."""
     f = p.f
     w, u = p.ratio or (0, 1)
     lo = -((-need * u) // w) if w > 0 else 0  # cost * W >= need * U

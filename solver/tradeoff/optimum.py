@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from gac.solver.mckp import solve_mckp
-from gac.solver.tradeoff_closing import TooManyStates
-from gac.solver.tradeoff_dp import WindowSolver, hull_vertices
-from gac.solver.tradeoff_fill import fill_budget
-from gac.solver.tradeoff_problem import Point, Problem, to_point
+from gac.solver.tradeoff.closing import TooManyStates
+from gac.solver.tradeoff.dp import WindowSolver, hull_vertices
+from gac.solver.tradeoff.fill import fill_budget
+from gac.solver.tradeoff.problem import Point, Problem, to_point
 
 
 def importance_optimum(p: Problem) -> np.ndarray:
     """Max kept importance within the budget (our exact MCKP), as local picks.
 
-    Proportional importance first tries to fill the budget exactly (gac.solver.tradeoff_fill): every total is a
+    Proportional importance first tries to fill the budget exactly (gac.solver.tradeoff.fill): every total is a
     multiple of the costs' gcd, so a choice costing the largest such multiple within the room is
     optimal, and the MCKP solver's subset-sum over thousands of tied items is skipped.
     """

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gac.solver.mckp import InfeasibleBudget
-from gac.solver.tradeoff_dp import WindowSolver, hull_vertices
+from gac.solver.tradeoff.dp import WindowSolver, hull_vertices
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class Hulls:
 
 
 def _hulls(f: Flat, on_hull: np.ndarray) -> Hulls:
-    """The segments between consecutive lower-hull vertices (on_hull, from tradeoff_dp.hull_vertices) of each item."""
+    """The segments between consecutive lower-hull vertices (on_hull, from dp.hull_vertices) of each item."""
     vert = np.flatnonzero(on_hull)
     same = f.item[vert[1:]] == f.item[vert[:-1]]
     a, b = vert[:-1][same], vert[1:][same]

@@ -8,9 +8,9 @@ above it. A DP over every item with such a slack keeps thousands of Pareto state
 the changes with a large reduced cost (a dim or two inside a latency step) combine with
 everything else.
 
-Method (exact; reduced costs in integers, scaled as in gac.solver.tradeoff_dp):
+Method (exact; reduced costs in integers, scaled as in gac.solver.tradeoff.dp):
 
-1. The Lagrangian of "importance >= W" (tradeoff_dp.WindowSolver over importance instead of
+1. The Lagrangian of "importance >= W" (dp.WindowSolver over importance instead of
    cost) gives a bound L and per candidate a reduced cost rc >= 0; a choice with latency
    <= T has sum rc <= slack = T - L (scaled), which fixes every candidate above the slack.
 2. Per item its best candidate (least rc) is its base; an item whose other survivors all
@@ -24,7 +24,7 @@ Method (exact; reduced costs in integers, scaled as in gac.solver.tradeoff_dp):
    states sorted by importance with a running best from the top.
 
 The answer is the best pair in the final order; with T at or above the optimum it is exact,
-ties included. The caller checks the budget afterwards (gac.solver.tradeoff_fastest): an answer within
+ties included. The caller checks the budget afterwards (gac.solver.tradeoff.fastest): an answer within
 it answers the budgeted question too. A round that ends without a choice at or below T
 proves that none exists: the caller keeps T + 1 as a lower bound even when a later round fails.
 

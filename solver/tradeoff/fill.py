@@ -1,4 +1,4 @@
-"""An exact fill of the budget for proportional importance (gac.solver.tradeoff_optimum.importance_optimum).
+"""An exact fill of the budget for proportional importance (gac.solver.tradeoff.optimum.importance_optimum).
 
 When importance is proportional to parameters, a choice costing the largest multiple of the
 costs' gcd within the room keeps the most importance; a greedy head and a small subset-sum DP
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from gac.solver.tradeoff_problem import Flat
+from gac.solver.tradeoff.problem import Flat
 
 FILL_TAIL = 24  # items whose subset-sum DP finishes the exact fill of the budget
 

@@ -1,6 +1,6 @@
 """The closing DP of gac.solver.tradeoff: the best choice whose latency is at or below a target.
 
-The dual's reduced costs (gac.solver.tradeoff_dual) fix every item with one candidate within the
+The dual's reduced costs (gac.solver.tradeoff.dual) fix every item with one candidate within the
 slack, target minus the bound. A DP over the rest keeps (params, importance, latency) states,
 pruned by the same bound, by what the items still to come can reach, and by dominance. With a
 state cap it raises TooManyStates past the cap, or, as a beam, keeps the most promising states
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gac.solver.tradeoff_dual import Dual
-from gac.solver.tradeoff_problem import Flat, Point, Problem, better, segmented_min, to_point
+from gac.solver.tradeoff.dual import Dual
+from gac.solver.tradeoff.problem import Flat, Point, Problem, better, segmented_min, to_point
 
 REL_TOL = 1e-9  # float slack on bounds: pruning only ever keeps more than it must
 EXPAND_FACTOR = 8  # the DP also gives up when one item's expansion passes this many times its state cap (time, not memory)
