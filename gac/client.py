@@ -49,6 +49,7 @@ from gac.contracts.api import (
     JobStatus,
     Modulus,
     Platform,
+    PlatformQuality,
     Step,
     StoredAlignment,
     StoredMeasurement,
@@ -73,6 +74,7 @@ __all__ = [
     "Listing",
     "Modulus",
     "Platform",
+    "PlatformQuality",
     "Step",
     "StoredAlignment",
     "StoredMeasurement",
@@ -448,6 +450,10 @@ class Client:
             found = nearest
         dtypes = {f: getattr(machine, f) for f in DTYPE_FIELDS if getattr(machine, f) is not None}
         return found.model_copy(update={"descriptor": found.descriptor.model_copy(update=dtypes)})
+
+    def platform_quality(self, ref: str | int) -> PlatformQuality:
+        """GET /v1/platforms/{ref}/quality: points flagged by the agents' quality gate, timing threads, load while profiling."""
+        return self._get(f"/v1/platforms/{_path_part(ref)}/quality", PlatformQuality)
 
     def curves(
         self, platform: str | int, op: Op | str | None = None, dtype: Dtype | str | None = None, axis: str | None = None

@@ -236,7 +236,10 @@ class PlanRunner:
             load.start()
         outcome = timed()
         if load is not None and outcome.result is not None:
-            outcome.result.extra["busy_cores"] = load.stop()
+            busy = outcome.result.extra["busy_cores"] = load.stop()
+            if busy is not None and outcome.measurement is not None:  # sent, so the dashboard can show the load
+                m = outcome.measurement.model_copy(update={"busy_cores": round(busy, 3)})
+                outcome = PointOutcome(outcome.point, m, outcome.result, outcome.error)
         return outcome
 
     def _gated(self, point: PlanPoint, timing: Timing, outcome: PointOutcome) -> PointOutcome:

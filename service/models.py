@@ -203,6 +203,9 @@ class Measurement(Base):
     # The agent's quality flags (gac.contracts.measurements.Quality); NULL for a trusted row. A flagged row
     # stays visible but never feeds a curve's points, an alignment or a resume's "already stored".
     quality: Mapped[str | None] = mapped_column(String(64))
+    # Cores other work kept busy while the point was timed (gac.contracts.measurements.BusyCores); NULL where
+    # the agent could not read it (a GPU's points) or predates it. The dashboard's "load while profiling".
+    busy_cores: Mapped[float | None] = mapped_column(Float)
 
 
 class Job(Base):

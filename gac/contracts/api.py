@@ -40,6 +40,36 @@ class Platform(_Out):
     dtypes: list[str] = []
 
 
+class RunQuality(_Out):
+    """One run's share of a platform's profile quality."""
+
+    run_id: UUID
+    agent: str
+    plan: str
+    started_at: datetime
+    measurements: int
+    flagged: int
+    load_read: int  # its points with a load reading (CPU points, from agents that send one)
+    busy_cores_mean: float | None = None  # cores other work kept busy while its points were timed, on average
+    busy_cores_max: float | None = None
+
+
+class PlatformQuality(_Out):
+    """How far a platform's profile can be trusted (GET /v1/platforms/{ref}/quality): the points the agents'
+    quality gate flagged, the timing threads, and how busy the machine was with other work meanwhile."""
+
+    platform_id: int
+    threads: int | None = None  # the CPU threads the points were timed with (part of the fingerprint)
+    cores: int | None = None
+    measurements: int = 0  # stored points, flagged ones included
+    flagged: int = 0  # kept out of curves and alignments
+    flagged_by_reason: dict[str, int] = {}  # a point flagged for two reasons counts under both
+    load_read: int = 0
+    busy_cores_median: float | None = None  # the median of the runs' means
+    busy_cores_max: float | None = None  # the most any point saw
+    runs: list[RunQuality] = []  # the newest first (the service lists the latest few)
+
+
 class StoredMeasurement(_Out):
     """One stored point (GET /v1/measurements); id is the service's, uuid the agent's."""
 
@@ -66,6 +96,7 @@ class StoredMeasurement(_Out):
     sm_clock_mhz: int | None = None
     throttle_reasons: int | None = None
     quality: str | None = None  # the agent's quality flags; a flagged row is left out of curves and alignments
+    busy_cores: float | None = None  # cores other work kept busy while it was timed
 
 
 class CurveSummary(_Out):

@@ -19,6 +19,7 @@ from gac.contracts.measurements import (
     MAX_BATCH_ROWS,
     SHAPE_FIELDS,
     Batch,
+    BusyCores,
     ClockMhz,
     Count,
     Dim,
@@ -71,6 +72,7 @@ class MeasurementColumns(BaseModel):
     sm_clock_mhz: list[ClockMhz | None] | None = None
     throttle_reasons: list[ThrottleMask | None] | None = None
     quality: list[Quality | None] | None = None
+    busy_cores: list[BusyCores | None] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> MeasurementColumns:

@@ -147,6 +147,9 @@ ThrottleMask = Annotated[int, Field(ge=0, le=2**62)]  # NVML clocks-throttle bit
 QUALITY_FLAGS: Final = ("bimodal", "isolated", "busy")
 _FLAG = "(" + "|".join(QUALITY_FLAGS) + ")"
 Quality = Annotated[str, Field(max_length=64, pattern=f"^{_FLAG}(,{_FLAG})*$")]
+# Cores other work kept busy while a point was timed (the gate's reading, less the agent's own ticks):
+# what the dashboard shows as the load while profiling. None where it cannot be read (a GPU's points).
+BusyCores = Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)]
 
 
 # Times are stored in UTC, and Python (so every reader of the service) holds years 1..9999 only:
@@ -284,6 +287,7 @@ class Measurement(_Strict):
     sm_clock_mhz: ClockMhz | None = None  # NVML, during the point
     throttle_reasons: ThrottleMask | None = None
     quality: Quality | None = None  # None: the point passed the agent's quality gate (or predates it)
+    busy_cores: BusyCores | None = None  # the load while it was timed (optional: agents before it send none)
 
     @model_validator(mode="after")
     def _consistent(self) -> Measurement:

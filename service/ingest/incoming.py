@@ -27,7 +27,11 @@ VALUE_COLUMNS = (
     "sm_clock_mhz",
     "throttle_reasons",
     "quality",
+    "busy_cores",
 )
+# Columns added after the first agents shipped, at the end of the table: left out of an insert when no
+# row of the batch sets them (the common case; they default to NULL).
+LATER_COLUMNS = ("quality", "busy_cores")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import DTYPE_FIELDS, PlatformDescriptor, RunInfo
-from gac.service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
+from gac.service.ingest.incoming import LATER_COLUMNS, VALUE_COLUMNS, CurveKey, Incoming
 from gac.service.ingest.known import STAMP_EVERY
 from gac.service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
 from gac.service.upsert import insert_ignoring_conflicts
@@ -112,9 +112,7 @@ _COLUMNS = ("uuid", "curve_id", "run_id", "batch_id", "x", *VALUE_COLUMNS)
 
 def insert_measurements(session: Session, batch: Incoming, curve_ids: list[int]) -> int:
     """Insert the rows whose uuid is new (curve_ids[i] is row i's curve); returns how many were new."""
-    values = batch.values
-    if not any(values[-1]):  # no row flagged (the common case): quality is left to its default, NULL
-        values = values[:-1]
+    values = trimmed(batch.values)
     rows = list(zip(batch.ids, curve_ids, repeat(batch.run.id), repeat(batch.id), batch.x, *values))
     # Sorted by uuid, so two transactions inserting overlapping rows lock them in the same order.
     rows.sort(key=lambda row: row[0].int)
@@ -125,13 +123,22 @@ def insert_measurements(session: Session, batch: Incoming, curve_ids: list[int])
     return len(session.execute(stmt, [dict(zip(_COLUMNS, row)) for row in rows]).all())
 
 
+def trimmed(values: list[list]) -> list[list]:
+    """The value columns without the trailing later ones no row sets: they are left to their default, NULL."""
+    width = len(values)
+    while VALUE_COLUMNS[width - 1] in LATER_COLUMNS and values[width - 1].count(None) == len(values[width - 1]):  # in C
+        width -= 1
+    return values[:width]
+
+
 _STAGE = "measurements_stage"
 _STAGE_DDL = f"""
 CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (
     uuid uuid, curve_id integer, run_id uuid, batch_id uuid, x integer,
     median_us double precision, p10_us double precision, p90_us double precision, mean_us double precision,
     n integer, timer text, backend text, kernel text, measured_at timestamptz,
-    stop text, samples_discarded integer, sm_clock_mhz integer, throttle_reasons bigint, quality text
+    stop text, samples_discarded integer, sm_clock_mhz integer, throttle_reasons bigint, quality text,
+    busy_cores double precision
 ) ON COMMIT DELETE ROWS
 """
 _STAGE_TYPES = [
@@ -154,11 +161,12 @@ _STAGE_TYPES = [
     "int4",
     "int8",
     "text",
+    "float8",
 ]
 
 
 def _copy_rows(cur, table: str, rows: list[tuple]) -> None:
-    width = len(rows[0]) if rows else len(_COLUMNS)  # without quality when no row is flagged
+    width = len(rows[0]) if rows else len(_COLUMNS)  # without the later columns no row sets (trimmed)
     with cur.copy(f"COPY {table} ({', '.join(_COLUMNS[:width])}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(_STAGE_TYPES[:width])
         for row in rows:

@@ -51,6 +51,7 @@ def list_measurements(
             sm_clock_mhz=m.sm_clock_mhz,
             throttle_reasons=m.throttle_reasons,
             quality=m.quality,
+            busy_cores=m.busy_cores,
         )
         for m, c in found.rows
     ]

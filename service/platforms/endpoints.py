@@ -10,7 +10,7 @@ from gac.service.deps import Reader, SessionDep
 from gac.service.errors import errors
 from gac.service.platforms import service
 from gac.service.platforms.repository import counts
-from gac.service.platforms.schemas import PlatformOut
+from gac.service.platforms.schemas import PlatformOut, PlatformQuality
 from gac.service.schemas import NO_NUL, Offset, Page, PlatformRef
 
 router = APIRouter(prefix="/v1/platforms", tags=["platforms"])
@@ -33,3 +33,10 @@ def get_platform(ref: PlatformRef, session: SessionDep, _: Reader) -> PlatformOu
     """One platform by id, fingerprint, or unique fingerprint prefix."""
     platform = service.get_platform(session, ref)
     return service.to_out(platform, *counts(session, [platform.id])[platform.id])
+
+
+@router.get("/{ref}/quality", responses=errors(401, 404, 422))
+def get_quality(ref: PlatformRef, session: SessionDep, _: Reader) -> PlatformQuality:
+    """How far the platform's profile can be trusted: points flagged by the agents' quality gate (by
+    reason), the timing threads, and the cores other work kept busy while the points were timed."""
+    return service.quality(session, service.get_platform(session, ref))

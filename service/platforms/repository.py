@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from gac.service.models import Curve, Platform, Run
+from gac.service.models import Agent, Curve, Measurement, Platform, Run
 from gac.service.repository import Slice, offset_page
 
 
@@ -55,3 +55,40 @@ def counts(session: Session, platform_ids: list[int]) -> dict[int, tuple[int, in
         ).all()
     }
     return {pid: (curves.get(pid, 0), *runs.get(pid, (0, 0)), dtypes.get(pid, [])) for pid in platform_ids}
+
+
+def run_quality(session: Session, platform_id: int) -> list[Row]:
+    """Per run of the platform, newest first: its points, flagged points, load readings and their mean and
+    max. Grouped by run id, so the measurements are read through their run_id index."""
+    m = Measurement
+    return list(
+        session.execute(
+            select(
+                Run.id,
+                Run.plan,
+                Run.started_at,
+                Agent.name.label("agent"),
+                func.count(m.id).label("measurements"),
+                func.count(m.quality).label("flagged"),  # count skips NULL: the flagged rows
+                func.count(m.busy_cores).label("load_read"),
+                func.avg(m.busy_cores).label("busy_mean"),
+                func.max(m.busy_cores).label("busy_max"),
+            )
+            .join(Agent, Agent.id == Run.agent_id)
+            .join(m, m.run_id == Run.id)
+            .where(Run.platform_id == platform_id)
+            .group_by(Run.id, Run.plan, Run.started_at, Agent.name)
+            .order_by(Run.started_at.desc(), Run.id)
+        ).all()
+    )
+
+
+def flag_sets(session: Session, platform_id: int) -> dict[str, int]:
+    """{the quality text as stored ("bimodal,busy"): rows} of the platform's flagged rows: few distinct sets."""
+    rows = session.execute(
+        select(Measurement.quality, func.count())
+        .join(Run, Run.id == Measurement.run_id)
+        .where(Run.platform_id == platform_id, Measurement.quality.is_not(None))
+        .group_by(Measurement.quality)
+    ).all()
+    return {str(quality): n for quality, n in rows}

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from gac.contracts.api import Platform as PlatformOut
+from gac.contracts.api import PlatformQuality, RunQuality
 
-__all__ = ["PlatformOut"]
+__all__ = ["PlatformOut", "PlatformQuality", "RunQuality"]

@@ -8,9 +8,10 @@ from gac.contracts.measurements import DTYPE_FIELDS, PlatformDescriptor
 from gac.service.errors import NotFound
 from gac.service.models import Platform
 from gac.service.platforms import repository as repo
-from gac.service.platforms.schemas import PlatformOut
+from gac.service.platforms.schemas import PlatformOut, PlatformQuality, RunQuality
 from gac.service.schemas import Page
 
+RECENT_RUNS = 20  # runs listed one by one on a platform's quality; the totals count every run
 # The stored columns: the dtype fields an agent reports are not kept (not identity).
 DESCRIPTOR_FIELDS = tuple(f for f in PlatformDescriptor.model_fields if f not in DTYPE_FIELDS)
 
@@ -47,3 +48,52 @@ def list_platforms(session: Session, *, device_kind: str | None, name: str | Non
     counts = repo.counts(session, [p.id for p in found.rows])
     items = [to_out(p, *counts[p.id]) for p in found.rows]
     return Page[PlatformOut](items=items, total=found.total, next_cursor=str(offset + limit) if found.more else None)
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def by_reason(flag_sets: dict[str, int]) -> dict[str, int]:
+    """Rows per reason, from rows per stored set of reasons ("bimodal,busy" counts under both)."""
+    out: dict[str, int] = {}
+    for flags, n in flag_sets.items():
+        for reason in flags.split(","):
+            out[reason] = out.get(reason, 0) + n
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def quality(session: Session, platform: Platform) -> PlatformQuality:
+    """The platform's profile quality: flagged points by reason, its timing threads, and the load while
+    profiling (each run's mean of the cores other work kept busy; the median of those, and the worst point)."""
+    runs = [
+        RunQuality(
+            run_id=r.id,
+            agent=r.agent,
+            plan=r.plan,
+            started_at=r.started_at,
+            measurements=r.measurements,
+            flagged=r.flagged,
+            load_read=r.load_read,
+            busy_cores_mean=r.busy_mean,
+            busy_cores_max=r.busy_max,
+        )
+        for r in repo.run_quality(session, platform.id)
+    ]
+    read = [r for r in runs if r.busy_cores_max is not None]
+    return PlatformQuality(
+        platform_id=platform.id,
+        threads=platform.threads,
+        cores=platform.cores,
+        measurements=sum(r.measurements for r in runs),
+        flagged=sum(r.flagged for r in runs),
+        flagged_by_reason=by_reason(repo.flag_sets(session, platform.id)),
+        load_read=sum(r.load_read for r in runs),
+        busy_cores_median=_median([r.busy_cores_mean for r in read if r.busy_cores_mean is not None]),
+        busy_cores_max=max((r.busy_cores_max for r in read if r.busy_cores_max is not None), default=None),
+        runs=runs[:RECENT_RUNS],
+    )

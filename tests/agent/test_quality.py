@@ -158,6 +158,18 @@ def test_points_timed_while_other_work_took_the_cores_are_retimed_or_flagged():
     assert {m.quality for m in sent} == {None}
 
 
+def test_every_point_carries_the_load_it_was_timed_under():
+    """The gate's reading travels with the point (busy_cores), flagged or not: the dashboard's load while profiling."""
+    sent, _, _ = _run({}, gate=QualityGate(load=_Load([1.6, 0.1234567]), cores=2, threads=2))
+    assert [m.busy_cores for m in sent] == [0.123] * len(sent)  # the first, busy try was timed again
+    sent, _, _ = _run({}, gate=QualityGate(load=_Load([1.6]), cores=2, threads=2))
+    assert {(m.quality, m.busy_cores) for m in sent} == {("busy", 1.6)}
+    sent, _, _ = _run({}, gate=QualityGate(load=_Load([None]), cores=2, threads=2))  # too short to read
+    assert {m.busy_cores for m in sent} == {None}
+    sent, _, _ = _run({})  # no probe (a GPU's points)
+    assert {m.busy_cores for m in sent} == {None}
+
+
 def test_the_cpu_timer_falling_back_to_preempted_samples_flags_busy():
     result = summarize(FAST, timer="t", stop="time_cap", wall_s=0.0, extra={"preempted_fallback": True})
     assert QualityGate().flags(result, None) == ["busy"]
@@ -201,5 +213,9 @@ def test_the_flag_travels_in_both_wire_layouts():
     batch = Batch(id=uuid.uuid4(), platform=f.platform(), run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows)
     again = ColumnBatch.model_validate(ColumnBatch.of(batch).model_dump(mode="json", by_alias=True, exclude_none=True)).to_batch()
     assert [m.quality for m in again.measurements] == [None, "bimodal,busy"]
+    rows = [f.measurement(56), f.measurement(60, busy_cores=0.5)]
+    batch = Batch(id=uuid.uuid4(), platform=f.platform(), run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows)
+    again = ColumnBatch.model_validate(ColumnBatch.of(batch).model_dump(mode="json", by_alias=True, exclude_none=True)).to_batch()
+    assert [m.busy_cores for m in again.measurements] == [None, 0.5]
     with pytest.raises(ValueError, match="quality"):
         f.measurement(60, quality="slow")

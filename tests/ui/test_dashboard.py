@@ -113,6 +113,7 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     assert "multiples of 16" in page.locator("table").nth(0).inner_text() or "% 16" in page.content()
     # Hovering the plot shows a point's figures.
     point = page.locator(".curve-card").first.locator(".scatterlayer .trace").first.locator(".points path").nth(20)
+    point.scroll_into_view_if_needed()  # the mouse hovers what is on screen; the chart may start below it
     box = point.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_selector(".hoverlayer .hovertext", timeout=5000)
@@ -202,6 +203,62 @@ def test_a_dense_curve_labels_its_largest_steps_and_shows_the_rest_on_hover(live
     hover = page.locator(".curve-card .hoverlayer .hovertext").first.text_content()
     s = steps[i]
     assert f"step {s['x_before']}→{s['x']}: {'+' if s['size_pct'] >= 0 else '-'}{abs(s['size_pct']):.1f} %" in hover, hover
+    assert problems == []
+
+
+def test_a_platform_page_shows_its_profile_quality_without_hovering(live_service, browser, database):
+    """Flagged points (by reason), the timing threads and the load while profiling, in plain text on the page."""
+    plat = f.platform(device_name="Busy CPU", cores=8, threads=4)
+    rows = []
+    for x in range(1, 41):
+        busy = 3.5 if x in (20, 30) else 0.25
+        quality = {20: "bimodal,busy", 30: "busy", 35: "isolated"}.get(x)
+        med = 500.0 if quality else 20.0 * (1 + 0.25 * math.ceil(x / 16))
+        rows.append(f.measurement(x, median=med, p10_us=med * 0.98, p90_us=med * 1.02, quality=quality, busy_cores=busy))
+    batch = Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="busy-box"), measurements=rows)
+    headers = f.auth(live_service.ingest_token)
+    assert httpx.post(f"{live_service.url}/v1/batches", json=f.columns_body(batch), headers={**headers, **f.COLUMNS}).status_code == 201
+    clean = f.platform(device_name="Quiet GPU", device_kind="cuda", compute_capability="9.0")
+    assert httpx.post(f"{live_service.url}/v1/batches", json=f.body(staircase(clean, 16, last=32)), headers=headers).status_code == 201
+
+    page = browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{live_service.url}/ui#/p/{plat.fingerprint()}")
+    page.wait_for_selector("#profile-quality")
+    assert page.locator("#profile-quality").get_attribute("data-flagged") == "3"
+    summary = page.locator("#quality-summary").inner_text()
+    assert summary == (
+        "40 points stored · 3 flagged · 4 timing threads on 8 cores · "
+        "load while profiling: median 0.41 cores, max 3.50 cores busy with other work"
+    ), summary
+    flags = page.locator("#quality-flags")
+    assert flags.is_visible()  # no hover, no click: the notice is on the page
+    assert "3 of 40 stored points flagged" in flags.inner_text()
+    assert [li.inner_text() for li in flags.locator("li").all()] == [
+        "busy: 2 — other work took the cores",
+        "bimodal: 1 — samples in two modes (stalls)",
+        "isolated: 1 — far off both neighbours with a huge spread",
+    ]
+    run_row = page.locator(".quality-runs tbody tr")
+    assert not run_row.first.is_visible()  # folded under the summary's figures
+    page.locator(".quality-runs summary").click()
+    assert run_row.count() == 1 and run_row.first.is_visible()
+    cells = run_row.first.locator("td").all_inner_texts()
+    assert cells[1:] == ["busy-box", "adhoc", "40", "3", "0.41 cores", "3.50 cores"], cells
+    page.wait_for_selector(".curve-card .main-svg")
+    assert page.locator(".curve-card .flagged-count").inner_text() == "3 flagged, not plotted"  # and on its curve
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"platform-quality-{database.backend}.png"), full_page=True)
+
+    # A platform with nothing flagged and no load readings (a GPU's points) says so, with no notice.
+    page.goto(f"{live_service.url}/ui#/p/{clean.fingerprint()}")
+    page.wait_for_selector("#profile-quality")
+    assert page.locator("#quality-flags").count() == 0 and page.locator(".flagged-count").count() == 0
+    assert page.locator("#quality-summary").inner_text() == (
+        "32 points stored · none flagged · timed on the device (no CPU timing threads) · "
+        "load while profiling not recorded (no point came with a reading)"
+    )
     assert problems == []
 
 

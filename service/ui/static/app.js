@@ -244,10 +244,65 @@ async function platformsView(state) {
     pager(page, data.total, PAGE, (p) => platformsView({ name, kind, page: p }).catch(fail)));
 }
 
+// ---------- a platform's profile quality ----------
+// What each of the agent's quality flags means (gac.contracts.measurements.QUALITY_FLAGS), said on the
+// page: a flagged point is kept out of curves and alignments, and the reader must see why without hovering.
+const FLAG_MEANING = {
+  bimodal: "samples in two modes (stalls)",
+  isolated: "far off both neighbours with a huge spread",
+  busy: "other work took the cores",
+};
+const fmtCores = (v) => (v === null || v === undefined ? "–" : `${v.toFixed(2)} cores`);
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+function threadsText(q, d) {
+  if (q.threads) return `${plural(q.threads, "timing thread")}${q.cores ? ` on ${plural(q.cores, "core")}` : ""}`;
+  return d.device_kind === "cpu" ? "timing threads not recorded" : "timed on the device (no CPU timing threads)";
+}
+
+function loadText(q) {
+  if (!q.load_read) return "load while profiling not recorded (no point came with a reading)";
+  return `load while profiling: median ${fmtCores(q.busy_cores_median)}, max ${fmtCores(q.busy_cores_max)} busy with other work`;
+}
+
+function flagsNotice(q) {
+  const reasons = Object.entries(q.flagged_by_reason).map(([r, n]) =>
+    el("li", { "data-reason": r }, el("b", {}, `${r}: ${n}`), ` — ${FLAG_MEANING[r] || "flagged by the agent"}`));
+  return el("div", { class: "notice", id: "quality-flags" },
+    el("b", {}, `${q.flagged} of ${plural(q.measurements, "stored point")} flagged`),
+    " by the agents' quality gate: kept out of curves and alignments, measured again by a later run.",
+    el("ul", { class: "flags" }, reasons));
+}
+
+function qualityRuns(q, total) {
+  const rows = q.runs.map((r) => el("tr", { class: r.flagged ? "flagged" : "" },
+    el("td", {}, fmtDate(r.started_at)), el("td", {}, r.agent), el("td", {}, r.plan),
+    el("td", { class: "num" }, r.measurements),
+    el("td", { class: "num" }, r.flagged ? el("span", { class: "pill bad" }, r.flagged) : "0"),
+    el("td", { class: "num" }, fmtCores(r.busy_cores_mean)), el("td", { class: "num" }, fmtCores(r.busy_cores_max))));
+  // Folded: the summary line above has the figures, and the curves stay on the first screen.
+  return el("details", { class: "quality-runs" },
+    el("summary", {}, q.runs.length < total ? `by run (the newest ${q.runs.length} of ${total})` : `by run (${plural(total, "run")}, newest first)`),
+    table(["started", "agent", "plan", { label: "points", num: 1 }, { label: "flagged", num: 1 },
+      { label: "load mean", num: 1 }, { label: "load max", num: 1 }], rows));
+}
+
+function qualitySection(q, platform) {
+  const flagged = q.flagged
+    ? el("span", { class: "pill bad" }, `${q.flagged} flagged`)
+    : el("span", { class: "pill good" }, "none flagged");
+  return el("section", { id: "profile-quality", "data-flagged": q.flagged },
+    el("h2", {}, "Profile quality"),
+    el("p", { class: "summary", id: "quality-summary" },
+      `${plural(q.measurements, "point")} stored · `, flagged, ` · ${threadsText(q, platform.descriptor)} · ${loadText(q)}`),
+    q.flagged ? flagsNotice(q) : null,
+    q.runs.length ? qualityRuns(q, Math.max(platform.runs, q.runs.length)) : null);
+}
+
 async function platformView(ref, state) {
-  const [platform, rules, cliffs] = await Promise.all([
+  const [platform, rules, cliffs, quality] = await Promise.all([
     api(`/v1/platforms/${ref}`), api(`/v1/platforms/${ref}/rules`),
-    api(`/v1/platforms/${ref}/cliffs`, { op: state.op, dtype: state.dtype }),
+    api(`/v1/platforms/${ref}/cliffs`, { op: state.op, dtype: state.dtype }), api(`/v1/platforms/${ref}/quality`),
   ]);
   const page = state.page || 0;
   const d = platform.descriptor;
@@ -272,6 +327,7 @@ async function platformView(ref, state) {
       el("h3", {}, curveTitle(c.curve)),
       el("div", { class: "muted" },
         `${c.curve.points} dims (${c.curve.x_min}–${c.curve.x_max}), ${c.curve.measurements} measurements, noise ≈ ${c.noise_pct.toFixed(2)} %`,
+        c.curve.flagged ? [" · ", el("span", { class: "pill bad flagged-count" }, `${c.curve.flagged} flagged, not plotted`)] : "",
         c.modulus ? [" · ", el("span", { class: "pill" }, `wants % ${c.modulus.m}`)] : "",
         " · ", el("a", { href: `/v1/curves/${c.curve.id}/download?format=csv` }, "CSV"),
         " · ", el("a", { href: `/v1/curves/${c.curve.id}/download?format=json` }, "JSON")),
@@ -284,6 +340,7 @@ async function platformView(ref, state) {
     el("p", { class: "muted" }, platform.label, " · ", el("span", { class: "mono" }, platform.fingerprint)),
     el("dl", { class: "kv" }, facts,
       el("dt", {}, "seen"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)}; ${platform.runs} runs by ${platform.agents} agent(s)`)),
+    qualitySection(quality, platform),
     el("h2", {}, "Learned alignment rules"),
     rules.length ? table(["op", "dtype", "axis", "modulus", { label: "curves", num: 1 }, { label: "worst step", num: 1 }, "what the data says"], ruleRows)
       : el("div", { class: "empty" }, "No curves measured yet."),
