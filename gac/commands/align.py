@@ -5,16 +5,25 @@ from __future__ import annotations
 import gc
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from gac.contracts.goal import EPSILON_MAX, EPSILON_MIN, Objective, Window
+
+if TYPE_CHECKING:
+    from gac.contracts.alignment import AlignmentResult
+    from gac.contracts.manifest import Manifest
+    from gac.solver.align import AlignOptions
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
@@ -54,7 +63,7 @@ class _Names:
     user wrote neither, so messages name what they did write."""
 
     manifest: Path
-    flags: dict[str, str] = field(default_factory=dict)  # a manifest entry ("epsilon", "workload.dtype") -> the flag that set it
+    flags: dict[str, str] = field(default_factory=dict)  # a manifest entry ("workload.dtype") -> the flag that set it
 
     def of(self, path: str | Sequence[object]) -> str:
         parts = [str(p) for p in (path.split(".") if isinstance(path, str) else path) if str(p) != ""]
@@ -84,12 +93,36 @@ def _validation_exit(exc: Exception, names: _Names) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _via_server(server: str, token: str | None, body: dict, platform: str | None, enqueue: bool, names: _Names) -> dict:
+@dataclass(frozen=True)
+class _Stored:
+    """An alignment as this command got it: the typed result it renders, the gac.alignment/v1 document
+    that --json and --out print (as the service serves it: compact above COMPACT_ABOVE_WEIGHTS), and
+    where it was stored (id None: not stored) with the profiling jobs queued for it."""
+
+    result: AlignmentResult
+    document: dict[str, Any]
+    id: str | None = None
+    jobs: list[int] = field(default_factory=list)
+
+
+def _manifest(body: dict, names: _Names) -> Manifest:
+    """The manifest file's document, validated (its mistakes named as the file's entries)."""
+    from pydantic import ValidationError
+
+    from gac.contracts.manifest import Manifest
+
+    try:
+        return Manifest.model_validate(body)
+    except ValidationError as exc:
+        raise _validation_exit(exc, names) from exc
+
+
+def _via_server(server: str, token: str | None, manifest: Manifest, platform: str | None, enqueue: bool, names: _Names) -> _Stored:
     from gac.client import Client, GacApiError, GacConnectionError
 
     try:
         with Client(server, token) as client:
-            stored = client.align(body, platform=platform, enqueue_missing=enqueue)
+            stored = client.align(manifest, platform=platform, enqueue_missing=enqueue)
     except GacConnectionError as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
@@ -99,23 +132,16 @@ def _via_server(server: str, token: str | None, body: dict, platform: str | None
         if not exc.field_errors:
             err.print(f"[red]{exc.status}: {exc.detail}[/red]")
         raise typer.Exit(2 if exc.status in (400, 422) else 1) from exc
-    return stored.model_dump(mode="json", by_alias=True)
+    return _Stored(stored.result, stored.result.model_dump(mode="json", by_alias=True), str(stored.id), stored.jobs)
 
 
-def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, names: _Names, exhaustive: bool = False) -> dict:
-    from pydantic import ValidationError
-
-    from gac.contracts.manifest import Manifest
+def _locally(db: str | None, manifest: Manifest, platform: str | None, enqueue: bool, names: _Names, exhaustive: bool = False) -> _Stored:
     from gac.service.align import service
     from gac.service.db import make_engine, make_sessionmaker
     from gac.service.errors import GacError
     from gac.service.settings import get_settings
     from gac.service.startup import ensure_schema
 
-    try:
-        manifest = Manifest.model_validate(body)
-    except ValidationError as exc:
-        raise _validation_exit(exc, names) from exc
     settings = get_settings(db)
     engine = make_engine(settings.url)
     ensure_schema(engine, settings)
@@ -127,8 +153,8 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, na
             row = service.store(session, manifest, target, result)
             # The stored text as the service serves it: compact above COMPACT_ABOVE_WEIGHTS (a
             # 100,000-weight result holds millions of candidates; as dicts they took gigabytes).
-            head = service.to_stored(row, jobs).model_dump(mode="json", by_alias=True, exclude={"result"})
-            return {**head, "result": json.loads(row.texts.result)}
+            stored = service.to_stored(row, jobs)
+            return _Stored(stored.result, json.loads(row.texts.result), str(stored.id), stored.jobs)
     except GacError as exc:
         detail = exc.detail
         for d in detail if isinstance(detail, list) else [{"field": "", "message": detail}]:
@@ -139,18 +165,13 @@ def _locally(db: str | None, body: dict, platform: str | None, enqueue: bool, na
         engine.dispose()
 
 
-def _from_file(measurements: Path, body: dict, names: _Names, exhaustive: bool = False) -> dict:
-    from pydantic import ValidationError
+def _from_file(measurements: Path, manifest: Manifest, options: AlignOptions, names: _Names, exhaustive: bool = False) -> _Stored:
+    from dataclasses import replace
 
-    from gac.contracts.manifest import Manifest
-    from gac.solver.align import AlignOptions, BudgetBelowFeasible, align
+    from gac.solver.align import BudgetBelowFeasible, align
     from gac.solver.candidates import CandidateOptions
     from gac.solver.lookup import FileLookup
 
-    try:
-        manifest = Manifest.model_validate(body)
-    except ValidationError as exc:
-        raise _validation_exit(exc, names) from exc
     try:
         lookup = FileLookup.from_csv(measurements) if measurements.suffix == ".csv" else FileLookup.from_jsonl(measurements)
     except OSError as exc:
@@ -171,11 +192,11 @@ def _from_file(measurements: Path, body: dict, names: _Names, exhaustive: bool =
     from gac.service.align.service import compact_json
 
     try:
-        result = align(manifest, lookup, AlignOptions(candidates=CandidateOptions(sparse=not exhaustive)))  # as the service
+        result = align(manifest, lookup, replace(options, candidates=CandidateOptions(sparse=not exhaustive)))  # as the service
     except BudgetBelowFeasible as exc:
         raise _validation_exit(exc, names) from exc
     large = len(manifest.weights) > COMPACT_ABOVE_WEIGHTS  # compact, as the service answers
-    return {"id": None, "jobs": [], "result": json.loads(compact_json(result)) if large else result.model_dump(mode="json", by_alias=True)}
+    return _Stored(result, json.loads(compact_json(result)) if large else result.model_dump(mode="json", by_alias=True))
 
 
 def _short(name: str, width: int) -> str:
@@ -195,98 +216,102 @@ def _say(label: str, text: str) -> None:
         console.print(Text.assemble(head, line), soft_wrap=True)
 
 
-def _summary(res: dict) -> None:
-    lat = res.get("latency", {})
-    kind = res.get("objective_kind", "importance")
-    goal = {"importance": "importance (the paper's objective)",
-            "latency": f"latency, keeping at least {1 - (res.get('epsilon') or 0):.1%} of the importance-only optimum's kept importance",
-            "frontier": "the speed/importance frontier"}[kind]  # fmt: skip
-    if res.get("window") == "paper":
+def _summary(res: AlignmentResult) -> None:
+    lat = res.latency
+    kind = res.objective_kind
+    goal = {Objective.IMPORTANCE: "importance (the paper's objective)",
+            Objective.LATENCY: f"latency, keeping at least {1 - (res.epsilon or 0):.1%} of the importance-only optimum's kept importance",
+            Objective.FRONTIER: "the speed/importance frontier"}[kind]  # fmt: skip
+    if res.window == Window.PAPER:
         goal += ", over the paper's window (multiples of 8 within +/- 64)"
-    console.print(f"[bold]{res['model']}[/bold] on platform {res['platform'][:16]}")
+    console.print(f"[bold]{res.model}[/bold] on platform {res.platform[:16]}")
     _say("optimized for", goal)
-    if lat.get("complete") and lat.get("unaligned_us") and lat.get("aligned_us"):
-        orig = f"; original {lat['original_us']:,.1f} µs" if lat.get("original_us") else ""
+    if lat.complete and lat.unaligned_us and lat.aligned_us:
+        orig = f"; original {lat.original_us:,.1f} µs" if lat.original_us else ""
         _say(
             "predicted",
-            f"unaligned {lat['unaligned_us']:,.1f} µs -> GAC {lat['aligned_us']:,.1f} µs "
-            f"([bold]{lat['unaligned_us'] / lat['aligned_us']:.3f}x[/bold]){orig} (the compressed weights' kernels)",
+            f"unaligned {lat.unaligned_us:,.1f} µs -> GAC {lat.aligned_us:,.1f} µs "
+            f"([bold]{lat.unaligned_us / lat.aligned_us:.3f}x[/bold]){orig} (the compressed weights' kernels)",
         )
-        if lat.get("importance_only_us") and kind != "importance":
+        if lat.importance_only_us and kind != Objective.IMPORTANCE:
             _say(
                 "",
-                f"importance-only GAC {lat['importance_only_us']:,.1f} µs ({lat['unaligned_us'] / lat['importance_only_us']:.3f}x); "
-                f"GAC keeps {lat.get('importance_kept', 1):.2%} of the importance it keeps",
+                f"importance-only GAC {lat.importance_only_us:,.1f} µs ({lat.unaligned_us / lat.importance_only_us:.3f}x); "
+                f"GAC keeps {lat.importance_kept:.2%} of the importance it keeps",
             )
     else:
-        n = lat.get("missing_points") or sum(len(mc["dims"]) for mc in res.get("missing", []))
-        why = "no latency data" if res.get("platform") == "rules only" else "incomplete"
+        n = lat.missing_points or sum(len(mc.dims) for mc in res.missing)
+        why = "no latency data" if res.platform == "rules only" else "incomplete"
         _say("predicted", f"{why}: {n:,} curve points missing (listed under `missing`; --profile-missing measures them)")
-    _say("aligned dims", f"{res['aligned_share_before']:.0%} before -> {res['aligned_share_after']:.0%} after (% {res['align']})")
-    _say("budget", f"{res['budget']:,} params; used {res['total_params']:,} ({res['total_params'] / res['budget']:.2%})")
+    _say("aligned dims", f"{res.aligned_share_before:.0%} before -> {res.aligned_share_after:.0%} after (% {res.align})")
+    _say("budget", f"{res.budget:,} params; used {res.total_params:,} ({res.total_params / res.budget:.2%})")
 
 
 TABLE_ROWS = 50  # weights listed in the table; --out or --json give every one
 
 
-def _print(stored: dict, wide: bool = False) -> None:
-    res = stored["result"]
+def _print(stored: _Stored, wide: bool = False) -> None:
+    res = stored.result
     _summary(res)
     name_width = 200 if wide else max(12, console.width - 48)
     table = Table(show_lines=False, box=None)
     for col in ("weight", "before", "after", "params", "source", "latency µs"):
         table.add_column(col, justify="left" if col in ("weight", "source") else "right", no_wrap=True)
-    for w in res["weights"][:TABLE_ROWS]:
-        chosen: dict = next((c for c in w["candidates"] if c["dim"] == w["dim"]), {})
-        lat = w.get("latency_us")
+    for w in res.weights[:TABLE_ROWS]:
+        chosen = next((c for c in w.candidates if c.dim == w.dim), None)
+        lat = w.latency_us
         table.add_row(
-            _short(w["name"], name_width),
-            f"{w['dim_before']:g}",
-            str(w["dim"]),
-            f"{w['params']:,}",
-            chosen.get("source", "?"),
+            _short(w.name, name_width),
+            f"{w.dim_before:g}",
+            str(w.dim),
+            f"{w.params:,}",
+            chosen.source if chosen is not None else "?",
             f"{lat:,.1f}" if lat is not None else "-",
         )
     console.print(table)
-    if len(res["weights"]) > TABLE_ROWS:
-        console.print(f"… and {len(res['weights']) - TABLE_ROWS:,} more weights: --out FILE or --json gives every one")
-    cc = res["solver"]["cross_check"]
-    agree = {True: "agrees", False: "DISAGREES", None: "not proven"}[cc.get("agrees")]
-    check = "no cross-check" if cc["method"] == "none" else f"cross-check {cc['method']} {cc['status']} {agree}"
-    _say("solver", f"{res['solver']['method']} in {res['solver']['seconds'] * 1000:.1f} ms, objective {res['objective']:,.1f}; {check}")
-    if res.get("baselines"):
+    if len(res.weights) > TABLE_ROWS:
+        console.print(f"… and {len(res.weights) - TABLE_ROWS:,} more weights: --out FILE or --json gives every one")
+    cc = res.solver.cross_check
+    agree = {True: "agrees", False: "DISAGREES", None: "not proven"}[cc.agrees]
+    check = "no cross-check" if cc.method == "none" else f"cross-check {cc.method} {cc.status} {agree}"
+    _say("solver", f"{res.solver.method} in {res.solver.seconds * 1000:.1f} ms, objective {res.objective:,.1f}; {check}")
+    if res.baselines:
         table = Table(box=None)
         for col in ("baseline", "params", "budget", "aligned", "speed-up", "gap to optimum"):
             table.add_column(col, justify="left" if col in ("baseline", "budget") else "right", no_wrap=True)
-        for b in res["baselines"]:
+        for b in res.baselines:
             table.add_row(
-                b["method"],
-                f"{b['total_params']:,}",
-                "within" if b["within_budget"] else "OVER",
-                f"{b['aligned_share']:.0%}",
-                f"{b['speedup']:.3f}x" if b.get("speedup") else "-",
-                f"{b['gap_to_optimum']:.2e}" if b.get("gap_to_optimum") is not None else "-",
+                b.method,
+                f"{b.total_params:,}",
+                "within" if b.within_budget else "OVER",
+                f"{b.aligned_share:.0%}",
+                f"{b.speedup:.3f}x" if b.speedup else "-",
+                f"{b.gap_to_optimum:.2e}" if b.gap_to_optimum is not None else "-",
             )
         console.print(table)
-    if res.get("frontier"):
-        _say("frontier", f"{len(res['frontier'])} Pareto points (--json or the dashboard shows them)")
-    if res.get("missing"):
-        secs = sum(m.get("estimated_seconds") or 0 for m in res["missing"])
-        _say("missing data", f"{len(res['missing'])} curves, about {secs:.0f} s to profile: --profile-missing measures them")
-    for w in res.get("warnings", []):
-        _say("[yellow]warning[/yellow]", w)
-    if stored.get("id"):
-        _say("stored as", f"{stored['id']}" + (f"; jobs queued: {stored['jobs']}" if stored.get("jobs") else ""))
+    if res.frontier:
+        _say("frontier", f"{len(res.frontier)} Pareto points (--json or the dashboard shows them)")
+    if res.missing:
+        secs = sum(m.estimated_seconds or 0 for m in res.missing)
+        _say("missing data", f"{len(res.missing)} curves, about {secs:.0f} s to profile: --profile-missing measures them")
+    for warning in res.warnings:
+        _say("[yellow]warning[/yellow]", warning)
+    if stored.id:
+        _say("stored as", f"{stored.id}" + (f"; jobs queued: {stored.jobs}" if stored.jobs else ""))
 
 
-def _profile_and_realign(stored: dict, run, server, token, db, device, threads, yes) -> dict:  # noqa: ANN001
-    """Measure the missing points here when this machine is the platform, else queue them; align again."""
+def _profile_and_realign(stored: _Stored, run, server, token, db, device, threads, yes, wait=False) -> _Stored:  # noqa: ANN001
+    """Measure the missing points here when this machine is the platform, else queue them (and with
+    wait, follow the jobs, align again and queue what the new points call for); align again."""
     from gac.commands import profile_missing as pm
 
-    result = stored["result"]
+    result = stored.document  # what profile_missing reads: the document as served
     session = pm.this_machine(device, threads)
+    target = stored.result.platform
+    if threads is None and (same := pm.threads_of(target, session.platform)) is not None:
+        err.print(f"the alignment's platform is this machine timed with {same} thread(s): measuring with --threads {same}")
+        session = pm.this_machine(device, same)
     here = session.platform.fingerprint()
-    target = result["platform"]
     if target not in (here, pm.RULES_ONLY):
         if not server:
             err.print(
@@ -297,10 +322,11 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
         points = len(pm.missing_points(result))
         queued = run(target, True)
         err.print(
-            f"queued {points} points for platform {target[:16]} as job(s) {queued['jobs']}: "
-            "its agents (`gac agent run --jobs`) measure them; align again afterwards"
+            f"queued {points} points for platform {target[:16]} as job(s) {queued.jobs}: "
+            "its agents (`gac agent run --jobs`) measure them; "
+            + ("waiting for them" if wait else "align again afterwards (--wait follows them)")
         )
-        return queued
+        return _follow_jobs(queued, run, target, server, token) if wait else queued
     # What gets measured can ask for more: a first pass's lattice and sample call for the dims their
     # fit cannot rule out (gac.solver.sparse_needs), and a step found in the new points moves the
     # look-ahead past it. A few rounds settle it; each says what it adds.
@@ -312,10 +338,49 @@ def _profile_and_realign(stored: dict, run, server, token, db, device, threads, 
             )
         pm.measure(result, session, yes or round_ > 0, server, token, db)  # the first round's estimate covered the later ones
         stored = run(here, False)
-        result = stored["result"]
-        if not result.get("missing"):
+        result = stored.document
+        if not stored.result.missing:
             break
     return stored
+
+
+def _follow_jobs(queued: _Stored, run, target: str, server: str, token: str | None) -> _Stored:  # noqa: ANN001
+    """Wait for the queued jobs, align again, and queue what the new points call for (a first pass's
+    lattice and sample ask for the dims their fit cannot rule out), as --profile-missing does here."""
+    from gac.commands import profile_missing as pm
+
+    stored = queued
+    for _ in range(pm.MAX_ROUNDS):
+        _wait_for(stored.jobs, server, token)
+        stored = run(target, True)
+        if not stored.result.missing:
+            break
+        if not stored.jobs:  # what is missing is queued already, or could not be: nothing to wait for
+            err.print(f"{len(pm.missing_points(stored.document))} points are still missing and no new job was queued for them")
+            break
+        err.print(f"the new measurements call for {len(pm.missing_points(stored.document))} more points: job(s) {stored.jobs}")
+    return stored
+
+
+def _wait_for(jobs: list[int], server: str, token: str | None, every_s: float = 2.0) -> None:
+    """Until every job has ended (done, failed or cancelled), saying each change of their counts."""
+    from gac.client import Client, GacApiError, GacConnectionError
+
+    said = None
+    try:
+        with Client(server, token) as client:
+            while True:
+                states = [client.job(j).status for j in jobs]
+                counts = ", ".join(f"{states.count(s)} {s}" for s in ("queued", "leased", "done", "failed", "cancelled") if s in states)
+                if counts != said:
+                    err.print(f"jobs {jobs}: {counts}")
+                    said = counts
+                if all(s in ("done", "failed", "cancelled") for s in states):
+                    return
+                time.sleep(every_s)
+    except (GacConnectionError, GacApiError) as exc:
+        err.print(f"[red]while waiting for jobs {jobs}: {exc}[/red]")
+        raise typer.Exit(1) from exc
 
 
 def _this_machine(
@@ -379,11 +444,11 @@ def _this_machine(
         engine.dispose()
 
 
-def _say_this_machine(found: tuple[str, str, list[str]], body: dict) -> None:
+def _say_this_machine(found: tuple[str, str, list[str]], manifest: Manifest) -> None:
     """Say which platform an alignment that named none uses, and whether its dtype was profiled there."""
     fingerprint, name, dtypes = found
     err.print(f"platform: this machine, {escape(name)} ({fingerprint[:16]}), as profiled here; --platform chooses another", highlight=False)
-    wanted = str((body.get("workload") or {}).get("dtype") or "float16")
+    wanted = str(manifest.workload.dtype)
     if dtypes and wanted not in dtypes:
         err.print(
             f"[yellow]this machine was profiled in {', '.join(dtypes)}, the manifest asks for {wanted}: "
@@ -392,18 +457,39 @@ def _say_this_machine(found: tuple[str, str, list[str]], body: dict) -> None:
         )
 
 
-def _say_what_was_not_solved(result: dict, asked: str | None) -> None:
+def _say_what_was_not_solved(result: AlignmentResult, asked: Objective | None) -> None:
     """A latency or frontier objective asked for without latency data is solved for importance
     only: say so on the terminal, where --json leaves the stdout to the document."""
-    if asked not in ("latency", "frontier") or result.get("objective_kind") == asked and (asked != "frontier" or result.get("frontier")):
+    if (
+        asked not in (Objective.LATENCY, Objective.FRONTIER)
+        or result.objective_kind == asked
+        and (asked != Objective.FRONTIER or result.frontier)
+    ):
         return
-    n = sum(len(m.get("dims", [])) for m in result.get("missing", []))
-    why = "no latency data (rules only)" if result.get("platform") == "rules only" else f"{n:,} curve points missing"
+    n = sum(len(m.dims) for m in result.missing)
+    why = "no latency data (rules only)" if result.platform == "rules only" else f"{n:,} curve points missing"
     err.print(
         f"[yellow]objective {asked}: not computed, {why}; the answer is importance-only "
         "(--platform names a profiled platform, --profile-missing measures what it lacks)[/yellow]",
         highlight=False,
     )
+
+
+W = TypeVar("W", bound=Enum)
+
+
+def _word(kind: type[W], flag: str) -> Callable[[str], W]:
+    """A flag's parser into its enum: a word it does not know is named with the words it does."""
+
+    def parse(value: str) -> W:
+        try:
+            return kind(value)
+        except ValueError:
+            words = [str(m.value) for m in kind]
+            err.print(f"[red]{flag} must be {', '.join(words[:-1])} or {words[-1]}, not {value!r}[/red]")
+            raise typer.Exit(2) from None
+
+    return parse
 
 
 def align_command(
@@ -415,22 +501,26 @@ def align_command(
     token: Annotated[str | None, typer.Option(help="API token for --server (default: $GAC_TOKEN)")] = None,
     enqueue_missing: Annotated[bool, typer.Option("--enqueue-missing", help="queue a profiling job for missing curves")] = False,
     objective: Annotated[
-        str | None,
+        Objective | None,
         typer.Option(
             help="importance | latency | frontier (default: the manifest's, else latency when measured)",
+            metavar="<str>",
+            parser=_word(Objective, "--objective"),
         ),
     ] = None,
     epsilon: Annotated[
         float | None,
         typer.Option(
-            min=0.0,
-            max=0.5,
+            min=float(EPSILON_MIN),
+            max=EPSILON_MAX,
             help="latency objective: importance it may give up (default 0.005)",
         ),
     ] = None,
     window: Annotated[
-        str | None,
+        Window | None,
         typer.Option(
+            metavar="<str>",
+            parser=_word(Window, "--window"),
             help="latency objective's candidates: gac (+/- max(16, 5 %) of each dim, not below half of it; default) "
             "or paper (also multiples of 8 within +/- 64)",
         ),
@@ -449,6 +539,14 @@ def align_command(
             "--yes",
             "-y",
             help="with --profile-missing or --enqueue-missing: do not ask, however long it takes",
+        ),
+    ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="with --profile-missing and --server, for another machine's platform: wait for its agents to measure "
+            "the queued points, align again, and queue what the new points call for",
         ),
     ] = False,
     device: Annotated[str, typer.Option(help="with --profile-missing: the device to measure on (cpu, cuda:N)")] = "cpu",
@@ -479,31 +577,13 @@ def align_command(
         err.print("[red]give at most one of --server, --db, --measurements[/red]")
         raise typer.Exit(2)
     from gac.agent.settings import AgentSettings
+    from gac.solver.align import AlignOptions, with_goal
 
     token = token or AgentSettings().token
     body = _load_manifest(manifest)
     names = _Names(manifest)
-    for key, flag, given in (
-        ("objective", "--objective", objective),
-        ("epsilon", "--epsilon", epsilon),
-        ("window", "--window", window),
-        ("workload.dtype", "--dtype", dtype),
-    ):
-        if given is not None:
-            names.flags[key] = flag
-    if objective is not None:
-        if objective not in ("importance", "latency", "frontier"):
-            err.print(f"[red]--objective must be importance, latency or frontier, not {objective!r}[/red]")
-            raise typer.Exit(2)
-        body["objective"] = objective
-    if epsilon is not None:
-        body["epsilon"] = epsilon
-    if window is not None:
-        if window not in ("gac", "paper"):
-            err.print(f"[red]--window must be gac or paper, not {window!r}[/red]")
-            raise typer.Exit(2)
-        body["window"] = window
     if dtype is not None:
+        names.flags["workload.dtype"] = "--dtype"
         body.setdefault("workload", {"tokens": [1024]})["dtype"] = dtype
     if exhaustive and server:
         err.print("[red]--exhaustive works with the local database or --measurements: the service's API has no such option[/red]")
@@ -511,39 +591,44 @@ def align_command(
     if profile_missing and measurements:
         err.print("[red]--profile-missing stores what it measures: use it with the local database or --server, not --measurements[/red]")
         raise typer.Exit(2)
+    # The flags, typed, go to the solver as its options; a service takes a manifest, so it gets the
+    # manifest with the flags in place of its own entries (with_goal: where the two meet).
+    options = AlignOptions(objective=objective, epsilon=epsilon, window=window)
+    document = _manifest(body, names)
+    asked = with_goal(document, options)
 
-    def run(platform: str | None, enqueue: bool) -> dict:
+    def run(platform: str | None, enqueue: bool) -> _Stored:
         if server:
-            return _via_server(server, token, body, platform, enqueue, names)
+            return _via_server(server, token, asked, platform, enqueue, names)
         if measurements:
-            return _from_file(measurements, body, names, exhaustive)
-        return _locally(db, body, platform, enqueue, names, exhaustive)
+            return _from_file(measurements, document, options, names, exhaustive)
+        return _locally(db, asked, platform, enqueue, names, exhaustive)
 
-    if platform is None and not measurements and not (body.get("target") or {}).get("platform"):
+    if platform is None and not measurements and not (document.target and document.target.platform):
         # Right after `gac profile` (or an agent's run) on this machine, this machine is the platform meant.
         here = _this_machine(server, token, db, device, threads)
         if here is not None:
             platform = here[0]
-            _say_this_machine(here, body)
+            _say_this_machine(here, document)
     stored = run(platform, False)
-    if enqueue_missing and not profile_missing and stored["result"].get("missing"):
+    if enqueue_missing and not profile_missing and stored.result.missing:
         # Queue only what the user has seen sized: points and estimated time first, and a
         # question above the threshold (--yes skips it).
         from gac.commands import profile_missing as pm
 
-        res = stored["result"]
-        estimated = sum(m.get("estimated_seconds") or 0.0 for m in res["missing"])
-        pm.confirm(len(pm.missing_points(res)), len(res["missing"]), estimated, f"as a job for platform {res['platform'][:16]}", yes)
+        res = stored.result
+        estimated = sum(m.estimated_seconds or 0.0 for m in res.missing)
+        pm.confirm(len(pm.missing_points(stored.document)), len(res.missing), estimated, f"as a job for platform {res.platform[:16]}", yes)
         stored = run(platform, True)
-    if profile_missing and stored["result"].get("missing"):
-        stored = _profile_and_realign(stored, run, server, token, db, device, threads, yes)
+    if profile_missing and stored.result.missing:
+        stored = _profile_and_realign(stored, run, server, token, db, device, threads, yes, wait)
     if as_json:
-        _say_what_was_not_solved(stored["result"], body.get("objective"))
-    document = json.dumps(stored["result"], indent=2)
+        _say_what_was_not_solved(stored.result, asked.objective)
+    text = json.dumps(stored.document, indent=2)
     if out:
-        out.write_text(document + "\n")
+        out.write_text(text + "\n")
     if as_json:
-        sys.stdout.write(document + "\n")
+        sys.stdout.write(text + "\n")
     else:
         _print(stored, wide)
 

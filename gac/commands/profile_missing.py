@@ -9,6 +9,7 @@ long they should take before anything is timed, and confirms above a threshold.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -72,6 +73,18 @@ def this_machine(device: str, threads: int | None):  # noqa: ANN201 - the agent'
     from gac.agent.cli import open_session
 
     return open_session(device, threads)
+
+
+def threads_of(target: str, platform, cores: int | None = None) -> int | None:  # noqa: ANN001 - a PlatformDescriptor
+    """The thread count with which this CPU is the target platform, if another one than it has now: a run
+    timed with --threads 1 on a busy machine and resumed on a quiet one (or the other way round) is the
+    same platform only at the same count. None: no thread count makes it the target."""
+    if platform.device_kind != "cpu" or platform.fingerprint() == target:
+        return None
+    for threads in range(1, (cores or os.cpu_count() or 1) + 1):
+        if platform.model_copy(update={"threads": threads}).fingerprint() == target:
+            return threads
+    return None
 
 
 def measure(result: dict[str, Any], session, yes: bool, server: str | None, token: str | None, db: str | None) -> Measured:  # noqa: ANN001

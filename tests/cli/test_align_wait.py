@@ -1,0 +1,91 @@
+"""`gac align --server --profile-missing --wait` for another machine's platform: the points are
+queued as jobs, the command follows them, aligns again once their agent has measured them, and
+queues what the new points call for, until nothing is missing. The other machine's agent is played
+here over real HTTP (claim, upload, complete), with synthetic latencies for a platform that is not
+this one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gac.agent.jobs import JobClient
+from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
+from gac.contracts.plans import SweepPlan
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ROOT / "examples/cpu-demo-lowrank.json"
+OTHER = PlatformDescriptor(device_kind="cuda", device_name="Synthetic GPU (elsewhere)", compute_capability="9.0", torch_version="2.13.0")
+
+
+def _latency(dim: int) -> float:
+    """A lattice: multiples of 8 fast, odd widths slowest."""
+    return 20.0 + 0.01 * dim + (0 if dim % 8 == 0 else 15 if dim % 2 else 6)
+
+
+def _measured(points: list[tuple[str, str, dict[str, int], str]]) -> Batch:
+    rows = [
+        Measurement(
+            id=uuid.uuid4(),
+            op=op,
+            dtype=dtype,
+            shape=shape,
+            sweep_axis=axis,
+            median_us=_latency(shape[axis]),
+            p10_us=_latency(shape[axis]) * 0.99,
+            p90_us=_latency(shape[axis]) * 1.01,
+            mean_us=_latency(shape[axis]),
+            n=50,
+            timer="synthetic",
+        )  # fmt: skip
+        for op, dtype, shape, axis in points
+    ]
+    return Batch(id=uuid.uuid4(), platform=OTHER, run=RunInfo(id=uuid.uuid4(), agent="other-machine", plan="jobs"), measurements=rows)
+
+
+def _upload(live_service, batch: Batch) -> None:
+    headers = {"Authorization": f"Bearer {live_service.ingest_token}", "content-type": "application/json"}
+    r = httpx.post(f"{live_service.url}/v1/batches", content=batch.model_dump_json(by_alias=True), headers=headers, timeout=60)
+    assert r.status_code in (200, 201), r.text
+
+
+@pytest.mark.slow
+def test_wait_follows_the_jobs_until_nothing_is_missing(live_service, tmp_path):
+    # The other platform exists (one point on a curve the manifest does not use) and has nothing it needs.
+    _upload(live_service, _measured([("gemm", "bfloat16", {"m": 8, "n": 8, "k": 8}, "n")]))
+    env = {**os.environ, "GAC_DATA_DIR": str(tmp_path), "COLUMNS": "200"}
+    command = [sys.executable, "-m", "gac", "align", str(MANIFEST), "--server", live_service.url, "--token", live_service.admin_token,
+               "--platform", OTHER.fingerprint(), "--profile-missing", "--wait", "--yes", "--json"]  # fmt: skip
+    aligning = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    agent = JobClient(live_service.url, live_service.ingest_token, agent="other-machine")
+    done = []
+    try:
+        while aligning.poll() is None:  # the other machine's agent: whatever is queued for it, measured
+            job = agent.claim(OTHER)
+            if job is None:
+                time.sleep(0.2)
+                continue
+            points = [(p.op, p.dtype, p.shape, p.axis) for p in SweepPlan.model_validate(job.plan).iter_points()]
+            _upload(live_service, _measured(points))
+            agent.complete(job.id, len(points))
+            done.append(len(points))
+        out, err = aligning.communicate(timeout=60)
+    finally:
+        agent.close()
+        if aligning.poll() is None:
+            aligning.kill()
+    assert aligning.returncode == 0, err
+    assert done, "no job was queued"
+    assert "waiting for them" in err and "done" in err
+    result = json.loads(out)
+    assert result["platform"] == OTHER.fingerprint()
+    assert result["missing"] == [] and result["latency"]["complete"] is True
+    assert all(c["source"] == "measured" for w in result["weights"] for c in w["candidates"] if c["dim"] == w["dim"])
