@@ -13,6 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import torch
@@ -75,36 +76,54 @@ def relative_spread(samples: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class TimingResult:
-    """Statistics of one timed point (microseconds per kernel call)."""
+    """One timed point: its samples (microseconds per kernel call) and how they were taken. The
+    statistics are the samples' own, computed from them on first use (as torch.utils.benchmark's
+    Measurement computes its own), so no figure can disagree with the samples it came from."""
 
-    median_us: float
-    p10_us: float
-    p90_us: float
-    mean_us: float
-    n: int
+    samples_us: tuple[float, ...]
     timer: str
-    spread: float  # (p90 - p10) / median of the samples
     stop: StopReason
     wall_s: float  # time spent on this point, warm-up included
     inner: int = 1  # kernel calls per sample (CPU timer, tiny kernels)
-    samples_us: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. SM clock, throttle reasons
+
+    def __post_init__(self) -> None:
+        if not self.samples_us:
+            raise ValueError("a timing result needs at least one sample")
+
+    @cached_property
+    def _sorted(self) -> list[float]:
+        return sorted(self.samples_us)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples_us)
+
+    @cached_property
+    def median_us(self) -> float:
+        return percentile(self._sorted, 0.5)
+
+    @property
+    def p10_us(self) -> float:
+        return min(percentile(self._sorted, 0.1), self.median_us)
+
+    @property
+    def p90_us(self) -> float:
+        return max(percentile(self._sorted, 0.9), self.median_us)
+
+    @property
+    def mean_us(self) -> float:
+        return sum(self._sorted) / self.n
+
+    @cached_property
+    def spread(self) -> float:
+        """(p90 - p10) / median of the samples."""
+        return spread_of_sorted(self._sorted)
 
 
 def summarize(samples_us: Sequence[float], **kw: Any) -> TimingResult:
-    s = sorted(samples_us)
-    med = percentile(s, 0.5)
-    p10, p90 = percentile(s, 0.1), percentile(s, 0.9)
-    return TimingResult(
-        median_us=med,
-        p10_us=min(p10, med),
-        p90_us=max(p90, med),
-        mean_us=sum(s) / len(s),
-        n=len(s),
-        spread=spread_of_sorted(s),
-        samples_us=tuple(samples_us),
-        **kw,
-    )
+    """The result of these samples (in the order taken), with how they were taken (TimingResult's fields)."""
+    return TimingResult(tuple(samples_us), **kw)
 
 
 # Where a model's weights come from: beyond the caches. Rotating a kernel's weights through

@@ -130,9 +130,10 @@ def test_a_lattice_curve_profiled_on_the_simulated_gpu_repeats_its_cliffs() -> N
 
 
 def _point(median: float, p10: float, p90: float) -> TimingResult:
-    return TimingResult(
-        median_us=median, p10_us=p10, p90_us=p90, mean_us=median, n=30, timer="t", spread=(p90 - p10) / median, stop="spread", wall_s=0.0
-    )
+    # Eleven samples whose 10th, 50th and 90th percentiles are these.
+    result = TimingResult((p10, p10, *[median] * 7, p90, p90), timer="t", stop="spread", wall_s=0.0)
+    assert (result.p10_us, result.median_us, result.p90_us) == (p10, median, p90)
+    return result
 
 
 def test_the_summary_names_no_step_inside_the_points_noise() -> None:

@@ -125,7 +125,7 @@ class _Scaled(CpuTimer):
 
     def time(self, fn, timing=None):
         r = super().time(fn, timing)
-        return dataclasses.replace(r, median_us=r.median_us * self.factor)
+        return dataclasses.replace(r, samples_us=tuple(us * self.factor for us in r.samples_us))
 
 
 @pytest.mark.parametrize("factor", [2.0, 0.5])
