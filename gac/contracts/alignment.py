@@ -26,6 +26,8 @@ class _Model(BaseModel):
 
 
 class Candidate(_Model):
+    """One dimension a weight may take, with its predicted latency and where that figure comes from."""
+
     model_config = ConfigDict(extra="ignore", frozen=True)  # immutable: one rule candidate serves every weight
 
     dim: int
@@ -34,6 +36,8 @@ class Candidate(_Model):
 
 
 class AlignedWeight(_Model):
+    """One weight (or a group sharing one dimension): the compressor's dim, the chosen one and its candidates."""
+
     name: str  # the weight's name, or the group's name when several weights share one dimension
     dim_before: float  # the compressor's dimension (a group: the mean of its members')
     dim: int
@@ -49,6 +53,8 @@ class AlignedWeight(_Model):
 
 
 class CrossCheck(_Model):
+    """The independent solver's verdict on our optimum (OR-Tools), or why it did not run."""
+
     method: str  # "cp-sat", "scip", or "none"
     objective: float | None = None
     agrees: bool | None = None  # None when the check did not run or did not prove optimality
@@ -57,6 +63,8 @@ class CrossCheck(_Model):
 
 
 class SolverInfo(_Model):
+    """How the answer was solved: method, time, instance size and the cross-check."""
+
     method: str  # e.g. "mckp-dense" or "mckp-core"
     seconds: float
     cross_check: CrossCheck
@@ -66,6 +74,8 @@ class SolverInfo(_Model):
 
 
 class Baseline(_Model):
+    """Another way of choosing the dims (nearest-8, the paper's DP, ...), scored on the same budget and curves."""
+
     method: str  # "paper-dp", "nearest-8", "round-down-8"
     objective: float
     total_params: int
@@ -116,6 +126,8 @@ class MissingCurve(_Model):
 
 
 class AlignmentResult(_Model):
+    """A gac.alignment/v1 document: the chosen dims, what they cost and keep, and how they were found."""
+
     schema_: Literal["gac.alignment/v1"] = Field(default=ALIGNMENT_SCHEMA, alias="schema")
     model: str
     budget: int

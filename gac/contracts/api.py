@@ -100,6 +100,8 @@ class StoredMeasurement(_Out):
 
 
 class CurveSummary(_Out):
+    """A stored curve without its points: what it sweeps and at which fixed shape (GET /v1/curves)."""
+
     id: int
     platform_id: int
     op: str
@@ -148,6 +150,8 @@ class Step(_Out):
 
 
 class Modulus(_Out):
+    """A period the curve's fast dims follow, and how many of them it explains."""
+
     m: int
     agreement: float
 
@@ -165,6 +169,8 @@ class CurveCliffs(_Out):
 
 
 class JobMatch(_Out):
+    """Which agents may take a job: a platform's fingerprint, or a device kind and name."""
+
     fingerprint: str | None = None
     device_kind: DeviceKind | None = None
     device_name: str | None = None

@@ -177,10 +177,14 @@ class Budget(_Model):
 
 
 class Target(_Model):
+    """The platform to align for (an id or fingerprint the service knows)."""
+
     platform: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
 
 
 class Workload(_Model):
+    """What the model runs: the token counts (GEMM rows) its kernels see, their weights, and the dtype."""
+
     tokens: Annotated[list[PosDim], Field(min_length=1, max_length=MAX_TOKEN_SHAPES)]
     dtype: Dtype = Dtype.float16
     # How much each token count matters (e.g. prefill vs decode share); default equal.
@@ -208,6 +212,8 @@ class Workload(_Model):
 
 
 class Manifest(_Model):
+    """A gac.manifest/v1 document: a compressor's output (model, budget, weights and their dims) to align."""
+
     schema_: Literal["gac.manifest/v1"] = Field(default=MANIFEST_SCHEMA, alias="schema")
     model: Annotated[str, Field(min_length=1, max_length=300, pattern=PRINTABLE)]
     compressor: Annotated[str | None, Field(default=None, max_length=100, pattern=PRINTABLE)] = None

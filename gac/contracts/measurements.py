@@ -29,6 +29,8 @@ MAX_INT64 = 2**63 - 1  # BIGINT
 
 
 class Op(StrEnum):
+    """A kernel family the agent times."""
+
     gemm = "gemm"  # Y[m, n] = X[m, k] @ W[k, n]
     gemv = "gemv"  # y[n] = x[k] @ W[k, n]  (a GEMM with m = 1)
     sdpa = "sdpa"  # scaled-dot-product attention, q/k/v of (b, h, s, head_dim)
@@ -37,6 +39,8 @@ class Op(StrEnum):
 
 
 class Dtype(StrEnum):
+    """An element type kernels are timed and models run in."""
+
     float16 = "float16"
     bfloat16 = "bfloat16"
     float32 = "float32"
