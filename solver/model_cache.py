@@ -188,6 +188,20 @@ def stable_hash(key: Hashable) -> str:
     return hashlib.sha256(repr((code_version(), _canonical(key))).encode()).hexdigest()[:32]
 
 
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write the file whole, then rename it into place: a reader sees all of it or none (the
+    directory is made, private, if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".writing-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 class ModelFiles:
     """Shared models stored in a directory, one pickle per key, the most recently used `max_files`
     (and at most `max_bytes` together) kept. Safe between processes: files are written whole and
@@ -228,15 +242,7 @@ class ModelFiles:
         """Write the model (atomically), then drop the least recently used files past the limits.
         Failures (a full disk, a read-only directory) are logged: the model stays in memory. True: written."""
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".writing-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    pickle.dump((key, model), f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, self.path(key))
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            write_atomically(self.path(key), pickle.dumps((key, model), protocol=pickle.HIGHEST_PROTOCOL))
         except Exception as exc:  # noqa: BLE001 - the cache is an optimisation
             log.warning("latency model not stored in %s (%s: %s)", self.directory, type(exc).__name__, exc)
             return False

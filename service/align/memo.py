@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import zlib
 from collections.abc import Hashable
 from pathlib import Path
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
-from gac.solver.model_cache import stable_hash
+from gac.solver.model_cache import stable_hash, write_atomically
 
 log = logging.getLogger("gac.service")
 
@@ -63,15 +62,7 @@ class AnswerFiles:
         if result.pending:
             return False
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".writing-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(zlib.compress(result.__pydantic_serializer__.to_json(result, by_alias=True), 1))
-                os.replace(tmp, self._path(key))
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            write_atomically(self._path(key), zlib.compress(result.__pydantic_serializer__.to_json(result, by_alias=True), 1))
         except Exception as exc:  # noqa: BLE001 - an optimisation: the answer is stored in the database anyway
             log.warning("answer not kept in %s (%s: %s)", self.directory, type(exc).__name__, exc)
             return False
