@@ -18,6 +18,19 @@ ruff check .
 ruff format --check .
 # mypy reads the `gac` namespace as installed, through a folder of links (scripts/namespace_tree.py).
 (cd "$(python scripts/namespace_tree.py)" && mypy --config-file "$OLDPWD/pyproject.toml")
-# pytest's default lines show progress per file (its name, a dot per test, the share done) rather
-# than a quarter hour of bare dots; the slowest tests are listed at the end, where the time went.
-exec python -m pytest -p no:cacheprovider --durations=15 "$@"
+# The tests on two workers (pytest-xdist; GAC_TEST_WORKERS=auto takes a worker per core): a file
+# runs whole on one worker, and each worker makes its own databases. Then the tests marked `serial`
+# on their own: they time real kernels or load the cores on purpose, and another worker's tests
+# beside them would be the very noise they measure. Progress is a line per file (its name, a dot
+# per test, the share done: tests/fixtures/progress.py under the workers) rather than bare dots;
+# each run lists its slowest tests at its end, where the time went.
+parallel=0
+python -m pytest -p no:cacheprovider -n "${GAC_TEST_WORKERS:-2}" --dist loadfile -m "not serial" --durations=15 "$@" || parallel=$?
+serial=0
+python -m pytest -p no:cacheprovider -m serial --durations=15 "$@" || serial=$?
+# 5: nothing collected, as when the arguments name tests of one kind only (both 5: nothing ran at all).
+if [ "$parallel" = 5 ] && [ "$serial" = 5 ]; then exit 5; fi
+[ "$parallel" = 5 ] && parallel=0
+[ "$serial" = 5 ] && serial=0
+if [ "$parallel" != 0 ]; then exit "$parallel"; fi
+exit "$serial"

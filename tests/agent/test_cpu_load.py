@@ -5,11 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from gac.agent.cpu_load import Busy, busy_now, contention_warning
 
 SPIN = "import sys; print('spinning', flush=True)\nwhile True: pass"
 
 
+@pytest.mark.serial  # spins a core: it would slow the tests beside it
 def test_a_core_spinning_now_reads_as_busy():
     spinner = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
     try:

@@ -52,6 +52,7 @@ def app():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # times real kernels against torch.utils.benchmark: alone on the cores
 def test_selftest_on_this_cpu_prints_every_check_and_passes(app):
     res = CliRunner().invoke(app, ["agent", "selftest"])
     out = res.stdout
@@ -73,6 +74,7 @@ def test_selftest_on_this_cpu_prints_every_check_and_passes(app):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # times real kernels against torch.utils.benchmark: alone on the cores
 def test_selftest_json_on_this_cpu(app):
     res = CliRunner().invoke(app, ["agent", "selftest", "--json"])
     assert res.exit_code == 0, res.output

@@ -170,6 +170,7 @@ TOLERANCE = 0.35
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # times real kernels against torch.utils.benchmark: alone on the cores
 @pytest.mark.parametrize(
     ("op", "dtype", "shape"),
     [

@@ -81,6 +81,7 @@ sweeps:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # its own CPU hog, and the kernels it times: not beside other tests
 def test_the_demos_alignment_finishes_on_a_profile_timed_beside_a_cpu_hog(tmp_path):
     """Real kernels timed with two threads while another process spins on this machine's cores,
     then aligned: whatever the stalls did to the figures, the alignment answers within the budget."""

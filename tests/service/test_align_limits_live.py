@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gac.service.align.limits import ASYNC_ABOVE_WEIGHTS
 from tests import factories as f
 from tests.fixtures.database import SECRET
 from tests.fixtures.live_service import LiveService, free_port
@@ -141,10 +142,13 @@ def test_the_deadline_stops_the_work_and_says_so(service, database):
     assert service.proc is not None
     with httpx.Client(base_url=service.url, timeout=120) as http:
         headers = {**f.auth(service.read_token), "Content-Type": "application/json"}
-        r = http.post("/v1/align", content=long_manifest(60_000), headers=headers)
+        # At most ASYNC_ABOVE_WEIGHTS: the POST waits for its answer (above, a 202 can come before the deadline).
+        r = http.post("/v1/align", content=long_manifest(ASYNC_ABOVE_WEIGHTS), headers=headers)
         assert r.status_code == 504 and r.json()["error"] == "AlignmentDeadline", r.text
         wait_for("no task process left", lambda: not task_processes(service.proc.pid), 10)
-        (job,) = job_rows(database.url)
+        # The failure is recorded after the answer (the task's end, in the runner's thread): on a busy
+        # machine the 504 can arrive while the row still reads queued or running.
+        (job,) = wait_for("the job recorded failed", lambda: [j for j in job_rows(database.url) if j[1] not in ("queued", "running")], 10)
         assert job[1] == "failed" and job[2]["status"] == 504
         assert http.get(f"/v1/alignments/{job[0]}").status_code == 504
 
@@ -183,8 +187,9 @@ def test_sigterm_stops_gac_serve_within_its_grace_and_marks_checks_not_run(datab
             # One alignment answered, its checks (SCIP over 2,000 items and the paper's DP) left running ...
             checked = http.post("/v1/align", content=json.dumps(manifest(2_000)))
             assert checked.status_code == 201 and checked.json()["result"]["pending"], checked.text
-            # ... and one still aligning (202).
-            aligning = http.post("/v1/align", content=long_manifest(), headers={"Prefer": "respond-async"})
+            # ... and one still aligning (202): three times the size a client waits for, so that it is
+            # still running when the signal comes, however fast this machine aligns.
+            aligning = http.post("/v1/align", content=long_manifest(3 * ASYNC_ABOVE_WEIGHTS), headers={"Prefer": "respond-async"})
             assert aligning.status_code == 202
             wait_for("the alignment running", lambda: [r for r in job_rows(database.url) if r[1] == "running"], 60)
             wait_for("its task processes", lambda: len(task_processes(proc.pid)) >= 2, 20)

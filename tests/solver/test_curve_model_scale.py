@@ -158,6 +158,7 @@ def test_the_frontier_is_the_one_every_pair_gives() -> None:
         assert _frontier(x, u, est, var, run, slope_se, opts) == every_pair
 
 
+@pytest.mark.serial  # compares two wall-clock timings: alone on the cores
 def test_long_curves_take_about_linear_time() -> None:
     """Doubling the points about doubles the time (clean and noisy staircases, a smooth curve),
     where the plain forms took four to eight times as long."""
