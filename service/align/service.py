@@ -59,9 +59,9 @@ from gac.service.schemas import Page
 from gac.service.settings import Settings
 from gac.solver.align import AlignOptions, BudgetBelowFeasible, Completed, align
 from gac.solver.align import complete_pending as solver_complete
-from gac.solver.candidates import CandidateOptions, LatencyModel
+from gac.solver.candidates import CandidateOptions
 from gac.solver.crosscheck import CrossCheckDisagreement
-from gac.solver.model_cache import MODELS
+from gac.solver.model_cache import MODELS, model_key
 
 log = logging.getLogger("gac.service")
 T = TypeVar("T")
@@ -87,7 +87,6 @@ def run_alignment(
     defer_above: int | None = None,
     exhaustive: bool = False,
     timings: dict[str, float] | None = None,
-    model: LatencyModel | None = None,
 ) -> AlignmentResult:
     """align() over the platform's curves. defer_above: leave the checks of larger instances pending
     (the service answers first; complete_pending runs them). What is missing comes in passes, each
@@ -95,15 +94,14 @@ def run_alignment(
     exhaustive: every dim of each window at once (`gac align --exhaustive`). The latency model is
     shared (gac.solver.model_cache): in memory, and in the directory MODELS has attached, where it is
     stored once the alignment filled it. timings: gets "model_load" (read from that directory) and
-    "model_store" (written there), in seconds, when they happened. model: the one already looked up."""
+    "model_store" (written there), in seconds, when they happened."""
     lookup = DbLookup(session, platform) if platform is not None else None
     try:
         options = AlignOptions(defer_above=defer_above, candidates=CandidateOptions(sparse=not exhaustive))
-        if model is None:
-            t0 = time.perf_counter()
-            model, origin = MODELS.model_from(manifest, lookup)
-            if origin == "disk" and timings is not None:
-                timings["model_load"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        model, origin = MODELS.model_from(manifest, lookup)
+        if origin == "disk" and timings is not None:
+            timings["model_load"] = time.perf_counter() - t0
         result = align(manifest, lookup, options, model)
         t1 = time.perf_counter()
         if MODELS.store(model) and timings is not None:
@@ -115,20 +113,14 @@ def run_alignment(
         raise SolverDisagreement(str(exc)) from exc
 
 
-def answer_key_of(
-    session: Session, manifest: Manifest, platform: Platform | None, timings: dict[str, float]
-) -> tuple[str | None, LatencyModel | None]:
-    """The name the complete answer to this request is kept under (gac.service.align.memo), and the
-    latency model it names (looked up, or read from disk: "model_load" in timings). (None, None): no
-    platform, so no curve versions to name."""
+def answer_key_of(session: Session, manifest: Manifest, platform: Platform | None) -> str | None:
+    """The name the complete answer to this request is kept under (gac.service.align.memo): the
+    manifest and its latency model's key (every curve version it reads), which is read from the
+    database without the model. None: no platform, so no curve versions to name."""
     if platform is None:
-        return None, None
-    t0 = time.perf_counter()
-    model, origin = MODELS.model_from(manifest, DbLookup(session, platform))
-    if origin == "disk":
-        timings["model_load"] = time.perf_counter() - t0
-    key = MODELS.key_of(model)
-    return (None if key is None else answer_key(key, manifest, exhaustive=False)), model
+        return None
+    key = model_key(manifest, DbLookup(session, platform))
+    return None if key is None else answer_key(key, manifest, exhaustive=False)
 
 
 # -- the stored forms
@@ -452,13 +444,13 @@ def align_and_store(
     MODELS.attach(settings.models_dir)
     answers = AnswerFiles(settings.models_dir / "answers")
     t0, shared = time.perf_counter(), dict[str, float]()
-    key, model = answer_key_of(session, manifest, target, shared)
+    key = answer_key_of(session, manifest, target)
     result = answers.load(key) if key is not None else None
     if result is not None:  # the same request against the same curve versions, answered whole before
         timings |= shared | {"recalled": time.perf_counter() - t0 - sum(shared.values())}
     else:
         defer = limits.INLINE_CHECK_MAX_ITEMS if defer_above is None else defer_above
-        result = run_alignment(session, manifest, target, defer, timings=shared, model=model)
+        result = run_alignment(session, manifest, target, defer, timings=shared)
         timings |= align_timings(result, time.perf_counter() - t0 - sum(shared.values())) | shared
         if key is not None:
             answers.save(key, result)  # complete answers only; one with checks pending is kept by complete_pending
