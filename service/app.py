@@ -37,6 +37,7 @@ from gac.service.platforms.endpoints import router as platforms_router
 from gac.service.settings import Settings, get_settings
 from gac.service.startup import ensure_schema
 from gac.service.ui.endpoints import install_ui
+from gac.solver.curve_cache import CURVES
 
 
 def die_with_parent() -> None:
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         die_with_parent()
         ensure_schema(engine, settings)  # refuses to start on an out-of-date schema (unless allowed to migrate)
+        CURVES.attach(settings.models_dir / "curves")  # the cliffs view reads the curve models alignments made, and back
         poller = None
         if settings.read_cache_seconds > 0:
             poller = asyncio.create_task(confirm_forever(app.state.responses, engine, settings.read_cache_seconds))

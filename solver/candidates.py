@@ -18,6 +18,7 @@ from gac.contracts.alignment import Candidate, MissingCurve
 from gac.contracts.manifest import Manifest, Weight
 from gac.contracts.measurements import Op
 from gac.solver import sparse_needs
+from gac.solver.curve_cache import shared_model_curve
 from gac.solver.curve_model import (
     MIN_POINTS,
     SMOOTH_NOTE,
@@ -221,7 +222,7 @@ class LatencyModel:
     def _own_model(self, key: tuple) -> CurveModel:
         """The curve modelled on its own data: class by class when it is a lattice (gac.solver.lattice)."""
         if key not in self._own:
-            self._own[key] = model_by_class(self._points(key)) if self._is_lattice(key) else model_curve(self._points(key))
+            self._own[key] = model_by_class(self._points(key)) if self._is_lattice(key) else shared_model_curve(self._points(key))
         return self._own[key]
 
     def _is_lattice(self, key: tuple) -> bool:

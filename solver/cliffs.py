@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gac.solver.curve_cache import shared_model_curve
 from gac.solver.curve_model import CliffOptions, CurveModel, Modulus, Point, Step, find_period, model_curve
 
 __all__ = [
@@ -51,7 +52,7 @@ def frontier_margin(model: CurveModel, opts: CliffOptions) -> float:
 
 def analyze(points: Sequence[Point], opts: CliffOptions = CliffOptions()) -> CurveAnalysis:
     """Steps, frontier and modulus of one curve."""
-    model = model_curve(points, opts)
+    model = shared_model_curve(points, opts)  # the same computation an alignment of this curve reads
     return CurveAnalysis(
         steps=model.steps,
         frontier=model.frontier,

@@ -2,7 +2,7 @@
 
 An answer is a function of the manifest (every field: weights, importance, budget, objective), the
 latency model's key (platform, dtype, workload, the versions of every curve it reads) and the
-code (gac.solver.model_cache.stable_hash holds the solver's and contracts' source hash). The same
+code (gac.solver.stored.stable_hash holds the solver's and contracts' source hash). The same
 request against unchanged curves gets the stored answer; any new measurement on one of its
 curves is a new key. Only complete answers are kept: one whose checks are pending is stored once
 they ran (complete_pending), under the key of the model it was aligned with.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
-from gac.solver.model_cache import stable_hash, write_atomically
+from gac.solver.stored import keep_newest, stable_hash, write_atomically
 
 log = logging.getLogger("gac.service")
 
@@ -66,18 +66,5 @@ class AnswerFiles:
         except Exception as exc:  # noqa: BLE001 - an optimisation: the answer is stored in the database anyway
             log.warning("answer not kept in %s (%s: %s)", self.directory, type(exc).__name__, exc)
             return False
-        self._prune()
+        keep_newest(self.directory, f"*{SUFFIX}", self.max_files)
         return True
-
-    def _prune(self) -> None:
-        files = []
-        for path in self.directory.glob(f"*{SUFFIX}"):
-            try:
-                files.append((path.stat().st_mtime, path))
-            except FileNotFoundError:
-                continue
-        for _mtime, path in sorted(files, reverse=True)[self.max_files :]:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass

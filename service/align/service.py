@@ -61,6 +61,7 @@ from gac.solver.align import AlignOptions, BudgetBelowFeasible, Completed, align
 from gac.solver.align import complete_pending as solver_complete
 from gac.solver.candidates import CandidateOptions
 from gac.solver.crosscheck import CrossCheckDisagreement
+from gac.solver.curve_cache import CURVES
 from gac.solver.model_cache import MODELS, model_key
 
 log = logging.getLogger("gac.service")
@@ -442,6 +443,7 @@ def align_and_store(
     if enqueue and target is None:
         raise Unprocessable([{"field": "query.enqueue_missing", "message": "needs a target platform (manifest target or ?platform=)"}])
     MODELS.attach(settings.models_dir)
+    CURVES.attach(settings.models_dir / "curves")
     answers = AnswerFiles(settings.models_dir / "answers")
     t0, shared = time.perf_counter(), dict[str, float]()
     key = answer_key_of(session, manifest, target)
@@ -610,6 +612,7 @@ def complete_pending(settings: Settings, alignment_id: uuid.UUID, answer_key: st
         whole_stored = AlignmentResult.model_validate_json(zlib.decompress(row.result_full)) if row.result_full is not None else None
         lookup = DbLookup(session, platform) if platform is not None else None
         MODELS.attach(settings.models_dir)
+        CURVES.attach(settings.models_dir / "curves")
         try:
             model = MODELS.model(manifest, lookup)  # the alignment's, from disk in a process of its own
             checked: Completed | str = solver_complete(manifest, whole_stored or stored, lookup, model=model)
