@@ -293,12 +293,6 @@ class ModelCache:
                 self._stored.pop(id(gone), None)
         return model, origin
 
-    def key_of(self, model: LatencyModel) -> Hashable | None:
-        """The key this cache holds the model under (None: not a model of this cache)."""
-        with self._lock:
-            known = self._stored.get(id(model))
-        return None if known is None else known[0]
-
     def stats(self) -> dict[str, int]:
         """Models found in memory, on disk, computed anew; files written (this process's counts)."""
         files = self.files
