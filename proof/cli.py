@@ -28,6 +28,7 @@ def config_kwargs(
     device: str | None = None,
     layers: int | None = None,
     retime: bool = False,
+    eager: bool = False,
 ) -> dict[str, Any]:
     """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py.
 
@@ -71,6 +72,8 @@ def config_kwargs(
         "frontier_search": frontier_search,
         "device": device,
     }
+    if eager:
+        kw["graphs"] = False
     if layers is not None:
         kw["llama"] = dataclasses.replace(LLAMA_CONFIGS[model], layers=layers)
     kw = {k: v for k, v in kw.items() if v is not None}
@@ -87,7 +90,7 @@ def run(kw: dict[str, Any], quick: bool, save: Path | None, retime_file: Path | 
 
     if retime_file is not None:
         # dtype and the kind of device: only to check they are the saved run's
-        keep = ("rounds", "passes", "threads", "seqs", "decode_context", "dtype", "device")
+        keep = ("rounds", "passes", "threads", "seqs", "decode_context", "dtype", "device", "graphs")
         res = retime(retime_file, log=log, **{k: v for k, v in kw.items() if k in keep})
         if save is not None:
             log(f"saved to {save_run(res, save)}")
@@ -173,6 +176,14 @@ def register(app: typer.Typer) -> None:
                 help="cpu (default) | cuda | cuda:N: where the models live, the agent profiles and the variants are timed",
             ),
         ] = None,
+        eager: Annotated[
+            bool,
+            typer.Option(
+                "--eager",
+                help="CUDA: time the host launching every kernel, as eager PyTorch runs (default: replay each call"
+                " from a CUDA graph, as serving engines run decode, so the GPU's own work is timed)",
+            ),
+        ] = False,
         layers: Annotated[
             int | None,
             typer.Option(
@@ -226,6 +237,7 @@ def register(app: typer.Typer) -> None:
                 device,
                 layers,
                 retime=retime_file is not None,
+                eager=eager,
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None

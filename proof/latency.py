@@ -16,10 +16,19 @@ How one pass is clocked depends on the device the models are on (pass_clock):
   event to the end event, gaps waiting for the host's launches included (what eager
   execution costs). No thread count and no preemption filter apply there.
 
-Optionally, once per round and setting, one more call of the baseline model runs with a
-clock around the modules that hold the compressed weights (forward hooks, removed again):
-how long those modules take in place, which the prediction sets against the profile
-(on CUDA, an event pair per module call).
+- CUDA graphs (graphs=True, on CUDA only): each (variant, setting) call is captured once in a
+  CUDA graph and every pass replays it, with the same events around the replay. That is how
+  serving engines run decode: the host's kernel launches leave the measurement, which then
+  holds the GPU's work alone. Eager timing of a small model or a decode step measures the
+  launches instead (a host-bound GPU idles between kernels, and kernel savings do not show).
+  A call that cannot be captured is timed eagerly, and the run says which.
+
+Optionally, once per round and setting, one more call of each compressed variant runs with a
+clock around the modules that hold the compressed weights: how long those modules take in
+place, which the prediction sets against the profile. Eager: forward hooks (removed again),
+on CUDA an event pair per module call. With graphs: the modules' calls, on the inputs they
+received inside the model, captured in one graph of their own and replayed between two
+events, so their launches stay out of it as they do from the model's graph.
 """
 
 from __future__ import annotations
@@ -99,13 +108,21 @@ class LatencyRun:
     medians: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     # (variant, setting label) -> passes dropped as preempted, per round
     preempted: dict[tuple[str, str], list[int]] = field(default_factory=dict)
-    # setting label -> the in-place variant's compressed modules, µs summed over one call, per round
-    in_place: dict[str, list[float]] = field(default_factory=dict)
-    in_place_variant: str | None = None
+    # (variant, setting label) -> that variant's compressed modules, µs summed over one call, per round
+    modules: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    in_place_variant: str | None = None  # whose modules the prediction reads (the baseline)
+    graphs: bool = False  # passes replayed from CUDA graphs
+    eager: dict[tuple[str, str], str] = field(default_factory=dict)  # (variant, label) timed eagerly in a graph run: why
 
-    def in_place_us(self, label: str) -> float | None:
-        """Median over rounds of the compressed modules' time in place (None: not clocked)."""
-        got = self.in_place.get(label)
+    @property
+    def in_place(self) -> dict[str, list[float]]:
+        """setting label -> the baseline's compressed modules in place, µs per round."""
+        v = self.in_place_variant
+        return {label: us for (name, label), us in self.modules.items() if name == v}
+
+    def in_place_us(self, label: str, variant: str | None = None) -> float | None:
+        """Median over rounds of a variant's compressed modules in place (default: the baseline's; None: not clocked)."""
+        got = self.modules.get((variant or self.in_place_variant or "", label))
         return statistics.median(got) if got else None
 
     @property
@@ -247,6 +264,72 @@ def clocked_call(fn: Callable[[], object], modules: Sequence[nn.Module], device:
     return spans.total_us()
 
 
+Capture = Callable[[Callable[[], object]], Callable[[], object]]  # a call -> a replay of it
+
+
+GRAPH_WARMUP = 3  # eager calls on a side stream before a capture (cuBLAS and allocator set-up stay out of it)
+
+
+class GraphReplay:
+    """A call captured once in a CUDA graph; calling this replays the same kernels on the same buffers,
+    with no host launches, and returns the call's output as the replay rewrote it. It holds the call,
+    and with it the inputs and caches the graph's kernels read: freed, their memory would be reused
+    under the graph. Warmed up on a side stream first, as capture requires."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        self.fn = fn
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(GRAPH_WARMUP):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = fn()
+
+    def __call__(self) -> object:
+        self.graph.replay()
+        return self.out
+
+
+cuda_graph: Capture = GraphReplay
+
+
+def module_calls(fn: Callable[[], object], modules: Sequence[nn.Module]) -> Callable[[], object]:
+    """The modules' calls during one call of fn, as one call: each module again on the inputs it got there
+    (kept from that call), in the order they ran. Timed from a graph, that is the modules' own GPU work."""
+    modules = list({id(m): m for m in modules}.values())
+    calls: list[tuple[nn.Module, tuple]] = []
+
+    def keep(mod: nn.Module, args: tuple) -> None:
+        calls.append((mod, tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)))
+
+    handles = [mod.register_forward_pre_hook(keep) for mod in modules]
+    try:
+        fn()
+    finally:
+        for h in handles:
+            h.remove()
+
+    def run() -> None:
+        with torch.inference_mode():
+            for mod, args in calls:
+                mod(*args)
+
+    return run
+
+
+def graph_modules_clock(fn: Callable[[], object], modules: Sequence[nn.Module], capture: Capture = cuda_graph) -> Callable[[], float]:
+    """A clock of the modules in place, from a graph: each reading replays their captured calls once between two events."""
+    replay = capture(module_calls(fn, modules))
+
+    def read() -> float:
+        return cuda_pass(replay)[0]
+
+    return read
+
+
 def time_rounds(
     models: Mapping[str, nn.Module],
     settings: Sequence[Setting],
@@ -259,18 +342,24 @@ def time_rounds(
     on_round: Callable[[int], None] | None = None,
     in_place: tuple[str, Callable[[nn.Module], Sequence[nn.Module]]] | None = None,
     device: Device = "cpu",
+    graphs: bool = False,
+    clock_also: Sequence[str] = (),
+    capture: Capture = cuda_graph,
 ) -> LatencyRun:
     """Time every model at every setting, interleaved in `rounds` shuffled rounds.
 
     make_fn(model, setting) returns the zero-argument call to time (inputs and
     caches prepared once, on the model's device). Models are copied to `device` and cast to
     `dtype` (None: kept as they are); callers keep theirs. `threads` applies to the CPU only.
-    in_place = (variant, modules_of): each round, one more call of that variant per setting
-    clocks the modules modules_of(its model) returns (LatencyRun.in_place).
+    in_place = (variant, modules_of): each round, the modules modules_of(model) returns are clocked
+    in place for that variant (the prediction's baseline) and for each of `clock_also`
+    (LatencyRun.modules). graphs: on CUDA, replay each call from a CUDA graph (`capture` makes
+    the replay; a call it cannot capture is timed eagerly, and LatencyRun.eager says why).
     """
     cuda = is_cuda(device)
     if not cuda:
         torch.set_num_threads(threads)
+    graphs = graphs and cuda
     cast = {name: _copy_to(m, device, dtype) for name, m in models.items()}
     by_label = {s.label: s for s in settings}
     out = LatencyRun(
@@ -280,11 +369,22 @@ def time_rounds(
         threads=None if cuda else torch.get_num_threads(),
         seed=seed,
         device=str(torch.device(device)),
+        graphs=graphs,
     )
     rng = random.Random(seed)
     filter_preempted = out.threads == 1  # with more threads the caller may legitimately wait at a barrier
     with on_device(device):
         fns = {(name, s.label): make_fn(m, s) for name, m in cast.items() for s in settings}
+        clocks: dict[tuple[str, str], Callable[[], float]] = {}
+        if in_place is not None:
+            variant, modules_of = in_place
+            out.in_place_variant = variant
+            for name in dict.fromkeys([variant, *clock_also]):
+                for s in settings:
+                    key = (name, s.label)
+                    clocks[key] = _module_clock(fns[key], modules_of(cast[name]), device, graphs, capture)
+        if graphs:
+            fns = {key: _replayable(fn, capture, key, out.eager) for key, fn in fns.items()}
         for r in range(rounds):
             order = list(fns)
             rng.shuffle(order)
@@ -293,15 +393,34 @@ def time_rounds(
                 med, dropped = median_of_passes(fns[key], n, filter_preempted, device)
                 out.medians.setdefault(key, []).append(med)
                 out.preempted.setdefault(key, []).append(dropped)
-            if in_place is not None:
-                variant, modules_of = in_place
-                out.in_place_variant = variant
-                for s in settings:
-                    us = clocked_call(fns[variant, s.label], modules_of(cast[variant]), device)
-                    out.in_place.setdefault(s.label, []).append(us)
+            for key, read in clocks.items():
+                out.modules.setdefault(key, []).append(read())
             if on_round is not None:
                 on_round(r + 1)
     return out
+
+
+def _module_clock(
+    fn: Callable[[], object], modules: Sequence[nn.Module], device: Device, graphs: bool, capture: Capture
+) -> Callable[[], float]:
+    """How one variant's modules are clocked in place: from a graph of their calls, or hooks around one call."""
+    if graphs:
+        try:
+            return graph_modules_clock(fn, modules, capture)
+        except Exception:  # noqa: BLE001 - not capturable: the eager clock (launch gaps included) instead
+            pass
+    return lambda: clocked_call(fn, modules, device)
+
+
+def _replayable(
+    fn: Callable[[], object], capture: Capture, key: tuple[str, str], eager: dict[tuple[str, str], str]
+) -> Callable[[], object]:
+    """fn's replay from a graph; fn itself (and the reason, in `eager`) when it cannot be captured."""
+    try:
+        return capture(fn)
+    except Exception as exc:  # noqa: BLE001 - e.g. a host synchronisation inside the call
+        eager[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return fn
 
 
 def _copy_to(model: nn.Module, device: Device, dtype: torch.dtype | None) -> nn.Module:

@@ -110,6 +110,7 @@ class ProofConfig:
     frontier_search: str = "bisect"  # how the frontier variant's points are scored (gac.proof.objectives.pick_frontier)
     frontier_tries: int = FRONTIER_TRIES  # at most this many frontier points scored for quality
     device: str = "cpu"  # where models live, the agent profiles and the variants are timed: "cpu" or "cuda:N"
+    graphs: bool = True  # on CUDA, time each pass as a CUDA graph's replay (False: the host launches every kernel)
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
@@ -471,7 +472,9 @@ def evaluate(
         seed=cfg.seed,
         on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
         in_place=(UNALIGNED, lambda m: compressed_modules(m, manifest)) if UNALIGNED in models else None,
+        clock_also=[name for name in models if name not in (ORIGINAL, UNALIGNED)],
         device=cfg.device,
+        graphs=cfg.graphs,
     )
     t["latency"] = time.perf_counter() - t0
     return CompressorResult(

@@ -61,6 +61,7 @@ class SettingPrediction:
     measured_unaligned_us: float  # the unaligned model's median over rounds
     measured: Speedup
     in_place_us: float | None = None  # the unaligned model's compressed modules clocked in place (None: not clocked)
+    modules_us: float | None = None  # this variant's own compressed modules clocked in place (None: not clocked)
 
     @property
     def speedup(self) -> float:
@@ -85,6 +86,13 @@ class SettingPrediction:
     @property
     def in_place_saving_us(self) -> float:
         return self.saving_us * self.in_place_factor
+
+    @property
+    def modules_saving_us(self) -> float | None:
+        """What the compressed modules saved in place, measured: the unaligned model's less this variant's."""
+        if self.in_place_us is None or self.modules_us is None:
+            return None
+        return self.in_place_us - self.modules_us
 
     @property
     def kernel_speedup(self) -> float:
@@ -122,12 +130,16 @@ class SettingPrediction:
             if self.in_place_us is not None
             else ""
         )
+        measured_modules = (
+            f"; in place the modules themselves saved {self.modules_saving_us:+.0f} us" if self.modules_saving_us is not None else ""
+        )
         parts = [
             f"the compressed weights' GEMMs are {self.kernel_share:.0%} of the measured unaligned time by the profile"
             f" ({self.kernel_unaligned_us / 1e3:.2f} of {self.measured_unaligned_us / 1e3:.2f} ms){in_place};"
             " the prediction holds the rest fixed",
             f"the model saved {self.measured_saving_us:+.0f} us, the prediction {self.in_place_saving_us:+.0f} us"
-            f" ({rest:+.0f} us elsewhere: non-GEMM work, or the kernels' savings not growing as their time does in place)",
+            f" ({rest:+.0f} us elsewhere: non-GEMM work, or the kernels' savings not growing as their time does in place)"
+            f"{measured_modules}",
         ]
         if self.kind == "decode":
             parts.append("decode: M = 1 GEMMs are memory-bound and per-token overhead (KV cache, attention) dominates")
@@ -268,6 +280,7 @@ def predict(
                 measured_unaligned_us=u,
                 measured=latency.speedup(name, unaligned, s.label),
                 in_place_us=latency.in_place_us(s.label) if latency.in_place_variant == unaligned else None,
+                modules_us=latency.in_place_us(s.label, name),
             )
             vp.settings.append(sp)
     return out

@@ -117,6 +117,14 @@ def prediction_table(r: CompressorResult) -> list[str]:
     factors = {sp.label: sp.in_place_factor for vp in r.predictions.values() for sp in vp.settings if sp.in_place_us is not None}
     if factors:
         out.append("in place: " + ", ".join(f"{label} {f:.2f}x the profile" for label, f in factors.items()))
+    saved = [
+        f"{name} {sp.label} {sp.modules_saving_us:+.0f} us (profile {sp.saving_us:+.0f} us)"
+        for name, vp in r.predictions.items()
+        for sp in vp.settings
+        if sp.modules_saving_us is not None
+    ]
+    if saved:
+        out.append("what the compressed modules saved in place, measured (the profile's kernels): " + ", ".join(saved))
     out += _table(header, rows)
     if notes:
         out.append("no prediction:")
@@ -317,7 +325,14 @@ def render(res: ProofResult) -> str:
     if lat is not None:
         decode = any(s.kind == "decode" for s in lat.settings)
         steps = f" ({lat.passes * DECODE_PASS_FACTOR} single-token steps for decode)" if decode else ""
-        clock = "CUDA events around each pass, read after a synchronize" if lat.device.startswith("cuda") else "perf_counter"
+        clock = "perf_counter"
+        if lat.device.startswith("cuda"):
+            clock = "CUDA events around each pass, read after a synchronize"
+            clock += (
+                ", each pass a replay of the call's CUDA graph (the GPU's work without the host's launches)"
+                if lat.graphs
+                else ", the host launching every kernel (eager)"
+            )
         lines.append(
             f"latency: {lat.rounds} interleaved rounds, the order of (variant, setting) shuffled each round (seed {lat.seed});"
             f" per round and pair the median of {lat.passes} passes after one warm-up{steps}, clocked by {clock};"
@@ -403,6 +418,8 @@ def to_json(res: ProofResult) -> dict:
                     "settings": [dataclasses.asdict(s) for s in lat.settings],
                     "in_place_variant": lat.in_place_variant,
                     "in_place_us_per_round": lat.in_place,
+                    "graphs": lat.graphs,
+                    "eager": {f"{v} {label}": why for (v, label), why in lat.eager.items()},
                 },
                 "variants": {
                     name: {
@@ -416,6 +433,7 @@ def to_json(res: ProofResult) -> dict:
                         "quality_headline": v.quality.headline,
                         "us_per_round": {s: lat.medians[(name, s)] for s in lat.labels},
                         "preempted_passes_per_round": {s: lat.preempted[(name, s)] for s in lat.labels},
+                        "modules_in_place_us_per_round": {s: lat.modules[(name, s)] for s in lat.labels if (name, s) in lat.modules},
                         "speedup_vs_unaligned": {s: dataclasses.asdict(lat.speedup(name, UNALIGNED, s)) for s in lat.labels},
                     }
                     for name, v in r.variants.items()
@@ -442,6 +460,8 @@ def _prediction_json(p) -> dict:
                 "measured_unaligned_us": s.measured_unaligned_us,
                 "in_place_us": s.in_place_us,
                 "in_place_factor": s.in_place_factor,
+                "modules_us": s.modules_us,
+                "modules_saving_us": s.modules_saving_us,
                 "predicted": s.speedup,
                 "predicted_lo": s.lo,
                 "predicted_hi": s.hi,

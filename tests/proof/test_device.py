@@ -5,6 +5,7 @@ Llama-3-8B's dimensions; the report's claims. The tests marked `cuda` run only w
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 
 import pytest
@@ -17,9 +18,12 @@ from gac.proof.latency import (
     CpuSpans,
     CudaSpans,
     Setting,
+    _replayable,
     cpu_pass,
+    cuda_graph,
     cuda_pass,
     median_of_passes,
+    module_calls,
     module_spans,
     on_device,
     pass_clock,
@@ -218,6 +222,60 @@ def test_cpu_timing_never_touches_cuda(monkeypatch) -> None:
     assert us > 0 and 0 <= dropped <= 3
 
 
+def test_module_calls_replays_each_module_on_the_inputs_it_got_and_leaves_no_hooks() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    x = torch.randn(3, 8)
+    x0 = x.clone()
+    seen: list[tuple[str, torch.Tensor]] = []
+    for name in ("0", "2"):
+        getattr(model, name).register_forward_hook(lambda m, a, out, name=name: seen.append((name, out.detach().clone())))
+    replay = module_calls(lambda: model(x), [model[0], model[2], model[0]])  # listed twice: called once per model call
+    assert [n for n, _ in seen] == ["0", "2"] and all(not m._forward_pre_hooks for m in model)
+    x.add_(100.0)  # the replay keeps its own copies of the inputs
+    seen.clear()
+    replay()
+    assert [n for n, _ in seen] == ["0", "2"]
+    with torch.no_grad():
+        h = model[0](x0)
+        assert torch.allclose(seen[0][1], h) and torch.allclose(seen[1][1], model[2](torch.relu(h)))
+
+
+def test_a_call_that_cannot_be_captured_is_timed_eagerly_and_says_why() -> None:
+    def broken(fn):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+    eager: dict = {}
+    fn = lambda: 1  # noqa: E731
+    assert _replayable(fn, broken, ("v", "S=4"), eager) is fn
+    assert eager == {("v", "S=4"): "RuntimeError: operation not permitted when stream is capturing"}
+    assert _replayable(fn, lambda f: "replay", ("w", "S=4"), eager) == "replay" and ("w", "S=4") not in eager
+
+
+def test_graphs_apply_to_cuda_only_and_every_compressed_variant_is_clocked_in_place() -> None:
+    def no_capture(fn):
+        raise AssertionError("a CPU run captured a graph")
+
+    a = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    b, c = copy.deepcopy(a), copy.deepcopy(a)
+    x = torch.randn(4, 8)
+    run = time_rounds(
+        {"a": a, "b": b, "c": c},
+        [Setting("prefill", 4)],
+        lambda m, s: lambda: m(x),
+        rounds=2,
+        passes=2,
+        in_place=("a", lambda m: [m[0]]),
+        clock_also=["b"],
+        graphs=True,
+        capture=no_capture,
+    )
+    assert not run.graphs and not run.eager
+    assert set(run.modules) == {("a", "S=4"), ("b", "S=4")} and all(len(v) == 2 for v in run.modules.values())
+    assert run.in_place == {"S=4": run.modules["a", "S=4"]} and run.in_place_us("S=4", "c") is None
+    assert run.in_place_us("S=4", "b") > 0
+
+
 # ---------------------------------------------------------------- the report
 
 
@@ -246,6 +304,21 @@ def test_prediction_within_three_percent() -> None:
     assert pred(1000.0 * (1 - 1 / measured), 1.05).within()  # predicted exactly the measured speed-up
     assert not pred(0.0, 1.05).within()  # predicted 1.0x against 1.05x measured: 4.8 % off
     assert pred(1000.0 * (1 - 1 / (measured * 1.02)), 1.05).within() and not pred(1000.0 * (1 - 1 / (measured * 1.04)), 1.05).within()
+
+
+def test_the_modules_saving_in_place_is_read_beside_the_profiles() -> None:
+    sp = SettingPrediction("S=16", "prefill", 100.0, 60.0, 40.0, 0.0, 1000.0, speedup(1.05), in_place_us=90.0, modules_us=45.0)
+    assert sp.modules_saving_us == 45.0 and "in place the modules themselves saved +45 us" in sp.misses()
+    unclocked = dataclasses.replace(sp, modules_us=None)
+    assert unclocked.modules_saving_us is None and "themselves saved" not in unclocked.misses()
+
+
+def test_eager_is_asked_for_by_a_flag_and_graphs_are_the_default() -> None:
+    from gac.proof.cli import config_kwargs
+
+    assert config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, eager=True)["graphs"] is False
+    assert "graphs" not in config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1)
+    assert ProofConfig().graphs and ProofConfig.from_json({**ProofConfig().to_json(), "graphs": False}).graphs is False
 
 
 @pytest.fixture(scope="module")
@@ -332,3 +405,36 @@ def test_tiny_proof_runs_on_cuda() -> None:
     for r in res.results:
         assert r.latency.device == "cuda:0" and r.latency.threads is None
         assert all(v > 0 for key, meds in r.latency.medians.items() for v in meds)
+        # Every call was replayed from a CUDA graph (none fell back to eager), and each compressed
+        # variant's modules were clocked in place from a graph of their own.
+        assert r.latency.graphs and r.latency.eager == {}, r.latency.eager
+        assert {v for v, _ in r.latency.modules} == set(r.variants) - {ORIGINAL}
+
+
+@cuda
+def test_a_graph_replay_keeps_the_inputs_its_kernels_read() -> None:
+    """The inputs live only in the captured call: once the caller drops it, the replay must still read them."""
+    import gc
+
+    def make_call():
+        x = torch.full((1024, 1024), 2.0, device="cuda")
+        return lambda: x @ x
+
+    replay = cuda_graph(make_call())
+    gc.collect()
+    torch.cuda.empty_cache()
+    junk = [torch.full((1024, 1024), 7.0, device="cuda") for _ in range(8)]  # would take the freed inputs' memory
+    assert torch.equal(replay(), torch.full((1024, 1024), 4096.0, device="cuda")) and len(junk) == 8
+
+
+@cuda
+def test_a_graph_replay_times_the_gpu_work_without_the_launches() -> None:
+    """A decode step of the tiny decoder: its replay is faster than its eager launches, and computes the same logits."""
+    model = LlamaDecoder(TINY).cuda().eval()
+    step = llama_decode(model, 8)
+    eager = step().clone()
+    replay = cuda_graph(step)
+    assert torch.allclose(replay(), eager)
+    graph_us, _ = median_of_passes(replay, 20, False, device="cuda:0")
+    eager_us, _ = median_of_passes(step, 20, False, device="cuda:0")
+    assert graph_us < eager_us

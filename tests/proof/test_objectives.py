@@ -218,7 +218,7 @@ def test_prediction_arithmetic_and_missing_points() -> None:
     assert sp.speedup == pytest.approx(1000.0 / (1000.0 - expect)) and sp.lo <= sp.speedup <= sp.hi
     assert sp.measured.median == pytest.approx(1.2) and sp.flagged and "GEMMs are" in sp.misses()
     # Clocked in place at twice the profile's time: the predicted saving doubles, and the misses say so.
-    lat.in_place_variant, lat.in_place["S=16"] = "unaligned", [2 * sp.kernel_unaligned_us] * 3
+    lat.in_place_variant, lat.modules["unaligned", "S=16"] = "unaligned", [2 * sp.kernel_unaligned_us] * 3
     sp2 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
     assert sp2.in_place_factor == pytest.approx(2.0) and sp2.speedup == pytest.approx(1000.0 / (1000.0 - 2 * expect))
     assert sp2.lo <= sp2.speedup <= sp2.hi and "2.00x the profile" in sp2.misses()
