@@ -10,13 +10,23 @@
 # Steps:
 #   timer      gac agent platform; benchmarks/gpu_timer.py (ours vs do_bench, synced, graph; profiling rate)
 #   timer-small the kernels under ~25 us only, with a 256 MB flush beside ours (do_bench's size)
-#   align-stop the Llama-3-8B alignment stopped by SIGTERM, then by SIGKILL, then again: kept and skipped
+#   why        the small kernels: ours against do_bench and copies of its loop, one factor at a time, SM clock beside
+#   align-stop the Llama-3-8B alignment from an empty database stopped by SIGKILL, then run again: kept and skipped
 #   selftest   gac agent selftest (repeatability on small kernels, the L2 flush)
 #   profile    the quick plan twice, back to back: does the largest step repeat?
 #   align      examples/llama3-8b-asvd-r15.json --profile-missing from an empty database, end to end
 #   interrupt  the paper plan stopped by SIGTERM, then by SIGKILL, then again by SIGTERM: what was kept and skipped
-#   proof      gac proof --device cuda:0 on the decoder at Llama-3-8B's dims (quick; the device's fast dtype)
+#   proof      gac proof --device cuda:0 on the decoder at Llama-3-8B's dims (quick; the device's fast dtype),
+#              each pass a CUDA graph's replay
+#   proof-eager that run's variants re-timed with the host launching every kernel (--retime --eager)
 #   proof-fp16 the same in float16 (proof-fp16-asvd, -prune, -palu: one compressor)
+#   proof-2048 ASVD in float16 at prefill 1,024 and 2,048 tokens and decode
+#   minilm     gac proof --model minilm (both compressors, quick); its trained weights from GAC_MINILM_DIR
+#              (default .gpu-minilm: config.json, tokenizer.json, model.safetensors)
+#   cuda-tests the proof's tests that run only where there is a GPU (CUDA graphs, the tiny proof on CUDA)
+#   inplace    benchmarks/in_model_linears.py on saved runs in RUNS (default .gpu-runs), where present:
+#              proof-minilm.json (ASVD, prefill) and proof-llama8b.json (PaLU, decode); the compressed
+#              linears in place (one graph) against each alone, and the agent's kernel cold and warm
 #
 # Where the machine lacks the service stack, wheels in .gpu/whl are installed first (see
 # docs/architecture.md, "Developing without a GPU").
@@ -32,6 +42,8 @@ export PYTHONUNBUFFERED=1
 
 pack() { tar -czf "$OUT/gpu-session.tgz.part" -C "$LOGS" . && mv "$OUT/gpu-session.tgz.part" "$OUT/gpu-session.tgz"; }
 
+# A second call on a machine still held finds the first one's install there.
+[ -d /tmp/site ] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 if [ -d .gpu/whl ] && ! "$PY" -c "import fastapi, sqlalchemy, ortools" 2>/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
@@ -90,15 +102,26 @@ for s in "${steps[@]}"; do
     align-stop)
       d="$GAC_DATA_DIR-stop"
       rm -rf "$d"
-      GAC_DATA_DIR="$d" step align-term 30 TERM -- \
+      GAC_DATA_DIR="$d" step align-kill 30 KILL -- \
         "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
       stored "$d"
-      GAC_DATA_DIR="$d" step align-kill 25 KILL -- \
+      GAC_DATA_DIR="$d" step align-again 60 TERM -- \
         "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
       stored "$d"
-      GAC_DATA_DIR="$d" step align-again 15 TERM -- \
-        "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
-      stored "$d"
+      ;;
+    why)
+      step gpu_timer_why 90 -- "$PY" benchmarks/gpu_timer.py --device "$DEVICE" --runs 3 --why
+      ;;
+    cuda-tests)
+      step cuda-tests 60 -- "$PY" -m pytest -q -p no:cacheprovider tests/proof/test_device.py -k "cuda or graph"
+      ;;
+    proof-2048)
+      step proof-2048 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor asvd --quick --dtype float16 \
+        --seq 1024 --seq 2048 --save "$LOGS/proof-2048.json"
+      ;;
+    minilm)
+      GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" step minilm 200 -- \
+        "${GAC[@]}" proof --device "$DEVICE" --model minilm --compressor both --quick --save "$LOGS/proof-minilm.json"
       ;;
     selftest)
       step selftest 90 -- "${GAC[@]}" agent selftest --device "$DEVICE"
@@ -129,13 +152,34 @@ for s in "${steps[@]}"; do
       step proof 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
         --save "$LOGS/proof-llama8b.json"
       ;;
+    proof-eager)
+      step proof-eager 90 -- "${GAC[@]}" proof --device "$DEVICE" --retime "$LOGS/proof-llama8b.json" --eager \
+        --save "$LOGS/proof-llama8b-eager.json"
+      ;;
     proof-fp16|proof-fp16-asvd|proof-fp16-prune|proof-fp16-palu)
       c="${s#proof-fp16}"
       c="${c#-}"
       step "$s" 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor "${c:-all}" --quick \
         --dtype float16 --save "$LOGS/$s.json"
       ;;
-    *) echo "unknown step $s (timer, timer-small, selftest, profile, align, align-stop, interrupt, proof, proof-fp16)"; exit 2 ;;
+    inplace)
+      RUNS="${RUNS:-.gpu-runs}"
+      if [ -f "$RUNS/proof-minilm.json" ]; then
+        GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" step inplace-minilm 90 -- \
+          "$PY" benchmarks/in_model_linears.py "$RUNS/proof-minilm.json" --device "$DEVICE" --method asvd \
+          --variant "GAC latency-aware" --max-seconds 60
+      else
+        echo "== inplace-minilm: skipped, no $RUNS/proof-minilm.json"
+      fi
+      if [ -f "$RUNS/proof-llama8b.json" ]; then
+        step inplace-llama8b 90 -- "$PY" benchmarks/in_model_linears.py "$RUNS/proof-llama8b.json" --device "$DEVICE" \
+          --method palu --decode --variant "GAC latency-aware" --max-seconds 60
+      else
+        echo "== inplace-llama8b: skipped, no $RUNS/proof-llama8b.json"
+      fi
+      ;;
+    *) echo "unknown step $s (timer, timer-small, why, selftest, profile, align, align-stop, interrupt, proof, proof-fp16," \
+         "proof-eager, proof-2048, minilm, cuda-tests, inplace)"; exit 2 ;;
   esac
 done
 pack

@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_timer.py --device cuda:0 [--runs 3]   # a real GPU
     python benchmarks/gpu_timer.py                               # no GPU: the simulated stream
+    python benchmarks/gpu_timer.py --why [--runs 3]              # a GPU: why ours and do_bench differ
 
 Per kernel and method, the median of each run, the runs' spread (largest / smallest median - 1:
 the repeatability) and the ratio to triton's do_bench (L2 flushed, one sync at the end). Methods:
@@ -10,18 +11,27 @@ sample: the agent's former timing), graph (the kernel replayed from a CUDA graph
 without launch costs). On the simulated stream the reference is the kernel's true duration.
 The last lines give the median and the worst ratio and spread of each method. Then, on a GPU, the
 profiling rate: a curve of GEMM points timed by the agent's runner, in points per second.
+
+--why isolates the gap between ours and do_bench on the small kernels, one factor at a time: copies
+of do_bench's loop (replica: 256 MB zero_() flush, N samples queued, one sync), then with fill_(1),
+with a flush of 2x the L2, with a spin and a sync per round of 100 (as ours), then ours with its
+fill_(1) flush and with a zero_() one; beside each, the median SM clock while it ran (pynvml).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 
-from gac.agent.gpu_queue import TorchCudaQueue
+from gac.agent.gpu_queue import TorchCudaQueue, nvml_handle
 from gac.agent.kernels import build_kernel
 from gac.agent.platform import detect_platform
 from gac.agent.runner import PlanRunner
@@ -162,13 +172,215 @@ def profiling_rate(dev: torch.device, dtype: str) -> None:
     )
 
 
+# --why: the methods, in the order of the table; the reference first.
+WHY_METHODS = ("do_bench", "replica", "replica fill", "replica 2xL2", "replica spin", "ours", "ours zero")
+DO_BENCH_FLUSH_BYTES = 256 << 20  # triton's get_empty_cache_for_benchmark: 256 MiB of int32
+REPLICA_SAMPLES = 1000
+REPLICA_ROUND = 100  # samples per synchronisation in "replica spin"
+REPLICA_WARMUP_MS = 25.0  # do_bench's warmup
+
+
+class ZeroFlushQueue(TorchCudaQueue):
+    """TorchCudaQueue whose L2 flush writes zeros (zero_(), as do_bench's) instead of ones."""
+
+    def flush_l2(self) -> None:
+        self._flush.zero_()
+
+
+class SmClock:
+    """The SM clock (MHz) read every ~1 ms by a background thread while a method runs (pynvml); no
+    readings without pynvml."""
+
+    def __init__(self, dev: torch.device) -> None:
+        self._nv: Any = None
+        self._handle: Any = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._handle, _ = nvml_handle(pynvml, dev)
+            self._nv = pynvml
+        except Exception:  # noqa: BLE001 - no NVML: '-' in the table
+            self._nv = self._handle = None
+
+    @contextmanager
+    def polled(self) -> Iterator[list[int]]:
+        """The readings taken while the with-block runs (filled in by the time it exits)."""
+        readings: list[int] = []
+        if self._nv is None:
+            yield readings
+            return
+        nv, handle = self._nv, self._handle
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.is_set():
+                try:
+                    readings.append(int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)))
+                except Exception:  # noqa: BLE001 - a failing read ends the polling, not the run
+                    return
+                stop.wait(0.001)
+
+        thread = threading.Thread(target=poll, daemon=True)
+        thread.start()
+        try:
+            yield readings
+        finally:
+            stop.set()
+            thread.join()
+
+
+def replica_us(
+    fn: Callable[[], object],
+    flush: torch.Tensor,
+    fill: bool = False,
+    spin: Callable[[float], None] | None = None,
+    n: int = REPLICA_SAMPLES,
+) -> float:
+    """Median us of n samples taken as triton's do_bench takes them: fn once, a sync, 5 flushed calls to
+    estimate its time, ~25 ms of unflushed warm-up calls, then per sample a flush (flush.zero_(), or
+    fill_(1) with fill), start event, fn, end event, all queued with no sync, one sync at the end.
+    With spin (a TorchCudaQueue's spin): rounds of REPLICA_ROUND samples, each queued behind a spin
+    twice the host's time to queue the last round (5 ms at first) and followed by a sync, as ours."""
+
+    def clear() -> None:
+        if fill:
+            flush.fill_(1)
+        else:
+            flush.zero_()
+
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        clear()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate_ms = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, int(REPLICA_WARMUP_MS / estimate_ms))):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    per_round = REPLICA_ROUND if spin is not None else n
+    lead_us = 5_000.0
+    for first in range(0, n, per_round):
+        if spin is not None:
+            spin(lead_us)
+        t0 = time.perf_counter()
+        for i in range(first, min(n, first + per_round)):
+            clear()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        if spin is not None:
+            lead_us = min(50_000.0, max(1_000.0, 2 * (time.perf_counter() - t0) * 1e6))
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return statistics.median([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])  # elapsed_time is in ms
+
+
+def why_methods(
+    dev: torch.device, fn: Callable[[], object], spin_queue: TorchCudaQueue, big: torch.Tensor, small: torch.Tensor
+) -> dict[str, Callable[[], float | None]]:
+    """Each --why method as a call returning its median us for fn (do_bench: None without triton); big
+    and small are the replicas' flush buffers (do_bench's 256 MiB, ours 2x the L2)."""
+    return {
+        "do_bench": lambda: do_bench_us(fn),
+        "replica": lambda: replica_us(fn, big),
+        "replica fill": lambda: replica_us(fn, big, fill=True),
+        "replica 2xL2": lambda: replica_us(fn, small),
+        "replica spin": lambda: replica_us(fn, big, spin=spin_queue.spin),
+        "ours": lambda: CudaTimer(dev).time(fn, Timing()).median_us,
+        "ours zero": lambda: CudaTimer(queue=ZeroFlushQueue(dev)).time(fn, Timing()).median_us,
+    }
+
+
+def why(device: str, runs: int, seed: int = 0) -> None:
+    """Ours against do_bench on the small kernels, the factors between them one at a time (see the docstring)."""
+    if not torch.cuda.is_available():
+        print("--why needs a CUDA GPU; this machine or torch build has none")
+        return
+    dev = torch.device(device)
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    platform = detect_platform(dev)
+    dtype = platform.fast_dtype.value if platform.fast_dtype else "float16"
+    torch.cuda.set_device(dev)  # events, spins and do_bench use the current device's stream
+    spin_queue = TorchCudaQueue(dev)  # its flush is ours: 2x the L2 (256 MiB when the L2 size is unknown)
+    spin_queue.spin(1.0)  # measures the spin's rate once, here rather than inside a timed method
+    torch.cuda.synchronize()
+    print(
+        f"{platform.label()} driver {platform.driver_version} CUDA {platform.cuda_runtime} torch {platform.torch_version}; {dtype}; "
+        f"L2 {spin_queue.l2_bytes / 2**20:.0f} MiB, flushes: do_bench/replica {DO_BENCH_FLUSH_BYTES >> 20} MiB, "
+        f"ours/2xL2 {spin_queue.flush_bytes / 2**20:.0f} MiB; {runs} runs, methods shuffled (seed {seed})"
+    )
+    clock = SmClock(dev)
+    rng = random.Random(seed)
+    rows: dict[str, dict[str, list[float]]] = {}
+    clocks: dict[str, dict[str, list[int]]] = {}
+    with torch.inference_mode():
+        big = torch.empty(DO_BENCH_FLUSH_BYTES // 4, dtype=torch.int32, device=dev)
+        small = torch.empty(spin_queue.flush_bytes // 4, dtype=torch.int32, device=dev)
+        for label, op, shape in GPU_KERNELS[:4]:
+            fn = build_kernel(op, dtype, shape, dev).fn
+            methods = why_methods(dev, fn, spin_queue, big, small)
+            by: dict[str, list[float]] = {m: [] for m in WHY_METHODS}
+            mhz: dict[str, list[int]] = {m: [] for m in WHY_METHODS}
+            for _ in range(runs):
+                order = list(WHY_METHODS)
+                rng.shuffle(order)
+                for m in order:
+                    try:
+                        with clock.polled() as readings:
+                            us = methods[m]()
+                    except Exception as e:  # noqa: BLE001 - one failing method must not lose the others' figures
+                        print(f"{label} {m}: {type(e).__name__}: {e}")
+                        continue
+                    if us is not None:
+                        by[m].append(us)
+                    mhz[m].extend(readings)
+            rows[label] = {m: v for m, v in by.items() if v}
+            clocks[label] = mhz
+    reference = "do_bench" if all("do_bench" in by for by in rows.values()) else "replica"
+    if reference != "do_bench":
+        print("triton's do_bench is not available: the reference is the replica of its loop")
+    why_report(rows, clocks, reference)
+
+
+def why_report(rows: dict[str, dict[str, list[float]]], clocks: dict[str, dict[str, list[int]]], reference: str) -> None:
+    """The --why table (per kernel and method: the runs' medians, ratio to the reference's median,
+    spread over runs, median SM clock) and per method the median and worst ratio over the kernels."""
+    print(f"{'kernel':20} {'method':13} {'runs (us)':>22} {'x ' + reference:>11} {'spread':>7} {'SM MHz':>7}")
+    ratios: dict[str, list[float]] = {}
+    for label, by in rows.items():
+        if reference not in by:
+            print(f"{label:20} no {reference} figure")
+            continue
+        ref = statistics.median(by[reference])
+        for m, values in by.items():
+            ratio = statistics.median(values) / ref
+            ratios.setdefault(m, []).append(ratio)
+            readings = clocks.get(label, {}).get(m, [])
+            mhz = f"{statistics.median(readings):.0f}" if readings else "-"
+            print(f"{label:20} {m:13} {'/'.join(f'{v:.2f}' for v in values):>22} {ratio:11.3f} {spread(values):7.1%} {mhz:>7}")
+    for m, rs in ratios.items():
+        if m != reference:
+            worst = max(rs, key=lambda r: abs(r - 1))
+            print(f"{m}: ratio to {reference} median {statistics.median(rs):.3f}, worst {worst:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default=None, help="cuda:N (default: the simulated stream when this machine has no CUDA)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--small", action="store_true", help="the kernels under ~25 us only, with a 256 MB flush beside ours")
+    ap.add_argument("--why", action="store_true", help="a GPU: ours against do_bench on the small kernels, one factor at a time")
     args = ap.parse_args()
-    if args.device is None and not torch.cuda.is_available():
+    if args.why:
+        why(args.device or "cuda:0", args.runs)
+    elif args.device is None and not torch.cuda.is_available():
         simulated(args.runs)
     else:
         on_gpu(args.device or "cuda:0", args.runs, args.small)
