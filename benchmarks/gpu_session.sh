@@ -22,7 +22,8 @@
 #   proof-fp16 the same in float16 (proof-fp16-asvd, -prune, -palu: one compressor)
 #   proof-2048 ASVD in float16 at prefill 1,024 and 2,048 tokens and decode
 #   minilm     gac proof --model minilm (both compressors, quick); its trained weights from GAC_MINILM_DIR
-#              (default .gpu-minilm: config.json, tokenizer.json, model.safetensors)
+#              (default .gpu-minilm: config.json, tokenizer.json, model.safetensors); minilm-warm: profiled with
+#              the L2 warm (--profile-l2 warm), as a model that fits in the L2 runs
 #   cuda-tests the proof's tests that run only where there is a GPU (CUDA graphs, the tiny proof on CUDA)
 #   inplace    benchmarks/in_model_linears.py on saved runs in RUNS (default .gpu-runs), where present:
 #              proof-minilm.json (ASVD, prefill) and proof-llama8b.json (PaLU, decode); the compressed
@@ -119,9 +120,11 @@ for s in "${steps[@]}"; do
       step proof-2048 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor asvd --quick --dtype float16 \
         --seq 1024 --seq 2048 --save "$LOGS/proof-2048.json"
       ;;
-    minilm)
-      GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" step minilm 200 -- \
-        "${GAC[@]}" proof --device "$DEVICE" --model minilm --compressor both --quick --save "$LOGS/proof-minilm.json"
+    minilm|minilm-warm)
+      warm=()
+      [ "$s" = minilm-warm ] && warm=(--profile-l2 warm)
+      GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" step "$s" 200 -- \
+        "${GAC[@]}" proof --device "$DEVICE" --model minilm --compressor both --quick "${warm[@]}" --save "$LOGS/proof-$s.json"
       ;;
     selftest)
       step selftest 90 -- "${GAC[@]}" agent selftest --device "$DEVICE"
@@ -179,7 +182,7 @@ for s in "${steps[@]}"; do
       fi
       ;;
     *) echo "unknown step $s (timer, timer-small, why, selftest, profile, align, align-stop, interrupt, proof, proof-fp16," \
-         "proof-eager, proof-2048, minilm, cuda-tests, inplace)"; exit 2 ;;
+         "proof-eager, proof-2048, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
   esac
 done
 pack

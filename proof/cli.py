@@ -29,6 +29,7 @@ def config_kwargs(
     layers: int | None = None,
     retime: bool = False,
     eager: bool = False,
+    profile_l2: str | None = None,
 ) -> dict[str, Any]:
     """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py.
 
@@ -74,6 +75,12 @@ def config_kwargs(
     }
     if eager:
         kw["graphs"] = False
+    if profile_l2 is not None:
+        if profile_l2 not in ("cold", "warm"):
+            raise ValueError("--profile-l2: use cold or warm")
+        if profile_l2 == "warm" and (device is None or not device.startswith("cuda")):
+            raise ValueError("--profile-l2 warm: only on a CUDA device (--device cuda[:N])")
+        kw["profile_l2"] = profile_l2
     if layers is not None:
         kw["llama"] = dataclasses.replace(LLAMA_CONFIGS[model], layers=layers)
     kw = {k: v for k, v in kw.items() if v is not None}
@@ -184,6 +191,14 @@ def register(app: typer.Typer) -> None:
                 " from a CUDA graph, as serving engines run decode, so the GPU's own work is timed)",
             ),
         ] = False,
+        profile_l2: Annotated[
+            str | None,
+            typer.Option(
+                "--profile-l2",
+                help="CUDA: cold (default: the L2 flushed before each sample, as the agent profiles) | warm (no"
+                " flush: for a model whose weights stay in the L2 as it runs)",
+            ),
+        ] = None,
         layers: Annotated[
             int | None,
             typer.Option(
@@ -238,6 +253,7 @@ def register(app: typer.Typer) -> None:
                 layers,
                 retime=retime_file is not None,
                 eager=eager,
+                profile_l2=profile_l2,
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None

@@ -111,10 +111,13 @@ class ProofConfig:
     frontier_tries: int = FRONTIER_TRIES  # at most this many frontier points scored for quality
     device: str = "cpu"  # where models live, the agent profiles and the variants are timed: "cpu" or "cuda:N"
     graphs: bool = True  # on CUDA, time each pass as a CUDA graph's replay (False: the host launches every kernel)
+    profile_l2: str = "cold"  # on CUDA, "warm": profile without flushing the L2 (for a model that lives in it)
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: use one of {DTYPES}")
+        if self.profile_l2 not in ("cold", "warm"):
+            raise ValueError(f"profile_l2 {self.profile_l2!r}: use cold or warm")
         if self.frontier_search not in SEARCHES:
             raise ValueError(f"frontier_search {self.frontier_search!r}: use one of {SEARCHES}")
         try:
@@ -234,6 +237,7 @@ class ProfileSummary:
     failures: int
     seconds: float
     platform: str
+    l2: str = "cold"  # CUDA: each sample after an L2 flush (cold) or after an untimed call (warm)
 
 
 @dataclass
@@ -367,9 +371,10 @@ def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) 
             on_point=progress,
             balance=cfg.balance_tokens,
             device=cfg.device,
+            warm_l2=cfg.profile_l2 == "warm",
         )
         name = f"{ma.platform.device_name} ({ma.platform.fingerprint()[:12]})"
-        summary = ProfileSummary(ma.plan.n_points(), len(ma.measurements), ma.failures, ma.seconds, name)
+        summary = ProfileSummary(ma.plan.n_points(), len(ma.measurements), ma.failures, ma.seconds, name, cfg.profile_l2)
         return ma.manifest, ma.measured, summary, ma.notes, ma.measurements
 
     return run

@@ -114,21 +114,28 @@ def measured_alignment(
     on_point: Callable[[int, int], None] | None = None,
     balance: bool = True,
     device: str = "cpu",
+    warm_l2: bool = False,
 ) -> MeasuredAlignment:
     """Profile exactly what the manifest's candidates need on `device`, then align with it.
 
-    threads: the CPU's intra-op threads (CPU only; a CUDA timer takes none)."""
+    threads: the CPU's intra-op threads (CPU only; a CUDA timer takes none). warm_l2 (CUDA only):
+    each sample follows an untimed call instead of an L2 flush, for a model whose weights stay in
+    the L2 as it runs (the agent's own profiles are always cold)."""
     import time
 
     from gac.agent.platform import detect_platform
     from gac.agent.runner import run_plan
-    from gac.agent.timing import make_timer
+    from gac.agent.timing import CudaTimer, make_timer
 
     started = time.perf_counter()
     opts = align_options(window, rel_tol, window_rel, paper_radius)
     rules = align(manifest, None, opts)
     # On the CPU the timer sets the thread count, before the platform (which records it) is read.
     timer = make_timer(device) if is_cuda(device) else make_timer(device, threads=threads)
+    if warm_l2:
+        if not isinstance(timer, CudaTimer):
+            raise ValueError(f"a warm-L2 profile needs a CUDA device, not {device}")
+        timer = timer.warm()
     platform = detect_platform(device)
     # `missing` already holds the look-ahead above each window (gac.solver.candidates.needed_points).
     plan = plan_for_missing(f"proof-{manifest.compressor}", rules.missing, lookahead=0, timing=timing)

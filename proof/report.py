@@ -348,9 +348,11 @@ def render(res: ProofResult) -> str:
         ]
         p = r.profile
         if p is not None:
+            warm = ", L2 warm (no flush)" if p.l2 == "warm" else ""
             lines.append(
                 f"profile: {p.points} GEMM points from the alignment's missing curves, {p.measured} measured ({p.failures} failed)"
-                f" in {p.seconds:.0f} s at M = {r.manifest.workload.tokens}; solver {m.solver.method} {m.solver.seconds * 1e3:.1f} ms,"
+                f" in {p.seconds:.0f} s at M = {r.manifest.workload.tokens}{warm};"
+                f" solver {m.solver.method} {m.solver.seconds * 1e3:.1f} ms,"
                 f" cross-check {m.solver.cross_check.method} agrees={m.solver.cross_check.agrees}"
             )
         if m.latency.complete:

@@ -30,9 +30,10 @@ from gac.proof.latency import (
     time_rounds,
 )
 from gac.proof.llama import LLAMA3_8B, LlamaConfig, LlamaDecoder
-from gac.proof.pipeline import GAC_LATENCY, ORIGINAL, ROUND8, UNALIGNED, ProofConfig, describe_gpu, run_proof, with_dtype
+from gac.proof.pipeline import GAC_LATENCY, ORIGINAL, ROUND8, UNALIGNED, ProofConfig, compress, describe_gpu, prepare, run_proof, with_dtype
 from gac.proof.predict import SettingPrediction
 from gac.proof.profile import align_options
+from gac.proof.report import render
 from gac.proof.stats import paired_speedup
 from gac.proof.subjects import bert_prefill, llama_decode, llama_prefill
 from gac.solver.align import align
@@ -313,6 +314,30 @@ def test_the_modules_saving_in_place_is_read_beside_the_profiles() -> None:
     assert unclocked.modules_saving_us is None and "themselves saved" not in unclocked.misses()
 
 
+def test_a_warm_l2_profile_is_for_cuda_only() -> None:
+    from gac.proof.cli import config_kwargs
+    from gac.proof.profile import measured_alignment
+
+    with pytest.raises(ValueError, match="profile_l2 'hot'"):
+        ProofConfig(profile_l2="hot")
+    with pytest.raises(ValueError, match="only on a CUDA device"):
+        config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, profile_l2="warm")
+    with pytest.raises(ValueError, match="use cold or warm"):
+        config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, profile_l2="lukewarm")
+    assert config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, profile_l2="cold")["profile_l2"] == "cold"
+    manifest = compress("asvd", tiny_cfg(), prepare(tiny_cfg())).manifest
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        measured_alignment(manifest, window=4, device="cpu", warm_l2=True)
+
+
+@cuda
+def test_a_warm_l2_profile_times_without_flushing_on_cuda() -> None:
+    res = run_proof(tiny_cfg(compressors=("asvd",), device="cuda:0", dtype=None, profile_l2="warm", window=4), log=lambda _m: None)
+    r = res.results[0]
+    assert r.profile is not None and r.profile.l2 == "warm" and "L2 warm (no flush)" in render(res)
+    assert r.measurements and {m.timer for m in r.measurements} == {"cuda-events+queued"}
+
+
 def test_eager_is_asked_for_by_a_flag_and_graphs_are_the_default() -> None:
     from gac.proof.cli import config_kwargs
 
@@ -327,7 +352,6 @@ def palu_run():
 
 
 def test_report_states_the_claims_per_compressor(palu_run) -> None:
-    from gac.proof.report import render
 
     r = palu_run.results[0]
     assert r.method == "palu" and r.variants[UNALIGNED].within_budget and r.variants[GAC_LATENCY].within_budget
@@ -345,7 +369,6 @@ def test_report_states_the_claims_per_compressor(palu_run) -> None:
 
 
 def test_report_names_the_gpu_from_the_agents_platform(palu_run) -> None:
-    from gac.proof.report import render
 
     p = PlatformDescriptor(device_kind="cuda", device_name="GPU under test")
     gpu = describe_gpu(p)
