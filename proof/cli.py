@@ -30,6 +30,7 @@ def config_kwargs(
     retime: bool = False,
     eager: bool = False,
     profile_l2: str | None = None,
+    no_slower: bool = False,
 ) -> dict[str, Any]:
     """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py.
 
@@ -75,6 +76,8 @@ def config_kwargs(
     }
     if eager:
         kw["graphs"] = False
+    if no_slower:
+        kw["no_slower"] = True
     if profile_l2 is not None:
         if profile_l2 not in ("cold", "warm"):
             raise ValueError("--profile-l2: use cold or warm")
@@ -199,6 +202,14 @@ def register(app: typer.Typer) -> None:
                 " flush: for a model whose weights stay in the L2 as it runs)",
             ),
         ] = None,
+        no_slower: Annotated[
+            bool,
+            typer.Option(
+                "--no-slower",
+                help="GAC latency-aware: no timed setting predicted slower than at the compressor's dims (a faster"
+                " prefill never bought with a slower decode; the token weights are raised until none is)",
+            ),
+        ] = False,
         layers: Annotated[
             int | None,
             typer.Option(
@@ -254,6 +265,7 @@ def register(app: typer.Typer) -> None:
                 retime=retime_file is not None,
                 eager=eager,
                 profile_l2=profile_l2,
+                no_slower=no_slower,
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None

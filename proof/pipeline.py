@@ -112,6 +112,7 @@ class ProofConfig:
     device: str = "cpu"  # where models live, the agent profiles and the variants are timed: "cpu" or "cuda:N"
     graphs: bool = True  # on CUDA, time each pass as a CUDA graph's replay (False: the host launches every kernel)
     profile_l2: str = "cold"  # on CUDA, "warm": profile without flushing the L2 (for a model that lives in it)
+    no_slower: bool = False  # GAC latency-aware: no timed setting predicted slower than the compressor's dims
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
@@ -372,6 +373,7 @@ def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) 
             balance=cfg.balance_tokens,
             device=cfg.device,
             warm_l2=cfg.profile_l2 == "warm",
+            no_slower=cfg.no_slower,
         )
         name = f"{ma.platform.device_name} ({ma.platform.fingerprint()[:12]})"
         summary = ProfileSummary(ma.plan.n_points(), len(ma.measurements), ma.failures, ma.seconds, name, cfg.profile_l2)

@@ -30,6 +30,7 @@ from gac.solver.align import AlignOptions, align
 from gac.solver.candidates import CandidateOptions
 from gac.solver.kinds import kernels
 from gac.solver.lookup import FileLookup, LatencyLookup
+from gac.solver.no_slower import align_no_slower
 
 # Short per-point timing: these are µs-scale GEMMs on a quiet core; the noise rule still applies.
 PROFILE_TIMING = Timing(min_samples=10, max_samples=400, target_spread=0.05, median_ci=0.01, time_cap_ms=250.0, warmup_ms=10.0)
@@ -115,12 +116,14 @@ def measured_alignment(
     balance: bool = True,
     device: str = "cpu",
     warm_l2: bool = False,
+    no_slower: bool = False,
 ) -> MeasuredAlignment:
     """Profile exactly what the manifest's candidates need on `device`, then align with it.
 
     threads: the CPU's intra-op threads (CPU only; a CUDA timer takes none). warm_l2 (CUDA only):
     each sample follows an untimed call instead of an L2 flush, for a model whose weights stay in
-    the L2 as it runs (the agent's own profiles are always cold)."""
+    the L2 as it runs (the agent's own profiles are always cold). no_slower: no timed token count
+    predicted slower than at the compressor's dims (gac.solver.no_slower)."""
     import time
 
     from gac.agent.platform import detect_platform
@@ -148,7 +151,7 @@ def measured_alignment(
         notes.append(note)
     # When the cliff-free dims of the windows cannot meet the budget, align() lets every
     # measured dim compete and says so in the result's warnings.
-    measured = align(manifest, lookup, opts)
+    measured = align_no_slower(manifest, lookup, opts) if no_slower else align(manifest, lookup, opts)
     return MeasuredAlignment(
         rules=rules,
         measured=measured,

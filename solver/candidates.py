@@ -317,6 +317,18 @@ class LatencyModel:
             total += weight * est
         return total
 
+    def latency_by_tokens(self, item: Item, d: int) -> dict[int, float] | None:
+        """The item's predicted latency at d at each token count M of the workload, unweighted (None: a point is missing)."""
+        out: dict[int, float] = {}
+        for w in item.members:
+            for m, _ in self.tokens:
+                for k in kernels(w, m):
+                    est = self.estimate(k, k.scale * d)
+                    if est is None:
+                        return None
+                    out[m] = out.get(m, 0.0) + k.count * est
+        return out
+
     def latency(self, item: Item, d: int) -> float | None:
         """The item's predicted latency at d (denoised), or None when a kernel lacks the point."""
         total = 0.0

@@ -330,6 +330,28 @@ def test_a_warm_l2_profile_is_for_cuda_only() -> None:
         measured_alignment(manifest, window=4, device="cpu", warm_l2=True)
 
 
+@pytest.mark.slow
+def test_no_slower_holds_every_timed_setting_to_the_compressors_dims_on_this_cpu() -> None:
+    """The proof's --no-slower: the measured alignment predicts no timed M slower than the compressor's dims."""
+    from gac.contracts.plans import Timing
+    from gac.proof.profile import measured_alignment
+    from gac.solver.candidates import LatencyModel, build_items
+    from gac.solver.lookup import FileLookup
+    from gac.solver.no_slower import slowdowns, totals_by_tokens
+
+    cfg = tiny_cfg()
+    manifest = compress("prune", cfg, prepare(cfg)).manifest
+    assert len(manifest.workload.tokens) == 2  # prefill and decode
+    fast = Timing(min_samples=10, max_samples=20, time_cap_ms=10, warmup_ms=1)
+    ma = measured_alignment(manifest, window=4, timing=fast, balance=False, no_slower=True)
+    lookup = FileLookup.from_measurements(ma.measurements, ma.platform.fingerprint())
+    items, model = build_items(manifest), LatencyModel(lookup, manifest)
+    own = totals_by_tokens(model, items, {it.name: int(it.d_star) for it in items})
+    got = totals_by_tokens(model, items, {w.name: w.dim for w in ma.measured.weights})
+    assert own is not None and got is not None
+    assert not slowdowns(got, own) or any("still predicted slower" in w for w in ma.measured.warnings)
+
+
 @cuda
 def test_a_warm_l2_profile_times_without_flushing_on_cuda() -> None:
     res = run_proof(tiny_cfg(compressors=("asvd",), device="cuda:0", dtype=None, profile_l2="warm", window=4), log=lambda _m: None)
@@ -344,6 +366,8 @@ def test_eager_is_asked_for_by_a_flag_and_graphs_are_the_default() -> None:
     assert config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, eager=True)["graphs"] is False
     assert "graphs" not in config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1)
     assert ProofConfig().graphs and ProofConfig.from_json({**ProofConfig().to_json(), "graphs": False}).graphs is False
+    assert config_kwargs("llama", "palu", None, None, None, None, None, 16, None, 1, no_slower=True)["no_slower"] is True
+    assert not ProofConfig().no_slower
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,71 @@
+"""No timed token count slower than at the compressor's dims: the whole model held to it, not each weight."""
+
+from __future__ import annotations
+
+from gac.contracts.measurements import Op
+from gac.solver.align import AlignOptions, align
+from gac.solver.candidates import CandidateOptions, LatencyModel, build_items
+from gac.solver.no_slower import align_no_slower, totals_by_tokens
+from tests.solver.test_candidates import _lookup, _m, _manifest
+
+OPTS = AlignOptions(candidates=CandidateOptions(window=16), cross_check="none", baselines=False)
+
+
+def prefill_fast_decode_slow(tokens: int, d: int) -> float:
+    """Multiples of 8 save 3 us at M = 64 and cost 2 us at M = 1 (as per-head GEMVs can)."""
+    if tokens == 64:
+        return 10 + d / 16 + (3.0 if d % 8 else 0.0)
+    return 5 + d / 100 + (0.0 if d % 8 else 2.0)
+
+
+def smooth(tokens: int, d: int) -> float:
+    return (10 if tokens == 64 else 5) + d / 16 + (3.0 if d % 8 else 0.0)
+
+
+def setup(tmp_path, curve, dims=(100, 60)):
+    weights = [{"name": f"w{i}", "kind": "linear_out", "out_features": 256, "in_features": 64, "dim": d, "importance": 1}
+               for i, d in enumerate(dims)]  # fmt: skip
+    manifest = _manifest(weights, tokens=(64, 1), budget={"params": sum(dims) * 64})
+    rows = [_m(Op.gemm, {"m": t, "n": d, "k": 64}, "n", curve(t, d)) for t in (64, 1) for d in range(1, 257)]
+    lookup = _lookup(tmp_path, rows)
+    items = build_items(manifest)
+    model = LatencyModel(lookup, manifest)
+    own = totals_by_tokens(model, items, {it.name: int(it.d_star) for it in items})
+    return manifest, lookup, items, model, own
+
+
+def totals(model, items, result):
+    return totals_by_tokens(model, items, {w.name: w.dim for w in result.weights})
+
+
+def test_a_faster_prefill_is_not_bought_with_a_slower_decode(tmp_path):
+    manifest, lookup, items, model, own = setup(tmp_path, prefill_fast_decode_slow)
+    free = totals(model, items, align(manifest, lookup, OPTS))
+    assert free[1] > own[1] and free[64] < own[64]  # the trade the plain objective makes
+    held = align_no_slower(manifest, lookup, OPTS)
+    got = totals(model, items, held)
+    assert got[1] <= own[1] and got[64] <= own[64]
+    assert any("no-slower: token weights raised to" in w and "M=1:" in w for w in held.warnings)
+
+
+def test_nothing_changes_where_nothing_was_slower(tmp_path):
+    manifest, lookup, items, model, own = setup(tmp_path, smooth)
+    free = align(manifest, lookup, OPTS)
+    held = align_no_slower(manifest, lookup, OPTS)
+    assert [w.dim for w in held.weights] == [w.dim for w in free.weights]
+    assert not any("no-slower" in w for w in held.warnings)
+    assert all(v <= own[m] for m, v in totals(model, items, held).items())
+
+
+def test_one_token_count_or_no_measurements_is_the_plain_alignment(tmp_path):
+    manifest, lookup, *_ = setup(tmp_path, prefill_fast_decode_slow)
+    one = manifest.model_copy(update={"workload": manifest.workload.model_copy(update={"tokens": [64], "token_weights": None})})
+    assert [w.dim for w in align_no_slower(one, lookup, OPTS).weights] == [w.dim for w in align(one, lookup, OPTS).weights]
+    rules = align_no_slower(manifest, None, OPTS)
+    assert rules.platform == "rules only" and not any("no-slower" in w for w in rules.warnings)
+
+
+def test_rounds_run_out_and_say_what_stayed_slower(tmp_path):
+    manifest, lookup, *_ = setup(tmp_path, prefill_fast_decode_slow)
+    held = align_no_slower(manifest, lookup, OPTS, max_rounds=0)
+    assert any("still predicted slower after 0 rounds" in w and "M=1 +" in w for w in held.warnings)
