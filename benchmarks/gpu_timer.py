@@ -15,7 +15,7 @@ profiling rate: a curve of GEMM points timed by the agent's runner, in points pe
 --why isolates the gap between ours and do_bench on the small kernels, one factor at a time: copies
 of do_bench's loop (replica: 256 MB zero_() flush, N samples queued, one sync), then with fill_(1),
 with a flush of 2x the L2, with a spin and a sync per round of 100 (as ours), then ours with its
-fill_(1) flush and with a zero_() one; beside each, the median SM clock while it ran (pynvml).
+fill_(1) flush and with a zero_() one; beside each, the median SM clock while it ran (NVML).
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 
-from gac.agent.gpu_queue import TorchCudaQueue, nvml_handle
+from gac.agent.gpu_queue import NvmlProbe, TorchCudaQueue
 from gac.agent.kernels import build_kernel
 from gac.agent.platform import detect_platform
 from gac.agent.runner import PlanRunner
@@ -188,37 +187,24 @@ class ZeroFlushQueue(TorchCudaQueue):
 
 
 class SmClock:
-    """The SM clock (MHz) read every ~1 ms by a background thread while a method runs (pynvml); no
-    readings without pynvml."""
+    """The SM clock (MHz) read every ~1 ms by a background thread while a method runs (the agent's NVML
+    probe); no readings without NVML."""
 
     def __init__(self, dev: torch.device) -> None:
-        self._nv: Any = None
-        self._handle: Any = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._handle, _ = nvml_handle(pynvml, dev)
-            self._nv = pynvml
-        except Exception:  # noqa: BLE001 - no NVML: '-' in the table
-            self._nv = self._handle = None
+        self._probe = NvmlProbe(dev)
 
     @contextmanager
     def polled(self) -> Iterator[list[int]]:
         """The readings taken while the with-block runs (filled in by the time it exits)."""
         readings: list[int] = []
-        if self._nv is None:
-            yield readings
-            return
-        nv, handle = self._nv, self._handle
         stop = threading.Event()
 
         def poll() -> None:
             while not stop.is_set():
-                try:
-                    readings.append(int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)))
-                except Exception:  # noqa: BLE001 - a failing read ends the polling, not the run
+                mhz = self._probe.read().get("sm_clock_mhz")
+                if mhz is None:  # no NVML, or a failing read: no (more) readings, not a failed run
                     return
+                readings.append(int(mhz))
                 stop.wait(0.001)
 
         thread = threading.Thread(target=poll, daemon=True)

@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 from gac.agent.kernels import build_kernel  # noqa: E402
 from gac.agent.timing import WEIGHT_POOL_BYTES, Timer  # noqa: E402
 from gac.contracts.plans import Timing  # noqa: E402
-from gac.proof.latency import Capture, Device, cuda_graph, is_cuda, median_of_passes, module_calls, on_device  # noqa: E402
+from gac.proof.latency import Capture, Device, capture_or_eager, cuda_graph, is_cuda, median_of_passes, module_calls, on_device  # noqa: E402
 from gac.proof.pipeline import ProofConfig, compress, prepare, with_dtype  # noqa: E402
 from gac.proof.retime import load_run  # noqa: E402
 from gac.proof.stats import bootstrap_median_ci, paired_speedup  # noqa: E402
@@ -339,11 +339,10 @@ def linear_rows(fn: Callable[[], object], modules: Mapping[str, torch.nn.Module]
 
 def replayable(call: Callable[[], object], capture: Capture, what: str, notes: list[str]) -> Callable[[], object]:
     """call's replay from a graph; call itself (and a note why) when it cannot be captured."""
-    try:
-        return capture(call)
-    except Exception as exc:  # noqa: BLE001 - timed eagerly instead (host launches included), and said so
-        notes.append(f"{what}: timed eagerly ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
-        return call
+    got, why = capture_or_eager(call, capture)
+    if why is not None:
+        notes.append(f"{what}: timed eagerly ({why})")
+    return got
 
 
 def gpu_setup(

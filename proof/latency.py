@@ -412,15 +412,23 @@ def _module_clock(
     return lambda: clocked_call(fn, modules, device)
 
 
+def capture_or_eager(fn: Callable[[], object], capture: Capture) -> tuple[Callable[[], object], str | None]:
+    """fn's replay from a graph and None; or fn itself and why it could not be captured (e.g. a host
+    synchronisation inside the call): it is then timed eagerly, and the caller says so."""
+    try:
+        return capture(fn), None
+    except Exception as exc:  # noqa: BLE001 - any capture failure: timed eagerly instead
+        return fn, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
 def _replayable(
     fn: Callable[[], object], capture: Capture, key: tuple[str, str], eager: dict[tuple[str, str], str]
 ) -> Callable[[], object]:
     """fn's replay from a graph; fn itself (and the reason, in `eager`) when it cannot be captured."""
-    try:
-        return capture(fn)
-    except Exception as exc:  # noqa: BLE001 - e.g. a host synchronisation inside the call
-        eager[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        return fn
+    call, why = capture_or_eager(fn, capture)
+    if why is not None:
+        eager[key] = why
+    return call
 
 
 def _copy_to(model: nn.Module, device: Device, dtype: torch.dtype | None) -> nn.Module:
