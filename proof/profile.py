@@ -145,13 +145,7 @@ def measured_alignment(
     progress = (lambda p: on_point(p.done, p.total)) if on_point is not None else None
     run = run_plan(plan, timer, device, on_progress=progress, adaptive=False)
     lookup = FileLookup.from_measurements(run.measurements, platform.fingerprint())
-    notes: list[str] = []
-    if balance:
-        manifest, note = balance_token_weights(manifest, lookup)
-        notes.append(note)
-    # When the cliff-free dims of the windows cannot meet the budget, align() lets every
-    # measured dim compete and says so in the result's warnings.
-    measured = align_no_slower(manifest, lookup, opts) if no_slower else align(manifest, lookup, opts)
+    manifest, measured, notes = align_measured(manifest, lookup, opts, balance, no_slower)
     return MeasuredAlignment(
         rules=rules,
         measured=measured,
@@ -163,6 +157,22 @@ def measured_alignment(
         seconds=time.perf_counter() - started,
         notes=notes,
     )
+
+
+def align_measured(
+    manifest: Manifest, lookup: LatencyLookup, opts: AlignOptions, balance: bool = True, no_slower: bool = False
+) -> tuple[Manifest, AlignmentResult, list[str]]:
+    """The second pass, on the profile: the token weights balanced by it (balance), then the alignment,
+    with no timed token count predicted slower than at the compressor's dims when no_slower
+    (gac.solver.no_slower). Returns the manifest aligned, the alignment and what was noted."""
+    notes: list[str] = []
+    if balance:
+        manifest, note = balance_token_weights(manifest, lookup)
+        notes.append(note)
+    # When the cliff-free dims of the windows cannot meet the budget, align() lets every
+    # measured dim compete and says so in the result's warnings.
+    measured = align_no_slower(manifest, lookup, opts) if no_slower else align(manifest, lookup, opts)
+    return manifest, measured, notes
 
 
 def dims_of(result: AlignmentResult) -> dict[str, int]:

@@ -330,26 +330,45 @@ def test_a_warm_l2_profile_is_for_cuda_only() -> None:
         measured_alignment(manifest, window=4, device="cpu", warm_l2=True)
 
 
-@pytest.mark.slow
-def test_no_slower_holds_every_timed_setting_to_the_compressors_dims_on_this_cpu() -> None:
-    """The proof's --no-slower: the measured alignment predicts no timed M slower than the compressor's dims."""
-    from gac.contracts.plans import Timing
-    from gac.proof.profile import measured_alignment
+def test_no_slower_refuses_a_faster_prefill_bought_with_a_slower_decode_in_the_proofs_alignment() -> None:
+    """The proof's second pass with --no-slower, on a profile where widths that are multiples of 8 are
+    faster at prefill (M = 16) and slower at decode (M = 1): the plain alignment makes that trade, this one does not."""
+    import uuid
+
+    from gac.contracts.measurements import Measurement
+    from gac.proof.profile import align_measured
     from gac.solver.candidates import LatencyModel, build_items
     from gac.solver.lookup import FileLookup
     from gac.solver.no_slower import slowdowns, totals_by_tokens
 
     cfg = tiny_cfg()
     manifest = compress("prune", cfg, prepare(cfg)).manifest
-    assert len(manifest.workload.tokens) == 2  # prefill and decode
-    fast = Timing(min_samples=10, max_samples=20, time_cap_ms=10, warmup_ms=1)
-    ma = measured_alignment(manifest, window=4, timing=fast, balance=False, no_slower=True)
-    lookup = FileLookup.from_measurements(ma.measurements, ma.platform.fingerprint())
+    assert manifest.workload.tokens == [16, 1]  # prefill and decode
+    opts = align_options(8)
+
+    def us(shape: dict[str, int], axis: str) -> float:
+        x, rest = shape[axis], shape["n"] * shape["k"] // shape[axis]
+        if shape["m"] == 1:
+            return 5 + rest * x / 4e5 + (0.0 if x % 8 else 2.0)
+        return 10 + rest * x / 2e4 + (3.0 if x % 8 else 0.0)
+
+    rows = [
+        Measurement(id=uuid.uuid4(), op=mc.op, dtype=mc.dtype, shape={**mc.fixed_shape, mc.axis: d}, sweep_axis=mc.axis,
+                    median_us=(t := us({**mc.fixed_shape, mc.axis: d}, mc.axis)), p10_us=t, p90_us=t, mean_us=t, n=50, timer="synthetic")
+        for mc in align(manifest, None, opts).missing
+        for d in mc.dims
+    ]  # fmt: skip
+    lookup = FileLookup.from_measurements(rows, "synthetic-cpu")
     items, model = build_items(manifest), LatencyModel(lookup, manifest)
     own = totals_by_tokens(model, items, {it.name: int(it.d_star) for it in items})
-    got = totals_by_tokens(model, items, {w.name: w.dim for w in ma.measured.weights})
-    assert own is not None and got is not None
-    assert not slowdowns(got, own) or any("still predicted slower" in w for w in ma.measured.warnings)
+
+    def slower(result) -> dict[int, float]:
+        return slowdowns(totals_by_tokens(model, items, {w.name: w.dim for w in result.weights}), own)
+
+    _, plain, _ = align_measured(manifest, lookup, opts, balance=False)
+    _, held, _ = align_measured(manifest, lookup, opts, balance=False, no_slower=True)
+    assert 1 in slower(plain)  # the trade is there to be made
+    assert not slower(held) and any("no-slower: token weights raised" in w for w in held.warnings)
 
 
 @cuda

@@ -27,7 +27,7 @@ from gac.proof.pipeline import (
     run_proof,
 )
 from gac.proof.predict import FLAG, predict
-from gac.proof.profile import align_options, balance_token_weights, dims_of
+from gac.proof.profile import align_measured, align_options, dims_of
 from gac.solver.align import align
 from gac.solver.candidates import LatencyModel
 from gac.solver.kinds import kernels
@@ -79,8 +79,8 @@ def synthetic_aligner(manifest):
     rules = align(manifest, None, opts)
     ms = synthetic_measurements(rules.missing)
     lookup = FileLookup.from_measurements(ms, "synthetic-cpu")
-    manifest, note = balance_token_weights(manifest, lookup)
-    return manifest, align(manifest, lookup, opts), None, [note], ms
+    manifest, measured, notes = align_measured(manifest, lookup, opts)
+    return manifest, measured, None, notes, ms
 
 
 @pytest.fixture(scope="module")
