@@ -26,7 +26,7 @@
 #              (default .gpu-minilm: config.json, tokenizer.json, model.safetensors); minilm-warm: profiled with
 #              the L2 warm (--profile-l2 warm), as a model that fits in the L2 runs
 #   cuda-tests the proof's tests that run only where there is a GPU (CUDA graphs, the tiny proof on CUDA)
-#   inplace    benchmarks/in_model_linears.py on saved runs in RUNS (default .gpu-runs), where present:
+#   inplace    benchmarks/in_model_linears.py on saved runs in RUNS (default .gpu-runs), else this session's:
 #              proof-minilm.json (ASVD, prefill) and proof-llama8b.json (PaLU, decode); the compressed
 #              linears in place (one graph) against each alone, and the agent's kernel cold and warm
 #
@@ -171,19 +171,22 @@ for s in "${steps[@]}"; do
         --dtype float16 --save "$LOGS/$s.json"
       ;;
     inplace)
+      # A saved run carried in RUNS, else the one this session just made (minilm-warm or minilm; proof-no-slower or proof).
       RUNS="${RUNS:-.gpu-runs}"
-      if [ -f "$RUNS/proof-minilm.json" ]; then
+      run=$(ls "$RUNS/proof-minilm.json" "$LOGS/proof-minilm-warm.json" "$LOGS/proof-minilm.json" 2>/dev/null | head -1)
+      if [ -n "$run" ]; then
         GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" step inplace-minilm 90 -- \
-          "$PY" benchmarks/in_model_linears.py "$RUNS/proof-minilm.json" --device "$DEVICE" --method asvd \
+          "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" --method asvd \
           --variant "GAC latency-aware" --max-seconds 60
       else
-        echo "== inplace-minilm: skipped, no $RUNS/proof-minilm.json"
+        echo "== inplace-minilm: skipped, no MiniLM run saved"
       fi
-      if [ -f "$RUNS/proof-llama8b.json" ]; then
-        step inplace-llama8b 90 -- "$PY" benchmarks/in_model_linears.py "$RUNS/proof-llama8b.json" --device "$DEVICE" \
+      run=$(ls "$RUNS/proof-llama8b.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json" 2>/dev/null | head -1)
+      if [ -n "$run" ]; then
+        step inplace-llama8b 90 -- "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" \
           --method palu --decode --variant "GAC latency-aware" --max-seconds 60
       else
-        echo "== inplace-llama8b: skipped, no $RUNS/proof-llama8b.json"
+        echo "== inplace-llama8b: skipped, no Llama-3-8B PaLU run saved"
       fi
       ;;
     *) echo "unknown step $s (timer, timer-small, why, selftest, profile, align, align-stop, interrupt, proof, proof-fp16," \

@@ -19,7 +19,7 @@ counts by its relative change, as the per-setting speed-ups report it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gac.contracts.alignment import AlignmentResult, MissingCurve
 from gac.contracts.manifest import Manifest
@@ -30,7 +30,6 @@ from gac.solver.align import AlignOptions, align
 from gac.solver.candidates import CandidateOptions
 from gac.solver.kinds import kernels
 from gac.solver.lookup import FileLookup, LatencyLookup
-from gac.solver.no_slower import align_no_slower
 
 # Short per-point timing: these are µs-scale GEMMs on a quiet core; the noise rule still applies.
 PROFILE_TIMING = Timing(min_samples=10, max_samples=400, target_spread=0.05, median_ci=0.01, time_cap_ms=250.0, warmup_ms=10.0)
@@ -171,7 +170,7 @@ def align_measured(
         notes.append(note)
     # When the cliff-free dims of the windows cannot meet the budget, align() lets every
     # measured dim compete and says so in the result's warnings.
-    measured = align_no_slower(manifest, lookup, opts) if no_slower else align(manifest, lookup, opts)
+    measured = align(manifest, lookup, replace(opts, no_slower=True) if no_slower else opts)
     return manifest, measured, notes
 
 

@@ -24,6 +24,7 @@ from gac.contracts.alignment import (
     MissingCurve,
     PredictedLatency,
     SolverInfo,
+    TokenLatency,
 )
 from gac.contracts.goal import DEFAULT_EPSILON, Objective, Window, valid_epsilon
 from gac.contracts.manifest import Manifest
@@ -46,6 +47,7 @@ from gac.solver.kinds import original_params, row_count, unit_params
 from gac.solver.lookup import LatencyLookup
 from gac.solver.mckp import InfeasibleBudget, solve_mckp
 from gac.solver.model_cache import candidates_of
+from gac.solver.no_slower import hold_no_slower
 from gac.solver.profile_time import estimate as estimate_profile
 from gac.solver.sparse_needs import FIRST_PASS
 from gac.solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
@@ -89,6 +91,7 @@ class AlignOptions:
     objective: Objective | None = None  # None: the manifest's, else latency when measured
     window: Window | None = None  # the latency objective's candidates; None: the manifest's, else gac
     epsilon: float | None = None  # None: the manifest's, else DEFAULT_EPSILON; at most EPSILON_MAX, may be negative
+    no_slower: bool | None = None  # the latency objective: no token count slower (gac.solver.no_slower); None: the manifest's
     frontier_points: int = 50  # for objective "frontier"; "latency" reports a few around its choice
     # The service answers first and checks after: above this many items the OR-Tools cross-check and
     # the paper-DP baselines are not run; the result lists them in `pending` (cross-check status
@@ -130,9 +133,17 @@ def _align(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions,
     retry share it, so each curve is modelled once (on a large platform most of an alignment's time)."""
     warnings: list[str] = []
     goal = resolve_goal(manifest, opts, lookup is not None, warnings)
-    if goal.objective is not Objective.IMPORTANCE:
+    if goal.objective is Objective.IMPORTANCE:
+        return _align_for_importance(manifest, lookup, opts, warnings, model)
+    if not goal.no_slower:
         return _align_for_latency(manifest, lookup, opts, goal, model)
-    return _align_for_importance(manifest, lookup, opts, warnings, model)
+
+    def solve(m: Manifest) -> AlignmentResult:  # one solve at the token weights m carries
+        return _align_for_latency(m, lookup, opts, goal, model if m is manifest else LatencyModel(lookup, m))
+
+    result = hold_no_slower(manifest, model, solve)
+    result.no_slower = True
+    return result
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,7 @@ class Goal:
     objective: Objective
     epsilon: float
     window: Window
+    no_slower: bool = False
 
 
 def with_goal(manifest: Manifest, opts: AlignOptions) -> Manifest:
@@ -150,7 +162,7 @@ def with_goal(manifest: Manifest, opts: AlignOptions) -> Manifest:
     The one place the two carriers of each (AlignOptions' and the manifest's public fields) meet:
     resolve_goal reads the manifest through it, and `gac align` sends a service (which takes a
     manifest) the manifest it makes of its flags."""
-    given = {"objective": opts.objective, "epsilon": opts.epsilon, "window": opts.window}
+    given = {"objective": opts.objective, "epsilon": opts.epsilon, "window": opts.window, "no_slower": opts.no_slower}
     update = {k: v for k, v in given.items() if v is not None}
     return manifest.model_copy(update=update) if update else manifest
 
@@ -173,7 +185,11 @@ def resolve_goal(manifest: Manifest, opts: AlignOptions, measured: bool, warning
             "window 'paper' widens the latency objective's candidates: the importance objective's answer "
             "over the paper's window is the paper-dp-64 baseline"
         )
-    return Goal(kind, epsilon, window)
+    no_slower = bool(asked.no_slower)
+    if no_slower and kind is not Objective.LATENCY:
+        warnings.append(f"no_slower holds the latency objective's token counts: objective {kind.value!r} is solved without it")
+        no_slower = False
+    return Goal(kind, epsilon, window, no_slower)
 
 
 @dataclass(frozen=True)
@@ -333,7 +349,9 @@ def _align_for_latency(
     (1 - epsilon) of the importance objective's kept importance (exact, gac.solver.tradeoff); epsilon 0
     keeps at least as much as that answer and is never slower. The frontier and the reference beside it."""
     # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
-    reference = _align(manifest, lookup, replace(opts, objective=Objective.IMPORTANCE, baselines=False, window=Window.GAC), model)
+    reference = _align(
+        manifest, lookup, replace(opts, objective=Objective.IMPORTANCE, baselines=False, window=Window.GAC, no_slower=False), model
+    )
     if goal.window is Window.PAPER:
         opts = replace(opts, candidates=replace(opts.candidates, paper_radius=max(opts.candidates.paper_radius, PAPER_RADIUS)))
     # The reference's notes on rule candidates are about its own candidates, not this answer's.
@@ -701,7 +719,24 @@ def _predicted(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
         complete=True,
         speedup=unal / alig if alig > 0 else None,
         missing_points=missing,
+        by_tokens=_by_tokens(cands, chosen, model),
     )
+
+
+def _by_tokens(cands: list[ItemCandidates], chosen: list[int], model: LatencyModel) -> list[TokenLatency]:
+    """Each token count's unweighted totals at the unaligned and the chosen dims, where there are several."""
+    if len(model.tokens) < 2:
+        return []
+    unal: dict[int, float] = {}
+    alig: dict[int, float] = {}
+    for ic, d in zip(cands, chosen):
+        before, after = model.latency_by_tokens(ic.item, round(ic.item.d_star)), model.latency_by_tokens(ic.item, d)
+        if before is None or after is None:
+            return []
+        for m in before:
+            unal[m] = unal.get(m, 0.0) + before[m]
+            alig[m] = alig.get(m, 0.0) + after[m]
+    return [TokenLatency(tokens=m, unaligned_us=unal[m], aligned_us=alig[m]) for m in sorted(unal, reverse=True)]
 
 
 @dataclass(frozen=True)

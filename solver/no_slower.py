@@ -11,6 +11,9 @@ total at the compressor's dims (rounded down, as the budget's escape is), and wh
 the worst one's token weight is raised and the manifest solved again. Each solve is the exact
 solver's (milliseconds to a second), and a few rounds settle it. When rounds run out, the last
 answer stands and its warnings say which token count stayed slower and by how much.
+
+It is the latency objective's `no_slower` option (the manifest's field, `gac align --no-slower`):
+gac.solver.align calls hold_no_slower with its own solve.
 """
 
 from __future__ import annotations
@@ -20,9 +23,7 @@ from collections.abc import Callable
 
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
-from gac.solver.align import AlignOptions, align
 from gac.solver.candidates import Item, LatencyModel, build_items
-from gac.solver.lookup import LatencyLookup
 
 RAISE = 4.0  # a slower token count's weight is multiplied by this each round
 MAX_ROUNDS = 8  # 4^8: from equal weights to one token count outweighing another 65,536 times
@@ -45,16 +46,16 @@ def slowdowns(after: dict[int, float], before: dict[int, float]) -> dict[int, fl
     return {m: after[m] / before[m] - 1 for m in before if before[m] > 0 and after[m] > before[m] * (1 + 1e-9)}
 
 
-def align_no_slower(
-    manifest: Manifest, lookup: LatencyLookup | None, options: AlignOptions | None = None, max_rounds: int = MAX_ROUNDS
+def hold_no_slower(
+    manifest: Manifest, model: LatencyModel, solve: Callable[[Manifest], AlignmentResult], max_rounds: int = MAX_ROUNDS
 ) -> AlignmentResult:
-    """align(), its token weights raised where needed so that no token count is predicted slower than at the compressor's dims."""
-    result = align(manifest, lookup, options)
-    if lookup is None or len(manifest.workload.tokens) < 2:
-        return result  # rules only (nothing predicted), or one token count (the objective itself)
+    """solve(manifest), its token weights raised where needed so that no token count is predicted slower
+    than at the compressor's dims (model: the manifest's latency model; solve: one latency-objective solve)."""
+    result = solve(manifest)
+    if len(manifest.workload.tokens) < 2:
+        return result  # one token count: the objective itself
     items = build_items(manifest)
     own = {item.name: max(1, math.floor(item.d_star)) for item in items}
-    model = LatencyModel(lookup, manifest)
     before = totals_by_tokens(model, items, own)
     if before is None:
         result.warnings.append("no-slower: the compressor's own dims are not all measured, so nothing was held to them")
@@ -62,10 +63,10 @@ def align_no_slower(
     tokens = manifest.workload.tokens
     weights = dict(zip(tokens, manifest.workload.token_weights or [1.0] * len(tokens)))
 
-    def solve(w: dict[int, float]) -> tuple[AlignmentResult, dict[int, float]]:
+    def solve_at(w: dict[int, float]) -> tuple[AlignmentResult, dict[int, float]]:
         """The alignment at token weights w, and the token counts it leaves slower."""
         workload = manifest.workload.model_copy(update={"token_weights": [w[m] for m in tokens]})
-        got = align(manifest.model_copy(update={"workload": workload}), lookup, options)
+        got = solve(manifest.model_copy(update={"workload": workload}))
         after = totals_by_tokens(model, items, {x.name: x.dim for x in got.weights})
         return got, (slowdowns(after, before) if after is not None else {})
 
@@ -76,9 +77,9 @@ def align_no_slower(
     for _ in range(max_rounds):
         worst = max(slower, key=lambda m: slower[m])
         weights[worst] *= RAISE
-        result, slower = solve(weights)
+        result, slower = solve_at(weights)
         if not slower:
-            result, weights = _least_raise(solve, weights, worst, result)
+            result, weights = _least_raise(solve_at, weights, worst, result)
             said = ", ".join(f"M={m}: {w:.3g}" for m, w in weights.items())
             result.warnings.append(f"no-slower: token weights raised to {said} so that no token count is predicted slower")
             return result

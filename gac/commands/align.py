@@ -224,6 +224,8 @@ def _summary(res: AlignmentResult) -> None:
             Objective.FRONTIER: "the speed/importance frontier"}[kind]  # fmt: skip
     if res.window == Window.PAPER:
         goal += ", over the paper's window (multiples of 8 within +/- 64)"
+    if res.no_slower:
+        goal += "; no token count predicted slower than at the compressor's dims"
     console.print(f"[bold]{res.model}[/bold] on platform {res.platform[:16]}")
     _say("optimized for", goal)
     if lat.complete and lat.unaligned_us and lat.aligned_us:
@@ -239,6 +241,13 @@ def _summary(res: AlignmentResult) -> None:
                 f"importance-only GAC {lat.importance_only_us:,.1f} µs ({lat.unaligned_us / lat.importance_only_us:.3f}x); "
                 f"GAC keeps {lat.importance_kept:.2%} of the importance it keeps",
             )
+        if lat.by_tokens:
+            each = ", ".join(
+                f"M={t.tokens}: {t.unaligned_us / t.aligned_us:.3f}x" + (" [red]slower[/red]" if t.aligned_us > t.unaligned_us else "")
+                for t in lat.by_tokens
+            )
+            slower = any(t.aligned_us > t.unaligned_us for t in lat.by_tokens)
+            _say("", f"per token count: {each}" + (" (--no-slower: none slower)" if slower and not res.no_slower else ""))
     else:
         n = lat.missing_points or sum(len(mc.dims) for mc in res.missing)
         why = "no latency data" if res.platform == "rules only" else "incomplete"
@@ -525,6 +534,15 @@ def align_command(
             "or paper (also multiples of 8 within +/- 64)",
         ),
     ] = None,
+    no_slower: Annotated[
+        bool | None,
+        typer.Option(
+            "--no-slower/--slower-allowed",
+            help="latency objective over several token counts: none predicted slower than at the compressor's dims "
+            "(default: the manifest's no_slower, else a faster total may make one slower)",
+            show_default=False,
+        ),
+    ] = None,
     dtype: Annotated[str | None, typer.Option(help="align for this dtype instead of the manifest's workload dtype")] = None,
     profile_missing: Annotated[
         bool,
@@ -593,7 +611,7 @@ def align_command(
         raise typer.Exit(2)
     # The flags, typed, go to the solver as its options; a service takes a manifest, so it gets the
     # manifest with the flags in place of its own entries (with_goal: where the two meet).
-    options = AlignOptions(objective=objective, epsilon=epsilon, window=window)
+    options = AlignOptions(objective=objective, epsilon=epsilon, window=window, no_slower=no_slower)
     document = _manifest(body, names)
     asked = with_goal(document, options)
 

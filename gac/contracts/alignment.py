@@ -89,6 +89,14 @@ class Baseline(_Model):
     seconds: float | None = None
 
 
+class TokenLatency(_Model):
+    """One token count's share of the prediction, unweighted: where a faster total may hide a slower decode."""
+
+    tokens: int
+    unaligned_us: float
+    aligned_us: float
+
+
 class PredictedLatency(_Model):
     """Sum of the compressed weights' kernel latencies (µs), workload-weighted; not the whole model."""
 
@@ -101,6 +109,7 @@ class PredictedLatency(_Model):
     importance_kept: float | None = None  # kept importance / the importance-only optimum's (1.0 = all of it)
     proven_gap: float | None = None  # latency objective: how far above the least latency possible, at most
     missing_points: int = 0  # curve points the prediction lacks (see `missing`)
+    by_tokens: list[TokenLatency] = Field(default_factory=list)  # per token count, where the workload has several
 
 
 class FrontierPoint(_Model):
@@ -151,6 +160,7 @@ class AlignmentResult(_Model):
     objective_kind: Objective = Objective.IMPORTANCE
     epsilon: float | None = None
     window: Window | None = None  # the latency objective's candidate window (the manifest's `window`)
+    no_slower: bool = False  # every token count held to no slower than the compressor's dims (the manifest's `no_slower`)
     frontier: list[FrontierPoint] = Field(default_factory=list)
     rule_items: list[str] = Field(default_factory=list)  # items without measurements: rule candidates, no latency
     # What the service is still computing for this alignment and writes onto the stored one when done

@@ -231,6 +231,9 @@ class Manifest(_Model):
     # importance is linear in the dim, a proxy that holds near the compressor's choice: the wider
     # window can trade one weight's rank for another's at little cost in that proxy.
     window: Window | None = None
+    # The latency objective with two or more token counts may buy a faster prefill with a slower
+    # decode; true holds every token count to no slower than the compressor's dims predict.
+    no_slower: bool | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from gac.contracts.measurements import Op
 from gac.solver.align import AlignOptions, align
 from gac.solver.candidates import CandidateOptions, LatencyModel, build_items
-from gac.solver.no_slower import align_no_slower, totals_by_tokens
+from gac.solver.no_slower import hold_no_slower, totals_by_tokens
 from tests.solver.test_candidates import _lookup, _m, _manifest
 
 OPTS = AlignOptions(candidates=CandidateOptions(window=16), cross_check="none", baselines=False)
+HELD = AlignOptions(candidates=CandidateOptions(window=16), cross_check="none", baselines=False, no_slower=True)
 
 
 def prefill_fast_decode_slow(tokens: int, d: int) -> float:
@@ -42,16 +43,19 @@ def test_a_faster_prefill_is_not_bought_with_a_slower_decode(tmp_path):
     manifest, lookup, items, model, own = setup(tmp_path, prefill_fast_decode_slow)
     free = totals(model, items, align(manifest, lookup, OPTS))
     assert free[1] > own[1] and free[64] < own[64]  # the trade the plain objective makes
-    held = align_no_slower(manifest, lookup, OPTS)
+    held = align(manifest, lookup, HELD)
     got = totals(model, items, held)
     assert got[1] <= own[1] and got[64] <= own[64]
-    assert any("no-slower: token weights raised to" in w and "M=1:" in w for w in held.warnings)
+    assert held.no_slower and any("no-slower: token weights raised to" in w and "M=1:" in w for w in held.warnings)
+    # The manifest's field asks the same as the option.
+    asked = align(manifest.model_copy(update={"no_slower": True}), lookup, OPTS)
+    assert [w.dim for w in asked.weights] == [w.dim for w in held.weights] and asked.no_slower
 
 
 def test_nothing_changes_where_nothing_was_slower(tmp_path):
     manifest, lookup, items, model, own = setup(tmp_path, smooth)
     free = align(manifest, lookup, OPTS)
-    held = align_no_slower(manifest, lookup, OPTS)
+    held = align(manifest, lookup, HELD)
     assert [w.dim for w in held.weights] == [w.dim for w in free.weights]
     assert not any("no-slower" in w for w in held.warnings)
     assert all(v <= own[m] for m, v in totals(model, items, held).items())
@@ -60,12 +64,20 @@ def test_nothing_changes_where_nothing_was_slower(tmp_path):
 def test_one_token_count_or_no_measurements_is_the_plain_alignment(tmp_path):
     manifest, lookup, *_ = setup(tmp_path, prefill_fast_decode_slow)
     one = manifest.model_copy(update={"workload": manifest.workload.model_copy(update={"tokens": [64], "token_weights": None})})
-    assert [w.dim for w in align_no_slower(one, lookup, OPTS).weights] == [w.dim for w in align(one, lookup, OPTS).weights]
-    rules = align_no_slower(manifest, None, OPTS)
-    assert rules.platform == "rules only" and not any("no-slower" in w for w in rules.warnings)
+    assert [w.dim for w in align(one, lookup, HELD).weights] == [w.dim for w in align(one, lookup, OPTS).weights]
+    rules = align(manifest, None, HELD)
+    assert rules.platform == "rules only" and not rules.no_slower
+    assert any("no_slower holds the latency objective's token counts" in w for w in rules.warnings)
+
+
+def test_the_importance_objective_says_it_does_not_hold_token_counts(tmp_path):
+    manifest, lookup, *_ = setup(tmp_path, prefill_fast_decode_slow)
+    got = align(manifest, lookup, AlignOptions(cross_check="none", baselines=False, objective="importance", no_slower=True))
+    assert not got.no_slower and any("objective 'importance' is solved without it" in w for w in got.warnings)
 
 
 def test_rounds_run_out_and_say_what_stayed_slower(tmp_path):
     manifest, lookup, *_ = setup(tmp_path, prefill_fast_decode_slow)
-    held = align_no_slower(manifest, lookup, OPTS, max_rounds=0)
+    model = LatencyModel(lookup, manifest)
+    held = hold_no_slower(manifest, model, lambda m: align(m, lookup, OPTS), max_rounds=0)
     assert any("still predicted slower after 0 rounds" in w and "M=1 +" in w for w in held.warnings)
