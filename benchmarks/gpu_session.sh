@@ -20,7 +20,7 @@
 #              each pass a CUDA graph's replay
 #   proof-eager that run's variants re-timed with the host launching every kernel (--retime --eager)
 #   proof-fp16 the same in float16 (proof-fp16-asvd, -prune, -palu: one compressor)
-#   proof-2048 ASVD in float16 at prefill 1,024 and 2,048 tokens and decode
+#   proof-2048 ASVD in float16 at prefill 1,024 and 2,048 tokens and decode (proof-2048-all: every compressor, bf16)
 #   proof-no-slower PaLU with --no-slower: no timed setting predicted slower than the compressor's dims
 #   minilm     gac proof --model minilm (both compressors, quick); its trained weights from GAC_MINILM_DIR
 #              (default .gpu-minilm: config.json, tokenizer.json, model.safetensors); minilm-warm: profiled with
@@ -121,6 +121,10 @@ for s in "${steps[@]}"; do
       step proof-no-slower 200 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor palu --quick --no-slower \
         --save "$LOGS/proof-no-slower.json"
       ;;
+    proof-2048-all)
+      step proof-2048-all 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
+        --seq 1024 --seq 2048 --save "$LOGS/proof-2048-all.json"
+      ;;
     proof-2048)
       step proof-2048 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor asvd --quick --dtype float16 \
         --seq 1024 --seq 2048 --save "$LOGS/proof-2048.json"
@@ -190,7 +194,7 @@ for s in "${steps[@]}"; do
       fi
       ;;
     *) echo "unknown step $s (timer, timer-small, why, selftest, profile, align, align-stop, interrupt, proof, proof-fp16," \
-         "proof-eager, proof-2048, proof-no-slower, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
+         "proof-eager, proof-2048, proof-2048-all, proof-no-slower, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
   esac
 done
 pack

@@ -458,6 +458,24 @@ def compressed_modules(model: Any, manifest: Manifest) -> list[nn.Module]:
     return out
 
 
+def original_modules(model: Any, manifest: Manifest) -> list[nn.Module] | None:
+    """The uncompressed model's modules at the manifest's weights (each dense linear, each MLP's linears), the
+    second point of the prediction's in-place calibration; None where a weight is part of a module (PaLU's head groups)."""
+    out: list[nn.Module] = []
+    for w in manifest.weights:
+        if w.kind == "mlp_width":
+            out += model.mlp_linears(int(w.name.split(".")[0].removeprefix("layer")))
+            continue
+        try:
+            lin = model.get_linear(w.name)
+        except KeyError:  # a head group: the original runs the whole projection, whose kernels the profile lacks
+            return None
+        if not isinstance(lin, nn.Linear):
+            return None
+        out.append(lin)
+    return out
+
+
 def compressed_params(model: Any, manifest: Manifest) -> int:
     """Weight parameters of the manifest's weights as built in the model (biases excluded, like the manifest)."""
     return sum(p.numel() for mod in compressed_modules(model, manifest) for name, p in mod.named_parameters() if name.endswith("weight"))
@@ -475,4 +493,5 @@ __all__ = [
     "compressed_modules",
     "compressed_params",
     "manifest_params",
+    "original_modules",
 ]

@@ -345,6 +345,7 @@ def time_rounds(
     graphs: bool = False,
     clock_also: Sequence[str] = (),
     capture: Capture = cuda_graph,
+    clock_original: tuple[str, Callable[[nn.Module], Sequence[nn.Module] | None]] | None = None,
 ) -> LatencyRun:
     """Time every model at every setting, interleaved in `rounds` shuffled rounds.
 
@@ -353,7 +354,9 @@ def time_rounds(
     `dtype` (None: kept as they are); callers keep theirs. `threads` applies to the CPU only.
     in_place = (variant, modules_of): each round, the modules modules_of(model) returns are clocked
     in place for that variant (the prediction's baseline) and for each of `clock_also`
-    (LatencyRun.modules). graphs: on CUDA, replay each call from a CUDA graph (`capture` makes
+    (LatencyRun.modules). clock_original = (variant, modules_of): that variant's own modules clocked
+    alike (the uncompressed model's, the calibration's second point; modules_of returning None: not
+    clocked). graphs: on CUDA, replay each call from a CUDA graph (`capture` makes
     the replay; a call it cannot capture is timed eagerly, and LatencyRun.eager says why).
     """
     cuda = is_cuda(device)
@@ -383,6 +386,11 @@ def time_rounds(
                 for s in settings:
                     key = (name, s.label)
                     clocks[key] = _module_clock(fns[key], modules_of(cast[name]), device, graphs, capture)
+        if clock_original is not None and clock_original[0] in cast:
+            name, original_of = clock_original
+            mods = original_of(cast[name])
+            for s in settings if mods else ():
+                clocks[(name, s.label)] = _module_clock(fns[(name, s.label)], mods, device, graphs, capture)
         if graphs:
             fns = {key: _replayable(fn, capture, key, out.eager) for key, fn in fns.items()}
         for r in range(rounds):

@@ -37,6 +37,7 @@ from gac.proof.compress import (
     compressed_modules,
     compressed_params,
     manifest_params,
+    original_modules,
 )
 from gac.proof.latency import LatencyRun, Setting, is_cuda, settings_for, time_rounds
 from gac.proof.llama import LLAMA_CONFIGS, LlamaConfig
@@ -480,6 +481,7 @@ def evaluate(
         on_round=lambda r: log(f"[{method}] timing round {r}/{cfg.rounds} done"),
         in_place=(UNALIGNED, lambda m: compressed_modules(m, manifest)) if UNALIGNED in models else None,
         clock_also=[name for name in models if name not in (ORIGINAL, UNALIGNED)],
+        clock_original=(ORIGINAL, lambda m: original_modules(m, manifest)),
         device=cfg.device,
         graphs=cfg.graphs,
     )

@@ -10,16 +10,21 @@ gac.proof.profile balances them to 1 / each M's total). One figure per variant.
 
 Model level, per timed setting (one GEMM row count M): the kernels of that M alone, unweighted
 (µs of one forward at batch 1), give the predicted saving S = T_M(unaligned dims) - T_M(variant
-dims). Inside a model the same kernels take longer than alone: the caches hold other layers'
-data and code, and each call pays for it. When the proof clocked the unaligned model's compressed
-modules in place (gac.proof.latency: P µs against the profile's T_M(unaligned dims)), the saving is
-taken to grow with them: S' = S * P / T_M(unaligned dims). (On a 2-core Xeon with AMX, MiniLM's
-36 low-rank modules, 72 linears, took 1.7x their cold-weight profile in place, hooks included, and
-round-to-8 saved about 8 % of their time in both: benchmarks/in_model_linears.py.) P also holds
-what each module call costs besides its kernels (a few µs: dispatch, hooks, bias), which aligning
-does not save, so S' leans a little high, most where the kernels are shortest (decode). The predicted model time
-is the MEASURED unaligned model time U minus S', so the predicted speed-up is U / (U - S');
-everything outside the compressed modules (attention, norms, embeddings, other layers) is
+dims). Inside a model the same kernels take another time than alone: the caches hold other
+layers' data and code, launches queue back to back, and each module call costs a little besides its
+kernels. The proof clocks in place (gac.proof.latency) the unaligned model's compressed modules (P_u
+µs against the profile's T_u for their kernels) and, where the original has one module per weight (not
+PaLU's head groups), the original model's modules at the same weights (P_o against T_o). Two points
+fit in place = a x profile + c per GEMM launch (n_u and n_o launches): a is how kernel time itself
+grows or shrinks in place, c what each launch costs in place besides its profiled time. The aligned
+variants launch as many GEMMs as the unaligned one, so c cancels and the saving counts as S' = a * S.
+Without the second point (or where the two cannot tell a from c) a single ratio stands in for a:
+S' = S * P_u / T_u, every difference taken as proportional. (On a 2-core Xeon with AMX, MiniLM's
+72 low-rank linears took 1.7x their cold-weight profile in place and round-to-8 saved about 8 % of
+their time in both: proportional. On an H100, small GEMMs in a graph shed a fixed few µs each that
+their profile holds, and the saving does not shrink with them: benchmarks/in_model_linears.py.)
+The predicted model time is the MEASURED unaligned model time U minus S', so the predicted
+speed-up is U / (U - S'); everything outside the compressed modules (attention, norms, embeddings, other layers) is
 assumed unchanged. Interval: S' +/- 1.96 sigma (scaled alike), sigma from the curve
 model's per-point standard errors, each distinct curve point counted once with its net
 coefficient (a point both variants use cancels); estimates of one fitted run are correlated,
@@ -37,10 +42,12 @@ from gac.contracts.manifest import LowRankWeight, Manifest
 from gac.proof.latency import LatencyRun
 from gac.proof.stats import Speedup
 from gac.solver.candidates import LatencyModel
-from gac.solver.kinds import Kernel, kernels
+from gac.solver.kinds import Kernel, kernels, original_points
 from gac.solver.lookup import LatencyLookup
 
 Z = 1.96  # two-sided 95 % for the prediction's interval
+SEPARABLE = 0.1  # the calibration's two points must differ this much in profiled time per launch (relative)
+A_RANGE = (0.5, 2.0)  # a calibration slope outside it is taken for noise: the one-point factor instead
 FLAG = 0.03  # |predicted - measured| speed-up above this is flagged
 WITHIN = 0.03  # a prediction holds when |predicted / measured - 1| is at most this
 
@@ -62,6 +69,10 @@ class SettingPrediction:
     measured: Speedup
     in_place_us: float | None = None  # the unaligned model's compressed modules clocked in place (None: not clocked)
     modules_us: float | None = None  # this variant's own compressed modules clocked in place (None: not clocked)
+    original_in_place_us: float | None = None  # the original model's modules at the same weights, in place (None: not clocked)
+    kernel_original_us: float | None = None  # the profile's time of the original's kernels at this M (None: a point missing)
+    launches: int = 0  # GEMM launches of the compressed weights at this M (the unaligned and every aligned variant alike)
+    launches_original: int = 0  # ... of the original's modules at the same weights
 
     @property
     def speedup(self) -> float:
@@ -77,8 +88,27 @@ class SettingPrediction:
         return _speedup(self.measured_unaligned_us, self.in_place_factor * (self.saving_us + Z * self.saving_sigma_us))
 
     @property
+    def calibration(self) -> tuple[float, float] | None:
+        """(a, c) with in place = a x profile + c per GEMM launch, through two points clocked in place: the
+        unaligned model's compressed modules and the original's modules at the same weights. None where
+        either is missing, where the two points cannot tell a from c, or where a is outside A_RANGE."""
+        p_u, p_o, t_u, t_o = self.in_place_us, self.original_in_place_us, self.kernel_unaligned_us, self.kernel_original_us
+        n_u, n_o = self.launches, self.launches_original
+        if p_u is None or p_o is None or t_o is None or n_u <= 0 or n_o <= 0:
+            return None
+        det = t_u * n_o - t_o * n_u  # zero when both have the same profiled time per launch
+        if abs(det) < SEPARABLE * t_u * n_o:
+            return None
+        a = (p_u * n_o - p_o * n_u) / det
+        c = (p_o * t_u - p_u * t_o) / det
+        return (a, c) if A_RANGE[0] <= a <= A_RANGE[1] else None
+
+    @property
     def in_place_factor(self) -> float:
-        """How many times their profiled time the compressed modules take inside the unaligned model (1 if not clocked)."""
+        """What the profile's saving is scaled by: the calibration's a; without it, how many times their
+        profiled time the compressed modules take inside the unaligned model (1 if not clocked)."""
+        if (cal := self.calibration) is not None:
+            return cal[0]
         if self.in_place_us is None or self.kernel_unaligned_us <= 0:
             return 1.0
         return self.in_place_us / self.kernel_unaligned_us
@@ -124,10 +154,12 @@ class SettingPrediction:
     def misses(self) -> str:
         """What the prediction leaves out, in this setting's own numbers (for a flagged row)."""
         rest = self.measured_saving_us - self.in_place_saving_us
+        scaled = "the calibration's slope" if self.calibration is not None else "the profile"
         in_place = (
-            f"; in place they took {self.in_place_us / 1e3:.2f} ms ({self.in_place_factor:.2f}x the profile), so the"
-            f" {self.saving_us:+.0f} us the profile predicts count as {self.in_place_saving_us:+.0f} us"
-            if self.in_place_us is not None
+            f"; in place they took {self.in_place_us / 1e3:.2f} ms ({self.in_place_us / self.kernel_unaligned_us:.2f}x the"
+            f" profile), so the {self.saving_us:+.0f} us the profile predicts count as {self.in_place_saving_us:+.0f} us"
+            f" ({self.in_place_factor:.2f}x, {scaled})"
+            if self.in_place_us is not None and self.kernel_unaligned_us > 0
             else ""
         )
         measured_modules = (
@@ -220,6 +252,18 @@ def _saving(points: _Points, base: Mapping[PointKey, float], var: Mapping[PointK
     return saving, math.sqrt(var_sum)
 
 
+def _original_total(model: LatencyModel, manifest: Manifest, m: int) -> float | None:
+    """The profile's time of the original's kernels at M = m, one forward (None: a point is missing)."""
+    total = 0.0
+    for w in manifest.weights:
+        for k, x in original_points(w, m):
+            est = model.estimate(k, x)
+            if est is None:
+                return None
+            total += k.count * est
+    return total
+
+
 def _speedup(unaligned_us: float, saving_us: float) -> float:
     """The speed-up a saving gives on a run of `unaligned_us` (inf if it saves the whole run or more)."""
     return unaligned_us / (unaligned_us - saving_us) if unaligned_us - saving_us > 0 else float("inf")
@@ -250,6 +294,9 @@ def predict(
     ms = sorted({s.gemm_m for s in settings} | {m for m, _ in model.tokens})
     base = {m: points.coefficients(manifest, base_dims, m) for m in ms}
     base_tot = {m: _total(points, base[m]) for m in ms}
+    launches = {m: sum(k.count for w in manifest.weights for k in kernels(w, m)) for m in ms}
+    launches_original = {m: sum(k.count for w in manifest.weights for k, _ in original_points(w, m)) for m in ms}
+    original_tot = {m: _original_total(model, manifest, m) for m in ms}
     for name, dims in dims_by_variant.items():
         if name == unaligned:
             continue
@@ -281,6 +328,10 @@ def predict(
                 measured=latency.speedup(name, unaligned, s.label),
                 in_place_us=latency.in_place_us(s.label) if latency.in_place_variant == unaligned else None,
                 modules_us=latency.in_place_us(s.label, name),
+                original_in_place_us=latency.in_place_us(s.label, original),
+                kernel_original_us=original_tot[m],
+                launches=launches[m],
+                launches_original=launches_original[m],
             )
             vp.settings.append(sp)
     return out

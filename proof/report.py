@@ -111,12 +111,13 @@ def prediction_table(r: CompressorResult) -> list[str]:
         f"predicted vs measured speed-up over unaligned. kernel pred: the compressed weights' kernels at the variant's dims vs"
         f" the unaligned dims, token-weighted as the solver weights them, from the solver's denoised curve estimates (not raw"
         f" medians). S pred: measured unaligned model time minus that setting's predicted kernel saving [+/-{Z} sigma of the"
-        f" curve estimates], the saving scaled by how long the unaligned model's compressed modules took in place against"
-        f" their profile (in place); meas: paired ratio [{LEVEL:.0%} bootstrap CI]; diff = pred - meas, ! when |diff| > {FLAG}",
+        f" curve estimates], the saving scaled by the in-place calibration (in place: the unaligned model's compressed"
+        f" modules and the original's at the same weights, clocked in place against their profile);"
+        f" meas: paired ratio [{LEVEL:.0%} bootstrap CI]; diff = pred - meas, ! when |diff| > {FLAG}",
     ]
-    factors = {sp.label: sp.in_place_factor for vp in r.predictions.values() for sp in vp.settings if sp.in_place_us is not None}
+    factors = {sp.label: _in_place(sp) for vp in r.predictions.values() for sp in vp.settings if sp.in_place_us is not None}
     if factors:
-        out.append("in place: " + ", ".join(f"{label} {f:.2f}x the profile" for label, f in factors.items()))
+        out.append("in place: " + ", ".join(f"{label} {said}" for label, said in factors.items()))
     saved = [
         f"{name} {sp.label} {sp.modules_saving_us:+.0f} us (profile {sp.saving_us:+.0f} us)"
         for name, vp in r.predictions.items()
@@ -446,6 +447,16 @@ def to_json(res: ProofResult) -> dict:
     return out
 
 
+def _in_place(sp) -> str:
+    """One setting's in-place calibration in words: the two points' fit, else the one-point factor."""
+    unaligned = f"unaligned modules {sp.in_place_us / sp.kernel_unaligned_us:.2f}x their profile"
+    if (cal := sp.calibration) is None:
+        why = "" if sp.original_in_place_us is None else "; with the original's modules a and c not separable"
+        return f"{unaligned}, saving scaled {sp.in_place_factor:.2f}x{why}"
+    original = f"original's {sp.original_in_place_us / sp.kernel_original_us:.2f}x"
+    return f"{unaligned}, {original}: in place = {cal[0]:.2f} x profile {cal[1]:+.1f} us per launch, saving scaled {cal[0]:.2f}x"
+
+
 def _prediction_json(p) -> dict:
     return {
         "kernel_us": p.kernel_us,
@@ -462,6 +473,11 @@ def _prediction_json(p) -> dict:
                 "measured_unaligned_us": s.measured_unaligned_us,
                 "in_place_us": s.in_place_us,
                 "in_place_factor": s.in_place_factor,
+                "original_in_place_us": s.original_in_place_us,
+                "kernel_original_us": s.kernel_original_us,
+                "launches": s.launches,
+                "launches_original": s.launches_original,
+                "calibration": s.calibration,
                 "modules_us": s.modules_us,
                 "modules_saving_us": s.modules_saving_us,
                 "predicted": s.speedup,

@@ -270,11 +270,31 @@ def test_graphs_apply_to_cuda_only_and_every_compressed_variant_is_clocked_in_pl
         clock_also=["b"],
         graphs=True,
         capture=no_capture,
+        clock_original=("c", lambda m: [m[0]]),
     )
     assert not run.graphs and not run.eager
-    assert set(run.modules) == {("a", "S=4"), ("b", "S=4")} and all(len(v) == 2 for v in run.modules.values())
-    assert run.in_place == {"S=4": run.modules["a", "S=4"]} and run.in_place_us("S=4", "c") is None
+    assert set(run.modules) == {("a", "S=4"), ("b", "S=4"), ("c", "S=4")} and all(len(v) == 2 for v in run.modules.values())
+    assert run.in_place == {"S=4": run.modules["a", "S=4"]} and run.in_place_us("S=4", "c") > 0
     assert run.in_place_us("S=4", "b") > 0
+    # An original whose modules the weights do not map onto (None) is not clocked.
+    again = time_rounds({"a": a, "c": c}, [Setting("prefill", 4)], lambda m, s: lambda: m(x), rounds=1, passes=1,
+                        in_place=("a", lambda m: [m[0]]), clock_original=("c", lambda m: None))  # fmt: skip
+    assert set(again.modules) == {("a", "S=4")}
+
+
+def test_the_originals_modules_are_the_dense_linears_at_the_weights_and_none_for_head_groups() -> None:
+    from gac.proof.compress import compress_asvd, compress_palu, compress_prune, original_modules
+    from gac.proof.llama import random_llama
+    from gac.proof.subjects import TokenCalibration, random_ids
+
+    model = random_llama(TINY, 0)
+    cal = TokenCalibration(model, random_ids(512, (2, 8), 1), random_ids(512, (1, 8), 2))
+    asvd = compress_asvd(model, cal, 0.15, [8], "float32").manifest
+    assert [type(m) for m in original_modules(model, asvd) or []] == [torch.nn.Linear] * len(asvd.weights)
+    prune = compress_prune(model, cal, 0.25, [8], "float32").manifest
+    assert len(original_modules(model, prune) or []) == 3 * len(prune.weights)  # gate, up and down per MLP
+    palu = compress_palu(model, cal, 0.5, [8], "float32").manifest
+    assert original_modules(model, palu) is None
 
 
 # ---------------------------------------------------------------- the report

@@ -222,6 +222,19 @@ def test_prediction_arithmetic_and_missing_points() -> None:
     sp2 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
     assert sp2.in_place_factor == pytest.approx(2.0) and sp2.speedup == pytest.approx(1000.0 / (1000.0 - 2 * expect))
     assert sp2.lo <= sp2.speedup <= sp2.hi and "2.00x the profile" in sp2.misses()
+    # The original's modules clocked too: in place = a x profile + c per launch through the two points.
+    # Here each launch sheds 3 us in place and kernel time is unchanged (a = 1): the saving is not scaled.
+    t_u, t_o, n = sp.kernel_unaligned_us, sp.kernel_original_us, sp.launches
+    assert t_o is not None and t_o > 1.2 * t_u and sp.launches_original == n  # pruning: the original's full widths
+    lat.modules["unaligned", "S=16"] = [t_u - 3.0 * n] * 3
+    lat.modules["original", "S=16"] = [t_o - 3.0 * n] * 3
+    sp3 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
+    assert sp3.calibration == pytest.approx((1.0, -3.0)) and sp3.in_place_factor == pytest.approx(1.0)
+    assert sp3.speedup == pytest.approx(1000.0 / (1000.0 - expect)) and "the calibration's slope" in sp3.misses()
+    # A slope far outside what a cache or a clock can do is noise: the one-point factor stands in.
+    lat.modules["original", "S=16"] = [t_u - 3.0 * n + 5.0 * (t_o - t_u)] * 3
+    sp4 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
+    assert sp4.calibration is None and sp4.in_place_factor == pytest.approx((t_u - 3.0 * n) / t_u)
     assert not out["far"].complete and out["far"].missing and "not in the profile" in out["far"].missing[0]
     assert predict(manifest, None, {"unaligned": un, "v": var}, lat)["v"].note.startswith("no latency data")
 
