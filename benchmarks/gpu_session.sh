@@ -122,7 +122,7 @@ for s in "${steps[@]}"; do
         --save "$LOGS/proof-no-slower.json"
       ;;
     proof-2048-all)
-      step proof-2048-all 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
+      step proof-2048-all 450 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
         --seq 1024 --seq 2048 --save "$LOGS/proof-2048-all.json"
       ;;
     proof-2048)
