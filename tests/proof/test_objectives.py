@@ -177,9 +177,18 @@ def test_predictions_come_from_the_denoised_estimates(run) -> None:
             assert abs(raw - p.kernel_us) > 1e-6 * raw
             for sp in p.settings:
                 u = sp.measured_unaligned_us
-                # the saving grows as the unaligned model's compressed modules took longer in place than profiled
+                # the saving is scaled as the modules took in place against their profile: through the two
+                # points (the unaligned modules and the original's, both clocked in place) where they fit
                 assert sp.in_place_us == pytest.approx(r.latency.in_place_us(sp.label)) and sp.in_place_us > 0
-                assert sp.speedup == pytest.approx(u / (u - sp.saving_us * sp.in_place_us / sp.kernel_unaligned_us))
+                # ASVD's and pruning's weights each have a module in the original: it is clocked too
+                assert sp.original_in_place_us == r.latency.in_place_us(sp.label, ORIGINAL) and sp.original_in_place_us > 0
+                if sp.calibration is not None:
+                    p_u, p_o, t_u, t_o = sp.in_place_us, sp.original_in_place_us, sp.kernel_unaligned_us, sp.kernel_original_us
+                    a = (p_u * sp.launches_original - p_o * sp.launches) / (t_u * sp.launches_original - t_o * sp.launches)
+                    assert sp.in_place_factor == pytest.approx(a)
+                else:
+                    assert sp.in_place_factor == pytest.approx(sp.in_place_us / sp.kernel_unaligned_us)
+                assert sp.speedup == pytest.approx(u / (u - sp.saving_us * sp.in_place_factor))
                 assert sp.lo <= sp.speedup <= sp.hi and sp.saving_sigma_us > 0
                 assert sp.flagged == (abs(sp.speedup - sp.measured.median) > FLAG)
         assert UNALIGNED not in r.predictions
