@@ -138,10 +138,12 @@ def _align(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions,
     if not goal.no_slower:
         return _align_for_latency(manifest, lookup, opts, goal, model)
 
-    def solve(m: Manifest) -> AlignmentResult:  # one solve at the token weights m carries
-        return _align_for_latency(m, lookup, opts, goal, model if m is manifest else LatencyModel(lookup, m))
+    def solve(m: Manifest, o: AlignOptions = opts) -> AlignmentResult:  # one solve at the token weights m carries
+        return _align_for_latency(m, lookup, o, goal, model if m is manifest else model.reweighted(m))
 
-    result = hold_no_slower(manifest, model, solve)
+    # The rounds only read the choice: no cross-check, no baselines until the answer's own solve.
+    search = replace(opts, baselines=False, cross_check="none")
+    result = hold_no_slower(manifest, model, solve, lambda m: solve(m, search))
     result.no_slower = True
     return result
 

@@ -183,6 +183,20 @@ class LatencyModel:
                 for k, _x in original_points(w, m):
                     self._kernels.setdefault(k.curve_key, k)
 
+    def reweighted(self, manifest: Manifest) -> LatencyModel:
+        """This model at the manifest's token weights: the curves and their models, which the weights
+        do not change, are shared, not modelled again; what sums them with the weights starts afresh.
+        A new model where the token counts or the dtype differ."""
+        tokens = manifest.workload.weighted_tokens()
+        if [m for m, _ in tokens] != [m for m, _ in self.tokens] or manifest.workload.dtype != self.dtype:
+            return LatencyModel(self.lookup, manifest)
+        other = LatencyModel.__new__(LatencyModel)  # a plain model: a shared one's kept candidates are weighted
+        vars(other).update(vars(self))
+        total = sum(w for _, w in tokens)
+        other.tokens = [(m, w / total) for m, w in tokens]
+        other._terms, other._original, other._wanted = {}, {}, {}
+        return other
+
     def curve(self, k: Kernel) -> Mapping[int, PointLatency]:
         key = k.curve_key
         if key not in self._curves:

@@ -27,6 +27,8 @@ from gac.solver.candidates import Item, LatencyModel, build_items
 
 RAISE = 4.0  # a slower token count's weight is multiplied by this each round
 MAX_ROUNDS = 8  # 4^8: from equal weights to one token count outweighing another 65,536 times
+REFINE = 4  # halvings of the last raise (in log space): the smallest raise that holds keeps the most of the rest
+MOST_SOLVES = 2 + MAX_ROUNDS + REFINE  # the first and the final solve, each round and each halving: the most it costs
 
 
 def totals_by_tokens(model: LatencyModel, items: list[Item], dims: dict[str, int]) -> dict[int, float] | None:
@@ -47,10 +49,17 @@ def slowdowns(after: dict[int, float], before: dict[int, float]) -> dict[int, fl
 
 
 def hold_no_slower(
-    manifest: Manifest, model: LatencyModel, solve: Callable[[Manifest], AlignmentResult], max_rounds: int = MAX_ROUNDS
+    manifest: Manifest,
+    model: LatencyModel,
+    solve: Callable[[Manifest], AlignmentResult],
+    search: Callable[[Manifest], AlignmentResult] | None = None,
+    max_rounds: int = MAX_ROUNDS,
 ) -> AlignmentResult:
     """solve(manifest), its token weights raised where needed so that no token count is predicted slower
-    than at the compressor's dims (model: the manifest's latency model; solve: one latency-objective solve)."""
+    than at the compressor's dims. model: the manifest's latency model; solve: one latency-objective
+    solve, checks and baselines included; search: the same without them, for the rounds (default:
+    solve). When the weights were raised, the answer is solve's at the weights that held."""
+    search = search or solve
     result = solve(manifest)
     if len(manifest.workload.tokens) < 2:
         return result  # one token count: the objective itself
@@ -63,12 +72,14 @@ def hold_no_slower(
     tokens = manifest.workload.tokens
     weights = dict(zip(tokens, manifest.workload.token_weights or [1.0] * len(tokens)))
 
-    def solve_at(w: dict[int, float]) -> tuple[AlignmentResult, dict[int, float]]:
-        """The alignment at token weights w, and the token counts it leaves slower."""
-        workload = manifest.workload.model_copy(update={"token_weights": [w[m] for m in tokens]})
-        got = solve(manifest.model_copy(update={"workload": workload}))
+    def at(w: dict[int, float]) -> Manifest:
+        return manifest.model_copy(update={"workload": manifest.workload.model_copy(update={"token_weights": [w[m] for m in tokens]})})
+
+    def search_at(w: dict[int, float]) -> dict[int, float]:
+        """The token counts the alignment at token weights w leaves slower."""
+        got = search(at(w))
         after = totals_by_tokens(model, items, {x.name: x.dim for x in got.weights})
-        return got, (slowdowns(after, before) if after is not None else {})
+        return slowdowns(after, before) if after is not None else {}
 
     # A chosen dim the profile lacks cannot be judged: it counts as no slower (the warnings list it as missing).
     slower = slowdowns(totals_by_tokens(model, items, {w.name: w.dim for w in result.weights}) or before, before)
@@ -77,31 +88,29 @@ def hold_no_slower(
     for _ in range(max_rounds):
         worst = max(slower, key=lambda m: slower[m])
         weights[worst] *= RAISE
-        result, slower = solve_at(weights)
+        slower = search_at(weights)
         if not slower:
-            result, weights = _least_raise(solve_at, weights, worst, result)
+            weights = _least_raise(search_at, weights, worst)
+            result = solve(at(weights))
             said = ", ".join(f"M={m}: {w:.3g}" for m, w in weights.items())
-            result.warnings.append(f"no-slower: token weights raised to {said} so that no token count is predicted slower")
+            result.warnings.append(
+                f"no-slower: token weights raised to {said} so that no token count is predicted slower"
+                " (the predicted latencies are weighted by these; latency.by_tokens has each count's own)"
+            )
             return result
+    result = solve(at(weights))
     said = ", ".join(f"M={m} {s:+.1%}" for m, s in slower.items())
     result.warnings.append(f"no-slower: still predicted slower after {max_rounds} rounds of raised token weights: {said}")
     return result
 
 
-REFINE = 4  # halvings of the last raise (in log space): the smallest raise that holds keeps the most of the rest
-
-
-Solve = Callable[[dict[int, float]], tuple[AlignmentResult, dict[int, float]]]
-
-
-def _least_raise(solve: Solve, weights: dict[int, float], m: int, held: AlignmentResult) -> tuple[AlignmentResult, dict[int, float]]:
+def _least_raise(search_at: Callable[[dict[int, float]], dict[int, float]], weights: dict[int, float], m: int) -> dict[int, float]:
     """Between the last raise of token count m that did not hold and the one that did, the smallest that holds."""
     lo, hi = weights[m] / RAISE, weights[m]
     for _ in range(REFINE):
         mid = math.sqrt(lo * hi)
-        got, slower = solve({**weights, m: mid})
-        if slower:
+        if search_at({**weights, m: mid}):
             lo = mid
         else:
-            hi, held = mid, got
-    return held, {**weights, m: hi}
+            hi = mid
+    return {**weights, m: hi}

@@ -3,8 +3,9 @@
 The weight count alone says little: one head_dim weight of huge shapes made the paper's DP
 baseline build a table of hundreds of millions of cells. The estimate counts what the solver's
 work grows with: the dims each item's window scans, times the kernels and token counts each dim
-is priced at (the latency model's evaluations, and the curve points it reads), plus the cells of
-the paper-DP tables (items x the quantized budget span). The service refuses (413, the estimate
+is priced at (the latency model's evaluations, and the curve points it reads; under `no_slower`
+once per solve, at most MOST_SOLVES), plus the cells of the paper-DP tables (items x the quantized
+budget span). The service refuses (413, the estimate
 in the detail) what is above GAC_ALIGN_MAX_WORK, and every alignment runs in a worker process
 under a memory limit (service/align/limits.py) for what the estimate misses.
 """
@@ -15,9 +16,10 @@ import math
 from dataclasses import asdict, dataclass
 
 from gac.contracts.manifest import Manifest
-from gac.solver.align import AlignOptions
+from gac.solver.align import AlignOptions, with_goal
 from gac.solver.candidates import PAPER_RADIUS
 from gac.solver.kinds import kernels, row_count, unit_params
+from gac.solver.no_slower import MOST_SOLVES
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ def estimate(manifest: Manifest, options: AlignOptions | None = None) -> Cost:
         # The DP's quantized span over our window, or the paper's own (+/- PAPER_RADIUS multiples of 8).
         dp_cap += math.ceil(max(hi - lo, 16 * PAPER_RADIUS) * unit / u)
     curve_points = sum(_union(runs) * count * tokens for count, runs in spans.values())
+    if tokens > 1 and with_goal(manifest, opts).no_slower:
+        evaluations *= MOST_SOLVES  # each solve prices the windows again at its own token weights
     paper_dp = len(items) <= opts.paper_dp_max_items
     cells = len(items) * (dp_cap + 1) if paper_dp else 0
     # Per table: a uint16 pick per cell, and three float64 rows of the capacity (best, new, the candidate row).

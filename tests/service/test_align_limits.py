@@ -73,6 +73,20 @@ def test_the_cost_grows_with_the_shapes_not_only_the_weight_count():
     assert wide.work > 50 * one.work and wide.dp_cells > 50 * one.dp_cells and wide.candidates > one.candidates
 
 
+def test_no_slower_over_several_token_counts_costs_a_solve_per_round():
+    from gac.contracts.manifest import Manifest
+    from gac.solver.align import AlignOptions
+    from gac.solver.no_slower import MOST_SOLVES
+
+    doc = {**manifest(12), "workload": {"tokens": [1024, 1]}}
+    plain = estimate(Manifest.model_validate(doc))
+    held = estimate(Manifest.model_validate({**doc, "no_slower": True}))
+    assert held.evaluations == MOST_SOLVES * plain.evaluations and held.dp_cells == plain.dp_cells
+    assert estimate(Manifest.model_validate(doc), AlignOptions(no_slower=True)).evaluations == held.evaluations
+    one = {**doc, "workload": {"tokens": [1024]}, "no_slower": True}  # one token count: nothing to hold
+    assert estimate(Manifest.model_validate(one)).evaluations == estimate(Manifest.model_validate({**one, "no_slower": None})).evaluations
+
+
 def test_routing_reads_the_parsed_manifest_not_its_bytes(client, read_token, workers, monkeypatch):
     """Keys written as JSON escapes ("\\u006bind") are the same manifest: 202 above the size, as when written plainly."""
     monkeypatch.setattr(limits, "ASYNC_ABOVE_WEIGHTS", 30)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gac.contracts.measurements import Op
 from gac.solver.align import AlignOptions, align
 from gac.solver.candidates import CandidateOptions, LatencyModel, build_items
-from gac.solver.no_slower import hold_no_slower, totals_by_tokens
+from gac.solver.no_slower import REFINE, hold_no_slower, totals_by_tokens
 from tests.solver.test_candidates import _lookup, _m, _manifest
 
 OPTS = AlignOptions(candidates=CandidateOptions(window=16), cross_check="none", baselines=False)
@@ -81,3 +81,39 @@ def test_rounds_run_out_and_say_what_stayed_slower(tmp_path):
     model = LatencyModel(lookup, manifest)
     held = hold_no_slower(manifest, model, lambda m: align(m, lookup, OPTS), max_rounds=0)
     assert any("still predicted slower after 0 rounds" in w and "M=1 +" in w for w in held.warnings)
+
+
+def test_a_reweighted_model_shares_the_curves_and_sums_them_afresh(tmp_path):
+    """Each round re-solves at new token weights: the curve models are reused, the weighted sums are not."""
+    manifest, lookup, items, model, _ = setup(tmp_path, prefill_fast_decode_slow)
+    before = {(it.name, d): model.latency(it, d) for it in items for d in (96, 100, 104)}
+    heavier = manifest.model_copy(update={"workload": manifest.workload.model_copy(update={"token_weights": [1.0, 9.0]})})
+    again, fresh = model.reweighted(heavier), LatencyModel(lookup, heavier)
+    for it in items:
+        for d in (96, 100, 104):
+            assert again.latency(it, d) == fresh.latency(it, d) != before[it.name, d]
+            assert model.latency(it, d) == before[it.name, d]  # the model it came from is unchanged
+    assert again._models is model._models and again._curves is model._curves  # the curves' models, shared
+    one = manifest.model_copy(update={"workload": manifest.workload.model_copy(update={"tokens": [64], "token_weights": None})})
+    alone = model.reweighted(one)  # other token counts: a model of its own
+    assert alone._models is not model._models and alone.tokens == [(64, 1.0)]
+
+
+def test_the_rounds_search_without_checks_and_the_answer_is_solved_with_them(tmp_path):
+    manifest, lookup, _, model, _ = setup(tmp_path, prefill_fast_decode_slow)
+    full = AlignOptions(candidates=CandidateOptions(window=16), cross_check="cp-sat")  # checked, with baselines
+    calls = {"solve": 0, "search": 0}
+
+    def solve(m):
+        calls["solve"] += 1
+        return align(m, lookup, full)
+
+    def search(m):
+        calls["search"] += 1
+        return align(m, lookup, OPTS)
+
+    held = hold_no_slower(manifest, model, solve, search)
+    assert calls["solve"] == 2 and calls["search"] >= 1 + REFINE  # the first and the final solve; the rest searched
+    assert held.baselines and held.solver.cross_check.agrees and "no-slower: token weights raised" in " ".join(held.warnings)
+    via_align = align(manifest, lookup, AlignOptions(candidates=CandidateOptions(window=16), cross_check="cp-sat", no_slower=True))
+    assert [w.dim for w in via_align.weights] == [w.dim for w in held.weights] and via_align.baselines
