@@ -277,10 +277,15 @@ def print_totals(
         )
 
 
+def saved_gemm_medians(result: Mapping[str, Any]) -> dict[tuple[int, int, int], float]:
+    """The saved run's profile: each GEMM point's median (us) by (m, n, k)."""
+    return {(m["shape"]["m"], m["shape"]["n"], m["shape"]["k"]): m["median_us"] for m in result["profile"] if m["op"] == "gemm"}
+
+
 def print_saved_profile(s: Setup) -> None:
     """The same sums from the saved run's own profile, when it holds every shape."""
     res, (u, v) = s.result, s.names
-    profile = {(m["shape"]["m"], m["shape"]["n"], m["shape"]["k"]): m["median_us"] for m in res["profile"] if m["op"] == "gemm"}
+    profile = saved_gemm_medians(res)
     saved_u = [profile.get((s.tokens, *nk)) for nk in s.linears[u].values()]
     saved_v = [profile.get((s.tokens, *nk)) for nk in s.linears[v].values()]
     if None not in saved_u and None not in saved_v:
@@ -457,7 +462,7 @@ def profile_saving(result: Mapping[str, Any], g: GpuSetup) -> str | None:
     """What the saved run's profile says the variant saves over its linears' calls whose shape differs
     between the two (the others cancel), or None when the profile lacks one of them."""
     u, v = g.names
-    profile = {(m["shape"]["m"], m["shape"]["n"], m["shape"]["k"]): m["median_us"] for m in result["profile"] if m["op"] == "gemm"}
+    profile = saved_gemm_medians(result)
     calls = {n: Counter((m, *nk) for name, nk in g.linears[n].items() for m in g.rows[n][name]) for n in g.names}
     only_u, only_v = calls[u] - calls[v], calls[v] - calls[u]
     if any(s not in profile for s in [*only_u, *only_v]):

@@ -443,6 +443,11 @@ def manifest_params(manifest: Manifest, dims: dict[str, int]) -> int:
     return sum(unit_params(w) * int(dims[w.name]) for w in manifest.weights)
 
 
+def _layer_of(name: str) -> int:
+    """The layer index of a manifest weight named 'layerI....'."""
+    return int(name.split(".")[0].removeprefix("layer"))
+
+
 def compressed_modules(model: Any, manifest: Manifest) -> list[nn.Module]:
     """The modules that run the manifest's weights in the model: each low-rank pair, each pruned MLP's linears."""
     out: list[nn.Module] = []
@@ -452,7 +457,7 @@ def compressed_modules(model: Any, manifest: Manifest) -> list[nn.Module]:
             assert isinstance(lin, LowRankLinear)
             out.append(lin)
         elif w.kind == "mlp_width":
-            out += model.mlp_linears(int(w.name.split(".")[0].removeprefix("layer")))
+            out += model.mlp_linears(_layer_of(w.name))
         else:  # pragma: no cover - not produced here
             raise ValueError(f"unsupported kind {w.kind}")
     return out
@@ -464,7 +469,7 @@ def original_modules(model: Any, manifest: Manifest) -> list[nn.Module] | None:
     out: list[nn.Module] = []
     for w in manifest.weights:
         if w.kind == "mlp_width":
-            out += model.mlp_linears(int(w.name.split(".")[0].removeprefix("layer")))
+            out += model.mlp_linears(_layer_of(w.name))
             continue
         try:
             lin = model.get_linear(w.name)

@@ -378,17 +378,15 @@ def time_rounds(
     filter_preempted = out.threads == 1  # with more threads the caller may legitimately wait at a barrier
     with on_device(device):
         fns = {(name, s.label): make_fn(m, s) for name, m in cast.items() for s in settings}
-        clocks: dict[tuple[str, str], Callable[[], float]] = {}
+        selectors: dict[str, Callable[[nn.Module], Sequence[nn.Module] | None]] = {}  # variant -> its modules to clock
         if in_place is not None:
-            variant, modules_of = in_place
-            out.in_place_variant = variant
-            for name in dict.fromkeys([variant, *clock_also]):
-                for s in settings:
-                    key = (name, s.label)
-                    clocks[key] = _module_clock(fns[key], modules_of(cast[name]), device, graphs, capture)
+            out.in_place_variant, modules_of = in_place
+            selectors = dict.fromkeys([out.in_place_variant, *clock_also], modules_of)
         if clock_original is not None and clock_original[0] in cast:
-            name, original_of = clock_original
-            mods = original_of(cast[name])
+            selectors[clock_original[0]] = clock_original[1]
+        clocks: dict[tuple[str, str], Callable[[], float]] = {}
+        for name, modules_of in selectors.items():
+            mods = modules_of(cast[name])
             for s in settings if mods else ():
                 clocks[(name, s.label)] = _module_clock(fns[(name, s.label)], mods, device, graphs, capture)
         if graphs:

@@ -47,7 +47,7 @@ from gac.solver.kinds import original_params, row_count, unit_params
 from gac.solver.lookup import LatencyLookup
 from gac.solver.mckp import InfeasibleBudget, solve_mckp
 from gac.solver.model_cache import candidates_of
-from gac.solver.no_slower import hold_no_slower
+from gac.solver.no_slower import hold_no_slower, totals_by_tokens
 from gac.solver.profile_time import estimate as estimate_profile
 from gac.solver.sparse_needs import FIRST_PASS
 from gac.solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
@@ -729,15 +729,11 @@ def _by_tokens(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
     """Each token count's unweighted totals at the unaligned and the chosen dims, where there are several."""
     if len(model.tokens) < 2:
         return []
-    unal: dict[int, float] = {}
-    alig: dict[int, float] = {}
-    for ic, d in zip(cands, chosen):
-        before, after = model.latency_by_tokens(ic.item, round(ic.item.d_star)), model.latency_by_tokens(ic.item, d)
-        if before is None or after is None:
-            return []
-        for m in before:
-            unal[m] = unal.get(m, 0.0) + before[m]
-            alig[m] = alig.get(m, 0.0) + after[m]
+    items = [ic.item for ic in cands]
+    unal = totals_by_tokens(model, items, {it.name: round(it.d_star) for it in items})
+    alig = totals_by_tokens(model, items, {it.name: d for it, d in zip(items, chosen)})
+    if unal is None or alig is None:
+        return []
     return [TokenLatency(tokens=m, unaligned_us=unal[m], aligned_us=alig[m]) for m in sorted(unal, reverse=True)]
 
 
