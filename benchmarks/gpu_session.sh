@@ -21,6 +21,10 @@
 #   proof-eager that run's variants re-timed with the host launching every kernel (--retime --eager)
 #   proof-fp16 the same in float16 (proof-fp16-asvd, -prune, -palu: one compressor)
 #   proof-2048 ASVD in float16 at prefill 1,024 and 2,048 tokens and decode (proof-2048-all: every compressor, bf16)
+#   proof-2048-pp pruning and PaLU (bf16) at prefill 1,024 and 2,048 tokens and decode, one run each
+#   kernels    benchmarks/in_model_kernels.py --whole on the saved runs in RUNS (default .gpu-runs), else this session's:
+#              proof-2048-palu.json (decode), proof-2048-prune.json and proof-minilm.json (prefill, with .gpu-minilm): the
+#              kernels of the linears in place, alone and in the whole step, unaligned against round-to-8, GAC or a second instance
 #   proof-no-slower PaLU with --no-slower: no timed setting predicted slower than the compressor's dims
 #   minilm     gac proof --model minilm (both compressors, quick); its trained weights from GAC_MINILM_DIR
 #              (default .gpu-minilm: config.json, tokenizer.json, model.safetensors); minilm-warm: profiled with
@@ -125,6 +129,27 @@ for s in "${steps[@]}"; do
       step proof-2048-all 450 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
         --seq 1024 --seq 2048 --save "$LOGS/proof-2048-all.json"
       ;;
+    proof-2048-pp)
+      for c in prune palu; do
+        step "proof-2048-$c" 200 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor "$c" --quick \
+          --seq 1024 --seq 2048 --save "$LOGS/proof-2048-$c.json"
+      done
+      ;;
+    kernels)
+      # Saved runs carried in RUNS (default .gpu-runs), else this session's: each model's every kernel traced.
+      R="${RUNS:-.gpu-runs}"
+      run=$(ls "$R/proof-2048-palu.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json" \
+        2>/dev/null | head -1)
+      [ -n "$run" ] && step kernels-palu 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method palu \
+        --decode --whole --variant round-to-8 --variant "GAC latency-aware"
+      run=$(ls "$R/proof-2048-prune.json" "$LOGS/proof-2048-prune.json" 2>/dev/null | head -1)
+      [ -n "$run" ] && step kernels-prune 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method prune \
+        --whole --variant round-to-8 --variant "unaligned, again"
+      run=$(ls "$R/proof-minilm.json" "$LOGS/proof-minilm.json" 2>/dev/null | head -1)
+      [ -n "$run" ] && [ -d "${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" ] && GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" \
+        step kernels-minilm 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method prune \
+        --whole --variant "unaligned, again" --variant round-to-8
+      ;;
     proof-2048)
       step proof-2048 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor asvd --quick --dtype float16 \
         --seq 1024 --seq 2048 --save "$LOGS/proof-2048.json"
@@ -194,7 +219,7 @@ for s in "${steps[@]}"; do
       fi
       ;;
     *) echo "unknown step $s (timer, timer-small, why, selftest, profile, align, align-stop, interrupt, proof, proof-fp16," \
-         "proof-eager, proof-2048, proof-2048-all, proof-no-slower, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
+         "proof-eager, proof-2048, proof-2048-all, proof-2048-pp, kernels, proof-no-slower, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
   esac
 done
 pack

@@ -99,6 +99,7 @@ class Built:
     why: str
     method: str
     result: dict[str, Any]  # the saved run's result for the method
+    make: Callable[[str], torch.nn.Module]  # any variant of the run's method, built on the device in the run's dtype
 
     def call(self, model: torch.nn.Module, decode: bool) -> Callable[[], object]:
         """The timed call of one variant: a prefill of `tokens`, or one decode step after the run's cache."""
@@ -173,7 +174,11 @@ def build_models(a: argparse.Namespace) -> Built:
     if not is_cuda(cfg.device):
         torch.set_num_threads(cfg.threads)
     names = ("unaligned", a.variant)
-    models = {n: copy.deepcopy(comp.build(dims[n])).to(cfg.torch_dtype).eval() for n in names}
+
+    def make(variant: str) -> torch.nn.Module:
+        return copy.deepcopy(comp.build(dims[variant])).to(cfg.torch_dtype).eval()
+
+    models = {n: make(n) for n in names}
     return Built(
         names=names,
         models=models,
@@ -184,6 +189,7 @@ def build_models(a: argparse.Namespace) -> Built:
         why=why,
         method=res["method"],
         result=res,
+        make=make,
     )
 
 

@@ -13,16 +13,17 @@ Model level, per timed setting (one GEMM row count M): the kernels of that M alo
 dims). Inside a model the same kernels take another time than alone: the caches hold other
 layers' data and code, launches queue back to back, and each module call costs a little besides its
 kernels. The proof clocks in place (gac.proof.latency) the unaligned model's compressed modules (P_u
-µs against the profile's T_u for their kernels) and, where the original has one module per weight (not
-PaLU's head groups), the original model's modules at the same weights (P_o against T_o). Two points
-fit in place = a x profile + c per GEMM launch (n_u and n_o launches): a is how kernel time itself
-grows or shrinks in place, c what each launch costs in place besides its profiled time. The aligned
-variants launch as many GEMMs as the unaligned one, so c cancels and the saving counts as S' = a * S.
-Without the second point (or where the two cannot tell a from c) a single ratio stands in for a:
-S' = S * P_u / T_u, every difference taken as proportional. (On a 2-core Xeon with AMX, MiniLM's
-72 low-rank linears took 1.7x their cold-weight profile in place and round-to-8 saved about 8 % of
-their time in both: proportional. On an H100, small GEMMs in a graph shed a fixed few µs each that
-their profile holds, and the saving does not shrink with them: benchmarks/in_model_linears.py.)
+µs against the profile's T_u for their kernels). On a CPU the saving is scaled by that ratio,
+S' = S * P_u / T_u, every difference taken as proportional (on a 2-core Xeon with AMX, MiniLM's 72
+low-rank linears took 1.7x their cold-weight profile in place and round-to-8 saved about 8 % of their
+time in both). On a GPU it counts as the profile says, S' = S: small GEMMs in a graph shed a fixed few
+µs each that their profile holds, and the saving does not shrink with them
+(benchmarks/in_model_linears.py). Where the original has one module per weight (not PaLU's head
+groups), the original model's modules at the same weights are clocked too (P_o against T_o), and the
+two points fit in place = a x profile + c per GEMM launch (n_u and n_o launches). The report shows the
+fit; it is not applied: a and c come from two clocks a few % noisy each (instances of one model differ
+that much in place), and scaling by a predicted worse than either rule above on two H100 leases and a
+Xeon (docs/results/2026-11-27-h100-in-place.md).
 The predicted model time is the MEASURED unaligned model time U minus S', so the predicted
 speed-up is U / (U - S'); everything outside the compressed modules (attention, norms, embeddings, other layers) is
 assumed unchanged. Interval: S' +/- 1.96 sigma (scaled alike), sigma from the curve
@@ -39,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gac.contracts.manifest import LowRankWeight, Manifest
-from gac.proof.latency import LatencyRun
+from gac.proof.latency import LatencyRun, is_cuda
 from gac.proof.stats import Speedup
 from gac.solver.candidates import LatencyModel
 from gac.solver.kinds import Kernel, kernels, original_points
@@ -47,7 +48,7 @@ from gac.solver.lookup import LatencyLookup
 
 Z = 1.96  # two-sided 95 % for the prediction's interval
 SEPARABLE = 0.1  # the calibration's two points must differ this much in profiled time per launch (relative)
-A_RANGE = (0.5, 2.0)  # a calibration slope outside it is taken for noise: the one-point factor instead
+A_RANGE = (0.5, 2.0)  # a calibration slope outside it is taken for noise (no fit reported)
 FLAG = 0.03  # |predicted - measured| speed-up above this is flagged
 WITHIN = 0.03  # a prediction holds when |predicted / measured - 1| is at most this
 
@@ -73,6 +74,7 @@ class SettingPrediction:
     kernel_original_us: float | None = None  # the profile's time of the original's kernels at this M (None: a point missing)
     launches: int = 0  # GEMM launches of the compressed weights at this M (the unaligned and every aligned variant alike)
     launches_original: int = 0  # ... of the original's modules at the same weights
+    on_gpu: bool = False  # timed on a GPU: the profile's saving counts unscaled (the module's docstring says why)
 
     @property
     def speedup(self) -> float:
@@ -91,7 +93,8 @@ class SettingPrediction:
     def calibration(self) -> tuple[float, float] | None:
         """(a, c) with in place = a x profile + c per GEMM launch, through two points clocked in place: the
         unaligned model's compressed modules and the original's modules at the same weights. None where
-        either is missing, where the two points cannot tell a from c, or where a is outside A_RANGE."""
+        either is missing, where the two points cannot tell a from c, or where a is outside A_RANGE.
+        Reported beside the prediction, not applied (the module's docstring says why)."""
         p_u, p_o, t_u, t_o = self.in_place_us, self.original_in_place_us, self.kernel_unaligned_us, self.kernel_original_us
         n_u, n_o = self.launches, self.launches_original
         if p_u is None or p_o is None or t_o is None or n_u <= 0 or n_o <= 0:
@@ -105,11 +108,9 @@ class SettingPrediction:
 
     @property
     def in_place_factor(self) -> float:
-        """What the profile's saving is scaled by: the calibration's a; without it, how many times their
-        profiled time the compressed modules take inside the unaligned model (1 if not clocked)."""
-        if (cal := self.calibration) is not None:
-            return cal[0]
-        if self.in_place_us is None or self.kernel_unaligned_us <= 0:
+        """What the profile's saving is scaled by: 1 on a GPU (or not clocked); on a CPU how many times
+        their profiled time the compressed modules take inside the unaligned model."""
+        if self.on_gpu or self.in_place_us is None or self.kernel_unaligned_us <= 0:
             return 1.0
         return self.in_place_us / self.kernel_unaligned_us
 
@@ -154,7 +155,7 @@ class SettingPrediction:
     def misses(self) -> str:
         """What the prediction leaves out, in this setting's own numbers (for a flagged row)."""
         rest = self.measured_saving_us - self.in_place_saving_us
-        scaled = "the calibration's slope" if self.calibration is not None else "the profile"
+        scaled = "on a GPU: unscaled" if self.on_gpu else "the in-place ratio"
         in_place = (
             f"; in place they took {self.in_place_us / 1e3:.2f} ms ({self.in_place_us / self.kernel_unaligned_us:.2f}x the"
             f" profile), so the {self.saving_us:+.0f} us the profile predicts count as {self.in_place_saving_us:+.0f} us"
@@ -332,6 +333,7 @@ def predict(
                 kernel_original_us=original_tot[m],
                 launches=launches[m],
                 launches_original=launches_original[m],
+                on_gpu=is_cuda(latency.device),
             )
             vp.settings.append(sp)
     return out

@@ -111,8 +111,8 @@ def prediction_table(r: CompressorResult) -> list[str]:
         f"predicted vs measured speed-up over unaligned. kernel pred: the compressed weights' kernels at the variant's dims vs"
         f" the unaligned dims, token-weighted as the solver weights them, from the solver's denoised curve estimates (not raw"
         f" medians). S pred: measured unaligned model time minus that setting's predicted kernel saving [+/-{Z} sigma of the"
-        f" curve estimates], the saving scaled by the in-place calibration (in place: the unaligned model's compressed"
-        f" modules and the original's at the same weights, clocked in place against their profile);"
+        f" curve estimates], on a CPU the saving scaled by the unaligned model's compressed modules clocked in place"
+        f" against their profile, on a GPU unscaled;"
         f" meas: paired ratio [{LEVEL:.0%} bootstrap CI]; diff = pred - meas, ! when |diff| > {FLAG}",
     ]
     factors = {sp.label: _in_place(sp) for vp in r.predictions.values() for sp in vp.settings if sp.in_place_us is not None}
@@ -448,13 +448,15 @@ def to_json(res: ProofResult) -> dict:
 
 
 def _in_place(sp) -> str:
-    """One setting's in-place calibration in words: the two points' fit, else the one-point factor."""
+    """One setting's in-place figures in words: the unaligned modules against their profile, what the saving is
+    scaled by, and the two points' fit where there is one (reported, not applied)."""
     unaligned = f"unaligned modules {sp.in_place_us / sp.kernel_unaligned_us:.2f}x their profile"
+    applied = "saving unscaled (a GPU)" if sp.on_gpu else f"saving scaled {sp.in_place_factor:.2f}x"
     if (cal := sp.calibration) is None:
-        why = "" if sp.original_in_place_us is None else "; with the original's modules a and c not separable"
-        return f"{unaligned}, saving scaled {sp.in_place_factor:.2f}x{why}"
+        why = "" if sp.original_in_place_us is None else " (with the original's modules a and c not separable)"
+        return f"{unaligned}, {applied}{why}"
     original = f"original's {sp.original_in_place_us / sp.kernel_original_us:.2f}x"
-    return f"{unaligned}, {original}: in place = {cal[0]:.2f} x profile {cal[1]:+.1f} us per launch, saving scaled {cal[0]:.2f}x"
+    return f"{unaligned}, {applied} ({original}: in place = {cal[0]:.2f} x profile {cal[1]:+.1f} us per launch, not applied)"
 
 
 def _prediction_json(p) -> dict:
@@ -478,6 +480,7 @@ def _prediction_json(p) -> dict:
                 "launches": s.launches,
                 "launches_original": s.launches_original,
                 "calibration": s.calibration,
+                "on_gpu": s.on_gpu,
                 "modules_us": s.modules_us,
                 "modules_saving_us": s.modules_saving_us,
                 "predicted": s.speedup,

@@ -130,6 +130,7 @@ class _Scaled(CpuTimer):
         return dataclasses.replace(r, samples_us=tuple(us * self.factor for us in r.samples_us))
 
 
+@pytest.mark.serial  # times real kernels against torch.utils.benchmark: alone on the cores
 @pytest.mark.parametrize("factor", [2.0, 0.5])
 def test_a_timer_off_by_2x_fails_against_torch_utils_benchmark(factor):
     before = torch.get_num_threads()

@@ -199,6 +199,7 @@ def test_nearest_mode_and_report(setup, capsys):
         why="dtype float32",
         method="asvd",
         result={"profile": profile},
+        make=lambda variant: torch.nn.Identity(),
     )
     assert profile_saving(b.result, g) == "  the saved run's profile (fake): saves -2 us over the 2 -> 2 linear calls whose shapes differ"
     print_gpu_report(g, b, per_linear, totals, done)

@@ -177,17 +177,16 @@ def test_predictions_come_from_the_denoised_estimates(run) -> None:
             assert abs(raw - p.kernel_us) > 1e-6 * raw
             for sp in p.settings:
                 u = sp.measured_unaligned_us
-                # the saving is scaled as the modules took in place against their profile: through the two
-                # points (the unaligned modules and the original's, both clocked in place) where they fit
+                # on a CPU the saving is scaled as the unaligned modules took in place against their profile
                 assert sp.in_place_us == pytest.approx(r.latency.in_place_us(sp.label)) and sp.in_place_us > 0
-                # ASVD's and pruning's weights each have a module in the original: it is clocked too
+                assert not sp.on_gpu and sp.in_place_factor == pytest.approx(sp.in_place_us / sp.kernel_unaligned_us)
+                # ASVD's and pruning's weights each have a module in the original: it is clocked too, and the
+                # two points' fit is reported (not applied)
                 assert sp.original_in_place_us == r.latency.in_place_us(sp.label, ORIGINAL) and sp.original_in_place_us > 0
                 if sp.calibration is not None:
                     p_u, p_o, t_u, t_o = sp.in_place_us, sp.original_in_place_us, sp.kernel_unaligned_us, sp.kernel_original_us
                     a = (p_u * sp.launches_original - p_o * sp.launches) / (t_u * sp.launches_original - t_o * sp.launches)
-                    assert sp.in_place_factor == pytest.approx(a)
-                else:
-                    assert sp.in_place_factor == pytest.approx(sp.in_place_us / sp.kernel_unaligned_us)
+                    assert sp.calibration[0] == pytest.approx(a)
                 assert sp.speedup == pytest.approx(u / (u - sp.saving_us * sp.in_place_factor))
                 assert sp.lo <= sp.speedup <= sp.hi and sp.saving_sigma_us > 0
                 assert sp.flagged == (abs(sp.speedup - sp.measured.median) > FLAG)
@@ -231,19 +230,24 @@ def test_prediction_arithmetic_and_missing_points() -> None:
     sp2 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
     assert sp2.in_place_factor == pytest.approx(2.0) and sp2.speedup == pytest.approx(1000.0 / (1000.0 - 2 * expect))
     assert sp2.lo <= sp2.speedup <= sp2.hi and "2.00x the profile" in sp2.misses()
-    # The original's modules clocked too: in place = a x profile + c per launch through the two points.
-    # Here each launch sheds 3 us in place and kernel time is unchanged (a = 1): the saving is not scaled.
+    # The original's modules clocked too: in place = a x profile + c per launch through the two points,
+    # reported and not applied. Here each launch sheds 3 us in place and kernel time is unchanged (a = 1).
     t_u, t_o, n = sp.kernel_unaligned_us, sp.kernel_original_us, sp.launches
     assert t_o is not None and t_o > 1.2 * t_u and sp.launches_original == n  # pruning: the original's full widths
     lat.modules["unaligned", "S=16"] = [t_u - 3.0 * n] * 3
     lat.modules["original", "S=16"] = [t_o - 3.0 * n] * 3
     sp3 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
-    assert sp3.calibration == pytest.approx((1.0, -3.0)) and sp3.in_place_factor == pytest.approx(1.0)
-    assert sp3.speedup == pytest.approx(1000.0 / (1000.0 - expect)) and "the calibration's slope" in sp3.misses()
-    # A slope far outside what a cache or a clock can do is noise: the one-point factor stands in.
+    assert sp3.calibration == pytest.approx((1.0, -3.0)) and sp3.in_place_factor == pytest.approx((t_u - 3.0 * n) / t_u)
+    assert "the in-place ratio" in sp3.misses()
+    # A slope far outside what a cache or a clock can do is noise: no fit.
     lat.modules["original", "S=16"] = [t_u - 3.0 * n + 5.0 * (t_o - t_u)] * 3
-    sp4 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
-    assert sp4.calibration is None and sp4.in_place_factor == pytest.approx((t_u - 3.0 * n) / t_u)
+    assert predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0].calibration is None
+    # Timed on a GPU, the saving counts as the profile says, whatever the in-place clocks read (the fit is still reported).
+    lat.device, lat.modules["original", "S=16"] = "cuda:0", [t_o - 3.0 * n] * 3
+    sp5 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
+    assert sp5.on_gpu and sp5.calibration == pytest.approx((1.0, -3.0)) and sp5.in_place_factor == 1.0
+    assert sp5.speedup == pytest.approx(1000.0 / (1000.0 - expect)) and "on a GPU: unscaled" in sp5.misses()
+    lat.device = "cpu"
     assert not out["far"].complete and out["far"].missing and "not in the profile" in out["far"].missing[0]
     assert predict(manifest, None, {"unaligned": un, "v": var}, lat)["v"].note.startswith("no latency data")
 
