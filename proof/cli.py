@@ -31,6 +31,7 @@ def config_kwargs(
     eager: bool = False,
     profile_l2: str | None = None,
     no_slower: bool = False,
+    instances: int | None = None,
 ) -> dict[str, Any]:
     """ProofConfig fields from command-line values (None: the config's default). Shared with benchmarks/proof.py.
 
@@ -73,6 +74,7 @@ def config_kwargs(
         "dtype": dtype,
         "frontier_search": frontier_search,
         "device": device,
+        "instances": instances,
     }
     if eager:
         kw["graphs"] = False
@@ -210,6 +212,16 @@ def register(app: typer.Typer) -> None:
                 " prefill never bought with a slower decode; the token weights are raised until none is)",
             ),
         ] = False,
+        instances: Annotated[
+            int | None,
+            typer.Option(
+                "--instances",
+                min=1,
+                max=8,
+                help="Builds of every model, timed in rotation over the rounds, so that where one build's memory"
+                " lands moves the intervals, not the ratios (default: 2 on a GPU, 1 on a CPU)",
+            ),
+        ] = None,
         layers: Annotated[
             int | None,
             typer.Option(
@@ -266,6 +278,7 @@ def register(app: typer.Typer) -> None:
                 eager=eager,
                 profile_l2=profile_l2,
                 no_slower=no_slower,
+                instances=instances,
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None

@@ -112,6 +112,7 @@ class LatencyRun:
     modules: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     in_place_variant: str | None = None  # whose modules the prediction reads (the baseline)
     graphs: bool = False  # passes replayed from CUDA graphs
+    instances: int = 1  # builds of every model, round r timing build r mod instances (time_rounds)
     eager: dict[tuple[str, str], str] = field(default_factory=dict)  # (variant, label) timed eagerly in a graph run: why
 
     @property
@@ -346,6 +347,7 @@ def time_rounds(
     clock_also: Sequence[str] = (),
     capture: Capture = cuda_graph,
     clock_original: tuple[str, Callable[[nn.Module], Sequence[nn.Module] | None]] | None = None,
+    instances: int = 1,
 ) -> LatencyRun:
     """Time every model at every setting, interleaved in `rounds` shuffled rounds.
 
@@ -358,12 +360,20 @@ def time_rounds(
     alike (the uncompressed model's, the calibration's second point; modules_of returning None: not
     clocked). graphs: on CUDA, replay each call from a CUDA graph (`capture` makes
     the replay; a call it cannot capture is timed eagerly, and LatencyRun.eager says why).
+    instances: each model is built (copied) this many times, the builds of all models in a shuffled
+    order, and round r times build r mod instances of every model. Where a model's memory lands moves
+    its time (on an H100 two builds of one small model differed by up to 6 %): one build would carry
+    that into every ratio; several put it into the rounds' spread, and so into the intervals.
     """
     cuda = is_cuda(device)
     if not cuda:
         torch.set_num_threads(threads)
     graphs = graphs and cuda
-    cast = {name: _copy_to(m, device, dtype) for name, m in models.items()}
+    if instances < 1:
+        raise ValueError(f"instances {instances}: at least 1")
+    builds = [(name, i) for i in range(instances) for name in models]
+    random.Random(seed + 1).shuffle(builds)  # no model always built first (or last)
+    cast = {key: _copy_to(models[key[0]], device, dtype) for key in builds}
     by_label = {s.label: s for s in settings}
     out = LatencyRun(
         settings=list(settings),
@@ -373,34 +383,39 @@ def time_rounds(
         seed=seed,
         device=str(torch.device(device)),
         graphs=graphs,
+        instances=instances,
     )
     rng = random.Random(seed)
     filter_preempted = out.threads == 1  # with more threads the caller may legitimately wait at a barrier
     with on_device(device):
-        fns = {(name, s.label): make_fn(m, s) for name, m in cast.items() for s in settings}
+        # (model, setting label, build) -> the call to time
+        fns = {(name, s.label, i): make_fn(m, s) for (name, i), m in cast.items() for s in settings}
         selectors: dict[str, Callable[[nn.Module], Sequence[nn.Module] | None]] = {}  # variant -> its modules to clock
         if in_place is not None:
             out.in_place_variant, modules_of = in_place
             selectors = dict.fromkeys([out.in_place_variant, *clock_also], modules_of)
-        if clock_original is not None and clock_original[0] in cast:
+        if clock_original is not None and clock_original[0] in models:
             selectors[clock_original[0]] = clock_original[1]
-        clocks: dict[tuple[str, str], Callable[[], float]] = {}
-        for name, modules_of in selectors.items():
-            mods = modules_of(cast[name])
+        clocks: dict[tuple[str, str, int], Callable[[], float]] = {}
+        for (name, i), m in cast.items():
+            mods = selectors[name](m) if name in selectors else None
             for s in settings if mods else ():
-                clocks[(name, s.label)] = _module_clock(fns[(name, s.label)], mods, device, graphs, capture)
+                clocks[(name, s.label, i)] = _module_clock(fns[(name, s.label, i)], mods, device, graphs, capture)
         if graphs:
             fns = {key: _replayable(fn, capture, key, out.eager) for key, fn in fns.items()}
+        pairs = [(name, s.label) for name in models for s in settings]
         for r in range(rounds):
-            order = list(fns)
+            build = r % instances
+            order = list(pairs)
             rng.shuffle(order)
             for key in order:
                 n = passes * (DECODE_PASS_FACTOR if by_label[key[1]].kind == "decode" else 1)
-                med, dropped = median_of_passes(fns[key], n, filter_preempted, device)
+                med, dropped = median_of_passes(fns[(*key, build)], n, filter_preempted, device)
                 out.medians.setdefault(key, []).append(med)
                 out.preempted.setdefault(key, []).append(dropped)
-            for key, read in clocks.items():
-                out.modules.setdefault(key, []).append(read())
+            for (name, label, i), read in clocks.items():
+                if i == build:
+                    out.modules.setdefault((name, label), []).append(read())
             if on_round is not None:
                 on_round(r + 1)
     return out
@@ -428,12 +443,12 @@ def capture_or_eager(fn: Callable[[], object], capture: Capture) -> tuple[Callab
 
 
 def _replayable(
-    fn: Callable[[], object], capture: Capture, key: tuple[str, str], eager: dict[tuple[str, str], str]
+    fn: Callable[[], object], capture: Capture, key: tuple[str, str, int], eager: dict[tuple[str, str], str]
 ) -> Callable[[], object]:
-    """fn's replay from a graph; fn itself (and the reason, in `eager`) when it cannot be captured."""
+    """fn's replay from a graph; fn itself (and the reason, in `eager` by model and setting) when it cannot be captured."""
     call, why = capture_or_eager(fn, capture)
     if why is not None:
-        eager[key] = why
+        eager[key[0], key[1]] = why
     return call
 
 

@@ -114,12 +114,17 @@ class ProofConfig:
     graphs: bool = True  # on CUDA, time each pass as a CUDA graph's replay (False: the host launches every kernel)
     profile_l2: str = "cold"  # on CUDA, "warm": profile without flushing the L2 (for a model that lives in it)
     no_slower: bool = False  # GAC latency-aware: no timed setting predicted slower than the compressor's dims
+    # Builds of every model, timed in rotation over the rounds (gac.proof.latency.time_rounds); None: 2 on
+    # a GPU, where two builds of one small model differed by up to 6 %, 1 on a CPU, where they did not.
+    instances: int | None = None
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: use one of {DTYPES}")
         if self.profile_l2 not in ("cold", "warm"):
             raise ValueError(f"profile_l2 {self.profile_l2!r}: use cold or warm")
+        if self.instances is not None and self.instances < 1:
+            raise ValueError(f"instances {self.instances}: at least 1")
         if self.frontier_search not in SEARCHES:
             raise ValueError(f"frontier_search {self.frontier_search!r}: use one of {SEARCHES}")
         try:
@@ -208,6 +213,13 @@ class ProofConfig:
     @property
     def torch_dtype(self) -> torch.dtype:
         return getattr(torch, self.settled_dtype())
+
+    @property
+    def timed_instances(self) -> int:
+        """How many builds of every model are timed in rotation (the field, else the device's default)."""
+        if self.instances is not None:
+            return self.instances
+        return 2 if torch.device(self.device).type == "cuda" else 1
 
 
 def with_dtype(cfg: ProofConfig, by: str = "with --dtype") -> tuple[ProofConfig, str]:
@@ -484,6 +496,7 @@ def evaluate(
         clock_original=(ORIGINAL, lambda m: original_modules(m, manifest)),
         device=cfg.device,
         graphs=cfg.graphs,
+        instances=cfg.timed_instances,
     )
     t["latency"] = time.perf_counter() - t0
     return CompressorResult(

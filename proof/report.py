@@ -334,8 +334,13 @@ def render(res: ProofResult) -> str:
                 if lat.graphs
                 else ", the host launching every kernel (eager)"
             )
+        builds = (
+            f"; {lat.instances} builds of every model, built in a shuffled order, round r timing build r mod {lat.instances}"
+            if lat.instances > 1
+            else ""
+        )
         lines.append(
-            f"latency: {lat.rounds} interleaved rounds, the order of (variant, setting) shuffled each round (seed {lat.seed});"
+            f"latency: {lat.rounds} interleaved rounds, the order of (variant, setting) shuffled each round (seed {lat.seed}){builds};"
             f" per round and pair the median of {lat.passes} passes after one warm-up{steps}, clocked by {clock};"
             f" ms = median over rounds [min-max over rounds]; speed-up = median over rounds of the paired ratio unaligned / variant"
             f" [{LEVEL:.0%} bootstrap CI over rounds, {N_BOOT:,} resamples]"
@@ -422,6 +427,7 @@ def to_json(res: ProofResult) -> dict:
                     "in_place_variant": lat.in_place_variant,
                     "in_place_us_per_round": lat.in_place,
                     "graphs": lat.graphs,
+                    "instances": lat.instances,
                     "eager": {f"{v} {label}": why for (v, label), why in lat.eager.items()},
                 },
                 "variants": {

@@ -553,18 +553,28 @@ def _ladder_fit(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int, ste
         beta, cov = _LadderRegression(trend, xs, m, len(levels), dense).fit(w)
         k = len(saw)
         deep = len(levels) - 1
-        if deep == 0 or abs(beta[k + deep]) >= max(LADDER_MIN, LADDER_Z * math.sqrt(cov[k + deep, k + deep])):
+        if deep == 0 or abs(beta[k + deep]) >= max(LADDER_MIN, LADDER_Z * _sd(cov[k + deep, k + deep])):
             break
         levels.pop()  # the deepest level is its parent's teeth: merge it back
-    own_z = abs(beta[k]) / math.sqrt(cov[k, k])
+    own_sd = _sd(cov[k, k])
+    own_z = abs(beta[k]) / own_sd
     if len(levels) > 1 and own_z < LADDER_Z:
         return None, 0.0
     comb: Comb | None = None
     for j in range(len(levels) - 1, -1, -1):
         ones = np.zeros(len(beta))
         ones[k : k + j + 1] = 1.0
-        comb = Comb(levels[j], float(ones @ beta), math.sqrt(float(ones @ cov @ ones)), comb)
+        sd = _sd(float(ones @ cov @ ones))
+        if math.isinf(sd):  # the fit cannot tell this level's height: no ladder
+            return None, 0.0
+        comb = Comb(levels[j], float(ones @ beta), sd, comb)
     return comb, own_z
+
+
+def _sd(variance: float) -> float:
+    """A coefficient's standard error; infinite where a near-singular fit leaves its variance at or below
+    zero (rounding in the pseudo-inverse): such a coefficient is not determined, so no test passes on it."""
+    return math.sqrt(variance) if variance > 0 else math.inf
 
 
 # Products over the points are einsum's or sums, not BLAS calls: BLAS spreads long ones over threads,

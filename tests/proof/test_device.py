@@ -248,9 +248,37 @@ def test_a_call_that_cannot_be_captured_is_timed_eagerly_and_says_why() -> None:
 
     eager: dict = {}
     fn = lambda: 1  # noqa: E731
-    assert _replayable(fn, broken, ("v", "S=4"), eager) is fn
+    assert _replayable(fn, broken, ("v", "S=4", 1), eager) is fn
     assert eager == {("v", "S=4"): "RuntimeError: operation not permitted when stream is capturing"}
-    assert _replayable(fn, lambda f: "replay", ("w", "S=4"), eager) == "replay" and ("w", "S=4") not in eager
+    assert _replayable(fn, lambda f: "replay", ("w", "S=4", 0), eager) == "replay" and ("w", "S=4") not in eager
+
+
+def test_builds_of_every_model_are_timed_in_rotation_over_the_rounds() -> None:
+    a = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    b = copy.deepcopy(a)
+    x = torch.randn(4, 8)
+    by_round: list[set[int]] = [set()]  # the builds (by identity) each round called
+
+    def make_fn(m, s):
+        return lambda: (by_round[-1].add(id(m)), m(x))
+
+    run = time_rounds(
+        {"a": a, "b": b},
+        [Setting("prefill", 4)],
+        make_fn,
+        rounds=4,
+        passes=1,
+        in_place=("a", lambda m: [m[0]]),
+        instances=2,
+        on_round=lambda r: by_round.append(set()),
+    )
+    rounds = by_round[:4]
+    assert run.instances == 2 and all(len(ids) == 2 for ids in rounds)  # one build of each model per round
+    assert rounds[0] == rounds[2] and rounds[1] == rounds[3] and not rounds[0] & rounds[1]  # build r mod 2
+    assert not {id(a), id(b)} & (rounds[0] | rounds[1])  # builds are copies: the caller's models stay as they are
+    assert len(run.medians["a", "S=4"]) == 4 and len(run.in_place["S=4"]) == 4  # one figure per round, as with one build
+    with pytest.raises(ValueError, match="at least 1"):
+        time_rounds({"a": a}, [Setting("prefill", 4)], make_fn, rounds=1, passes=1, instances=0)
 
 
 def test_graphs_apply_to_cuda_only_and_every_compressed_variant_is_clocked_in_place() -> None:
@@ -332,6 +360,17 @@ def test_the_modules_saving_in_place_is_read_beside_the_profiles() -> None:
     assert sp.modules_saving_us == 45.0 and "in place the modules themselves saved +45 us" in sp.misses()
     unclocked = dataclasses.replace(sp, modules_us=None)
     assert unclocked.modules_saving_us is None and "themselves saved" not in unclocked.misses()
+
+
+def test_the_proof_times_two_builds_on_a_gpu_and_one_on_a_cpu() -> None:
+    from gac.proof.cli import config_kwargs
+
+    assert ProofConfig().timed_instances == 1 and ProofConfig(device="cuda:0").timed_instances == 2
+    assert ProofConfig(device="cuda:0", instances=3).timed_instances == 3
+    with pytest.raises(ValueError, match="instances 0"):
+        ProofConfig(instances=0)
+    assert config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, instances=4)["instances"] == 4
+    assert "instances" not in config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1)  # the device decides
 
 
 def test_a_warm_l2_profile_is_for_cuda_only() -> None:

@@ -272,6 +272,13 @@ def test_report_names_cpu_and_has_the_new_columns(run, tmp_path) -> None:
     assert r0["predictions"][GAC_LATENCY]["settings"]["S=16"]["predicted"] > 0
     assert r0["predictions"][GAC_LATENCY]["settings"]["S=16"]["in_place_factor"] > 0
     assert len(r0["latency"]["in_place_us_per_round"]["S=16"]) == run.config.rounds and "in place: S=16 " in text
+    assert r0["latency"]["instances"] == 1 and "builds of every model" not in text  # a CPU times one build
+    lat = run.results[0].latency
+    try:
+        lat.instances = 2
+        assert "; 2 builds of every model, built in a shuffled order, round r timing build r mod 2;" in render(run)
+    finally:
+        lat.instances = 1
     json.dumps(saved)
 
 

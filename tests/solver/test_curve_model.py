@@ -395,3 +395,28 @@ def test_a_curve_whose_best_template_detrends_to_zero_models_without_a_warning()
         warnings.simplefilter("error")
         model = model_curve(pts)
     assert len(model.estimates) == len(xs)
+
+
+def test_a_ladder_whose_fit_cannot_pin_a_coefficient_is_no_ladder(monkeypatch):
+    """A near-singular regression leaves a variance at or below zero in the pseudo-inverse's rounding
+    (seen on a real CPU curve: `math domain error`); such a coefficient is not determined, so no ladder
+    is read from it rather than the model failing."""
+    from gac.solver import curve_model as cm
+
+    x = np.arange(64, 193, dtype=float)
+    y = np.where(x.astype(int) % 8 == 0, 10.0, 14.0) * (1 + x / 1000)
+    rel = np.full(len(x), 0.01)
+    comb, z = cm._ladder_fit(x, y, rel, 8, None)
+    assert comb is not None and comb.m == 8 and z > cm.LADDER_Z  # the honest fit finds the comb
+
+    honest = cm._LadderRegression.fit
+
+    def rounded(self, w):
+        beta, cov = honest(self, w)
+        cov = cov.copy()
+        np.fill_diagonal(cov, -1e-18)  # what a pseudo-inverse's rounding can leave
+        return beta, cov
+
+    monkeypatch.setattr(cm._LadderRegression, "fit", rounded)
+    assert cm._ladder_fit(x, y, rel, 8, None) == (None, 0.0)
+    assert cm._sd(4.0) == 2.0 and cm._sd(0.0) == math.inf and cm._sd(-1e-18) == math.inf
