@@ -193,7 +193,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--eager",
                 help="CUDA: time the host launching every kernel, as eager PyTorch runs (default: replay each call"
-                " from a CUDA graph, as serving engines run decode, so the GPU's own work is timed)",
+                " from a CUDA graph, as serving engines run decode: the GPU's work and one launch per call are timed)",
             ),
         ] = False,
         profile_l2: Annotated[

@@ -330,7 +330,7 @@ def render(res: ProofResult) -> str:
         if lat.device.startswith("cuda"):
             clock = "CUDA events around each pass, read after a synchronize"
             clock += (
-                ", each pass a replay of the call's CUDA graph (the GPU's work without the host's launches)"
+                ", each pass a replay of the call's CUDA graph (the GPU's work and the graph's one launch, not a launch per kernel)"
                 if lat.graphs
                 else ", the host launching every kernel (eager)"
             )
