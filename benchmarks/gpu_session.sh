@@ -93,6 +93,11 @@ except Exception as exc:  # no database yet: nothing stored
 PYEOF
 }
 
+first_file() {  # first_file PATH...: the first of the paths that is a file, in the order given
+  local f
+  for f in "$@"; do [ -f "$f" ] && { echo "$f"; return; }; done
+}
+
 { nvidia-smi; "$PY" -c "import torch; print(torch.__version__, torch.version.cuda)"; } > "$LOGS/machine.log" 2>&1
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(timer selftest profile align interrupt proof proof-fp16)
@@ -138,14 +143,13 @@ for s in "${steps[@]}"; do
     kernels)
       # Saved runs carried in RUNS (default .gpu-runs), else this session's: each model's every kernel traced.
       R="${RUNS:-.gpu-runs}"
-      run=$(ls "$R/proof-2048-palu.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json" \
-        2>/dev/null | head -1)
+      run=$(first_file "$R/proof-2048-palu.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
       [ -n "$run" ] && step kernels-palu 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method palu \
         --decode --whole --variant round-to-8 --variant "GAC latency-aware"
-      run=$(ls "$R/proof-2048-prune.json" "$LOGS/proof-2048-prune.json" 2>/dev/null | head -1)
+      run=$(first_file "$R/proof-2048-prune.json" "$LOGS/proof-2048-prune.json")
       [ -n "$run" ] && step kernels-prune 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method prune \
         --whole --variant round-to-8 --variant "unaligned, again"
-      run=$(ls "$R/proof-minilm.json" "$LOGS/proof-minilm.json" 2>/dev/null | head -1)
+      run=$(first_file "$R/proof-minilm.json" "$LOGS/proof-minilm.json")
       [ -n "$run" ] && [ -d "${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" ] && GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" \
         step kernels-minilm 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method prune \
         --whole --variant "unaligned, again" --variant round-to-8
@@ -202,7 +206,7 @@ for s in "${steps[@]}"; do
     inplace)
       # A saved run carried in RUNS, else the one this session just made (minilm-warm or minilm; proof-no-slower or proof).
       RUNS="${RUNS:-.gpu-runs}"
-      run=$(ls "$RUNS/proof-minilm.json" "$LOGS/proof-minilm-warm.json" "$LOGS/proof-minilm.json" 2>/dev/null | head -1)
+      run=$(first_file "$RUNS/proof-minilm.json" "$LOGS/proof-minilm-warm.json" "$LOGS/proof-minilm.json")
       if [ -n "$run" ]; then
         GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" step inplace-minilm 90 -- \
           "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" --method asvd \
@@ -210,7 +214,7 @@ for s in "${steps[@]}"; do
       else
         echo "== inplace-minilm: skipped, no MiniLM run saved"
       fi
-      run=$(ls "$RUNS/proof-llama8b.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json" 2>/dev/null | head -1)
+      run=$(first_file "$RUNS/proof-llama8b.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
       if [ -n "$run" ]; then
         step inplace-llama8b 90 -- "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" \
           --method palu --decode --variant "GAC latency-aware" --max-seconds 60

@@ -8,11 +8,17 @@ longer there, or the time goes between them. This answers it from torch.profiler
 - in place: the linears' calls in model order on the inputs they got inside the model (as
   in_model_linears records them), replayed from one CUDA graph and run eagerly;
 - alone: each (m, n, k) the linears ran at, as the agent's GEMM kernel, warm;
-- with --whole, the model's whole timed call (every kernel, the linears' among the rest).
+- with --whole, the model's whole timed call (every kernel, the linears' among the rest), and on a GPU
+  that call clocked three ways: between CUDA events on an idle GPU (as the proof clocks a pass: the
+  graph's launch lands inside), between events queued behind a spin (the GPU's own time), and the
+  host's launch call alone.
 
-For each variant it prints the kernels by name with their launches per step and median device µs
-per launch, and the busy time per step (launches x median, summed: gaps excluded); then, per
-shape whose kernels differ between the variants, the kernels it launched alone.
+For each variant it prints the device activities by name (kernels, and the memsets or copies a
+library adds) with their launches per step and median device µs per launch, the busy time per step
+(launches x median, summed) and the idle time between them; per shape whose kernels differ between
+the variants, the kernels it launched alone; and the linears' µs per step each way, beside their
+sums over the calls back to back (rotating weight copies, one graph) and from the run's own profile,
+with what each way says the variant saves.
 
     python benchmarks/in_model_kernels.py RUN.json --device cuda:0 --method palu --decode \\
         --variant round-to-8 --variant "GAC latency-aware"
@@ -30,6 +36,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -153,14 +160,12 @@ def back_to_back_us(m: int, n: int, k: int, dtype: str, device: str, passes: int
     return median_of_passes(replay, passes, False, device)[0] / copies
 
 
-def step_clocks(step: Callable[[], object], device: str, passes: int = 30) -> dict[str, float]:
+def step_clocks(step: Callable[[], object], device: str, queue: Any, passes: int = 30) -> dict[str, float]:
     """One call's µs three ways, medians over `passes`: between CUDA events on an idle GPU (as the proof
     clocks a pass: the host's launch lands between them), between events queued behind a spin (the GPU's
     own time: the launch is done before the GPU reaches the first event), and on the host, the launch
-    call alone (perf_counter, no synchronize)."""
-    from gac.agent.gpu_queue import TorchCudaQueue
-
-    queue = TorchCudaQueue(torch.device(device), None)
+    call alone (perf_counter, no synchronize). queue: a gac.agent.gpu_queue.TorchCudaQueue on the
+    device (its spin)."""
     idle, queued, host = [], [], []
     step()
     torch.cuda.synchronize(device)
@@ -232,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         calls: dict[str, Counter[MNK]] = {}
         notes = []
         for v in names:
-            model = b.models.get(v) or b.make(v)
+            model = b.models[v] if v in b.models else b.make(v)
             call = b.call(model, a.decode)
             mods = linear_modules(model)
             rows = linear_rows(call, mods)
@@ -262,9 +267,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if whole:
             print_kernels("the whole step (every kernel of the model, one CUDA graph on a GPU)", whole, a.reps)
             if is_cuda(a.device):
+                from gac.agent.gpu_queue import TorchCudaQueue
+
+                queue = TorchCudaQueue(torch.device(a.device), None)
                 print("  the whole step clocked, µs (median of 30): events on an idle GPU | events queued behind a spin | host launch")
                 for v, step in steps.items():
-                    c = step_clocks(step, a.device)
+                    c = step_clocks(step, a.device, queue)
                     print(f"  {v:24s} {c['idle GPU']:8.1f} | {c['queued']:8.1f} | {c['host launch']:8.1f}")
         every = sorted(set().union(*calls.values()))
         differ = sorted(set(every) - set.intersection(*(set(c) for c in calls.values())))

@@ -176,6 +176,8 @@ def build_models(a: argparse.Namespace) -> Built:
     names = ("unaligned", a.variant)
 
     def make(variant: str) -> torch.nn.Module:
+        if variant not in dims:
+            sys.exit(f"no variant {variant!r} in {a.run}: {', '.join(dims)}")
         return copy.deepcopy(comp.build(dims[variant])).to(cfg.torch_dtype).eval()
 
     models = {n: make(n) for n in names}

@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> None:
         "--save", "--json", dest="save", type=Path, default=None, help="Write the run here (default benchmarks/out/proof-MODEL.json)"
     )
     ap.add_argument("--retime", type=Path, default=None, help="Re-time a saved run from its dims; no profiling")
+    ap.add_argument(
+        "--instances",
+        type=int,
+        default=None,
+        help="Builds of every model, timed in rotation over the rounds (default: 2 on a GPU, 1 on a CPU; at most the rounds)",
+    )
     a = ap.parse_args(argv)
     try:
         kw = config_kwargs(
@@ -80,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
             a.device,
             a.layers,
             retime=a.retime is not None,
+            instances=a.instances,
         )
     except ValueError as exc:
         ap.error(str(exc))

@@ -102,7 +102,7 @@ def run(kw: dict[str, Any], quick: bool, save: Path | None, retime_file: Path | 
 
     if retime_file is not None:
         # dtype and the kind of device: only to check they are the saved run's
-        keep = ("rounds", "passes", "threads", "seqs", "decode_context", "dtype", "device", "graphs")
+        keep = ("rounds", "passes", "threads", "seqs", "decode_context", "dtype", "device", "graphs", "instances")
         res = retime(retime_file, log=log, **{k: v for k, v in kw.items() if k in keep})
         if save is not None:
             log(f"saved to {save_run(res, save)}")
@@ -219,7 +219,8 @@ def register(app: typer.Typer) -> None:
                 min=1,
                 max=8,
                 help="Builds of every model, timed in rotation over the rounds, so that where one build's memory"
-                " lands moves the intervals, not the ratios (default: 2 on a GPU, 1 on a CPU)",
+                " lands moves the intervals, not the ratios; each build holds the model's memory again"
+                " (default: 2 on a GPU, 1 on a CPU; at most --rounds)",
             ),
         ] = None,
         layers: Annotated[
@@ -282,7 +283,7 @@ def register(app: typer.Typer) -> None:
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-        from gac.proof.retime import DeviceMismatch, DtypeMismatch
+        from gac.proof.retime import BadOverride, DeviceMismatch, DtypeMismatch
 
         try:
             report = run(kw, quick, save, retime_file, log=lambda msg: typer.echo(msg, err=True))
@@ -290,4 +291,6 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(str(exc), param_hint="--dtype") from None
         except DeviceMismatch as exc:
             raise typer.BadParameter(str(exc), param_hint="--device") from None
+        except BadOverride as exc:
+            raise typer.BadParameter(str(exc)) from None
         typer.echo(report)

@@ -464,8 +464,9 @@ def compressed_modules(model: Any, manifest: Manifest) -> list[nn.Module]:
 
 
 def original_modules(model: Any, manifest: Manifest) -> list[nn.Module] | None:
-    """The uncompressed model's modules at the manifest's weights (each dense linear, each MLP's linears), the
-    second point of the prediction's in-place calibration; None where a weight is part of a module (PaLU's head groups)."""
+    """The uncompressed model's modules at the manifest's weights (each dense linear, each MLP's linears), clocked
+    in place for the fit the report shows beside the prediction (gac.proof.predict); None where a weight is part of
+    a module (PaLU's head groups)."""
     out: list[nn.Module] = []
     for w in manifest.weights:
         if w.kind == "mlp_width":

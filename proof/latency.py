@@ -20,10 +20,10 @@ How one pass is clocked depends on the device the models are on (pass_clock):
   CUDA graph and every pass replays it, with the same events around the replay. That is how
   serving engines run decode: the host's kernel-by-kernel launches leave the measurement, which
   then holds the GPU's work and the one launch of the graph (the GPU reaches the start event
-  before the graph's launch is done: on an H100 decode steps of the 8B-dims decoder clocked 73
-  and 83 µs longer so than with the launch hidden behind a spin, and one 240 µs, its host launch
-  taking 245 µs; benchmarks/in_model_kernels.py), as a serving step that waits for its token pays
-  it too. Eager timing of a small model or a decode step measures the
+  before the graph's launch is done: on an H100, decode steps of the 8B-dims decoder clocked this
+  way took 73 and 83 µs longer than with the launch hidden behind a spin, and one 240 µs longer, its
+  host launch taking 245 µs; benchmarks/in_model_kernels.py), as a serving step that waits for its
+  token pays it too. Eager timing of a small model or a decode step measures the
   launches instead (a host-bound GPU idles between kernels, and kernel savings do not show).
   A call that cannot be captured is timed eagerly, and the run says which.
 
@@ -373,8 +373,8 @@ def time_rounds(
     if not cuda:
         torch.set_num_threads(threads)
     graphs = graphs and cuda
-    if instances < 1:
-        raise ValueError(f"instances {instances}: at least 1")
+    if not 1 <= instances <= max(1, rounds):
+        raise ValueError(f"instances {instances}: at least 1, and at most the rounds ({rounds}), so that each build is timed")
     builds = [(name, i) for i in range(instances) for name in models]
     random.Random(seed + 1).shuffle(builds)  # no model always built first (or last)
     cast = {key: _copy_to(models[key[0]], device, dtype) for key in builds}

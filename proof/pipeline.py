@@ -123,8 +123,8 @@ class ProofConfig:
             raise ValueError(f"dtype {self.dtype!r}: use one of {DTYPES}")
         if self.profile_l2 not in ("cold", "warm"):
             raise ValueError(f"profile_l2 {self.profile_l2!r}: use cold or warm")
-        if self.instances is not None and self.instances < 1:
-            raise ValueError(f"instances {self.instances}: at least 1")
+        if self.instances is not None and not 1 <= self.instances <= self.rounds:
+            raise ValueError(f"instances {self.instances}: at least 1, and at most the rounds ({self.rounds})")
         if self.frontier_search not in SEARCHES:
             raise ValueError(f"frontier_search {self.frontier_search!r}: use one of {SEARCHES}")
         try:
@@ -219,7 +219,7 @@ class ProofConfig:
         """How many builds of every model are timed in rotation (the field, else the device's default)."""
         if self.instances is not None:
             return self.instances
-        return 2 if torch.device(self.device).type == "cuda" else 1
+        return min(2, self.rounds) if torch.device(self.device).type == "cuda" else 1
 
 
 def with_dtype(cfg: ProofConfig, by: str = "with --dtype") -> tuple[ProofConfig, str]:

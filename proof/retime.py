@@ -47,6 +47,10 @@ class DeviceMismatch(ValueError):
     """A re-time asked for another kind of device (CPU, CUDA) than the saved run was profiled on."""
 
 
+class BadOverride(ValueError):
+    """A re-time's settings do not fit together with the saved run's (say, more builds than rounds)."""
+
+
 def default_save_path(cfg: ProofConfig) -> Path:
     """benchmarks/out/proof-MODEL[-cuda][-quick].json in this checkout (else under the working directory)."""
     repo = Path(__file__).resolve().parents[1]
@@ -85,7 +89,10 @@ def retime(path: str | Path, log: Callable[[str], None] = print, **overrides: An
     device = overrides.get("device")
     if device is not None and torch.device(device).type != torch.device(cfg.device).type:
         raise DeviceMismatch(f"{path} was profiled on {cfg.device}: re-time it there, or run the proof again on {device}")
-    cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    try:
+        cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    except ValueError as exc:  # ProofConfig's own checks, on the saved settings and the asked ones together
+        raise BadOverride(f"re-timing {path}: {exc}") from None
     subject = prepare(cfg)
     cfg, why = with_dtype(cfg, by="by the saved run")
     log(why)

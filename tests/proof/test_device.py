@@ -143,12 +143,14 @@ def test_device_flows_to_subject_profile_and_timing(monkeypatch) -> None:
     spy(gac.agent.timing, "make_timer", lambda a, kw: a[0])
     spy(gac.agent.runner, "run_plan", lambda a, kw: a[2])
     spy(gac.agent.platform, "detect_platform", lambda a, kw: a[0] if a else kw.get("device"))
-    res = run_proof(tiny_cfg(compressors=("prune",), decode_context=0, rounds=1, window=4, device="cpu:0"), log=lambda _m: None)
+    cfg = tiny_cfg(compressors=("prune",), decode_context=0, rounds=2, window=4, device="cpu:0", instances=2)
+    res = run_proof(cfg, log=lambda _m: None)
     for name in ("make_subject", "measured_alignment", "time_rounds", "make_timer", "run_plan"):
         assert seen[name] and set(seen[name]) == {"cpu:0"}, (name, seen[name])
     assert "cpu:0" in seen["detect_platform"]
     r = res.results[0]
     assert r.latency.device == "cpu:0" and r.profile is not None and r.profile.measured > 0
+    assert r.latency.instances == 2  # the config's builds reach the timing
 
 
 def test_subject_lives_on_the_asked_device() -> None:
@@ -277,8 +279,10 @@ def test_builds_of_every_model_are_timed_in_rotation_over_the_rounds() -> None:
     assert rounds[0] == rounds[2] and rounds[1] == rounds[3] and not rounds[0] & rounds[1]  # build r mod 2
     assert not {id(a), id(b)} & (rounds[0] | rounds[1])  # builds are copies: the caller's models stay as they are
     assert len(run.medians["a", "S=4"]) == 4 and len(run.in_place["S=4"]) == 4  # one figure per round, as with one build
-    with pytest.raises(ValueError, match="at least 1"):
-        time_rounds({"a": a}, [Setting("prefill", 4)], make_fn, rounds=1, passes=1, instances=0)
+    assert all(us > 0 for us in run.in_place["S=4"])
+    for bad in (0, 5):  # none, or more builds than rounds to time them
+        with pytest.raises(ValueError, match="at least 1, and at most the rounds"):
+            time_rounds({"a": a}, [Setting("prefill", 4)], make_fn, rounds=4, passes=1, instances=bad)
 
 
 def test_graphs_apply_to_cuda_only_and_every_compressed_variant_is_clocked_in_place() -> None:
@@ -367,8 +371,10 @@ def test_the_proof_times_two_builds_on_a_gpu_and_one_on_a_cpu() -> None:
 
     assert ProofConfig().timed_instances == 1 and ProofConfig(device="cuda:0").timed_instances == 2
     assert ProofConfig(device="cuda:0", instances=3).timed_instances == 3
-    with pytest.raises(ValueError, match="instances 0"):
-        ProofConfig(instances=0)
+    for bad in (0, 26):
+        with pytest.raises(ValueError, match=f"instances {bad}"):
+            ProofConfig(instances=bad)  # 25 rounds by default
+    assert ProofConfig(device="cuda:0", rounds=1).timed_instances == 1
     assert config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, instances=4)["instances"] == 4
     assert "instances" not in config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1)  # the device decides
 
@@ -481,11 +487,13 @@ def test_report_names_the_gpu_from_the_agents_platform(palu_run) -> None:
 
 
 def test_retime_keeps_the_kind_of_device(palu_run, tmp_path) -> None:
-    from gac.proof.retime import DeviceMismatch, default_save_path, retime, save_run
+    from gac.proof.retime import BadOverride, DeviceMismatch, default_save_path, retime, save_run
 
     path = save_run(palu_run, tmp_path / "run.json")
     with pytest.raises(DeviceMismatch, match="profiled on cpu"):
         retime(path, log=lambda _m: None, device="cuda:0")
+    with pytest.raises(BadOverride, match="instances 3: at least 1, and at most the rounds \\(2\\)"):
+        retime(path, log=lambda _m: None, instances=3)  # the saved run's 2 rounds
     assert default_save_path(ProofConfig(model="llama8b", device="cuda:0")).name == "proof-llama8b-cuda.json"
     assert default_save_path(ProofConfig(model="llama")).name == "proof-llama.json"
 

@@ -28,6 +28,7 @@ from gac.proof.pipeline import (
 )
 from gac.proof.predict import FLAG, predict
 from gac.proof.profile import align_measured, align_options, dims_of
+from gac.proof.report import _in_place
 from gac.solver.align import align
 from gac.solver.candidates import LatencyModel
 from gac.solver.kinds import kernels
@@ -239,6 +240,7 @@ def test_prediction_arithmetic_and_missing_points() -> None:
     sp3 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
     assert sp3.calibration == pytest.approx((1.0, -3.0)) and sp3.in_place_factor == pytest.approx((t_u - 3.0 * n) / t_u)
     assert "the in-place ratio" in sp3.misses()
+    assert "saving scaled" in _in_place(sp3) and "in place = 1.00 x profile -3.0 us per launch, not applied" in _in_place(sp3)
     # A slope far outside what a cache or a clock can do is noise: no fit.
     lat.modules["original", "S=16"] = [t_u - 3.0 * n + 5.0 * (t_o - t_u)] * 3
     assert predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0].calibration is None
@@ -247,6 +249,7 @@ def test_prediction_arithmetic_and_missing_points() -> None:
     sp5 = predict(manifest, lookup, {"unaligned": un, "v": var}, lat)["v"].settings[0]
     assert sp5.on_gpu and sp5.calibration == pytest.approx((1.0, -3.0)) and sp5.in_place_factor == 1.0
     assert sp5.speedup == pytest.approx(1000.0 / (1000.0 - expect)) and "on a GPU: unscaled" in sp5.misses()
+    assert "saving unscaled (a GPU)" in _in_place(sp5) and "not applied" in _in_place(sp5)
     lat.device = "cpu"
     assert not out["far"].complete and out["far"].missing and "not in the profile" in out["far"].missing[0]
     assert predict(manifest, None, {"unaligned": un, "v": var}, lat)["v"].note.startswith("no latency data")

@@ -63,11 +63,13 @@ def test_workers_die_with_a_killed_master(tmp_path):
     try:
         assert svc.proc is not None
         master = svc.proc.pid
-        # Both workers serve before the master is killed (each answers readiness through the shared socket).
+        # The service serves before the master is killed (a worker answers readiness through the shared socket).
         assert httpx.get(f"{svc.url}/readyz", timeout=10).status_code == 200
-        # The workers are the master's spawned children (multiprocessing's resource tracker aside).
+        # The workers are the master's spawned children (multiprocessing's resource tracker aside). On a
+        # loaded machine uvicorn's master may be restarting one that missed its pings (a full suite run
+        # once saw a single worker here), so every worker present is checked, and there is at least one.
         workers = {p for p in children(master) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()}
-        assert len(workers) >= 2, workers
+        assert workers
         os.kill(master, signal.SIGKILL)
         svc.proc.wait(10)
         left = wait_gone(workers, timeout=20)
