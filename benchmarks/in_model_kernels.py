@@ -98,11 +98,6 @@ def per_step(durations: Mapping[str, list[float]], reps: int) -> dict[str, tuple
     return {name: (len(d) / reps, statistics.median(d)) for name, d in durations.items()}
 
 
-def busy_us(durations: Mapping[str, list[float]], reps: int) -> float:
-    """The kernels' device time per step: launches per step x median µs, summed (the gaps between them excluded)."""
-    return sum(c * us for c, us in per_step(durations, reps).values())
-
-
 def short(name: str, width: int = NAME_WIDTH) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 

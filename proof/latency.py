@@ -20,10 +20,8 @@ How one pass is clocked depends on the device the models are on (pass_clock):
   CUDA graph and every pass replays it, with the same events around the replay. That is how
   serving engines run decode: the host's kernel-by-kernel launches leave the measurement, which
   then holds the GPU's work and the one launch of the graph (the GPU reaches the start event
-  before the graph's launch is done: on an H100, decode steps of the 8B-dims decoder clocked this
-  way took 73 and 83 µs longer than with the launch hidden behind a spin, and one 240 µs longer, its
-  host launch taking 245 µs; benchmarks/in_model_kernels.py), as a serving step that waits for its
-  token pays it too. Eager timing of a small model or a decode step measures the
+  before the graph's launch is done), as a serving step that waits for its token pays it too
+  (what the launch adds: docs/results/2026-11-27-h100-in-place.md). Eager timing of a small model or a decode step measures the
   launches instead (a host-bound GPU idles between kernels, and kernel savings do not show).
   A call that cannot be captured is timed eagerly, and the run says which.
 
@@ -361,13 +359,13 @@ def time_rounds(
     in_place = (variant, modules_of): each round, the modules modules_of(model) returns are clocked
     in place for that variant (the prediction's baseline) and for each of `clock_also`
     (LatencyRun.modules). clock_original = (variant, modules_of): that variant's own modules clocked
-    alike (the uncompressed model's, the calibration's second point; modules_of returning None: not
+    alike (the uncompressed model's, for the fit the report shows; modules_of returning None: not
     clocked). graphs: on CUDA, replay each call from a CUDA graph (`capture` makes
     the replay; a call it cannot capture is timed eagerly, and LatencyRun.eager says why).
     instances: each model is built (copied) this many times, the builds of all models in a shuffled
     order, and round r times build r mod instances of every model. Where a model's memory lands moves
-    its time (on an H100 two builds of one small model differed by up to 6 %): one build would carry
-    that into every ratio; several put it into the rounds' spread, and so into the intervals.
+    its time: one build would carry that into every ratio; several put it into the rounds' spread, and
+    so into the intervals.
     """
     cuda = is_cuda(device)
     if not cuda:

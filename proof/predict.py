@@ -22,11 +22,8 @@ time in both). On a GPU it counts as the profile says, S' = S: small GEMMs in a 
 groups), the original model's modules at the same weights are clocked too (P_o against T_o), and the
 two points fit in place = a x profile + c per GEMM launch (n_u and n_o launches). The report shows the
 fit; it is not applied: a and c come from two clocks a few % noisy each (instances of one model differ
-that much in place). On two H100 leases together the unscaled saving held 57 of 76 predictions within
-3 %, the fit 51 (on the first lease alone the fit held 29 of 32, unscaled 27); on a 2-core Xeon, 9 of
-11 unscaled, 7 by the ratio, 5 by the fit, whose slopes there (1.2 and 1.5, with -32 and -636 µs per
-launch) no cache explains. The CPU keeps the ratio, which the AMX measurement above supports
-(docs/results/2026-11-27-h100-in-place.md).
+that much in place), and taken together the fit predicted worse than these rules over the runs compared in
+docs/results/2026-11-27-h100-in-place.md.
 The predicted model time is the MEASURED unaligned model time U minus S', so the predicted
 speed-up is U / (U - S'); everything outside the compressed modules (attention, norms, embeddings, other layers) is
 assumed unchanged. Interval: S' +/- 1.96 sigma (scaled alike), sigma from the curve

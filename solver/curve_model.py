@@ -556,8 +556,7 @@ def _ladder_fit(x: np.ndarray, y: np.ndarray, rel_sigma: np.ndarray, m: int, ste
         if deep == 0 or abs(beta[k + deep]) >= max(LADDER_MIN, LADDER_Z * _sd(cov[k + deep, k + deep])):
             break
         levels.pop()  # the deepest level is its parent's teeth: merge it back
-    own_sd = _sd(cov[k, k])
-    own_z = abs(beta[k]) / own_sd
+    own_z = abs(beta[k]) / _sd(cov[k, k])
     if len(levels) > 1 and own_z < LADDER_Z:
         return None, 0.0
     comb: Comb | None = None
