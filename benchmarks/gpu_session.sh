@@ -25,6 +25,9 @@
 #   kernels    benchmarks/in_model_kernels.py --whole on the saved runs in RUNS (default .gpu-runs), else this session's:
 #              proof-2048-palu.json (decode), proof-2048-prune.json and proof-minilm.json (prefill, with .gpu-minilm): the
 #              kernels of the linears in place, alone and in the whole step, unaligned against round-to-8, GAC or a second instance
+#   swaps      benchmarks/in_model_swaps.py on the PaLU run (as kernels picks it): GAC latency-aware's dims swapped
+#              into the unaligned decode step one projection at a time, in and out, and again under the trace:
+#              which weights carry the step's loss, and whether it stays under the trace
 #   proof-no-slower PaLU with --no-slower: no timed setting predicted slower than the compressor's dims
 #   minilm     gac proof --model minilm (both compressors, quick); its trained weights from GAC_MINILM_DIR
 #              (default .gpu-minilm: config.json, tokenizer.json, model.safetensors); minilm-warm: profiled with
@@ -154,6 +157,12 @@ for s in "${steps[@]}"; do
         step kernels-minilm 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method prune \
         --whole --variant "unaligned, again" --variant round-to-8
       ;;
+    swaps)
+      R="${RUNS:-.gpu-runs}"
+      run=$(first_file "$R/proof-2048-palu.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
+      [ -n "$run" ] && step swaps-palu 150 -- "$PY" benchmarks/in_model_swaps.py "$run" --device "$DEVICE" --method palu \
+        --decode --variant "GAC latency-aware" --one-out --traced
+      ;;
     proof-2048)
       step proof-2048 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor asvd --quick --dtype float16 \
         --seq 1024 --seq 2048 --save "$LOGS/proof-2048.json"
@@ -223,7 +232,7 @@ for s in "${steps[@]}"; do
       fi
       ;;
     *) echo "unknown step $s (timer, timer-small, why, selftest, profile, align, align-stop, interrupt, proof, proof-fp16," \
-         "proof-eager, proof-2048, proof-2048-all, proof-2048-pp, kernels, proof-no-slower, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
+         "proof-eager, proof-2048, proof-2048-all, proof-2048-pp, kernels, swaps, proof-no-slower, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
   esac
 done
 pack

@@ -100,6 +100,8 @@ class Built:
     method: str
     result: dict[str, Any]  # the saved run's result for the method
     make: Callable[[str], torch.nn.Module]  # any variant of the run's method, built on the device in the run's dtype
+    dims: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # variant -> weight -> dim, as saved
+    make_dims: Callable[[dict[str, int]], torch.nn.Module] | None = None  # a model at any dims, built like make's
 
     def call(self, model: torch.nn.Module, decode: bool) -> Callable[[], object]:
         """The timed call of one variant: a prefill of `tokens`, or one decode step after the run's cache."""
@@ -175,10 +177,13 @@ def build_models(a: argparse.Namespace) -> Built:
         torch.set_num_threads(cfg.threads)
     names = ("unaligned", a.variant)
 
+    def make_dims(at: dict[str, int]) -> torch.nn.Module:
+        return copy.deepcopy(comp.build(at)).to(cfg.torch_dtype).eval()
+
     def make(variant: str) -> torch.nn.Module:
         if variant not in dims:
             sys.exit(f"no variant {variant!r} in {a.run}: {', '.join(dims)}")
-        return copy.deepcopy(comp.build(dims[variant])).to(cfg.torch_dtype).eval()
+        return make_dims(dims[variant])
 
     models = {n: make(n) for n in names}
     return Built(
@@ -192,6 +197,8 @@ def build_models(a: argparse.Namespace) -> Built:
         method=res["method"],
         result=res,
         make=make,
+        dims=dims,
+        make_dims=make_dims,
     )
 
 
