@@ -214,10 +214,12 @@ def run_with_progress(
     adaptive: bool,
     quiet: bool = False,
     line: ProgressLine | None = None,
+    confirm_steps: int = 0,
 ) -> RunResult:
     """Run a plan showing one progress line, '<label>: done/total points, ETA ...' (`line`, else
     'plan NAME: ...'), then the last point timed as far as the width allows; the line's final
-    state stays on screen (and is written once to a log that is not a terminal)."""
+    state stays on screen (and is written once to a log that is not a terminal). confirm_steps:
+    each curve's largest steps timed again before the summary shows one (gac.agent.steps)."""
     from rich.progress import Progress, TextColumn
     from rich.table import Column
 
@@ -248,7 +250,9 @@ def run_with_progress(
             )
             bar.update(task, completed=p.done, total=p.total, description=text(p.done, p.total, last))
 
-        runner = PlanRunner(session.timer, session.device, on_progress=on_progress, on_measurement=sink, adaptive=adaptive)
+        runner = PlanRunner(
+            session.timer, session.device, on_progress=on_progress, on_measurement=sink, adaptive=adaptive, confirm_steps=confirm_steps
+        )
         result = runner.run(plan)
         bar.update(task, description=text(len(result.outcomes), len(result.outcomes)))  # the final state, without the last point
         return result
@@ -276,6 +280,7 @@ def run_keeping(
     line: ProgressLine | None = None,
     on_stop: Callable[[StopSignals], None] | None = None,
     kept_before: int = 0,
+    confirm_steps: int = 0,
 ) -> RunResult:
     """run_with_progress into a sink that commits as it goes. Stopped by Ctrl-C or SIGTERM, it commits
     what was measured, calls on_stop (a job is given back), says how many points it kept (with
@@ -286,7 +291,7 @@ def run_keeping(
     with stop_signals() as stop:
         try:
             by = {"line": line} if line is not None else {}
-            result = run_with_progress(session, plan, sink.add, adaptive, quiet, **by)
+            result = run_with_progress(session, plan, sink.add, adaptive, quiet, confirm_steps=confirm_steps, **by)
             sink.close()
             return result
         except KeyboardInterrupt:
@@ -317,7 +322,8 @@ _SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
 def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
-    """Per sweep and dtype: points, latency range, and the biggest step along the axis."""
+    """Per sweep and dtype: points, latency range, and the biggest step along the axis (the one that
+    repeated when timed again, where the run did that: RunResult.steps)."""
     from gac.contracts.measurements import shape_key
 
     t = Table(title=f"plan {plan.name}: {len(result.measurements)} points in {result.seconds:.1f} s")
@@ -347,24 +353,28 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
         if ok:
             meds = [r.median_us for _, r in ok]
             rng = f"{min(meds):.1f}..{max(meds):.1f}"
-            step = _largest_step(ok, sweep.axis)
+            check = result.steps.get((i, dtype))
+            step = check.describe(sweep.axis) if check is not None else _largest_step(ok, sweep.axis)
         name = f"{sweep.op.value} {_SHORT.get(dtype, dtype)} {sweep.axis} | {shape_key(sweep.fixed)}"
         t.add_row(name, str(len(ok)), rng, step, str(failed) if failed else "", str(flagged) if flagged else "")
     return t
 
 
+def _confirm_steps() -> int:
+    from gac.agent.steps import CONFIRM_STEPS
+
+    return CONFIRM_STEPS
+
+
 def _largest_step(curve: list[tuple[int, TimingResult]], axis: str) -> str:
-    """The largest step between neighbours whose p10..p90 ranges do not overlap: a step inside the
-    points' own noise would not come back in the next run, and is not shown as a cliff."""
-    steps = [
-        ((b.median_us - a.median_us) / a.median_us, x, y)
-        for (x, a), (y, b) in zip(curve, curve[1:])
-        if b.p10_us > a.p90_us or b.p90_us < a.p10_us
-    ]
+    """Not timed again: the largest step between neighbours whose p10..p90 ranges do not overlap (a
+    step inside the points' own noise would not come back in the next run, and is not shown)."""
+    from gac.agent.steps import steps_beyond_noise
+
+    steps = steps_beyond_noise(curve)
     if not steps:
         return "none beyond noise" if len(curve) > 1 else "-"
-    big = max(steps, key=lambda s: abs(s[0]))
-    return f"{big[0]:+.0%} {axis}={big[1]}->{big[2]}"
+    return f"{steps[0].first:+.0%} {axis}={steps[0].lo}->{steps[0].hi} (not timed again)"
 
 
 def _print_failures(result: RunResult) -> None:
@@ -553,7 +563,15 @@ def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
     if left.plan is None:
         sinks.close()
         return 0
-    result = run_keeping(agent.session, left.plan, sinks, agent.opts.adaptive, agent.opts.quiet, on_stop=lambda _: sinks.report())
+    result = run_keeping(
+        agent.session,
+        left.plan,
+        sinks,
+        agent.opts.adaptive,
+        agent.opts.quiet,
+        on_stop=lambda _: sinks.report(),
+        confirm_steps=_confirm_steps(),
+    )
     out_console.print(_summary_table(result, left.plan))
     _print_failures(result)
     sinks.report()
@@ -610,7 +628,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
 
     try:
         with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds):
-            result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
+            result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped, confirm_steps=_confirm_steps())
         if o.quiet:  # no live line: its final state, once
             console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
     except typer.Exit:

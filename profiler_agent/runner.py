@@ -16,6 +16,7 @@ import torch
 
 from gac.agent.kernels import Kernel, build_kernel, release_weight_pools
 from gac.agent.quality import QualityGate, for_timer, isolated
+from gac.agent.steps import RETIME_CAP_MS, StepCheck, check_steps
 from gac.agent.timing import Timer, TimingResult
 from gac.contracts.ids import new_id
 from gac.contracts.measurements import Dtype, Measurement
@@ -48,6 +49,8 @@ class RunResult:
     plan: str
     outcomes: list[PointOutcome] = field(default_factory=list)
     seconds: float = 0.0
+    # (sweep index, dtype) -> its largest steps timed again (PlanRunner's confirm_steps; gac.agent.steps)
+    steps: dict[tuple[int, str], StepCheck] = field(default_factory=dict)
 
     @property
     def measurements(self) -> list[Measurement]:
@@ -140,6 +143,11 @@ class PlanRunner:
 
     A timer that can time several points per host round trip (`points_per_round` > 1: the CUDA timer)
     gets the plan's points in groups of that many.
+
+    With confirm_steps > 0, each curve's largest steps (up to that many) are timed again at both ends
+    once the plan is done, and RunResult.steps says which repeated (gac.agent.steps): a run's summary
+    shows no step its second timing does not show too. The second timings decide only that: they are
+    not sent, so a plan still stores one row per point.
     """
 
     def __init__(
@@ -152,8 +160,10 @@ class PlanRunner:
         shuffle_seed: int | None = 0,
         build: KernelBuilder = build_kernel,
         gate: QualityGate | None = None,
+        confirm_steps: int = 0,
     ) -> None:
         self.timer = timer
+        self.confirm_steps = confirm_steps
         self.build = build
         self.gate = gate if gate is not None else for_timer(timer)
         self._seen: dict[tuple[int, Dtype], dict[int, _Seen]] = {}
@@ -194,9 +204,29 @@ class PlanRunner:
         else:
             for point, timing in ordered:
                 self._one(point, timing, out)
+        if self.confirm_steps > 0:
+            self._check_steps(plan, out)
         release_weight_pools()  # up to 256 MiB per dtype: not held between plans
         out.seconds = time.perf_counter() - started
         return out
+
+    def _check_steps(self, plan: SweepPlan, out: RunResult) -> None:
+        """Each curve's largest steps beyond noise timed again at both ends (gac.agent.steps), for the summary only."""
+        curves: dict[tuple[int, str], dict[int, PointOutcome]] = {}
+        for o in out.outcomes:
+            if o.result is not None and o.measurement is not None and o.measurement.quality is None:
+                curves.setdefault((o.point.sweep, o.point.dtype.value), {})[o.point.shape[o.point.axis]] = o
+        for key, by_dim in curves.items():
+            own = plan.timing_for(plan.sweeps[key[0]])
+            timing = own.model_copy(update={"time_cap_ms": min(own.time_cap_ms, RETIME_CAP_MS)})
+
+            def retime(x: int, by_dim: dict[int, PointOutcome] = by_dim, timing: Timing = timing) -> TimingResult | None:
+                again = self._gated(by_dim[x].point, timing, self._time(by_dim[x].point, timing))
+                clean = again.measurement is not None and again.measurement.quality is None
+                return again.result if clean else None
+
+            curve = sorted((x, o.result) for x, o in by_dim.items() if o.result is not None)
+            out.steps[key] = check_steps(curve, retime, self.confirm_steps)
 
     def _ordered(self, items: Sequence[_T], rng: random.Random) -> list[_T]:
         out = list(items)

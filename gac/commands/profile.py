@@ -43,6 +43,7 @@ def profile(
     except ImportError as err:
         console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}[service]'): {err}[/red]")
         raise typer.Exit(2) from err
+    from gac.agent.steps import CONFIRM_STEPS
     from gac.commands.local_store import LocalStore, stored_points
 
     session = open_session(device, threads)
@@ -54,7 +55,7 @@ def profile(
         if left.plan is None:
             return
         store = LocalStore(db, session.platform, run_info(p.name))
-        result = run_keeping(session, left.plan, store, adaptive, quiet)
+        result = run_keeping(session, left.plan, store, adaptive, quiet, confirm_steps=CONFIRM_STEPS)
     out_console.print(_summary_table(result, left.plan))
     _print_failures(result)
     console.print(f"stored {store.inserted} new rows ({store.duplicates} duplicates) for platform {fingerprint[:16]}")

@@ -120,7 +120,7 @@ def planned(monkeypatch):
 
     plans = []
 
-    def fake_run(_session, plan, _sink, _adaptive, _quiet=False):
+    def fake_run(_session, plan, _sink, _adaptive, _quiet=False, **_options):
         plans.append(plan)
         return RunResult(plan.name)
 

@@ -129,6 +129,25 @@ def test_a_lattice_curve_profiled_on_the_simulated_gpu_repeats_its_cliffs() -> N
         assert max(fast) < min(slow)  # the lattice, read from the medians
 
 
+def test_the_lattices_steps_repeat_when_timed_again_on_the_simulated_gpu() -> None:
+    """The summary's step is one the runner timed again (gac.agent.steps): on a lattice it repeats, at a
+    multiple of 8; the second timings decide the summary only, and are not sent."""
+    plan = SweepPlan(
+        name="lattice",
+        sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256}, values={"start": 120, "stop": 160, "step": 4})],
+    )
+    sim = SimulatedGpu(seed=7)
+    sent: list = []
+    result = PlanRunner(
+        CudaTimer(queue=sim), "cpu", adaptive=False, build=sim.build_kernel, on_measurement=sent.append, confirm_steps=2
+    ).run(plan)
+    check = result.steps[(0, "bfloat16")]
+    assert check.step is not None and check.step.repeats and check.tried == 1
+    assert 0 in (check.step.lo % 8, check.step.hi % 8)  # one end a multiple of 8
+    assert abs(check.step.again) > 0.5  # the simulated lattice's steps are deep
+    assert len(sent) == len(result.measurements) == 11  # both ends timed again, for the summary only: not sent
+
+
 def _point(median: float, p10: float, p90: float) -> TimingResult:
     # Eleven samples whose 10th, 50th and 90th percentiles are these.
     result = TimingResult((p10, p10, *[median] * 7, p90, p90), timer="t", stop="spread", wall_s=0.0)
@@ -142,4 +161,4 @@ def test_the_summary_names_no_step_inside_the_points_noise() -> None:
     noisy = [(120, _point(5.2, 5.1, 17.0)), (124, _point(12.4, 5.3, 30.0)), (128, _point(6.0, 5.2, 33.0))]
     assert _largest_step(noisy, "n") == "none beyond noise"  # +138 % between medians, all inside each other's spread
     lattice = [(127, _point(99.0, 98.0, 101.0)), (128, _point(18.0, 17.8, 18.3)), (129, _point(99.5, 98.9, 100.2))]
-    assert _largest_step(lattice, "n") == "+453% n=128->129"
+    assert _largest_step(lattice, "n") == "+453% n=128->129 (not timed again)"
