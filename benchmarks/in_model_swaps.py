@@ -7,7 +7,8 @@ unaligned model and the variant (--by projection: one projection with its head g
 default; --by weight: each weight), the whole timed call is rebuilt and clocked:
 
 - one in: the unaligned model with only that group at the variant's dims;
-- one out (--one-out): the variant with only that group back at the unaligned dims;
+- one out (--one-out): the variant with only that group back at the unaligned dims (its delta printed
+  against unaligned and against the variant: what taking the group out saves);
 - and beside them the variant itself and a second build of the unaligned model, the control: two builds
   of one model can differ (an H100 once ran MiniLM's second build 5-6 % faster), and that spread is
   the noise floor of every delta here.
@@ -37,6 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -52,6 +54,7 @@ from gac.proof.stats import bootstrap_median_ci  # noqa: E402
 MNK = tuple[int, int, int]
 SPIN_US = 2000.0  # queued: the spin outlasts the host's launch of the step
 UNALIGNED, CONTROL = "unaligned", "unaligned, built again"
+MANY_BUILDS = 24  # more builds than this may not fit a GPU's memory at once (a note says so)
 
 
 def group_of(name: str, by: str) -> str:
@@ -94,12 +97,9 @@ def predicted_delta(calls: Counter[MNK], base: Counter[MNK], profile: Mapping[MN
     return sum(profile[s] * c for s, c in changed.items())
 
 
-def queued_clock(step: Callable[[], object], device: str) -> Callable[[], float]:
+def queued_clock(step: Callable[[], object], device: str, queue: Any) -> Callable[[], float]:
     """One call's GPU µs: between CUDA events queued behind a spin, so the host's launch is done before
-    the GPU reaches the first event."""
-    from gac.agent.gpu_queue import TorchCudaQueue
-
-    queue = TorchCudaQueue(torch.device(device), None)
+    the GPU reaches the first event. queue: a gac.agent.gpu_queue.TorchCudaQueue on the device (its spin)."""
 
     def read() -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -145,6 +145,7 @@ def report(clocked: Clocked, predicted: Mapping[str, float | None], dims_note: M
     the profile's delta; then the one-in deltas summed beside the variant's, and the control's spread."""
     base = statistics.median(clocked.rounds[UNALIGNED])
     lines = [f"  {UNALIGNED:40s} {base:9.1f} µs"]
+    variant = next((lb for lb in clocked.rounds if lb not in (UNALIGNED, CONTROL) and lb[0] not in "+-"), None)
     one_in = []
     for label in clocked.rounds:
         if label == UNALIGNED:
@@ -156,12 +157,14 @@ def report(clocked: Clocked, predicted: Mapping[str, float | None], dims_note: M
         pred = "   (profile lacks a shape)" if p is None else f"   profile {p:+8.1f}"
         at = statistics.median(clocked.rounds[label])
         lines.append(f"  {label:40s} {at:9.1f} µs  {med:+8.1f} [{lo:+.1f} .. {hi:+.1f}]{pred}  {dims_note.get(label, '')}")
+        if label.startswith("-") and variant is not None:  # what taking the group out of the variant saves
+            dv = statistics.median(clocked.deltas(label, base=variant))
+            lines[-1] += f"  (against the variant {dv:+.1f})"
         if label.startswith("+"):
             one_in.append((med, p))
     if one_in:
         total = sum(m for m, _ in one_in)
         pred_total = None if any(p is None for _, p in one_in) else sum(p for _, p in one_in if p is not None)
-        variant = next((lb for lb in clocked.rounds if lb not in (UNALIGNED, CONTROL) and lb[0] not in "+-"), None)
         whole = f", the variant itself {statistics.median(clocked.deltas(variant)):+.1f}" if variant else ""
         pt = "" if pred_total is None else f" (profile {pred_total:+.1f})"
         lines.append(f"  one in, summed over {len(one_in)} groups: {total:+.1f} µs{pt}{whole}")
@@ -204,6 +207,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         assert b.make_dims is not None
         base, variant = b.dims[UNALIGNED], b.dims[a.variant]
         builds = {UNALIGNED: base, CONTROL: base, a.variant: variant, **swaps(base, variant, a.by, a.one_out)}
+        if len(builds) > MANY_BUILDS:
+            print(f"note: {len(builds)} builds, each a whole model kept in memory with its graph (try --by projection)", flush=True)
+        queue = None
+        if is_cuda(a.device):
+            from gac.agent.gpu_queue import TorchCudaQueue
+
+            queue = TorchCudaQueue(torch.device(a.device), None)
         medians = saved_gemm_medians(b.result)
         clocks: dict[str, Callable[[], float]] = {}
         calls: dict[str, Counter[MNK]] = {}
@@ -219,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 notes.append(f"{label}: not captured ({why}), clocked eagerly")
             step()
             synchronize(a.device)
-            clocks[label] = queued_clock(step, a.device) if is_cuda(a.device) else wall_clock(step)
+            clocks[label] = queued_clock(step, a.device, queue) if queue is not None else wall_clock(step)
             kernels[label] = len(trace(step, 2, a.device)) / 2
             keep.append((model, step))
         built_s = time.perf_counter() - t0

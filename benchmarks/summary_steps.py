@@ -3,8 +3,8 @@
 The quick plan is run alternately as it was (the largest raw step between neighbours whose p10..p90 do not
 overlap) and with the runner's step check (gac.agent.steps: the largest steps timed again at both ends in
 turn, shown only if they repeat, with the smaller figure), --runs times each, in one process on this
-machine. Per run it prints each curve's step both ways and the run's seconds; at the end the time with the
-check over the time without, median and worst.
+machine, each way first every other run. Per run it prints each curve's step both ways and the run's
+seconds; at the end the time with the check over the time without, median and worst.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/summary_steps.py [--runs 4] [--dtype float32] [--device cpu]
 """
@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> None:
     timer = make_timer(a.device, a.threads if a.device == "cpu" else None)
     print(f"{platform.device_name} ({platform.isa}), torch {platform.torch_version}, plan {plan.name}, {plan.n_points()} points")
     seconds: dict[str, list[float]] = {"raw": [], "checked": []}
+    ways = (("raw", 0), ("checked", CONFIRM_STEPS))
     for run in range(a.runs):
-        for way, confirm in (("raw", 0), ("checked", CONFIRM_STEPS)):
+        for way, confirm in ways if run % 2 == 0 else ways[::-1]:  # each goes first every other run
             t0 = time.perf_counter()
             result = PlanRunner(timer, a.device, confirm_steps=confirm).run(plan)
             seconds[way].append(time.perf_counter() - t0)

@@ -628,7 +628,8 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
 
     try:
         with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds):
-            result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped, confirm_steps=_confirm_steps())
+            # No step check here: a job is fleet work, and a stop during the check would give back a job already done.
+            result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
         if o.quiet:  # no live line: its final state, once
             console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
     except typer.Exit:

@@ -217,6 +217,8 @@ class PlanRunner:
             if o.result is not None and o.measurement is not None and o.measurement.quality is None:
                 curves.setdefault((o.point.sweep, o.point.dtype.value), {})[o.point.shape[o.point.axis]] = o
         for key, by_dim in curves.items():
+            if len(by_dim) < 2:
+                continue  # no step to check: the summary says so itself
             own = plan.timing_for(plan.sweeps[key[0]])
             timing = own.model_copy(update={"time_cap_ms": min(own.time_cap_ms, RETIME_CAP_MS)})
 

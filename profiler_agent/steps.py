@@ -20,8 +20,8 @@ from gac.agent.timing import TimingResult
 
 CONFIRM_STEPS = 2  # the largest steps of a curve timed again, at most, until one repeats
 PAIRS = 2  # each step's two ends timed in turn this many times
-# A second timing needs its p10..p90, not a tight median: it stops here at the latest (a noisy
-# point on a CPU would otherwise take the plan's whole time cap, four times per step).
+# A second timing needs its p10..p90, not a tight median: it stops here once it has its min_samples
+# (a noisy point on a CPU would otherwise take the plan's whole time cap, four times per step).
 RETIME_CAP_MS = 250.0
 
 
@@ -46,13 +46,15 @@ class StepCheck:
     step: Step | None
     beyond_noise: int
     tried: int
+    failed: int = 0  # steps whose second timing failed or was flagged (stalls): not shown, not disproved either
 
     def describe(self, axis: str) -> str:
         if self.step is not None and self.step.again is not None:
             return f"{self.step.again:+.0%} {axis}={self.step.lo}->{self.step.hi}"
         if self.beyond_noise == 0:
             return "none beyond noise"
-        return f"none that repeats ({self.tried} timed again)"
+        failed = f", {self.failed} of them not timed cleanly" if self.failed else ""
+        return f"none that repeats ({self.tried} timed again{failed})"
 
 
 def apart(a: TimingResult, b: TimingResult) -> bool:
@@ -77,13 +79,17 @@ def check_steps(
     lo, hi, `pairs` times), trying the largest `tries` steps in turn. A pair repeats the step when its
     ranges are apart and it points the same way; the step's figure is then its pairs' smallest."""
     found = steps_beyond_noise(curve)
+    failed = 0
     for n, s in enumerate(found[:tries], start=1):
         again: list[float] = []
         for _ in range(pairs):
             a, b = retime(s.lo), retime(s.hi)
-            if a is None or b is None or not apart(a, b) or step_of(a, b) * s.first <= 0:
+            if a is None or b is None:
+                failed += 1
+                break
+            if not apart(a, b) or step_of(a, b) * s.first <= 0:
                 break
             again.append(step_of(a, b))
         else:
-            return StepCheck(Step(s.lo, s.hi, s.first, min(again, key=abs)), len(found), n)
-    return StepCheck(None, len(found), min(tries, len(found)))
+            return StepCheck(Step(s.lo, s.hi, s.first, min(again, key=abs)), len(found), n, failed)
+    return StepCheck(None, len(found), min(tries, len(found)), failed)

@@ -71,7 +71,8 @@ def test_none_that_repeats_says_how_many_were_tried_and_a_flat_curve_says_noise(
         return _point(100)
 
     assert check_steps(CURVE, flat).describe("n") == "none that repeats (2 timed again)"
-    assert check_steps(CURVE, lambda x: None).step is None  # a failed re-timing shows nothing
+    failed = check_steps(CURVE, lambda x: None)  # a re-timing that failed (or was flagged) shows nothing, and says so
+    assert failed.step is None and failed.describe("n") == "none that repeats (2 timed again, 2 of them not timed cleanly)"
     assert check_steps([(1, _point(10)), (2, _point(10.5))], flat).describe("k") == "none beyond noise"
     assert StepCheck(None, beyond_noise=3, tried=0).describe("n") == "none that repeats (0 timed again)"
 
@@ -99,3 +100,13 @@ def test_the_runner_shows_a_real_step_with_its_second_timing():
     row = [list(c.cells) for c in _summary_table(result, PLAN).columns]
     assert row[3] == ["+100% n=60->64"]
     assert result.steps[(0, "bfloat16")].tried == 1
+
+
+def test_a_curve_of_one_point_is_not_checked():
+    from gac.contracts.plans import Sweep, SweepPlan
+
+    one = SweepPlan(name="one", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 256, "k": 256}, values=[64])])
+    timer = _Scripted({})
+    result = PlanRunner(timer, "cpu", shuffle_seed=None, build=_build, gate=QualityGate(), confirm_steps=2).run(one)
+    assert result.steps == {} and timer.tries == {64: 1}
+    assert [list(c.cells) for c in _summary_table(result, one).columns][3] == ["-"]
