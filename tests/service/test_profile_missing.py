@@ -96,12 +96,14 @@ def test_local_profile_missing_measures_exactly_the_missing_points(app, settings
     assert doc["missing"] == [] and doc["latency"]["complete"] is True
     assert doc["latency"]["unaligned_us"] > 0 and doc["latency"]["speedup"] > 0
 
-    # Exactly those points were stored: aligning again needs nothing, and the table counts them.
+    # Exactly those points were stored: aligning again needs nothing, and the table holds them. A point
+    # the quality gate timed again (a spike beside its neighbours, on a noisy machine) has a row per run.
     from sqlalchemy import create_engine, text
 
     engine = create_engine(settings.url)
     with engine.connect() as c:
-        assert c.execute(text("select count(*) from measurements")).scalar_one() == sum(rounds)
+        stored = c.execute(text("select count(*) from (select distinct curve_id, x from measurements) as p")).scalar_one()
+        assert stored == sum(rounds)
     engine.dispose()
     again = gac(["align", str(path), "--platform", doc["platform"], "--json"], env)
     assert again.returncode == 0 and json.loads(again.stdout)["missing"] == []
