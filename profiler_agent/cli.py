@@ -374,7 +374,7 @@ def _largest_step(curve: list[tuple[int, TimingResult]], axis: str) -> str:
     steps = steps_beyond_noise(curve)
     if not steps:
         return "none beyond noise" if len(curve) > 1 else "-"
-    return f"{steps[0].first:+.0%} {axis}={steps[0].lo}->{steps[0].hi} (not timed again)"
+    return f"{steps[0].first:+.0%} {axis}={steps[0].lo}->{steps[0].hi} (not re-timed)"
 
 
 def _print_failures(result: RunResult) -> None:

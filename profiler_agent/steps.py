@@ -9,6 +9,7 @@ neighbours. So the largest steps whose p10..p90 ranges do not overlap are timed 
 turn, twice (lo, hi, lo, hi), so that the machine's slower spells fall on both ends alike. A step is
 shown only when both pairs show it too, in the same direction with the two ranges apart, and the
 figure shown is the smaller of the two: the first was picked for being the largest, and reads high.
+Otherwise the summary says "none repeated (k tried)".
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ class StepCheck:
             return f"{self.step.again:+.0%} {axis}={self.step.lo}->{self.step.hi}"
         if self.beyond_noise == 0:
             return "none beyond noise"
-        failed = f", {self.failed} of them not timed cleanly" if self.failed else ""
-        return f"none that repeats ({self.tried} timed again{failed})"
+        failed = f", {self.failed} unclean" if self.failed else ""  # a second timing failed or flagged
+        return f"none repeated ({self.tried} tried{failed})"
 
 
 def apart(a: TimingResult, b: TimingResult) -> bool:

@@ -162,4 +162,4 @@ def test_the_summary_names_no_step_inside_the_points_noise() -> None:
     noisy = [(120, _point(5.2, 5.1, 17.0)), (124, _point(12.4, 5.3, 30.0)), (128, _point(6.0, 5.2, 33.0))]
     assert _largest_step(noisy, "n") == "none beyond noise"  # +138 % between medians, all inside each other's spread
     lattice = [(127, _point(99.0, 98.0, 101.0)), (128, _point(18.0, 17.8, 18.3)), (129, _point(99.5, 98.9, 100.2))]
-    assert _largest_step(lattice, "n") == "+453% n=128->129 (not timed again)"
+    assert _largest_step(lattice, "n") == "+453% n=128->129 (not re-timed)"

@@ -62,7 +62,7 @@ def test_the_largest_that_does_not_repeat_gives_way_to_the_next():
 
 def test_a_pair_that_points_the_other_way_ends_the_step_at_once():
     calls, retime = _scripted({64: [_point(100)], 68: [_point(80)], 56: [_point(100)], 60: [_point(100)]})
-    assert check_steps(CURVE, retime).describe("n") == "none that repeats (2 timed again)"
+    assert check_steps(CURVE, retime).describe("n") == "none repeated (2 tried)"
     assert calls == [64, 68, 56, 60]  # one pair each: the first said no
 
 
@@ -70,11 +70,11 @@ def test_none_that_repeats_says_how_many_were_tried_and_a_flat_curve_says_noise(
     def flat(x: int) -> TimingResult:
         return _point(100)
 
-    assert check_steps(CURVE, flat).describe("n") == "none that repeats (2 timed again)"
+    assert check_steps(CURVE, flat).describe("n") == "none repeated (2 tried)"
     failed = check_steps(CURVE, lambda x: None)  # a re-timing that failed (or was flagged) shows nothing, and says so
-    assert failed.step is None and failed.describe("n") == "none that repeats (2 timed again, 2 of them not timed cleanly)"
+    assert failed.step is None and failed.describe("n") == "none repeated (2 tried, 2 unclean)"
     assert check_steps([(1, _point(10)), (2, _point(10.5))], flat).describe("k") == "none beyond noise"
-    assert StepCheck(None, beyond_noise=3, tried=0).describe("n") == "none that repeats (0 timed again)"
+    assert StepCheck(None, beyond_noise=3, tried=0).describe("n") == "none repeated (0 tried)"
 
 
 def _run(script: dict[int, list[list[float]]]) -> tuple[list[Any], Any]:
@@ -90,7 +90,7 @@ def test_the_runner_times_a_noise_step_again_and_the_summary_does_not_show_it():
     high = [v * 1.5 for v in FAST]  # n=60 read 1.5x once, tight: a step beyond its noise, until timed again
     sent, result = _run({60: [high, FAST]})
     row = [list(c.cells) for c in _summary_table(result, PLAN).columns]
-    assert row[3] == ["none that repeats (2 timed again)"]
+    assert row[3] == ["none repeated (2 tried)"]
     assert sorted(m.x for m in sent) == [52, 56, 60, 64, 68]  # the second timings are not sent: one row per point
 
 

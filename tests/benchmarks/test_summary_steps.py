@@ -14,4 +14,4 @@ def test_raw_and_checked_steps_of_one_run():
         PLAN
     )
     assert raw_steps(result, PLAN) == {0: "+50% 56->60"}
-    assert checked_steps(result, PLAN) == {0: "none that repeats (2 timed again)"}
+    assert checked_steps(result, PLAN) == {0: "none repeated (2 tried)"}
