@@ -44,12 +44,11 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from in_model_linears import build_models, cuda_problem, linear_modules, linear_rows, saved_gemm_medians  # noqa: E402
+from in_model_linears import MNK, build_models, cuda_problem, gemm_counts, linear_modules, linear_rows, saved_gemm_medians  # noqa: E402
 
 from gac.agent.kernels import build_kernel  # noqa: E402
 from gac.proof.latency import capture_or_eager, cuda_graph, cuda_pass, is_cuda, median_of_passes, module_calls, on_device, synchronize  # noqa: E402
 
-MNK = tuple[int, int, int]
 CPU_GEMMS = ("aten::addmm", "aten::mm", "aten::bmm")  # what stands in for a kernel on a CPU
 NAME_WIDTH = 90
 B2B_POOL_BYTES = 256 << 20  # back to back: the weight copies fill this much, several times an H100's 50 MiB L2
@@ -155,6 +154,21 @@ def back_to_back_us(m: int, n: int, k: int, dtype: str, device: str, passes: int
     return median_of_passes(replay, passes, False, device)[0] / copies
 
 
+def queued_pass(step: Callable[[], object], device: str, queue: Any) -> tuple[float, float]:
+    """One call between CUDA events queued behind a spin (queue: a gac.agent.gpu_queue.TorchCudaQueue on the
+    device), so the host's launch is done before the GPU reaches the first event: the GPU's own µs, and the
+    host's µs for the launch call alone (perf_counter, no synchronize)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    queue.spin(SPIN_US)
+    start.record()
+    t0 = time.perf_counter()
+    step()
+    host = (time.perf_counter() - t0) * 1e6
+    end.record()
+    torch.cuda.synchronize(device)
+    return start.elapsed_time(end) * 1e3, host
+
+
 def step_clocks(step: Callable[[], object], device: str, queue: Any, passes: int = 30) -> dict[str, float]:
     """One call's µs three ways, medians over `passes`: between CUDA events on an idle GPU (as the proof
     clocks a pass: the host's launch lands between them), between events queued behind a spin (the GPU's
@@ -166,15 +180,9 @@ def step_clocks(step: Callable[[], object], device: str, queue: Any, passes: int
     torch.cuda.synchronize(device)
     for _ in range(passes):
         idle.append(cuda_pass(step)[0])
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        queue.spin(SPIN_US)
-        start.record()
-        t0 = time.perf_counter()
-        step()
-        host.append((time.perf_counter() - t0) * 1e6)
-        end.record()
-        torch.cuda.synchronize(device)
-        queued.append(start.elapsed_time(end) * 1e3)
+        gpu_us, host_us = queued_pass(step, device, queue)
+        queued.append(gpu_us)
+        host.append(host_us)
     return {"idle GPU": statistics.median(idle), "queued": statistics.median(queued), "host launch": statistics.median(host)}
 
 
@@ -237,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             mods = linear_modules(model)
             rows = linear_rows(call, mods)
             used = [mod for name, mod in mods.items() if name in rows]
-            calls[v] = Counter((r, mod.out_features, mod.in_features) for name, mod in mods.items() for r in rows.get(name, ()))
+            calls[v] = gemm_counts(rows, mods)
             replay = module_calls(call, used)
             eager[v] = trace(replay, a.reps, a.device)
             if is_cuda(a.device):

@@ -342,6 +342,11 @@ def linear_modules(model: torch.nn.Module) -> dict[str, torch.nn.Linear]:
     return {name: mod for name, mod in model.named_modules() if isinstance(mod, torch.nn.Linear)}
 
 
+def gemm_counts(rows: Mapping[str, tuple[int, ...]], modules: Mapping[str, torch.nn.Linear]) -> Counter[MNK]:
+    """The linears' calls (linear_rows) as GEMMs: (rows, out_features, in_features), each with its count."""
+    return Counter((r, modules[name].out_features, modules[name].in_features) for name, rs in rows.items() for r in rs)
+
+
 def linear_rows(fn: Callable[[], object], modules: Mapping[str, torch.nn.Module]) -> dict[str, tuple[int, ...]]:
     """Per module, the rows (all but the last dim) of its input in each of its calls during one call of fn."""
     rows: dict[str, list[int]] = defaultdict(list)

@@ -44,15 +44,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from in_model_kernels import trace  # noqa: E402
-from in_model_linears import build_models, cuda_problem, linear_modules, linear_rows, saved_gemm_medians  # noqa: E402
+from in_model_kernels import queued_pass, trace  # noqa: E402
+from in_model_linears import MNK, build_models, cuda_problem, gemm_counts, linear_modules, linear_rows, saved_gemm_medians  # noqa: E402
 
 from gac.proof.latency import capture_or_eager, cpu_pass, cuda_graph, is_cuda, on_device, synchronize  # noqa: E402
 from gac.proof.llama import split_group  # noqa: E402
 from gac.proof.stats import bootstrap_median_ci  # noqa: E402
 
-MNK = tuple[int, int, int]
-SPIN_US = 2000.0  # queued: the spin outlasts the host's launch of the step
 UNALIGNED, CONTROL = "unaligned", "unaligned, built again"
 MANY_BUILDS = 24  # more builds than this may not fit a GPU's memory at once (a note says so)
 
@@ -79,13 +77,6 @@ def swaps(base: Mapping[str, int], variant: Mapping[str, int], by: str, one_out:
     return out
 
 
-def gemm_calls(call: Callable[[], object], model: torch.nn.Module) -> Counter[MNK]:
-    """Every linear's GEMM in one call of the model, as (rows, out_features, in_features) with its count."""
-    mods = linear_modules(model)
-    rows = linear_rows(call, mods)
-    return Counter((r, mods[name].out_features, mods[name].in_features) for name, rs in rows.items() for r in rs)
-
-
 def predicted_delta(calls: Counter[MNK], base: Counter[MNK], profile: Mapping[MNK, float]) -> float | None:
     """What the profile says a build costs over the base: its GEMM medians over the calls that differ; None
     where it lacks a shape."""
@@ -98,19 +89,8 @@ def predicted_delta(calls: Counter[MNK], base: Counter[MNK], profile: Mapping[MN
 
 
 def queued_clock(step: Callable[[], object], device: str, queue: Any) -> Callable[[], float]:
-    """One call's GPU µs: between CUDA events queued behind a spin, so the host's launch is done before
-    the GPU reaches the first event. queue: a gac.agent.gpu_queue.TorchCudaQueue on the device (its spin)."""
-
-    def read() -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        queue.spin(SPIN_US)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize(device)
-        return start.elapsed_time(end) * 1e3
-
-    return read
+    """One call's GPU µs, queued behind a spin (in_model_kernels.queued_pass)."""
+    return lambda: queued_pass(step, device, queue)[0]
 
 
 def wall_clock(step: Callable[[], object]) -> Callable[[], float]:
@@ -223,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         for label, at in builds.items():
             model = b.models[label] if label in b.models else b.make_dims(at)  # the control is a build of its own
             call = b.call(model, a.decode)
-            calls[label] = gemm_calls(call, model)
+            mods = linear_modules(model)
+            calls[label] = gemm_counts(linear_rows(call, mods), mods)
             step, why = capture_or_eager(call, cuda_graph) if is_cuda(a.device) else (call, None)
             if why is not None:
                 notes.append(f"{label}: not captured ({why}), clocked eagerly")

@@ -44,8 +44,8 @@ def _scripted(timings: dict[int, list[TimingResult]]) -> tuple[list[int], Any]:
 
 
 def test_a_step_that_repeats_in_both_pairs_is_shown_with_the_smaller_figure():
-    # The first timing read +60 %; timed again in turn, +30 % then +40 %.
-    calls, retime = _scripted({64: [_point(100)], 68: [_point(130), _point(140)]})
+    # The first timing read +60 %; timed again in turn, +40 % then +30 %.
+    calls, retime = _scripted({64: [_point(100)], 68: [_point(140), _point(130)]})
     check = check_steps(CURVE, retime)
     assert check.step is not None and (check.step.lo, check.step.hi, check.step.first, check.step.again) == (64, 68, 0.6, 0.3)
     assert check.describe("n") == "+30% n=64->68" and check.tried == 1
