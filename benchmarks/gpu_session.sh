@@ -146,7 +146,7 @@ for s in "${steps[@]}"; do
     kernels)
       # Saved runs carried in RUNS (default .gpu-runs), else this session's: each model's every kernel traced.
       R="${RUNS:-.gpu-runs}"
-      run=$(first_file "$R/proof-2048-palu.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
+      run=$(first_file "$R/proof-2048-palu.json" "$R/proof-llama8b.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
       [ -n "$run" ] && step kernels-palu 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method palu \
         --decode --whole --variant round-to-8 --variant "GAC latency-aware"
       run=$(first_file "$R/proof-2048-prune.json" "$LOGS/proof-2048-prune.json")
@@ -159,7 +159,7 @@ for s in "${steps[@]}"; do
       ;;
     swaps)
       R="${RUNS:-.gpu-runs}"
-      run=$(first_file "$R/proof-2048-palu.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
+      run=$(first_file "$R/proof-2048-palu.json" "$R/proof-llama8b.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
       [ -n "$run" ] && step swaps-palu 150 -- "$PY" benchmarks/in_model_swaps.py "$run" --device "$DEVICE" --method palu \
         --decode --variant "GAC latency-aware" --one-out --traced
       ;;

@@ -9,6 +9,7 @@ long they should take before anything is timed, and confirms above a threshold.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sys
@@ -25,8 +26,16 @@ console = Console(stderr=True, soft_wrap=True)  # messages name files: never bro
 
 CONFIRM_ABOVE_S = 120.0  # ask before timing for longer than this (unless --yes)
 MAX_ROUNDS = 3  # measure, align, and again while the new points ask for more
-PROBE_POINTS = 16  # timed first, before the rest: the estimate is then this machine's rate on the work itself
-PROBE_WARMUP = 8  # ... of which the first ones only warm up (clocks, libraries): their time is left out of the rate
+# Some points are timed first, before the rest: the estimate is then this machine's rate on the work itself.
+PROBE_WARMUP = 8  # the first ones only warm up (clocks, libraries): their time is left out of the rate
+# Then as many as take about PROBE_SECONDS at the warm-up's rate, in whole rounds of the GPU timer (its
+# POINTS_PER_ROUND points share one host round trip). A round's time is set by its slowest point, so one
+# round is a poor sample of the mean: replayed from an H100's alignment of Llama-3-8B, one round's rate
+# put the run's time outside 0.5-2x of the truth in 55 % of draws, 8 rounds in 6 %, 16 in 0.6 %
+# (benchmarks/probe_estimate.py). The probe's points are stored like the rest: only the prompt waits.
+PROBE_SECONDS = 5.0
+PROBE_MIN = 8
+PROBE_MAX = 128
 RULES_ONLY = "rules only"
 
 
@@ -117,29 +126,34 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
         measured = failed = 0
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
-        if n > PROBE_POINTS + PROBE_WARMUP and (yes or sys.stdin.isatty()):
+        if n > PROBE_WARMUP + PROBE_MIN and (yes or sys.stdin.isatty()):
             # The solver's figure is a bound (each point to its time cap, where nothing near it is measured):
             # this machine's rate now, on the work itself, is a better one.
-            warmup, probe, todo = split_probe(todo)
-            console.print(f"timing {PROBE_POINTS} of the {n} points first, for the estimate")
+            order = probe_order(todo)
+            console.print(f"timing some of the {n} points first, for the estimate")
             sinks.append(open_sink(run_info(plan.name)))
             # The first points pay once for what the rest do not (a GPU's clocks ramping, library set-up):
             # the rate is that of the points after them.
-            run = run_keeping(session, warmup, sinks[-1], adaptive=False, quiet=True)
+            warm_from = time.perf_counter()
+            run = run_keeping(session, points_plan(todo, order[:PROBE_WARMUP]), sinks[-1], adaptive=False, quiet=True)
             measured, failed = len(run.measurements), len(run.failures)
             rate_from = time.perf_counter()
-            run = run_keeping(session, probe, sinks[-1], adaptive=False, quiet=True)
+            k = probe_size((rate_from - warm_from) / PROBE_WARMUP, n - PROBE_WARMUP)
+            probe = order[PROBE_WARMUP : PROBE_WARMUP + k]
+            run = run_keeping(session, points_plan(todo, probe), sinks[-1], adaptive=False, quiet=True)
             measured, failed = measured + len(run.measurements), failed + len(run.failures)
             # A first pass calls for more points: as much allowance as the solver's own estimate makes.
-            per_point = (time.perf_counter() - rate_from) / (PROBE_POINTS - PROBE_WARMUP) * (1 + LATER_PASSES if first_pass else 1)
+            per_point = (time.perf_counter() - rate_from) / k * (1 + LATER_PASSES if first_pass else 1)
             estimated = per_point * n
+            probed = PROBE_WARMUP + k
+            todo = points_plan(todo, order[probed:])
             confirm(
-                n - PROBE_POINTS,
+                n - probed,
                 curves,
-                per_point * (n - PROBE_POINTS),
+                per_point * (n - probed),
                 f"on this machine ({label})",
                 yes,
-                basis=f"at the rate of the last {PROBE_POINTS - PROBE_WARMUP} of the points just timed",
+                basis=f"at the rate of the last {k} of the {probed} points just timed",
             )
         else:
             confirm(n, curves, estimated, f"on this machine ({label})", yes)
@@ -160,18 +174,29 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
     return Measured(measured, failed, seconds, estimated, fingerprint)
 
 
-def split_probe(plan):  # noqa: ANN001, ANN201 - SweepPlan in, (SweepPlan, SweepPlan, SweepPlan) out
-    """PROBE_POINTS points drawn at random (seeded) from the plan, as two plans (the first
-    PROBE_WARMUP of them, the others), and the plan without them."""
+def probe_size(warm_per_point_s: float, left: int) -> int:
+    """How many points to time for the estimate after the warm-up: about PROBE_SECONDS at the warm-up's
+    rate (which holds one-time costs, so this errs short), in whole rounds, PROBE_MIN to PROBE_MAX, and
+    always fewer than the `left` points, so that some remain to estimate."""
+    from gac.agent.timing import POINTS_PER_ROUND
+
+    wanted = PROBE_SECONDS / warm_per_point_s if warm_per_point_s > 0 else PROBE_MAX
+    k = min(PROBE_MAX, max(PROBE_MIN, math.ceil(wanted / POINTS_PER_ROUND) * POINTS_PER_ROUND))
+    return max(1, min(k, left - 1))
+
+
+def probe_order(plan):  # noqa: ANN001, ANN201 - SweepPlan in, its points out
+    """The plan's points in a seeded random order: the probe takes them from the front."""
+    points = [(p.op, p.dtype, p.shape, p.axis) for p in plan.iter_points()]
+    random.Random(0).shuffle(points)
+    return points
+
+
+def points_plan(plan, points):  # noqa: ANN001, ANN201 - (SweepPlan, points) in, SweepPlan out
+    """These points as a plan with the plan's name and timing."""
     from gac.contracts.plans import plan_for_points
 
-    points = [(p.op, p.dtype, p.shape, p.axis) for p in plan.iter_points()]
-    picked = random.Random(0).sample(range(len(points)), PROBE_POINTS)
-    first, then = set(picked[:PROBE_WARMUP]), set(picked[PROBE_WARMUP:])
-    warmup = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i in first], plan.timing)
-    probe = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i in then], plan.timing)
-    rest = plan_for_points(plan.name, [pt for i, pt in enumerate(points) if i not in first | then], plan.timing)
-    return warmup, probe, rest
+    return plan_for_points(plan.name, points, plan.timing)
 
 
 @contextmanager

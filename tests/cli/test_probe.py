@@ -1,0 +1,31 @@
+"""The probe of `gac align --profile-missing`: how many points it times for the estimate, and which."""
+
+from __future__ import annotations
+
+from gac.agent.timing import POINTS_PER_ROUND
+from gac.commands.profile_missing import PROBE_MAX, PROBE_MIN, PROBE_SECONDS, points_plan, probe_order, probe_size
+from gac.contracts.plans import plan_for_points
+
+
+def test_the_probe_takes_about_its_seconds_in_whole_rounds():
+    assert probe_size(PROBE_SECONDS / 30, 10_000) == 32  # 30 points' worth, rounded up to whole rounds of 8
+    assert probe_size(PROBE_SECONDS / 30, 10_000) % POINTS_PER_ROUND == 0
+
+
+def test_the_probe_is_bounded_and_leaves_points_to_estimate():
+    assert probe_size(1e-4, 10_000) == PROBE_MAX  # a fast machine: no more than the cap
+    assert probe_size(0.0, 10_000) == PROBE_MAX
+    assert probe_size(60.0, 10_000) == PROBE_MIN  # a slow one: still enough to be a rate
+    assert probe_size(1e-4, 20) == 19  # a small plan: some points stay for the estimate to apply to
+
+
+def test_the_probe_and_the_rest_cover_the_plan_once():
+    points = [("gemm", "float16", {"m": 1024, "k": 4096, "n": n}, "n") for n in range(1000, 1100)]
+    plan = plan_for_points("missing", points)
+    order = probe_order(plan)
+    assert order == probe_order(plan)  # seeded: the same command probes the same points
+    assert sorted(p[2]["n"] for p in order) == list(range(1000, 1100))
+    assert [p[2]["n"] for p in order[:10]] != list(range(1000, 1010))  # drawn across the plan, not its first dims
+    parts = [points_plan(plan, order[:8]), points_plan(plan, order[8:40]), points_plan(plan, order[40:])]
+    assert [p.n_points() for p in parts] == [8, 32, 60]
+    assert all(p.name == plan.name and p.timing == plan.timing for p in parts)
