@@ -55,7 +55,7 @@ def main() -> None:
         f"run {run}: {points} points in {len(times) + 1} rounds; a round {statistics.fmean(times):.3f} s on average "
         f"(median {statistics.median(times):.3f}, CV {statistics.pstdev(times) / statistics.fmean(times):.2f})"
     )
-    now = probe_size(per_point, 10**9) // POINTS_PER_ROUND
+    now = probe_size(per_point, 10**9, POINTS_PER_ROUND) // POINTS_PER_ROUND
     print(f"the probe now: {now} rounds after a warm-up of {PROBE_WARMUP} points at this run's rate ({per_point * 1e3:.1f} ms a point)")
     print("estimate / truth, by the rounds the probe times:")
     print(f"{'rounds':>6}  {'p5':>5}  {'median':>6}  {'p95':>5}  {'outside 0.5-2x':>14}")

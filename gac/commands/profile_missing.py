@@ -28,14 +28,15 @@ CONFIRM_ABOVE_S = 120.0  # ask before timing for longer than this (unless --yes)
 MAX_ROUNDS = 3  # measure, align, and again while the new points ask for more
 # Some points are timed first, before the rest: the estimate is then this machine's rate on the work itself.
 PROBE_WARMUP = 8  # the first ones only warm up (clocks, libraries): their time is left out of the rate
-# Then as many as take about PROBE_SECONDS at the warm-up's rate, in whole rounds of the GPU timer (its
-# POINTS_PER_ROUND points share one host round trip). A round's time is set by its slowest point, so one
-# round is a poor sample of the mean: replayed from an H100's alignment of Llama-3-8B, one round's rate
-# put the run's time outside 0.5-2x of the truth in 55 % of draws, 8 rounds in 6 %, 16 in 0.6 %
-# (benchmarks/probe_estimate.py). The probe's points are stored like the rest: only the prompt waits.
+# Then as many as take about PROBE_SECONDS at the warm-up's rate, in whole rounds of the timer (the GPU
+# timer's 8 points share one host round trip), at least PROBE_MIN_ROUNDS of them. A round's time is set
+# by its slowest point, so one round is a poor sample of the mean: replayed from an H100's alignment of
+# Llama-3-8B, one round's rate put the run's time outside 0.5-2x of the truth in 55 % of draws, 8 rounds
+# in 6 %, 16 in 0.6 % (benchmarks/probe_estimate.py). The probe's points are stored like the rest: only
+# the prompt waits for them.
 PROBE_SECONDS = 5.0
-PROBE_MIN = 8
-PROBE_MAX = 128
+PROBE_MIN_ROUNDS = 8
+PROBE_MAX = 128  # points, unless PROBE_MIN_ROUNDS of the timer's rounds hold more
 RULES_ONLY = "rules only"
 
 
@@ -126,7 +127,7 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
         measured = failed = 0
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
-        if n > PROBE_WARMUP + PROBE_MIN and (yes or sys.stdin.isatty()):
+        if n > PROBE_WARMUP + PROBE_MIN_ROUNDS and (yes or sys.stdin.isatty()):
             # The solver's figure is a bound (each point to its time cap, where nothing near it is measured):
             # this machine's rate now, on the work itself, is a better one.
             order = probe_order(todo)
@@ -138,7 +139,8 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
             run = run_keeping(session, points_plan(todo, order[:PROBE_WARMUP]), sinks[-1], adaptive=False, quiet=True)
             measured, failed = len(run.measurements), len(run.failures)
             rate_from = time.perf_counter()
-            k = probe_size((rate_from - warm_from) / PROBE_WARMUP, n - PROBE_WARMUP)
+            per_round = max(1, int(getattr(session.timer, "points_per_round", 1)))
+            k = probe_size((rate_from - warm_from) / PROBE_WARMUP, n - PROBE_WARMUP, per_round)
             probe = order[PROBE_WARMUP : PROBE_WARMUP + k]
             run = run_keeping(session, points_plan(todo, probe), sinks[-1], adaptive=False, quiet=True)
             measured, failed = measured + len(run.measurements), failed + len(run.failures)
@@ -174,14 +176,14 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
     return Measured(measured, failed, seconds, estimated, fingerprint)
 
 
-def probe_size(warm_per_point_s: float, left: int) -> int:
+def probe_size(warm_per_point_s: float, left: int, per_round: int = 1) -> int:
     """How many points to time for the estimate after the warm-up: about PROBE_SECONDS at the warm-up's
-    rate (which holds one-time costs, so this errs short), in whole rounds, PROBE_MIN to PROBE_MAX, and
-    always fewer than the `left` points, so that some remain to estimate."""
-    from gac.agent.timing import POINTS_PER_ROUND
-
+    rate (which holds one-time costs, so this errs short), in whole rounds of `per_round` points, from
+    PROBE_MIN_ROUNDS rounds to PROBE_MAX points, and always fewer than the `left` points, so that some
+    remain to estimate."""
+    least = PROBE_MIN_ROUNDS * per_round
     wanted = PROBE_SECONDS / warm_per_point_s if warm_per_point_s > 0 else PROBE_MAX
-    k = min(PROBE_MAX, max(PROBE_MIN, math.ceil(wanted / POINTS_PER_ROUND) * POINTS_PER_ROUND))
+    k = min(max(PROBE_MAX, least), max(least, math.ceil(wanted / per_round) * per_round))
     return max(1, min(k, left - 1))
 
 

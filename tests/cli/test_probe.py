@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from gac.agent.timing import POINTS_PER_ROUND
-from gac.commands.profile_missing import PROBE_MAX, PROBE_MIN, PROBE_SECONDS, points_plan, probe_order, probe_size
+from gac.commands.profile_missing import PROBE_MAX, PROBE_MIN_ROUNDS, PROBE_SECONDS, points_plan, probe_order, probe_size
 from gac.contracts.plans import plan_for_points
 
 
 def test_the_probe_takes_about_its_seconds_in_whole_rounds():
-    assert probe_size(PROBE_SECONDS / 30, 10_000) == 32  # 30 points' worth, rounded up to whole rounds of 8
-    assert probe_size(PROBE_SECONDS / 30, 10_000) % POINTS_PER_ROUND == 0
+    per_round = POINTS_PER_ROUND  # the GPU timer's
+    assert probe_size(PROBE_SECONDS / 100, 10_000, per_round) == 104  # 100 points' worth, in whole rounds of 8
+    assert probe_size(PROBE_SECONDS / 30, 10_000, 1) == 30  # a CPU times one point a round
 
 
 def test_the_probe_is_bounded_and_leaves_points_to_estimate():
-    assert probe_size(1e-4, 10_000) == PROBE_MAX  # a fast machine: no more than the cap
-    assert probe_size(0.0, 10_000) == PROBE_MAX
-    assert probe_size(60.0, 10_000) == PROBE_MIN  # a slow one: still enough to be a rate
-    assert probe_size(1e-4, 20) == 19  # a small plan: some points stay for the estimate to apply to
+    assert probe_size(1e-4, 10_000, 8) == PROBE_MAX  # a fast machine: no more than the cap
+    assert probe_size(0.0, 10_000, 1) == PROBE_MAX
+    # A slow one (or a slow warm-up): still enough rounds that one slow round does not set the rate.
+    assert probe_size(60.0, 10_000, 8) == PROBE_MIN_ROUNDS * 8
+    assert probe_size(60.0, 10_000, 1) == PROBE_MIN_ROUNDS
+    assert probe_size(1e-4, 20, 8) == 19  # a small plan: some points stay for the estimate to apply to
 
 
 def test_the_probe_and_the_rest_cover_the_plan_once():
