@@ -35,6 +35,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,46 @@ def gaps_us(launches: Sequence[Launch], within_us: float = GAP_WITHIN_US) -> dic
         if start - end <= within_us:
             out[a, b].append(max(0.0, start - end))
     return dict(out)
+
+
+@dataclass
+class Anatomy:
+    """Where one step's time goes on the device: the median step (by span) of a trace of several. Unlike
+    print_kernels' busy (launches x the median launch) and idle (gaps under GAP_WITHIN_US), nothing is cut:
+    a kernel that runs long once a step, or a long wait inside the step, shows here."""
+
+    kernels: int  # per step
+    span_us: float  # the first kernel's start to the last one's end
+    busy_us: float  # every kernel's duration, summed
+    gaps_us: float  # every wait between one kernel's end and the next one's start, summed
+    largest_gap: tuple[float, str, str]  # (µs, the kernel before, the kernel after), the step's longest wait
+    by_name: dict[str, float]  # µs in the step per kernel name, summed over its launches
+
+
+def _anatomy_of(step: Sequence[Launch]) -> Anatomy:
+    waits = [(max(0.0, b[1] - a[2]), a[0], b[0]) for a, b in zip(step, step[1:])]
+    by_name: dict[str, float] = defaultdict(float)
+    for name, start, end in step:
+        by_name[name] += end - start
+    return Anatomy(
+        kernels=len(step),
+        span_us=max(end for _, _, end in step) - step[0][1],
+        busy_us=sum(end - start for _, start, end in step),
+        gaps_us=sum(w for w, _, _ in waits),
+        largest_gap=max(waits, default=(0.0, "", "")),
+        by_name=dict(by_name),
+    )
+
+
+def step_anatomy(launches: Sequence[Launch], reps: int) -> Anatomy | None:
+    """The trace of `reps` steps cut into steps by count (a graph's replay runs the same kernels every
+    time), and the median one by span (the lower of two middles); None where the steps run different
+    numbers of kernels."""
+    if reps <= 0 or not launches or len(launches) % reps:
+        return None
+    n = len(launches) // reps
+    steps = sorted((_anatomy_of(launches[i * n : (i + 1) * n]) for i in range(reps)), key=lambda a: a.span_us)
+    return steps[(reps - 1) // 2]
 
 
 def per_step(durations: Mapping[str, list[float]], reps: int) -> dict[str, tuple[float, float]]:

@@ -18,8 +18,15 @@ CUDA events queued behind a spin (the GPU's own time, the graph's launch hidden)
 each round's median over --passes. It prints per build the median delta against unaligned over the
 rounds' paired differences with its 95 % bootstrap interval, beside what the run's own profile predicts
 for the same swap (its GEMM medians summed over the linears' calls), and how many more kernels its step
-runs (one traced step). If the one-in deltas add up to the variant's, the time is per weight, and the
-profile's per-point timing is what misses it, shape by shape.
+runs. If the one-in deltas add up to the variant's, the time is per weight, and the profile's per-point
+timing is what misses it, shape by shape.
+
+Then, per build, where its step's time goes, from a few traced steps (in_model_kernels.step_anatomy): the
+span from the first kernel's start to the last one's end, as the kernels' busy time plus the waits
+between them, the longest wait, and the clock less the span (time outside the kernels); against
+unaligned, how each moved and which kernels' time per step moved most. On an H100 the aligned PaLU
+decode step clocked 70 µs slower while the trace's busy time plus its short gaps differed by 3-7 µs: this
+says whether the rest is in long waits, in a few long launches, or outside the kernels.
 
     python benchmarks/in_model_swaps.py RUN.json --device cuda:0 --method palu --decode --variant "GAC latency-aware"
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/in_model_swaps.py RUN.json --method asvd --rounds 5
@@ -44,7 +51,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from in_model_kernels import queued_pass, trace  # noqa: E402
+from in_model_kernels import Anatomy, queued_pass, step_anatomy, trace  # noqa: E402
 from in_model_linears import MNK, build_models, cuda_problem, gemm_counts, linear_modules, linear_rows, saved_gemm_medians  # noqa: E402
 
 from gac.proof.latency import capture_or_eager, cpu_pass, cuda_graph, is_cuda, on_device, synchronize  # noqa: E402
@@ -53,6 +60,7 @@ from gac.proof.stats import bootstrap_median_ci  # noqa: E402
 
 UNALIGNED, CONTROL = "unaligned", "unaligned, built again"
 MANY_BUILDS = 24  # more builds than this may not fit a GPU's memory at once (a note says so)
+TRACED_STEPS = 5  # steps traced per build for its kernel count and where its time goes
 
 
 def group_of(name: str, by: str) -> str:
@@ -160,6 +168,34 @@ def dims_change(ref: Mapping[str, int], at: Mapping[str, int]) -> str:
     return ", ".join(moved[:4]) + (f" (+{len(moved) - 4} more)" if len(moved) > 4 else "")
 
 
+def anatomy_lines(anatomies: Mapping[str, Anatomy | None], clock_us: Mapping[str, float], top: int = 3) -> list[str]:
+    """Per build, where its traced step's time goes: the kernels' span (busy + waits), the longest wait, and
+    the clock less the span (time the GPU spends outside the kernels, before the first or after the last);
+    then against unaligned, each of those moved and the kernel names whose time per step moved most."""
+    base = anatomies.get(UNALIGNED)
+    lines = []
+    for label, an in anatomies.items():
+        if an is None:
+            lines.append(f"  {label:40s} (its steps ran different kernels: not cut into steps)")
+            continue
+        outside = clock_us[label] - an.span_us
+        gap, before, after = an.largest_gap
+        line = (
+            f"  {label:40s} span {an.span_us:7.1f} = busy {an.busy_us:7.1f} + waits {an.gaps_us:6.1f}"
+            f" (longest {gap:5.1f}: {before[:24]} -> {after[:24]}); clock - span {outside:+7.1f}"
+        )
+        if base is not None and label != UNALIGNED:
+            moved = {k: an.by_name.get(k, 0.0) - base.by_name.get(k, 0.0) for k in {*an.by_name, *base.by_name}}
+            biggest = sorted(moved.items(), key=lambda kv: -abs(kv[1]))[:top]
+            line += (
+                f"\n  {'':40s} against unaligned: span {an.span_us - base.span_us:+.1f}, busy {an.busy_us - base.busy_us:+.1f},"
+                f" waits {an.gaps_us - base.gaps_us:+.1f}, outside {outside - (clock_us[UNALIGNED] - base.span_us):+.1f};"
+                f" by kernel: " + ", ".join(f"{k[:32]} {d:+.1f}" for k, d in biggest if d)
+            )
+        lines.append(line)
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="a saved proof run (gac proof --save FILE)")
@@ -174,8 +210,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--traced",
         action="store_true",
-        help="clock every build again under torch.profiler's device trace, which changes how kernels launch (on an H100 "
-        "PaLU's aligned decode step lost 3-7 µs traced and 67-70 untraced): does each swap's loss stay?",
+        help="clock every build again under torch.profiler's device trace (which can change how kernels launch): does "
+        "each swap's loss stay? (On an H100 every PaLU decode delta stayed within 2 µs.)",
     )
     a = ap.parse_args(argv)
     problem = cuda_problem(a.device)
@@ -197,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         medians = saved_gemm_medians(b.result)
         clocks: dict[str, Callable[[], float]] = {}
         calls: dict[str, Counter[MNK]] = {}
-        kernels: dict[str, float] = {}  # kernels per step (on a CPU, its GEMM ops), from one traced step
+        kernels: dict[str, float] = {}  # kernels per step (on a CPU, its GEMM ops), from the traced steps
+        anatomies: dict[str, Anatomy | None] = {}
         notes = []
         keep = []  # every model stays alive: its graph reads its buffers
         for label, at in builds.items():
@@ -211,7 +248,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             step()
             synchronize(a.device)
             clocks[label] = queued_clock(step, a.device, queue) if queue is not None else wall_clock(step)
-            kernels[label] = len(trace(step, 2, a.device)) / 2
+            launches = trace(step, TRACED_STEPS, a.device)
+            kernels[label] = len(launches) / TRACED_STEPS
+            anatomies[label] = step_anatomy(launches, TRACED_STEPS)
             keep.append((model, step))
         built_s = time.perf_counter() - t0
         clocked = clock_rounds(clocks, a.rounds, a.passes)
@@ -238,6 +277,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("  the same builds clocked under torch.profiler's device trace:")
         for line in report(traced, predicted, note):
             print(line)
+    where = traced if traced is not None else clocked
+    print(
+        f"  where each build's step goes, from {TRACED_STEPS} traced steps (µs; median over them; the clock: "
+        f"{'traced' if traced is not None else 'untraced'}, median over the rounds):"
+    )
+    for line in anatomy_lines(anatomies, {label: statistics.median(r) for label, r in where.rounds.items()}):
+        print(line)
     for n in notes:
         print(f"note: {n}")
 
