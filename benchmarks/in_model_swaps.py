@@ -190,7 +190,7 @@ def anatomy_lines(anatomies: Mapping[str, Anatomy | None], clock_us: Mapping[str
             line += (
                 f"\n  {'':40s} against unaligned: span {an.span_us - base.span_us:+.1f}, busy {an.busy_us - base.busy_us:+.1f},"
                 f" waits {an.gaps_us - base.gaps_us:+.1f}, outside {outside - (clock_us[UNALIGNED] - base.span_us):+.1f};"
-                f" by kernel: " + ", ".join(f"{k[:32]} {d:+.1f}" for k, d in biggest if d)
+                f" by kernel: " + ", ".join(f"{k[:48]} {d:+.1f}" for k, d in biggest if d)
             )
         lines.append(line)
     return lines
