@@ -264,6 +264,9 @@ class KeepingSink(Protocol):
     @property
     def committed(self) -> int: ...  # rows made durable so far
 
+    @property
+    def committed_points(self) -> int: ...  # distinct points among them
+
     def add(self, m: Measurement) -> None: ...
 
     def close(self) -> None: ...
@@ -281,10 +284,12 @@ def run_keeping(
     on_stop: Callable[[StopSignals], None] | None = None,
     kept_before: int = 0,
     confirm_steps: int = 0,
+    left_after: int = 0,
 ) -> RunResult:
     """run_with_progress into a sink that commits as it goes. Stopped by Ctrl-C or SIGTERM, it commits
     what was measured, calls on_stop (a job is given back), says how many points it kept (with
-    `kept_before`, those an earlier run of the same command kept) and exits 130 (SIGINT) or 143 (SIGTERM)."""
+    `kept_before`, those an earlier run of the same command kept) and how many it did not measure (with
+    `left_after`, those the command would time after this plan), and exits 130 (SIGINT) or 143 (SIGTERM)."""
     from gac.agent.interrupt import interrupted_line, stop_signals
     from gac.agent.resume import planned_points
 
@@ -298,10 +303,10 @@ def run_keeping(
             sink.close()  # a second signal now waits for each commit, then stops the command as it stands
             if on_stop is not None:
                 on_stop(stop)
-            left = max(0, planned_points(plan, adaptive) - sink.committed)
-            console.print(
-                interrupted_line(kept_before + sink.committed, left, sink.kept_where()), style="yellow", markup=False, highlight=False
-            )
+            # In points, not rows: a point the quality gate timed again has a row per run.
+            left = max(0, planned_points(plan, adaptive) - sink.committed_points) + left_after
+            said = interrupted_line(kept_before + sink.committed_points, left, sink.kept_where())
+            console.print(said, style="yellow", markup=False, highlight=False)
             raise typer.Exit(stop.exit_code) from None
 
 
@@ -495,6 +500,10 @@ class _Sinks:
     @property
     def committed(self) -> int:
         return min(s.committed for s in (self.deliverer, self.writer) if s is not None)
+
+    @property
+    def committed_points(self) -> int:
+        return min(s.committed_points for s in (self.deliverer, self.writer) if s is not None)
 
     def kept_where(self) -> str:
         return "; ".join(s.kept_where() for s in (self.deliverer, self.writer) if s is not None)

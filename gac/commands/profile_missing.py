@@ -132,17 +132,19 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
             # this machine's rate now, on the work itself, is a better one.
             order = probe_order(todo)
             console.print(f"timing some of the {n} points first, for the estimate")
-            sinks.append(open_sink(run_info(plan.name)))
             # The first points pay once for what the rest do not (a GPU's clocks ramping, library set-up):
             # the rate is that of the points after them.
             warm_from = time.perf_counter()
-            run = run_keeping(session, points_plan(todo, order[:PROBE_WARMUP]), sinks[-1], adaptive=False, quiet=True)
+            sinks.append(open_sink(run_info(plan.name)))
+            warmup = points_plan(todo, order[:PROBE_WARMUP])
+            run = run_keeping(session, warmup, sinks[-1], adaptive=False, quiet=True, left_after=n - PROBE_WARMUP)
             measured, failed = len(run.measurements), len(run.failures)
             rate_from = time.perf_counter()
             per_round = max(1, int(getattr(session.timer, "points_per_round", 1)))
             k = probe_size((rate_from - warm_from) / PROBE_WARMUP, n - PROBE_WARMUP, per_round)
-            probe = order[PROBE_WARMUP : PROBE_WARMUP + k]
-            run = run_keeping(session, points_plan(todo, probe), sinks[-1], adaptive=False, quiet=True)
+            sinks.append(open_sink(run_info(plan.name)))
+            probe = points_plan(todo, order[PROBE_WARMUP : PROBE_WARMUP + k])
+            run = run_keeping(session, probe, sinks[-1], adaptive=False, quiet=True, kept_before=measured, left_after=n - PROBE_WARMUP - k)
             measured, failed = measured + len(run.measurements), failed + len(run.failures)
             # A first pass calls for more points: as much allowance as the solver's own estimate makes.
             per_point = (time.perf_counter() - rate_from) / k * (1 + LATER_PASSES if first_pass else 1)

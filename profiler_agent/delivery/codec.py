@@ -54,6 +54,7 @@ class BatchBuffer:
         self.batch_size = check_batch_size(batch_size)
         self.commit_every_s = commit_every_s
         self.committed = 0  # rows made durable so far
+        self._points: set[tuple] = set()  # ... and the points they measure (a point timed again has a row per run)
         self._pending: list[Measurement] = []
         self._last_commit = time.monotonic()
 
@@ -85,7 +86,18 @@ class BatchBuffer:
             self._commit(batch)
             self._pending = []
             self.committed += len(batch.measurements)
+            self._points.update(point_key(m) for m in batch.measurements)
         self._after_commit(batch)
+
+    @property
+    def committed_points(self) -> int:
+        """Distinct points among the rows made durable so far."""
+        return len(self._points)
+
+
+def point_key(m: Measurement) -> tuple:
+    """What makes a row's point: its kernel, dtype and shape (the quality gate's re-timings share it)."""
+    return (m.op, m.dtype, tuple(sorted(m.shape.items())), m.sweep_axis)
 
 
 def batch_document(batch: Batch) -> dict[str, Any]:

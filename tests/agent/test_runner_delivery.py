@@ -200,6 +200,18 @@ def test_results_file_round_trip(tmp_path):
     assert [len(b.measurements) for b in make_batches(platform, run, rows, batch_size=2)] == [2, 2, 1]
 
 
+def test_committed_points_count_a_point_timed_again_once(tmp_path):
+    platform = detect_platform("cpu")
+    rows = _measurements(3)
+    again = rows[1].model_copy(update={"id": uuid.uuid4()})  # the gate's second run of the same point
+    w = BatchFileWriter(tmp_path / "r.jsonl", platform, RunInfo(id=uuid.uuid4(), agent="test"), batch_size=3)
+    for m in [*rows, again]:
+        w.add(m)
+    assert (w.committed, w.committed_points) == (3, 3)  # one batch so far: the last row waits for its commit
+    w.close()
+    assert (w.committed, w.committed_points) == (4, 3)
+
+
 def test_batch_document_is_by_column_without_nulls_and_reads_back_equal(timer):
     from gac.agent.delivery import batch_document
 
