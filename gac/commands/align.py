@@ -339,13 +339,15 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
     # What gets measured can ask for more: a first pass's lattice and sample call for the dims their
     # fit cannot rule out (gac.solver.sparse_needs), and a step found in the new points moves the
     # look-ahead past it. A few rounds settle it; each says what it adds.
+    kept = 0  # what the earlier rounds measured: a stop in a later one says the command's total
     for round_ in range(pm.MAX_ROUNDS):
         if round_:
             err.print(
                 f"the new measurements call for {len(pm.missing_points(result))} more points "
                 "(dims their lattice fit cannot rule out, or look-ahead past a step they revealed)"
             )
-        pm.measure(result, session, yes or round_ > 0, server, token, db)  # the first round's estimate covered the later ones
+        # The first round's estimate covered the later ones: they neither ask nor probe.
+        kept += pm.measure(result, session, yes or round_ > 0, server, token, db, probe=round_ == 0, kept_before=kept).points
         stored = run(here, False)
         result = stored.document
         if not stored.result.missing:

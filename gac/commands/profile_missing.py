@@ -37,6 +37,7 @@ PROBE_WARMUP = 8  # the first ones only warm up (clocks, libraries): their time 
 PROBE_SECONDS = 5.0
 PROBE_MIN_ROUNDS = 8
 PROBE_MAX = 128  # points, unless PROBE_MIN_ROUNDS of the timer's rounds hold more
+PROBE_SHARE = 4  # ... and at most 1 / PROBE_SHARE of the points after the warm-up
 RULES_ONLY = "rules only"
 
 
@@ -97,12 +98,23 @@ def threads_of(target: str, platform, cores: int | None = None) -> int | None:  
     return None
 
 
-def measure(result: dict[str, Any], session, yes: bool, server: str | None, token: str | None, db: str | None) -> Measured:  # noqa: ANN001
+def measure(
+    result: dict[str, Any],
+    session,  # noqa: ANN001 - the agent's session object
+    yes: bool,
+    server: str | None,
+    token: str | None,
+    db: str | None,
+    probe: bool = True,
+    kept_before: int = 0,
+) -> Measured:
     """Time the result's missing points here, storing them as they are measured (local database, or the service).
 
     Points this platform already has are left out: an alignment made without a platform (rules
     only) lists every point, those an earlier, interrupted run stored included. Stopped by Ctrl-C
-    or SIGTERM, what was measured is kept, and the same command continues from there."""
+    or SIGTERM, what was measured is kept (the message counts `kept_before`, an earlier round's),
+    and the same command continues from there. `probe`: time some points first for the estimate
+    (a later round, which the first round's estimate covered, does not)."""
     from gac.agent.cli import left_to_time, run_info, run_keeping
     from gac.contracts.plans import plan_for_points
     from gac.solver.profile_time import LATER_PASSES
@@ -127,7 +139,7 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
         measured = failed = 0
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
-        if n > PROBE_WARMUP + PROBE_MIN_ROUNDS and (yes or sys.stdin.isatty()):
+        if probe and n > PROBE_WARMUP + PROBE_MIN_ROUNDS and (yes or sys.stdin.isatty()):
             # The solver's figure is a bound (each point to its time cap, where nothing near it is measured):
             # this machine's rate now, on the work itself, is a better one.
             order = probe_order(todo)
@@ -137,14 +149,15 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
             warm_from = time.perf_counter()
             sinks.append(open_sink(run_info(plan.name)))
             warmup = points_plan(todo, order[:PROBE_WARMUP])
-            run = run_keeping(session, warmup, sinks[-1], adaptive=False, quiet=True, left_after=n - PROBE_WARMUP)
+            run = run_keeping(session, warmup, sinks[-1], adaptive=False, quiet=True, kept_before=kept_before, left_after=n - PROBE_WARMUP)
             measured, failed = len(run.measurements), len(run.failures)
             rate_from = time.perf_counter()
             per_round = max(1, int(getattr(session.timer, "points_per_round", 1)))
             k = probe_size((rate_from - warm_from) / PROBE_WARMUP, n - PROBE_WARMUP, per_round)
             sinks.append(open_sink(run_info(plan.name)))
-            probe = points_plan(todo, order[PROBE_WARMUP : PROBE_WARMUP + k])
-            run = run_keeping(session, probe, sinks[-1], adaptive=False, quiet=True, kept_before=measured, left_after=n - PROBE_WARMUP - k)
+            probe_plan = points_plan(todo, order[PROBE_WARMUP : PROBE_WARMUP + k])
+            kept, left = kept_before + measured, n - PROBE_WARMUP - k
+            run = run_keeping(session, probe_plan, sinks[-1], adaptive=False, quiet=True, kept_before=kept, left_after=left)
             measured, failed = measured + len(run.measurements), failed + len(run.failures)
             # A first pass calls for more points: as much allowance as the solver's own estimate makes.
             per_point = (time.perf_counter() - rate_from) / k * (1 + LATER_PASSES if first_pass else 1)
@@ -168,7 +181,7 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
                 "(`--exhaustive` measures every dim at once)"
             )
         sinks.append(open_sink(run_info(plan.name)))
-        run = run_keeping(session, todo, sinks[-1], adaptive=False, kept_before=measured)
+        run = run_keeping(session, todo, sinks[-1], adaptive=False, kept_before=kept_before + measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)
         seconds = time.perf_counter() - started
     if server:
@@ -181,12 +194,12 @@ def measure(result: dict[str, Any], session, yes: bool, server: str | None, toke
 def probe_size(warm_per_point_s: float, left: int, per_round: int = 1) -> int:
     """How many points to time for the estimate after the warm-up: about PROBE_SECONDS at the warm-up's
     rate (which holds one-time costs, so this errs short), in whole rounds of `per_round` points, from
-    PROBE_MIN_ROUNDS rounds to PROBE_MAX points, and always fewer than the `left` points, so that some
-    remain to estimate."""
+    PROBE_MIN_ROUNDS rounds to PROBE_MAX points, and at most a quarter of the `left` points: a sample
+    of the work, which stays the main run's (a small plan is estimated from fewer)."""
     least = PROBE_MIN_ROUNDS * per_round
     wanted = PROBE_SECONDS / warm_per_point_s if warm_per_point_s > 0 else PROBE_MAX
     k = min(max(PROBE_MAX, least), max(least, math.ceil(wanted / per_round) * per_round))
-    return max(1, min(k, left - 1))
+    return max(1, min(k, left // PROBE_SHARE))
 
 
 def probe_order(plan):  # noqa: ANN001, ANN201 - SweepPlan in, its points out

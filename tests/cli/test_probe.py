@@ -19,7 +19,8 @@ def test_the_probe_is_bounded_and_leaves_points_to_estimate():
     # A slow one (or a slow warm-up): still enough rounds that one slow round does not set the rate.
     assert probe_size(60.0, 10_000, 8) == PROBE_MIN_ROUNDS * 8
     assert probe_size(60.0, 10_000, 1) == PROBE_MIN_ROUNDS
-    assert probe_size(1e-4, 20, 8) == 19  # a small plan: some points stay for the estimate to apply to
+    assert probe_size(1e-4, 20, 8) == 5  # a small plan: a quarter of it, the rest stays the main run's
+    assert probe_size(1e-4, 2, 8) == 1
 
 
 def test_the_probe_and_the_rest_cover_the_plan_once():
