@@ -29,8 +29,8 @@ def _run_db(path, rounds_s: list[float], per_round: int = 8) -> str:
 
 def test_each_rounds_time_is_read_back_from_the_stamps(tmp_path):
     rounds = [0.05, 0.4, 0.08, 0.06, 0.9]
-    run, times, points = round_times(_run_db(tmp_path / "gac.db", rounds), None)
-    assert run == "r1" and points == 8 * (len(rounds) + 1)
+    run, times, points, per_round = round_times(_run_db(tmp_path / "gac.db", rounds), None)
+    assert run == "r1" and points == 8 * (len(rounds) + 1) and per_round == 8
     assert times == pytest.approx(rounds, abs=1e-6)  # last stamp to last stamp: the spread within a round cancels
 
 
