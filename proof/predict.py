@@ -79,15 +79,15 @@ class SettingPrediction:
     @property
     def speedup(self) -> float:
         """Predicted model speed-up U / (U - saving * in_place_factor)."""
-        return _speedup(self.measured_unaligned_us, self.in_place_saving_us)
+        return speedup_of(self.measured_unaligned_us, self.in_place_saving_us)
 
     @property
     def lo(self) -> float:
-        return _speedup(self.measured_unaligned_us, self.in_place_factor * (self.saving_us - Z * self.saving_sigma_us))
+        return speedup_of(self.measured_unaligned_us, self.in_place_factor * (self.saving_us - Z * self.saving_sigma_us))
 
     @property
     def hi(self) -> float:
-        return _speedup(self.measured_unaligned_us, self.in_place_factor * (self.saving_us + Z * self.saving_sigma_us))
+        return speedup_of(self.measured_unaligned_us, self.in_place_factor * (self.saving_us + Z * self.saving_sigma_us))
 
     @property
     def calibration(self) -> tuple[float, float] | None:
@@ -265,7 +265,7 @@ def _original_total(model: LatencyModel, manifest: Manifest, m: int) -> float | 
     return total
 
 
-def _speedup(unaligned_us: float, saving_us: float) -> float:
+def speedup_of(unaligned_us: float, saving_us: float) -> float:
     """The speed-up a saving gives on a run of `unaligned_us` (inf if it saves the whole run or more)."""
     return unaligned_us / (unaligned_us - saving_us) if unaligned_us - saving_us > 0 else float("inf")
 

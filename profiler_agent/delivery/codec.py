@@ -10,7 +10,7 @@ from typing import Any
 from gac.agent.interrupt import shielded
 from gac.contracts.columns import COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.ids import new_id
-from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
+from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo, shape_key
 
 DEFAULT_BATCH_SIZE = 1000
 
@@ -54,7 +54,7 @@ class BatchBuffer:
         self.batch_size = check_batch_size(batch_size)
         self.commit_every_s = commit_every_s
         self.committed = 0  # rows made durable so far
-        self._points: set[tuple] = set()  # ... and the points they measure (a point timed again has a row per run)
+        self._points: set[tuple[str, str, str, str]] = set()  # ... and the points they measure (a point timed again has a row per run)
         self._pending: list[Measurement] = []
         self._last_commit = time.monotonic()
 
@@ -95,9 +95,9 @@ class BatchBuffer:
         return len(self._points)
 
 
-def point_key(m: Measurement) -> tuple:
-    """What makes a row's point: its kernel, dtype and shape (the quality gate's re-timings share it)."""
-    return (m.op, m.dtype, tuple(sorted(m.shape.items())), m.sweep_axis)
+def point_key(m: Measurement) -> tuple[str, str, str, str]:
+    """What makes a row's point: its kernel, dtype, axis and shape (the quality gate's re-timings share it)."""
+    return (m.op.value, m.dtype.value, m.sweep_axis, shape_key(m.shape))
 
 
 def batch_document(batch: Batch) -> dict[str, Any]:
