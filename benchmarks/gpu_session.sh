@@ -15,6 +15,8 @@
 #   selftest   gac agent selftest (repeatability on small kernels, the L2 flush)
 #   profile    the quick plan twice, back to back: does the largest step repeat?
 #   align      examples/llama3-8b-asvd-r15.json --profile-missing from an empty database, end to end
+#   align-dense the same with --exhaustive (every dim of every window), from another empty database; run after
+#              align, it prints both runs' points, times and estimates side by side
 #   interrupt  the paper plan stopped by SIGTERM, then by SIGKILL, then again by SIGTERM: what was kept and skipped
 #   proof      gac proof --device cuda:0 on the decoder at Llama-3-8B's dims (quick; the device's fast dtype),
 #              each pass a CUDA graph's replay
@@ -33,6 +35,10 @@
 #              (default .gpu-minilm: config.json, tokenizer.json, model.safetensors); minilm-warm: profiled with
 #              the L2 warm (--profile-l2 warm), as a model that fits in the L2 runs
 #   cuda-tests the proof's tests that run only where there is a GPU (CUDA graphs, the tiny proof on CUDA)
+#   chain      benchmarks/in_model_linears.py on the saved Llama-3-8B run (as kernels picks it), PaLU and ASVD at decode:
+#              does the agent's kernel timed in chains (8 calls back to back, new weights each call) save what
+#              the linears save in place, where cold, warm and alone call it a wash?
+#   proof-chain gac proof on the decoder at Llama-3-8B's dims (all compressors, quick), profiled with --profile-l2 chain
 #   inplace    benchmarks/in_model_linears.py on saved runs in RUNS (default .gpu-runs), else this session's:
 #              proof-minilm.json (ASVD, prefill) and proof-llama8b.json (PaLU, decode); the compressed
 #              linears in place (one graph) against each alone, and the agent's kernel cold and warm
@@ -157,6 +163,18 @@ for s in "${steps[@]}"; do
         step kernels-minilm 90 -- "$PY" benchmarks/in_model_kernels.py "$run" --device "$DEVICE" --method prune \
         --whole --variant "unaligned, again" --variant round-to-8
       ;;
+    chain)
+      R="${RUNS:-.gpu-runs}"
+      run=$(first_file "$R/proof-2048-palu.json" "$R/proof-llama8b.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-llama8b.json")
+      for c in palu asvd; do
+        [ -n "$run" ] && step "chain-$c" 90 -- "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" --method "$c" \
+          --decode --variant "GAC latency-aware" --max-seconds 60
+      done
+      ;;
+    proof-chain)
+      step proof-chain 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
+        --profile-l2 chain --save "$LOGS/proof-chain.json"
+      ;;
     swaps)
       R="${RUNS:-.gpu-runs}"
       run=$(first_file "$R/proof-2048-palu.json" "$R/proof-llama8b.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
@@ -186,6 +204,16 @@ for s in "${steps[@]}"; do
         "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --yes --device "$DEVICE"
       cp "$GAC_DATA_DIR-align/gac.db" "$LOGS/align-8b.db" 2>/dev/null
       stored "$GAC_DATA_DIR-align"
+      pack
+      ;;
+    align-dense)
+      rm -rf "$GAC_DATA_DIR-dense"
+      GAC_DATA_DIR="$GAC_DATA_DIR-dense" step align-8b-dense 400 -- \
+        "${GAC[@]}" align examples/llama3-8b-asvd-r15.json --profile-missing --exhaustive --yes --device "$DEVICE"
+      stored "$GAC_DATA_DIR-dense"
+      for f in align-8b align-8b-dense; do  # the needs-driven run and the dense one, side by side
+        [ -f "$LOGS/$f.log" ] && echo "   $f: $(grep -h 'measured .* points in' "$LOGS/$f.log" | tr '\n' ';')"
+      done
       pack
       ;;
     interrupt)
@@ -232,7 +260,8 @@ for s in "${steps[@]}"; do
       fi
       ;;
     *) echo "unknown step $s (timer, timer-small, why, selftest, profile, align, align-stop, interrupt, proof, proof-fp16," \
-         "proof-eager, proof-2048, proof-2048-all, proof-2048-pp, kernels, swaps, proof-no-slower, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
+         "proof-eager, proof-2048, proof-2048-all, proof-2048-pp, kernels, swaps, chain, proof-chain, align-dense, proof-no-slower, minilm," \
+         "minilm-warm, cuda-tests, inplace)"; exit 2 ;;
   esac
 done
 pack

@@ -17,7 +17,7 @@ saves, and the paired ratio unaligned / variant with its 95 % bootstrap interval
 the saved run's own profile. The mode whose ratio and saving match the model's is the one whose
 predictions hold inside a model.
 
-With --device cuda:N the models are built on that GPU in the saved run's dtype and four things are
+With --device cuda:N the models are built on that GPU in the saved run's dtype and five things are
 timed per variant instead, in the same shuffled rounds:
 
 - inplace: the linears' calls, in model order on the inputs they received inside the model
@@ -27,9 +27,11 @@ timed per variant instead, in the same shuffled rounds:
   over the linears;
 - cold: the agent's GEMM kernel per linear call (m = the rows the linear got in the model) timed by
   gac.agent.timing.CudaTimer, the L2 flushed before each sample (as the profile times it), summed;
-- warm: the same with CudaTimer(...).warm(): each sample follows an untimed call, operands in the L2.
+- warm: the same with CudaTimer(...).warm(): each sample follows an untimed call, operands in the L2;
+- chain: the same with CudaTimer(...).chained(): a sample is 8 calls back to back, each on the next
+  copy of its weights from a pool beyond the L2, as the linears run in a decode step (no flush).
 
-and one line says which of cold / warm / alone saves nearest what the linears save in place.
+and one line says which of cold / warm / chain / alone saves nearest what the linears save in place.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/in_model_linears.py RUN.json [--method asvd] [--variant round-to-8] [--decode]
     python benchmarks/in_model_linears.py RUN.json --device cuda:0 [--method asvd] [--variant V] [--decode] [--max-seconds 60]
@@ -68,7 +70,7 @@ from gac.proof.stats import bootstrap_median_ci, paired_speedup  # noqa: E402
 
 MODES = ("model", "cold", "warm")
 PASSES = 10  # per linear and round in the kernel modes, after one warm-up call; their median counts
-GPU_MODES = ("inplace", "alone", "cold", "warm")
+GPU_MODES = ("inplace", "alone", "cold", "warm", "chain")  # the last three: the agent's kernel under each timer
 GPU_PASSES = 10  # graph replays per (variant, round) in inplace and per linear in alone, after one warm-up replay
 MIN_ROUNDS = 3  # --max-seconds stops no sooner
 # The cold and warm kernels' stopping rule per round: the proof's profile timing (gac.proof.profile), fewer samples.
@@ -327,10 +329,14 @@ class GpuSetup:
     rows: dict[str, dict[str, tuple[int, ...]]]  # variant -> linear -> the rows (GEMM m) of each of its calls in the model
     inplace: dict[str, Callable[[], object]]  # variant -> one replay of its linears' calls, in model order
     alone: dict[str, dict[str, Callable[[], object]]]  # variant -> linear -> one replay of that linear's calls
-    kernels: dict[MNK, Callable[[], object]]  # (m, n, k) -> the agent's GEMM
-    timers: dict[str, Timer]  # "cold" (L2 flushed before each sample), "warm"
+    kernels: dict[str, dict[MNK, Callable[[], object]]]  # timer's mode -> (m, n, k) -> the agent's GEMM, built for that timer
+    timers: dict[str, Timer]  # "cold" (L2 flushed before each sample), "warm", "chain"
     device: Device
     notes: list[str]  # what could not be captured and was timed eagerly, linears never called
+
+    def modes(self) -> tuple[str, ...]:
+        """What each round times: in place, alone, and the agent's kernels under each timer."""
+        return ("inplace", "alone", *self.timers)
 
     def shapes(self, variant: str) -> list[MNK]:
         """The (m, n, k) of each call of the variant's linears (deduplicated, in model order)."""
@@ -374,13 +380,14 @@ def gpu_setup(
     names: tuple[str, str],
     models: Mapping[str, torch.nn.Module],
     calls: Mapping[str, Callable[[], object]],
-    make_kernel: Callable[[int, int, int], Callable[[], object]],
+    make_kernel: Callable[[int, int, int, int], Callable[[], object]],
     timers: dict[str, Timer],
     device: Device,
     capture: Capture = cuda_graph,
 ) -> GpuSetup:
     """Record each variant's linears inside its timed call and make their replays (capture: a call -> its
-    replay; a CUDA graph's by default) and the agent's kernel for each (m, n, k) they ran at."""
+    replay; a CUDA graph's by default) and the agent's kernel for each (m, n, k) they ran at, per timer
+    (make_kernel(m, n, k, weight_pool_bytes): the timer's pool, 0 for one weight tensor)."""
     notes: list[str] = []
     linears: dict[str, dict[str, tuple[int, int]]] = {}
     rows: dict[str, dict[str, tuple[int, ...]]] = {}
@@ -399,10 +406,14 @@ def gpu_setup(
     setup = GpuSetup(
         names=names, linears=linears, rows=rows, inplace=inplace, alone=alone, kernels={}, timers=timers, device=device, notes=notes
     )
-    for n in names:
-        for mnk in setup.shapes(n):
-            if mnk not in setup.kernels:
-                setup.kernels[mnk] = make_kernel(*mnk)
+    built: dict[tuple[MNK, int], Callable[[], object]] = {}  # timers asking for the same pool share a kernel
+    shapes = list(dict.fromkeys(s for n in names for s in setup.shapes(n)))
+    for mode, timer in timers.items():
+        pool = getattr(timer, "weight_pool_bytes", 0)
+        for s in shapes:
+            if (s, pool) not in built:
+                built[s, pool] = make_kernel(*s, pool)
+        setup.kernels[mode] = {s: built[s, pool] for s in shapes}
     return setup
 
 
@@ -427,7 +438,7 @@ def time_gpu_rounds(
     for r in range(rounds):
         if max_seconds is not None and r >= MIN_ROUNDS and time.perf_counter() - started > max_seconds:
             break
-        jobs = [(mode, n) for mode in GPU_MODES for n in g.names]
+        jobs = [(mode, n) for mode in g.modes() for n in g.names]
         rng.shuffle(jobs)
         for mode, n in jobs:
             took: dict[str, float]
@@ -438,7 +449,7 @@ def time_gpu_rounds(
                 took = {name: median_of_passes(rep, passes, False, g.device)[0] for name, rep in g.alone[n].items()}
             else:
                 shapes = g.shapes(n)
-                results = g.timers[mode].time_many([g.kernels[s] for s in shapes], timing)
+                results = g.timers[mode].time_many([g.kernels[mode][s] for s in shapes], timing)
                 med = {s: res.median_us for s, res in zip(shapes, results)}
                 took = {name: sum(med[(m, *nk)] for m in g.rows[n][name]) for name, nk in g.linears[n].items()}
             for name, us in took.items():
@@ -454,14 +465,14 @@ def savings(totals: Mapping[tuple[str, str], list[float]], names: tuple[str, str
     return {mode: statistics.median(b - x for b, x in zip(totals[mode, u], totals[mode, v])) for mode in modes}
 
 
-def nearest_mode(saved: Mapping[str, float], ref: str = "inplace", candidates: Sequence[str] = ("cold", "warm", "alone")) -> str:
-    """The candidate whose saving is nearest the reference mode's."""
-    return min(candidates, key=lambda m: abs(saved[m] - saved[ref]))
+def nearest_mode(saved: Mapping[str, float], ref: str = "inplace") -> str:
+    """The other mode whose saving is nearest the reference mode's."""
+    return min((m for m in saved if m != ref), key=lambda m: abs(saved[m] - saved[ref]))
 
 
 def print_gpu_linears(g: GpuSetup, b: Built, per_linear: Mapping[tuple[str, str, str], list[float]], rounds: int) -> None:
     u, v = g.names
-    modes = [m for m in GPU_MODES if m != "inplace"]
+    modes = [m for m in g.modes() if m != "inplace"]
     print(f"{b.method}, {v} against unaligned, {b.setting}, {b.why}, on {g.device}; us, median over {rounds} rounds")
     print(f"  {'linear':32s} {'unaligned':>10s} -> {v:<12s}  " + "  ".join(f"{m:>15s}" for m in modes))
 
@@ -504,10 +515,10 @@ def print_gpu_report(
 ) -> None:
     print_gpu_linears(g, b, per_linear, rounds)
     u, _ = g.names
-    print_totals(g.names, len(g.linears[u]), totals, GPU_MODES, ref="inplace", ref_label="in place")
-    saved = savings(totals, g.names, GPU_MODES)
+    print_totals(g.names, len(g.linears[u]), totals, g.modes(), ref="inplace", ref_label="in place")
+    saved = savings(totals, g.names, g.modes())
     best = nearest_mode(saved)
-    others = ", ".join(f"{m} {saved[m]:+.0f} us" for m in ("cold", "warm", "alone"))
+    others = ", ".join(f"{m} {saved[m]:+.0f} us" for m in g.modes() if m != "inplace")
     print(f"  nearest the in-place saving ({saved['inplace']:+.0f} us): {best} ({others})")
     line = profile_saving(b.result, g)
     if line:
@@ -531,8 +542,8 @@ def run_cuda(a: argparse.Namespace) -> None:
         cold = CudaTimer(dev)
         kept: list[object] = []  # the kernels' inputs live as long as their closures, kept here besides
 
-        def make_kernel(m: int, n: int, k: int) -> Callable[[], object]:
-            kernel = build_kernel("gemm", dtype, {"m": m, "n": n, "k": k}, device=dev)
+        def make_kernel(m: int, n: int, k: int, pool: int) -> Callable[[], object]:
+            kernel = build_kernel("gemm", dtype, {"m": m, "n": n, "k": k}, device=dev, weight_pool_bytes=pool)
             kept.append(kernel)
             return kernel.fn
 
@@ -541,13 +552,13 @@ def run_cuda(a: argparse.Namespace) -> None:
             b.models,
             {n: b.call(m, a.decode) for n, m in b.models.items()},
             make_kernel,
-            {"cold": cold, "warm": cold.warm()},
+            {"cold": cold, "warm": cold.warm(), "chain": cold.chained()},
             dev,
         )
         torch.cuda.synchronize(dev)
         print(
             f"built and captured in {time.perf_counter() - t0:.0f} s: {torch.cuda.get_device_name(dev)}, "
-            f"{len(g.kernels)} GEMM shapes; timing {a.rounds} rounds",
+            f"{len(g.kernels['cold'])} GEMM shapes; timing {a.rounds} rounds",
             flush=True,
         )
         per_linear, totals, done = time_gpu_rounds(g, a.rounds, max_seconds=a.max_seconds, since=STARTED)

@@ -10,7 +10,8 @@ after call times it hot in L2 instead. Given `weight_pool_bytes`, a kernel takes
 its weights from copies laid side by side in a buffer of that size and uses the
 next copy on each call, so every call reads its weights from beyond the caches
 (the activations stay hot, as they are in a model). The CUDA timer flushes L2
-before each sample instead.
+before each sample instead, except when it times calls back to back (CudaTimer.chained): then
+the weights rotate through a pool on the GPU too.
 """
 
 from __future__ import annotations
@@ -97,12 +98,26 @@ class _PoolViews:
 
     def take(self, *size: int) -> torch.Tensor:
         n = math.prod(size)
-        buf = _POOLS.get((self.dtype, str(self.device)))
-        if buf is None or buf.numel() < self.at + n:
-            buf = _pool(2 * (self.at + n), self.dtype, self.device)  # views taken before keep the old buffer alive
+        self.reserve(n)
+        buf = _POOLS[(self.dtype, str(self.device))]
         out = buf[self.at : self.at + n].view(*size)
         self.at += math.ceil(n / self._align) * self._align
         return out
+
+    def reserve(self, elements: int) -> None:
+        """Room for this many more elements in the pool, grown at once (not by doubling, view by view)."""
+        buf = _POOLS.get((self.dtype, str(self.device)))
+        if buf is None or buf.numel() < self.at + elements:
+            _pool(2 * (self.at + elements), self.dtype, self.device)  # views taken before keep the old buffer alive
+
+    def copies(self, shapes: Sequence[tuple[int, int]], pool_bytes: int) -> list[tuple[torch.Tensor, ...]]:
+        """Copies of one kernel's weights, as many as fill pool_bytes (at most MAX_WEIGHT_COPIES, at least
+        one), each after the last: calls that take them in turn read bytes no other call read since."""
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        per_copy = sum(math.ceil(n * k / self._align) * self._align for n, k in shapes)
+        count = max(1, min(MAX_WEIGHT_COPIES, pool_bytes // (per_copy * itemsize)))
+        self.reserve(count * per_copy)
+        return [tuple(self.take(n, k) for n, k in shapes) for _ in range(count)]
 
 
 def release_weight_pools() -> None:
@@ -188,8 +203,8 @@ def build_kernel(
         return views.take(*size) if views is not None else _randn(*size, dtype=dt, device=dev, gen=gen)
 
     def weights(*shapes: tuple[int, int]) -> list[tuple[torch.Tensor, ...]]:
-        if views is not None:  # a GPU timer flushes the L2 itself: one copy
-            return [tuple(views.take(n, k) for n, k in shapes)]
+        if views is not None:  # a GPU timer flushes the L2 itself (one copy) unless it asks for a pool
+            return views.copies(shapes, weight_pool_bytes)
         return weight_copies(shapes, weight_pool_bytes, dt, dev, gen)
 
     def kernel(what: str, x: torch.Tensor, ws: list[tuple[torch.Tensor, ...]], call: Callable[..., torch.Tensor]) -> Kernel:

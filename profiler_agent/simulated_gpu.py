@@ -5,7 +5,8 @@ the device runs it later, in order; each launch costs host time, and some launch
 more (the bimodal host stalls of small kernels: a slow launch path, an interrupt, the
 garbage collector); an event takes the device's time when the device reaches it, so a device
 that waits for the host between two events puts the wait into the measurement. Kernels read
-cold or warm operands depending on whether an L2 flush ran since they last did.
+cold or warm operands depending on whether an L2 flush ran since they last did (a kernel that
+reads the next copy of its weights on each call reads them cold every time).
 
 Times are microseconds on a virtual clock: nothing here waits for real time, and a seed makes
 every run repeatable.
@@ -68,13 +69,14 @@ class SimulatedGpu:
         self.free_us = max(self.free_us, self.host_us) + device_us * max(0.0, 1 + self._rng.gauss(0, self.noise))
         self.launches += 1
 
-    def kernel(self, cold_us: float, warm_us: float | None = None) -> Callable[[], None]:
-        """A framework op whose kernel takes cold_us on a flushed L2 and warm_us (default cold_us) otherwise."""
+    def kernel(self, cold_us: float, warm_us: float | None = None, pooled: bool = False) -> Callable[[], None]:
+        """A framework op whose kernel takes cold_us on a flushed L2 and warm_us (default cold_us) otherwise;
+        pooled: its weights are a new copy on each call, cold whatever ran before."""
         warm = cold_us if warm_us is None else warm_us
 
         def launch() -> None:
             stall = self._rng.uniform(*self.host.stall_us) if self._rng.random() < self.host.stall_p else 0.0
-            self._queue(cold_us if self._cold else warm, self.host.op_us + stall)
+            self._queue(cold_us if self._cold or pooled else warm, self.host.op_us + stall)
             self._cold = False
 
         return launch
@@ -114,10 +116,13 @@ class SimulatedGpu:
     def clocks(self) -> dict[str, Any]:
         return {}
 
-    def build_kernel(self, op: Any, dtype: Any, shape: dict[str, int], device: Any = None, **_: Any) -> Kernel:
-        """A point's kernel on this stream (the runner's KernelBuilder), its time from lattice_us."""
+    def build_kernel(self, op: Any, dtype: Any, shape: dict[str, int], device: Any = None, weight_pool_bytes: int = 0, **_: Any) -> Kernel:
+        """A point's kernel on this stream (the runner's KernelBuilder), its time from lattice_us (cold;
+        WARM_FACTOR of it warm, unless its weights come from a pool)."""
         op, dtype = Op(op), Dtype(dtype)
-        return Kernel(op, dtype, shape, torch.device("meta"), self.kernel(lattice_us(op, shape)), "simulated", flops=op_flops(op, shape))
+        us = lattice_us(op, shape)
+        fn = self.kernel(us, us * WARM_FACTOR, pooled=weight_pool_bytes > 0)
+        return Kernel(op, dtype, shape, torch.device("meta"), fn, "simulated", flops=op_flops(op, shape))
 
     def idle(self, seconds: float) -> None:
         """Let host time pass with nothing queued (between points, between curves)."""
@@ -129,6 +134,7 @@ class SimulatedGpu:
 # EVEN_FACTOR slower, odd dims ODD_FACTOR slower (GEMM along N and K; SDPA along head_dim).
 PEAK_TFLOPS, BANDWIDTH_GBS, FLOOR_US = 600.0, 3000.0, 2.0
 EVEN_FACTOR, ODD_FACTOR = 2.5, 5.5
+WARM_FACTOR = 0.8  # a kernel whose operands are in the L2 takes this share of its cold time
 _ALIGNED_DIMS = {Op.gemm: ("n", "k"), Op.gemv: ("n", "k"), Op.lowrank: ("rank",), Op.mlp: ("width",), Op.sdpa: ("head_dim",)}
 
 

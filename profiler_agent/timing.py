@@ -145,6 +145,8 @@ POINTS_PER_ROUND = 8  # points whose samples share a round in time_many: one lea
 LEAD_FACTOR = 1.5  # spin before a round: this many times the host's time to queue it
 MAX_LEAD_US = 50_000.0  # a host slower than this per round is kept (extra["late_rounds"]), not waited on
 FIRST_CALLS = 3  # untimed calls on a new point
+# A chained sample's calls (CudaTimer.chained): enough that its two events are a small part of it.
+CHAIN_CALLS = 8
 IDLE_S = 1.0  # the device idle this long: let its clocks settle again
 
 
@@ -330,6 +332,10 @@ class CudaTimer(Timer):
 
     Clocks settle once per timer and again after the device has been idle for IDLE_S, not once
     per point: a curve's points follow each other closely.
+
+    Two other ways to take a sample, for comparison with what a model's step does: warm() times
+    each call after an untimed one (operands in the L2), chained() times calls back to back, each
+    on the next copy of its weights (as a model's step runs its layers' GEMMs).
     """
 
     name = "cuda-events+l2-flush+queued"
@@ -340,6 +346,7 @@ class CudaTimer(Timer):
         flush_bytes: int | None = None,
         queue: GpuQueue | None = None,
         cold: bool = True,
+        chain: int = 1,
     ) -> None:
         if queue is None:
             dev = torch.device(device)
@@ -356,6 +363,16 @@ class CudaTimer(Timer):
         self.cold = cold
         if not cold:
             self.name = "cuda-events+queued"
+        # chain > 1: a sample is that many calls back to back between its two events, read as their
+        # mean; no flush between them, the kernel reading the next copy of its weights on each call
+        # from a pool well beyond the L2 (gac.agent.kernels), its activations warm. One flush before
+        # a point's samples in each round keeps the point before it from leaving its bytes in the L2.
+        if chain < 1:
+            raise ValueError(f"chain must be >= 1, got {chain}")
+        self.chain = chain
+        if chain > 1:
+            self.weight_pool_bytes = max(WEIGHT_POOL_BYTES, 2 * self.flush_bytes)
+            self.name = f"cuda-events+chain{chain}+cold-weights+queued"
         self._lead = LEAD_FACTOR  # spin length per queued sample, as a multiple of the host's time per sample
         self._host_us = 50.0  # host time to queue one sample (a guess on the slow side), learned from each round
         self._last_used: float | None = None
@@ -366,6 +383,11 @@ class CudaTimer(Timer):
     def warm(self) -> CudaTimer:
         """A timer on the same queue whose samples read warm operands (no flush)."""
         return CudaTimer(queue=self.queue, cold=False)
+
+    def chained(self, calls: int = CHAIN_CALLS) -> CudaTimer:
+        """A timer on the same queue whose samples are `calls` calls back to back, each on the next
+        copy of the kernel's weights (build its kernels with its weight_pool_bytes)."""
+        return CudaTimer(queue=self.queue, chain=calls)
 
     def _settle(self, fn: Callable[[], object], timing: Timing) -> None:
         """Run fn in rounds until two rounds agree within 5 % (clocks settled), for at least
@@ -403,8 +425,17 @@ class CudaTimer(Timer):
         q.spin(min(MAX_LEAD_US, self._lead * self._host_us * total))
         q.record(lead_done)
         t0 = q.now()
+        chain = self.chain
         for fn, (starts, ends) in zip(fns, events):
+            if chain > 1:
+                q.flush_l2()
             for s, e in zip(starts, ends):
+                if chain > 1:
+                    q.record(s)
+                    for _ in range(chain):
+                        fn()
+                    q.record(e)
+                    continue
                 if self.cold:
                     q.flush_l2()
                 else:
@@ -421,7 +452,7 @@ class CudaTimer(Timer):
             self._lead *= 2
             return None
         stats["late_rounds"] += not ahead  # kept: the lead is at its cap (a very slow host)
-        return [[q.elapsed_us(s, e) for s, e in zip(starts, ends)] for starts, ends in events]
+        return [[q.elapsed_us(s, e) / chain for s, e in zip(starts, ends)] for starts, ends in events]
 
     points_per_round = POINTS_PER_ROUND
 
@@ -533,6 +564,7 @@ def synced_samples(queue: GpuQueue, fn: Callable[[], object], n: int = 200) -> T
 
 
 __all__ = [
+    "CHAIN_CALLS",
     "COLD_WEIGHTS",
     "QUEUED_L2_FLUSH",
     "CpuTimer",

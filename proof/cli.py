@@ -39,7 +39,7 @@ def config_kwargs(
     from gac.agent.platform import parse_device
     from gac.proof.llama import LLAMA_CONFIGS
     from gac.proof.objectives import SEARCHES
-    from gac.proof.pipeline import COMPRESSORS, DECODERS, DTYPES, MODELS, ProofConfig, check_device, check_positions
+    from gac.proof.pipeline import COMPRESSORS, DECODERS, DTYPES, MODELS, PROFILE_L2, ProofConfig, check_device, check_positions
 
     if model not in MODELS:
         raise ValueError(f"--model: use {', '.join(MODELS)}")
@@ -81,10 +81,10 @@ def config_kwargs(
     if no_slower:
         kw["no_slower"] = True
     if profile_l2 is not None:
-        if profile_l2 not in ("cold", "warm"):
-            raise ValueError("--profile-l2: use cold or warm")
-        if profile_l2 == "warm" and (device is None or not device.startswith("cuda")):
-            raise ValueError("--profile-l2 warm: only on a CUDA device (--device cuda[:N])")
+        if profile_l2 not in PROFILE_L2:
+            raise ValueError(f"--profile-l2: use one of {', '.join(PROFILE_L2)}")
+        if profile_l2 != "cold" and (device is None or not device.startswith("cuda")):
+            raise ValueError(f"--profile-l2 {profile_l2}: only on a CUDA device (--device cuda[:N])")
         kw["profile_l2"] = profile_l2
     if layers is not None:
         kw["llama"] = dataclasses.replace(LLAMA_CONFIGS[model], layers=layers)
@@ -201,7 +201,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--profile-l2",
                 help="CUDA: cold (default: the L2 flushed before each sample, as the agent profiles) | warm (no"
-                " flush; on an H100 it under-predicted even MiniLM's savings, whose weights fit the L2)",
+                " flush; on an H100 it under-predicted even MiniLM's savings, whose weights fit the L2) | chain"
+                " (8 calls back to back per sample, each on a new copy of its weights, as a decode step runs them)",
             ),
         ] = None,
         no_slower: Annotated[

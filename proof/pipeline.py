@@ -75,6 +75,7 @@ OBJECTIVE_VARIANTS = {IMPORTANCE: GAC_IMPORTANCE, LATENCY: GAC_LATENCY, FRONTIER
 MODELS = ("minilm", "llama", "llama8b")
 DECODERS = ("llama", "llama8b")
 DTYPES = ("float32", "bfloat16", "float16")
+PROFILE_L2 = ("cold", "warm", "chain")  # ProofConfig.profile_l2
 SAVED_BEFORE_DTYPES = "bfloat16"  # what runs saved before ProofConfig had a dtype were made in
 DEFAULT_SEQS = {"minilm": (128, 256, 512), "llama": (128, 256, 512), "llama8b": (1024, 2048)}
 CUDA_SEQS = {"llama": (1024, 2048), "llama8b": (1024, 2048)}  # the decoders' prefill lengths on a GPU
@@ -112,7 +113,9 @@ class ProofConfig:
     frontier_tries: int = FRONTIER_TRIES  # at most this many frontier points scored for quality
     device: str = "cpu"  # where models live, the agent profiles and the variants are timed: "cpu" or "cuda:N"
     graphs: bool = True  # on CUDA, time each pass as a CUDA graph's replay (False: the host launches every kernel)
-    profile_l2: str = "cold"  # on CUDA, "warm": profile without flushing the L2 (for a model that lives in it)
+    # On CUDA, how the profile's samples find the L2 (PROFILE_L2): "cold" (flushed), "warm" (for a model that
+    # lives in it), "chain" (calls back to back, each on a new copy of its weights, as a decode step runs them).
+    profile_l2: str = "cold"
     no_slower: bool = False  # GAC latency-aware: no timed setting predicted slower than the compressor's dims
     # Builds of every model, timed in rotation over the rounds (gac.proof.latency.time_rounds); None: 2 on
     # a GPU, where two builds of one small model differed by up to 6 %, 1 on a CPU, where they did not.
@@ -121,8 +124,8 @@ class ProofConfig:
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: use one of {DTYPES}")
-        if self.profile_l2 not in ("cold", "warm"):
-            raise ValueError(f"profile_l2 {self.profile_l2!r}: use cold or warm")
+        if self.profile_l2 not in PROFILE_L2:
+            raise ValueError(f"profile_l2 {self.profile_l2!r}: use one of {', '.join(PROFILE_L2)}")
         if self.instances is not None and not 1 <= self.instances <= self.rounds:
             raise ValueError(f"instances {self.instances}: at least 1, and at most the rounds ({self.rounds})")
         if self.frontier_search not in SEARCHES:
@@ -251,7 +254,7 @@ class ProfileSummary:
     failures: int
     seconds: float
     platform: str
-    l2: str = "cold"  # CUDA: each sample after an L2 flush (cold) or after an untimed call (warm)
+    l2: str = "cold"  # CUDA: each sample after an L2 flush (cold), after an untimed call (warm), or chained
 
 
 @dataclass
@@ -385,7 +388,7 @@ def profiled_aligner(cfg: ProofConfig, log: Callable[[str], None], method: str) 
             on_point=progress,
             balance=cfg.balance_tokens,
             device=cfg.device,
-            warm_l2=cfg.profile_l2 == "warm",
+            profile_l2=cfg.profile_l2,
             no_slower=cfg.no_slower,
         )
         name = f"{ma.platform.device_name} ({ma.platform.fingerprint()[:12]})"

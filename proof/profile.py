@@ -114,15 +114,17 @@ def measured_alignment(
     on_point: Callable[[int, int], None] | None = None,
     balance: bool = True,
     device: str = "cpu",
-    warm_l2: bool = False,
+    profile_l2: str = "cold",
     no_slower: bool = False,
 ) -> MeasuredAlignment:
     """Profile exactly what the manifest's candidates need on `device`, then align with it.
 
-    threads: the CPU's intra-op threads (CPU only; a CUDA timer takes none). warm_l2 (CUDA only):
-    each sample follows an untimed call instead of an L2 flush, for a model whose weights stay in
-    the L2 as it runs (the agent's own profiles are always cold). no_slower: no timed token count
-    predicted slower than at the compressor's dims (gac.solver.no_slower)."""
+    threads: the CPU's intra-op threads (CPU only; a CUDA timer takes none). profile_l2 (CUDA only
+    unless "cold"): "warm", each sample follows an untimed call instead of an L2 flush, for a model
+    whose weights stay in the L2 as it runs; "chain", each sample is calls back to back, each on a
+    new copy of its weights (CudaTimer.chained), as a decode step runs its GEMMs. The agent's own
+    profiles are always cold. no_slower: no timed token count predicted slower than at the
+    compressor's dims (gac.solver.no_slower)."""
     import time
 
     from gac.agent.platform import detect_platform
@@ -134,10 +136,10 @@ def measured_alignment(
     rules = align(manifest, None, opts)
     # On the CPU the timer sets the thread count, before the platform (which records it) is read.
     timer = make_timer(device) if is_cuda(device) else make_timer(device, threads=threads)
-    if warm_l2:
+    if profile_l2 != "cold":
         if not isinstance(timer, CudaTimer):
-            raise ValueError(f"a warm-L2 profile needs a CUDA device, not {device}")
-        timer = timer.warm()
+            raise ValueError(f"a {profile_l2} profile needs a CUDA device, not {device}")
+        timer = timer.warm() if profile_l2 == "warm" else timer.chained()
     platform = detect_platform(device)
     # `missing` already holds the look-ahead above each window (gac.solver.candidates.needed_points).
     plan = plan_for_missing(f"proof-{manifest.compressor}", rules.missing, lookahead=0, timing=timing)

@@ -354,7 +354,7 @@ def render(res: ProofResult) -> str:
         ]
         p = r.profile
         if p is not None:
-            warm = ", L2 warm (no flush)" if p.l2 == "warm" else ""
+            warm = {"warm": ", L2 warm (no flush)", "chain": ", calls chained (new weights each call, no flush)"}.get(p.l2, "")
             lines.append(
                 f"profile: {p.points} GEMM points from the alignment's missing curves, {p.measured} measured ({p.failures} failed)"
                 f" in {p.seconds:.0f} s at M = {r.manifest.workload.tokens}{warm};"

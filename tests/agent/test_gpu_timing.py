@@ -8,11 +8,12 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from gac.agent.kernels import _PoolViews
+from gac.agent.kernels import _PoolViews, release_weight_pools
 from gac.agent.runner import PlanRunner
 from gac.agent.selftest import judge_l2_flush, judge_repeatability, l2_read_times, repeat_medians
-from gac.agent.simulated_gpu import HostCosts, SimulatedGpu
+from gac.agent.simulated_gpu import WARM_FACTOR, HostCosts, SimulatedGpu, lattice_us
 from gac.agent.timing import CudaTimer, Timer, TimingResult, synced_samples
+from gac.contracts.measurements import Op
 from gac.contracts.plans import Sweep, SweepPlan, Timing
 
 SIZES_US = (3.0, 6.0, 50.0, 1000.0)
@@ -163,3 +164,66 @@ def test_the_summary_names_no_step_inside_the_points_noise() -> None:
     assert _largest_step(noisy, "n") == "none beyond noise"  # +138 % between medians, all inside each other's spread
     lattice = [(127, _point(99.0, 98.0, 101.0)), (128, _point(18.0, 17.8, 18.3)), (129, _point(99.5, 98.9, 100.2))]
     assert _largest_step(lattice, "n") == "+453% n=128->129 (not re-timed)"
+
+
+# --- chained samples: calls back to back, as a model's step runs its GEMMs ---
+
+
+@pytest.mark.parametrize("true_us", SIZES_US)
+def test_chained_samples_read_each_call_cold_at_every_size(true_us: float) -> None:
+    """Each call reads a new copy of its weights, so every call is cold though no flush runs between
+    them; the sample's two events are spread over its calls."""
+    for seed in range(3):
+        sim = SimulatedGpu(seed=seed)
+        r = CudaTimer(queue=sim).chained().time(sim.kernel(true_us, true_us / 2, pooled=True), Timing())
+        assert r.median_us == pytest.approx(true_us, rel=0.03), (seed, r)
+        assert r.extra["late_rounds"] == 0
+
+
+def test_chained_calls_without_a_weight_pool_read_warm() -> None:
+    """No flush between a chain's calls: a kernel that reuses one weight tensor reads it from the L2
+    after its first call. The pool, not a flush, is what keeps a chained sample cold."""
+    sim = SimulatedGpu(seed=4)
+    r = CudaTimer(queue=sim).chained().time(sim.kernel(10.0, 5.0), Timing())
+    assert r.median_us == pytest.approx(5.0, rel=0.03)
+
+
+def test_a_chained_timer_asks_for_a_weight_pool_beyond_the_l2() -> None:
+    sim = SimulatedGpu(seed=0, flush_bytes=600 << 20)
+    plain, chained = CudaTimer(queue=sim), CudaTimer(queue=sim).chained(4)
+    assert plain.weight_pool_bytes == 0 and plain.chain == 1
+    assert chained.weight_pool_bytes >= 2 * sim.flush_bytes and chained.chain == 4
+    assert "chain4" in chained.name and chained.name != plain.name
+    with pytest.raises(ValueError, match="chain"):
+        CudaTimer(queue=sim, chain=0)
+
+
+def test_the_runner_builds_pooled_kernels_for_a_chained_timer() -> None:
+    """Through the runner, a chained timer reads the lattice's cold times (its kernels rotate their
+    weights) and the warm timer the warm ones."""
+    plan = SweepPlan(
+        name="lattice",
+        sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 1, "k": 4096}, values={"start": 8, "stop": 24, "step": 4})],
+    )
+    for make, share in ((lambda t: t.chained(), 1.0), (lambda t: t.warm(), WARM_FACTOR)):
+        sim = SimulatedGpu(seed=6)
+        result = PlanRunner(make(CudaTimer(queue=sim)), "cpu", adaptive=False, build=sim.build_kernel).run(plan)
+        assert len(result.measurements) == 5
+        for m in result.measurements:
+            assert m.median_us == pytest.approx(share * lattice_us(Op.gemm, m.shape), rel=0.03), (share, m.shape)
+
+
+def test_gpu_weight_copies_are_disjoint_views_that_fill_the_pool() -> None:
+    release_weight_pools()
+    views = _PoolViews(torch.float16, torch.device("cpu"))
+    x = views.take(4, 64)
+    copies = views.copies([(8, 64), (48, 8)], 8 << 20)  # past the pool's first block: it has to grow
+    per_copy = (8 * 64 + 48 * 8) * 2
+    assert len(copies) == (8 << 20) // per_copy
+    tensors = [x, *(t for ws in copies for t in ws)]
+    spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors)
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:]))  # no byte read by two calls
+    pool = copies[0][0].untyped_storage().data_ptr()
+    assert all(t.untyped_storage().data_ptr() == pool for ws in copies for t in ws)  # grown once, not view by view
+    assert [w.shape for w in copies[0]] == [(8, 64), (48, 8)]
+    assert len(_PoolViews(torch.float16, torch.device("cpu")).copies([(8, 64)], 0)) == 1  # no pool: one copy

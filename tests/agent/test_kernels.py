@@ -89,3 +89,16 @@ def test_sdpa_records_the_backend_dispatch_picks():
 def test_bad_shape_is_refused():
     with pytest.raises(ValueError, match="missing"):
         build_kernel(Op.gemm, Dtype.float32, {"m": 3, "n": 5})
+
+
+def test_a_gpu_kernel_rotates_through_pooled_copies_only_when_its_timer_asks():
+    """The GPU branch (views of one pool; shapes only, on the meta device): one weight copy for the
+    flushing timer, copies filling the pool for the chained one, each a new stretch of the pool."""
+    shape = {"m": 1, "in_features": 4096, "rank": 16, "out_features": 1024}
+    per_copy = 16 * 4096 + 1024 * 16  # elements; both multiples of a cache line in bfloat16
+    assert len(build_kernel(Op.lowrank, Dtype.bfloat16, shape, device="meta").weights) == 1
+    k = build_kernel(Op.lowrank, Dtype.bfloat16, shape, device="meta", weight_pool_bytes=256 << 20)
+    assert len(k.weights) == (256 << 20) // (per_copy * 2)
+    starts = [a.storage_offset() for a, _ in k.weights]
+    assert all(b - a == per_copy for a, b in zip(starts, starts[1:]))
+    assert tuple(k.fn().shape) == (1, 1024)

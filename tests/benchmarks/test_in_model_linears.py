@@ -46,8 +46,8 @@ class Tiny(nn.Module):
 class Kernel:
     """A stand-in for the agent's GEMM at (m, n, k): does nothing when called."""
 
-    def __init__(self, mnk: tuple[int, int, int]) -> None:
-        self.mnk = mnk
+    def __init__(self, mnk: tuple[int, int, int], pool: int = 0) -> None:
+        self.mnk, self.pool = mnk, pool
 
     def __call__(self) -> None:
         return None
@@ -56,8 +56,8 @@ class Kernel:
 class FakeTimer:
     """Answers each kernel's (m, n, k) with a made-up median: n * k / 100 * scale (us)."""
 
-    def __init__(self, scale: float) -> None:
-        self.scale = scale
+    def __init__(self, scale: float, weight_pool_bytes: int = 0) -> None:
+        self.scale, self.weight_pool_bytes = scale, weight_pool_bytes
         self.calls = 0
 
     def time_many(self, fns, timing=None):
@@ -88,10 +88,10 @@ def setup():
         captured.append("x")
         return fn
 
-    def make_kernel(m: int, n: int, k: int) -> Kernel:
-        return Kernel((m, n, k))
+    def make_kernel(m: int, n: int, k: int, pool: int) -> Kernel:
+        return Kernel((m, n, k), pool)
 
-    timers = {"cold": FakeTimer(1.0), "warm": FakeTimer(0.5)}
+    timers = {"cold": FakeTimer(1.0), "warm": FakeTimer(0.5), "chain": FakeTimer(0.75, weight_pool_bytes=1 << 20)}
     g = gpu_setup(("unaligned", "v"), models, {n: call_of(m) for n, m in models.items()}, make_kernel, timers, "cpu", capture=capture)
     return g, models, captured
 
@@ -124,10 +124,14 @@ def test_setup_records_the_linears_calls_rows_and_kernel_shapes(setup):
     # in place: every linear's call in model order; alone: that linear's only
     assert called(models["v"], g.inplace["v"]) == order
     assert called(models["unaligned"], g.alone["unaligned"]["b.up"]) == ["b.up"]
-    # a kernel per distinct (m, n, k): head at m = 1, the rest at the prefill's rows
-    assert (1, 4, 8) in g.kernels and (TOKENS, 16, 8) in g.kernels
-    assert set(g.kernels) == {*g.shapes("unaligned"), *g.shapes("v")}
-    assert len(g.kernels) == 4 + 2  # the low-rank pair differs between the variants
+    # a kernel per distinct (m, n, k) and timer: head at m = 1, the rest at the prefill's rows
+    cold = g.kernels["cold"]
+    assert (1, 4, 8) in cold and (TOKENS, 16, 8) in cold
+    assert set(g.kernels) == set(g.timers) and all(set(k) == {*g.shapes("unaligned"), *g.shapes("v")} for k in g.kernels.values())
+    assert len(cold) == 4 + 2  # the low-rank pair differs between the variants
+    # the chained timer's kernels read their weights from its pool; the others share one weight tensor
+    assert {k.pool for k in g.kernels["chain"].values()} == {1 << 20} and {k.pool for k in cold.values()} == {0}
+    assert all(g.kernels["warm"][s] is k for s, k in cold.items())
 
 
 def test_rounds_add_up_per_mode(setup):
@@ -138,7 +142,7 @@ def test_rounds_add_up_per_mode(setup):
     assert all(len(v) == 4 for v in totals.values())
     assert not any(key[0] == "inplace" for key in per_linear)  # in place is timed as a whole
     for n in g.names:
-        for mode, scale in (("cold", 1.0), ("warm", 0.5)):
+        for mode, scale in (("cold", 1.0), ("warm", 0.5), ("chain", 0.75)):
             want = sum(expected_us((m, *g.linears[n][name]), scale) for name in g.linears[n] for m in g.rows[n][name])
             assert totals[mode, n] == pytest.approx([want] * 4)
             assert per_linear[mode, n, "b.down"] == pytest.approx([expected_us((TOKENS, *g.linears[n]["b.down"]), scale)] * 4)
@@ -173,7 +177,7 @@ def test_a_call_that_cannot_be_captured_is_timed_eagerly_and_noted():
         raise RuntimeError("operation not permitted when stream is capturing")
 
     g = gpu_setup(
-        ("unaligned", "v"), {"unaligned": model, "v": model}, {"unaligned": run, "v": run}, lambda m, n, k: run, {}, "cpu", capture
+        ("unaligned", "v"), {"unaligned": model, "v": model}, {"unaligned": run, "v": run}, lambda m, n, k, pool: run, {}, "cpu", capture
     )
     assert called(model, g.inplace["v"]) == ["a", "b.down", "b.up", "head"]
     assert any("in place: timed eagerly (RuntimeError: operation not permitted" in note for note in g.notes)

@@ -379,7 +379,7 @@ def test_the_proof_times_two_builds_on_a_gpu_and_one_on_a_cpu() -> None:
     assert "instances" not in config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1)  # the device decides
 
 
-def test_a_warm_l2_profile_is_for_cuda_only() -> None:
+def test_a_warm_or_chained_profile_is_for_cuda_only() -> None:
     from gac.proof.cli import config_kwargs
     from gac.proof.profile import measured_alignment
 
@@ -387,12 +387,15 @@ def test_a_warm_l2_profile_is_for_cuda_only() -> None:
         ProofConfig(profile_l2="hot")
     with pytest.raises(ValueError, match="only on a CUDA device"):
         config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, profile_l2="warm")
-    with pytest.raises(ValueError, match="use cold or warm"):
+    with pytest.raises(ValueError, match="use one of cold, warm, chain"):
         config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, profile_l2="lukewarm")
+    with pytest.raises(ValueError, match="--profile-l2 chain: only on a CUDA device"):
+        config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, profile_l2="chain")
     assert config_kwargs("llama", "asvd", None, None, None, None, None, 16, None, 1, profile_l2="cold")["profile_l2"] == "cold"
     manifest = compress("asvd", tiny_cfg(), prepare(tiny_cfg())).manifest
-    with pytest.raises(ValueError, match="needs a CUDA device"):
-        measured_alignment(manifest, window=4, device="cpu", warm_l2=True)
+    for how in ("warm", "chain"):
+        with pytest.raises(ValueError, match=f"a {how} profile needs a CUDA device"):
+            measured_alignment(manifest, window=4, device="cpu", profile_l2=how)
 
 
 def test_no_slower_refuses_a_faster_prefill_bought_with_a_slower_decode_in_the_proofs_alignment() -> None:
@@ -434,6 +437,14 @@ def test_no_slower_refuses_a_faster_prefill_bought_with_a_slower_decode_in_the_p
     _, held, _ = align_measured(manifest, lookup, opts, balance=False, no_slower=True)
     assert 1 in slower(plain)  # the trade is there to be made
     assert not slower(held) and any("no-slower: token weights raised" in w for w in held.warnings)
+
+
+@cuda
+def test_a_chained_profile_times_calls_back_to_back_on_cuda() -> None:
+    res = run_proof(tiny_cfg(compressors=("asvd",), device="cuda:0", dtype=None, profile_l2="chain", window=4), log=lambda _m: None)
+    r = res.results[0]
+    assert r.profile is not None and r.profile.l2 == "chain" and "calls chained" in render(res)
+    assert r.measurements and {m.timer for m in r.measurements} == {"cuda-events+chain8+cold-weights+queued"}
 
 
 @cuda
