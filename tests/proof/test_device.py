@@ -440,19 +440,15 @@ def test_no_slower_refuses_a_faster_prefill_bought_with_a_slower_decode_in_the_p
 
 
 @cuda
-def test_a_chained_profile_times_calls_back_to_back_on_cuda() -> None:
-    res = run_proof(tiny_cfg(compressors=("asvd",), device="cuda:0", dtype=None, profile_l2="chain", window=4), log=lambda _m: None)
+@pytest.mark.parametrize(
+    ("how", "said", "timer"),
+    [("warm", "L2 warm (no flush)", "cuda-events+queued"), ("chain", "calls chained", "cuda-events+chain8+cold-weights+queued")],
+)
+def test_a_warm_or_chained_profile_times_without_flushing_on_cuda(how: str, said: str, timer: str) -> None:
+    res = run_proof(tiny_cfg(compressors=("asvd",), device="cuda:0", dtype=None, profile_l2=how, window=4), log=lambda _m: None)
     r = res.results[0]
-    assert r.profile is not None and r.profile.l2 == "chain" and "calls chained" in render(res)
-    assert r.measurements and {m.timer for m in r.measurements} == {"cuda-events+chain8+cold-weights+queued"}
-
-
-@cuda
-def test_a_warm_l2_profile_times_without_flushing_on_cuda() -> None:
-    res = run_proof(tiny_cfg(compressors=("asvd",), device="cuda:0", dtype=None, profile_l2="warm", window=4), log=lambda _m: None)
-    r = res.results[0]
-    assert r.profile is not None and r.profile.l2 == "warm" and "L2 warm (no flush)" in render(res)
-    assert r.measurements and {m.timer for m in r.measurements} == {"cuda-events+queued"}
+    assert r.profile is not None and r.profile.l2 == how and said in render(res)
+    assert r.measurements and {m.timer for m in r.measurements} == {timer}
 
 
 def test_eager_is_asked_for_by_a_flag_and_graphs_are_the_default() -> None:
