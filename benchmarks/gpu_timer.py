@@ -6,9 +6,10 @@
 
 Per kernel and method, the median of each run, the runs' spread (largest / smallest median - 1:
 the repeatability) and the ratio to triton's do_bench (L2 flushed, one sync at the end). Methods:
-ours (CudaTimer: rounds queued behind a spin), synced (the same events with a sync after each
-sample: the agent's former timing), graph (the kernel replayed from a CUDA graph, warm L2: a floor
-without launch costs). On the simulated stream the reference is the kernel's true duration.
+ours (CudaTimer: rounds queued behind a spin), chained (CudaTimer.chained: 8 calls back to back a
+sample, each on a new copy of the weights, no flush: as a decode step runs them), synced (the same
+events with a sync after each sample: the agent's former timing), graph (the kernel replayed from a
+CUDA graph, warm L2: a floor without launch costs). On the simulated stream the reference is the kernel's true duration.
 The last lines give the median and the worst ratio and spread of each method. Then, on a GPU, the
 profiling rate: a curve of GEMM points timed by the agent's runner, in points per second.
 
@@ -39,12 +40,15 @@ from gac.agent.timing import CudaTimer, synced_samples
 from gac.contracts.plans import Sweep, SweepPlan, Timing
 
 # (label, op, shape) on a GPU, in the platform's fast dtype: small GEMMs (a few us), a GEMV, the
-# q_proj ranks 1288 / 1291 (aligned and not), SDPA at head_dim 128 / 100, a 1 ms GEMM.
+# down-projection of a PaLU head group at decode (rank 13 and 16: one-kernel GEMV against split-K
+# on an H100), the q_proj ranks 1288 / 1291 (aligned and not), SDPA at head_dim 128 / 100, a 1 ms GEMM.
 GPU_KERNELS = (
     ("gemm 256x128x256", "gemm", {"m": 256, "n": 128, "k": 256}),
     ("gemm 256x136x256", "gemm", {"m": 256, "n": 136, "k": 256}),
     ("gemm 256x200x256", "gemm", {"m": 256, "n": 200, "k": 256}),
     ("gemv 4096x4096", "gemv", {"n": 4096, "k": 4096}),
+    ("gemm 1x13x4096", "gemm", {"m": 1, "n": 13, "k": 4096}),
+    ("gemm 1x16x4096", "gemm", {"m": 1, "n": 16, "k": 4096}),
     ("gemm 1024x1288x4096", "gemm", {"m": 1024, "n": 1288, "k": 4096}),
     ("gemm 1024x1291x4096", "gemm", {"m": 1024, "n": 1291, "k": 4096}),
     ("sdpa 1x32x2048 d128", "sdpa", {"b": 1, "h": 32, "s": 2048, "head_dim": 128}),
@@ -116,11 +120,12 @@ def simulated(runs: int) -> None:
     print("simulated GPU stream (gac.agent.simulated_gpu): no real device, the reference is each kernel's true time")
     rows: dict[str, dict[str, list[float]]] = {}
     for us in SIM_KERNELS_US:
-        by: dict[str, list[float]] = {"true": [], "ours": [], "synced": []}
+        by: dict[str, list[float]] = {"true": [], "ours": [], "chained": [], "synced": []}
         for run in range(runs):
             sim = SimulatedGpu(seed=run)
             by["true"].append(us)
             by["ours"].append(CudaTimer(queue=sim).time(sim.kernel(us), Timing()).median_us)
+            by["chained"].append(CudaTimer(queue=sim).chained().time(sim.kernel(us, pooled=True), Timing()).median_us)
             sim = SimulatedGpu(seed=run)
             by["synced"].append(synced_samples(sim, sim.kernel(us), 50).median_us)
         rows[f"kernel of {us:g} us"] = by
@@ -136,7 +141,8 @@ def on_gpu(device: str, runs: int, small: bool = False) -> None:
     with torch.inference_mode():
         for label, op, shape in GPU_KERNELS[:4] if small else GPU_KERNELS:
             fn = build_kernel(op, dtype, shape, dev).fn
-            by: dict[str, list[float]] = {"do_bench": [], "ours": [], "synced": [], "graph": []}
+            pooled = build_kernel(op, dtype, shape, dev, weight_pool_bytes=CudaTimer(dev).chained().weight_pool_bytes).fn
+            by: dict[str, list[float]] = {"do_bench": [], "ours": [], "chained": [], "synced": [], "graph": []}
             if small:  # do_bench's flush is a 256 MB buffer, ours twice the L2: does the size explain a gap?
                 by["ours 256MB"] = []
             for _ in range(runs):  # separate runs: a fresh timer each, the methods interleaved
@@ -146,6 +152,7 @@ def on_gpu(device: str, runs: int, small: bool = False) -> None:
                 else:
                     by["do_bench"].append(ref)
                 by["ours"].append(CudaTimer(dev).time(fn, Timing()).median_us)
+                by["chained"].append(CudaTimer(dev).chained().time(pooled, Timing()).median_us)
                 if small:
                     by["ours 256MB"].append(CudaTimer(dev, flush_bytes=256_000_000).time(fn, Timing()).median_us)
                 by["synced"].append(synced_samples(TorchCudaQueue(dev), fn, 200).median_us)
