@@ -38,7 +38,8 @@
 #   chain      benchmarks/in_model_linears.py on the saved Llama-3-8B run (as kernels picks it), PaLU and ASVD at decode:
 #              does the agent's kernel timed in chains (8 calls back to back, new weights each call) save what
 #              the linears save in place, where cold, warm and alone call it a wash?
-#   proof-chain gac proof on the decoder at Llama-3-8B's dims (all compressors, quick), profiled with --profile-l2 chain
+#   proof-chain gac proof on the decoder at Llama-3-8B's dims (all compressors, quick), profiled with --profile-l2 chain,
+#              then its PaLU decode swap by swap (in_model_swaps, against the chained profile's deltas)
 #   inplace    benchmarks/in_model_linears.py on saved runs in RUNS (default .gpu-runs), else this session's:
 #              proof-minilm.json (ASVD, prefill) and proof-llama8b.json (PaLU, decode); the compressed
 #              linears in place (one graph) against each alone, and the agent's kernel cold and warm
@@ -174,6 +175,9 @@ for s in "${steps[@]}"; do
     proof-chain)
       step proof-chain 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
         --profile-l2 chain --save "$LOGS/proof-chain.json"
+      # Its PaLU decode, swap by swap: does the chained profile's delta per projection match the step's?
+      [ -f "$LOGS/proof-chain.json" ] && step swaps-chain 120 -- "$PY" benchmarks/in_model_swaps.py "$LOGS/proof-chain.json" \
+        --device "$DEVICE" --method palu --decode --variant "GAC latency-aware" --one-out
       ;;
     swaps)
       R="${RUNS:-.gpu-runs}"
