@@ -113,16 +113,24 @@ class _PoolViews:
     def copies(self, shapes: Sequence[tuple[int, int]], pool_bytes: int) -> list[tuple[torch.Tensor, ...]]:
         """Copies of one kernel's weights, as many as fill pool_bytes (at most MAX_WEIGHT_COPIES, at least
         one), each after the last: calls that take them in turn read bytes no other call read since."""
-        itemsize = torch.empty((), dtype=self.dtype).element_size()
-        per_copy = sum(math.ceil(n * k / self._align) * self._align for n, k in shapes)
-        count = max(1, min(MAX_WEIGHT_COPIES, pool_bytes // (per_copy * itemsize)))
-        self.reserve(count * per_copy)
+        strides, count = _copy_layout(shapes, pool_bytes, self.dtype)
+        count = max(1, count)
+        self.reserve(count * sum(strides))
         return [tuple(self.take(n, k) for n, k in shapes) for _ in range(count)]
 
 
 def release_weight_pools() -> None:
     """Free the pools (the next pooled kernel allocates its dtype's again)."""
     _POOLS.clear()
+
+
+def _copy_layout(shapes: Sequence[tuple[int, int]], pool_bytes: int, dtype: torch.dtype) -> tuple[list[int], int]:
+    """(the elements each weight of a copy takes, each on a cache line; how many copies fill pool_bytes,
+    at most MAX_WEIGHT_COPIES)."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    align = max(1, _ALIGN_BYTES // itemsize)
+    strides = [math.ceil(n * k / align) * align for n, k in shapes]
+    return strides, min(MAX_WEIGHT_COPIES, pool_bytes // (sum(strides) * itemsize))
 
 
 def weight_copies(
@@ -134,14 +142,10 @@ def weight_copies(
     `gen`, so kernels timed in turn do not start on the same bytes. With fewer than two copies (pool_bytes
     0, or one copy alone fills it) a single copy is drawn afresh from `gen` instead.
     """
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    align = max(1, _ALIGN_BYTES // itemsize)
-    strides = [math.ceil(n * k / align) * align for n, k in shapes]
-    per_copy = sum(strides)
-    copies = min(MAX_WEIGHT_COPIES, pool_bytes // (per_copy * itemsize))
+    strides, copies = _copy_layout(shapes, pool_bytes, dtype)
     if copies < 2:
         return [tuple(_randn(n, k, dtype=dtype, device=device, gen=gen, scale=k**-0.5) for n, k in shapes)]
-    buf = _pool(copies * per_copy, dtype, device)
+    buf = _pool(copies * sum(strides), dtype, device)
     out: list[tuple[torch.Tensor, ...]] = []
     at = 0
     for _ in range(copies):

@@ -427,21 +427,16 @@ class CudaTimer(Timer):
         t0 = q.now()
         chain = self.chain
         for fn, (starts, ends) in zip(fns, events):
-            if chain > 1:
+            if chain > 1:  # once per point: the point before leaves none of its bytes in the L2
                 q.flush_l2()
             for s, e in zip(starts, ends):
-                if chain > 1:
-                    q.record(s)
-                    for _ in range(chain):
-                        fn()
-                    q.record(e)
-                    continue
-                if self.cold:
+                if chain == 1 and self.cold:  # before each sample: a flush ...
                     q.flush_l2()
-                else:
+                elif chain == 1:  # ... or an untimed call (warm)
                     fn()
                 q.record(s)
-                fn()
+                for _ in range(chain):
+                    fn()
                 q.record(e)
         self._host_us = (q.now() - t0) * 1e6 / total
         ahead = not q.done(lead_done)  # the device was still spinning: every sample was queued in time
