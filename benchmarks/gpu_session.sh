@@ -17,6 +17,9 @@
 #   align      examples/llama3-8b-asvd-r15.json --profile-missing from an empty database, end to end
 #   align-dense the same with --exhaustive (every dim of every window), from another empty database; run after
 #              align, it prints both runs' points, times and estimates side by side
+#   align-jobs the same alignment through the fleet's path, from an empty database: `gac serve`, an agent following
+#              its queue on the GPU (`gac agent run --jobs --follow`), `gac align --enqueue-missing --wait`; run after
+#              align, it prints the agent's jobs beside the local run's points and times (JOBS_MANIFEST: another one)
 #   interrupt  the paper plan stopped by SIGTERM, then by SIGKILL, then again by SIGTERM: what was kept and skipped
 #   proof      gac proof --device cuda:0 on the decoder at Llama-3-8B's dims (quick; the device's fast dtype),
 #              each pass a CUDA graph's replay
@@ -220,6 +223,49 @@ for s in "${steps[@]}"; do
       done
       pack
       ;;
+    align-jobs)
+      d="$GAC_DATA_DIR-jobs" url=http://127.0.0.1:8790
+      rm -rf "$d"
+      GAC_DATA_DIR="$d" "${GAC[@]}" serve --port 8790 > "$LOGS/align-jobs-serve.log" 2>&1 &
+      serve=$!
+      "$PY" - "$url/readyz" <<'PYEOF' || echo "   the service did not come up (align-jobs-serve.log)"
+import sys, time, httpx
+for _ in range(300):
+    try:
+        if httpx.get(sys.argv[1], timeout=2).status_code == 200:
+            sys.exit(0)
+    except httpx.HTTPError:
+        pass
+    time.sleep(0.2)
+sys.exit(1)
+PYEOF
+      token=$(GAC_DATA_DIR="$d" "${GAC[@]}" token create --name "gpu-agent-$$" --scope ingest)
+      "${GAC[@]}" agent run --server "$url" --token "$token" --jobs --follow --poll-s 1 --device "$DEVICE" --quiet \
+        > "$LOGS/align-jobs-agent.log" 2>&1 &
+      agent=$!
+      # The agent's first claim makes its platform known to the service: align for it then.
+      fp=$("$PY" - "$url" "$token" <<'PYEOF'
+import sys, time, httpx
+for _ in range(600):
+    items = httpx.get(f"{sys.argv[1]}/v1/platforms", headers={"Authorization": f"Bearer {sys.argv[2]}"}, timeout=5).json()["items"]
+    if items:
+        print(items[0]["fingerprint"])
+        break
+    time.sleep(0.2)
+PYEOF
+)
+      if [ -n "$fp" ]; then
+        step align-8b-jobs 360 -- "${GAC[@]}" align "${JOBS_MANIFEST:-examples/llama3-8b-asvd-r15.json}" --server "$url" \
+          --token "$token" --platform "$fp" --enqueue-missing --wait --yes
+      else
+        echo "== align-8b-jobs: skipped, the agent's platform never reached the service (align-jobs-agent.log)"
+      fi
+      kill -TERM "$agent" 2>/dev/null; wait "$agent" 2>/dev/null
+      kill -TERM "$serve" 2>/dev/null; wait "$serve" 2>/dev/null
+      echo "   the agent's jobs: $(grep -h 'points in' "$LOGS/align-jobs-agent.log" | tr '\n' ';')"
+      [ -f "$LOGS/align-8b.log" ] && echo "   align-8b (measured here): $(grep -h 'measured .* points in' "$LOGS/align-8b.log" | tr '\n' ';')"
+      pack
+      ;;
     interrupt)
       d="$GAC_DATA_DIR-int"
       rm -rf "$d"
@@ -264,8 +310,8 @@ for s in "${steps[@]}"; do
       fi
       ;;
     *) echo "unknown step $s (timer, timer-small, why, selftest, profile, align, align-stop, interrupt, proof, proof-fp16," \
-         "proof-eager, proof-2048, proof-2048-all, proof-2048-pp, kernels, swaps, chain, proof-chain, align-dense, proof-no-slower, minilm," \
-         "minilm-warm, cuda-tests, inplace)"; exit 2 ;;
+         "proof-eager, proof-2048, proof-2048-all, proof-2048-pp, kernels, swaps, chain, proof-chain, align-dense, align-jobs," \
+         "proof-no-slower, minilm, minilm-warm, cuda-tests, inplace)"; exit 2 ;;
   esac
 done
 pack

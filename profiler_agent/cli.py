@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -426,6 +427,8 @@ class AgentRunOptions:
     spool: bool = False  # time even when --server cannot be reached now: results wait in the spool
     adaptive: bool = True
     max_jobs: int = 1000
+    follow: bool = False  # with jobs: wait for more when the queue is empty, until stopped
+    poll_s: float = 5.0
     lease_seconds: int = 600
     batch_size: int = 1000
     quiet: bool = False
@@ -439,6 +442,8 @@ class AgentRunOptions:
             return "--token (or GAC_TOKEN) is required with --server"
         if self.jobs and self.server is None:
             return "--jobs needs --server"
+        if self.follow and not self.jobs:
+            return "--follow waits for jobs: give --jobs too"
         if self.spool and self.server is None:
             return "--spool keeps what --server cannot take now: give --server too (or --out FILE alone, offline)"
         return None
@@ -588,24 +593,37 @@ def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
 
 
 def _run_jobs(agent: _Agent) -> int:
-    """Claim jobs until the queue has none for this platform; returns an exit code."""
+    """Claim jobs until the queue has none for this platform (with --follow: until stopped, waiting
+    for more, and through a service that cannot be reached for a while); returns an exit code."""
     import httpx
 
-    from gac.agent.jobs import JobClient, JobError
+    from gac.agent.jobs import JobClient, JobError, Poll, retryable
 
     o, platform = agent.opts, agent.session.platform
     assert o.server is not None and o.token is not None  # usage_error() says --jobs needs both
     jc = JobClient(o.server, o.token, agent=_agent_name(), client=agent.client)
-    code = 0
-    for k in range(1, o.max_jobs + 1):
+    poll = Poll(o.poll_s) if o.follow else None
+    code, k, said = 0, 0, ""
+    while k < o.max_jobs:
         try:
-            job = jc.claim(platform, o.lease_seconds)
+            job, failure = jc.claim(platform, o.lease_seconds), None
         except (httpx.HTTPError, JobError) as err:
-            console.print(f"[red]cannot claim a job: {err}[/red]")
-            return 1
+            if poll is None or not retryable(err):
+                console.print(f"[red]cannot claim a job: {err}[/red]")
+                return 1
+            job, failure = None, err
         if job is None:
-            console.print("no (more) jobs for this platform")
-            return code
+            if poll is None:
+                console.print("no (more) jobs for this platform")
+                return code
+            # Said once per change (an idle agent prints nothing more), the service's error each time it changes.
+            why = f"cannot claim a job ({failure}): trying again" if failure else "no jobs for this platform now: waiting for more"
+            if why != said:
+                console.print(f"{why} (about every {poll.every_s:g} s; Ctrl-C or SIGTERM stops)", markup=False, highlight=False)
+                said = why
+            time.sleep(poll.next_wait(failed=failure is not None))
+            continue
+        said, k = "", k + 1
         # n: this job and those before it, plus the queued jobs this platform could claim next
         # (what the service lists), up to --max-jobs; unknown if the queue cannot be read.
         queued = jc.queued_for(platform, limit=o.max_jobs - k) if k < o.max_jobs else 0
@@ -704,6 +722,15 @@ def agent_run(
     ] = False,
     adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive", help="Refine adaptive sweeps only around steps")] = True,
     max_jobs: Annotated[int, typer.Option("--max-jobs", min=1, help="Stop after this many jobs")] = 1000,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="with --jobs: when the queue is empty, wait for more jobs (and for a service that cannot be reached) "
+            "instead of stopping; Ctrl-C or SIGTERM stops it",
+        ),
+    ] = False,
+    poll_s: Annotated[float, typer.Option("--poll-s", min=0.1, help="with --follow: seconds between claims while idle")] = 5.0,
     lease_seconds: Annotated[int, typer.Option("--lease-seconds", min=10)] = 600,
     batch_size: Annotated[
         int,
@@ -732,6 +759,8 @@ def agent_run(
         spool=spool,
         adaptive=adaptive,
         max_jobs=max_jobs,
+        follow=follow,
+        poll_s=poll_s,
         lease_seconds=lease_seconds,
         batch_size=batch_size,
         quiet=quiet,

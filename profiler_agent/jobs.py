@@ -3,11 +3,13 @@
 A claimed job carries a lease; a background heartbeat extends it while the
 agent runs the job's plan, and an expired lease sends the job back to the queue.
 While a job runs, its progress is one line: which job of how many, points done
-of the total, and the ETA from the rate measured so far (ProgressLine).
+of the total, and the ETA from the rate measured so far (ProgressLine). An agent that
+follows the queue (`gac agent run --jobs --follow`) waits between claims as Poll says.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -122,6 +124,33 @@ class JobClient:
             self._client.close()
 
 
+def retryable(err: Exception) -> bool:
+    """Whether a failed claim may succeed later: the service unreachable, busy or failing (a
+    transport error, 408, 429, 5xx), not a refusal that asking again cannot change (401, 403, 422)."""
+    if isinstance(err, httpx.HTTPError):
+        return True
+    status = getattr(err, "status", None)
+    return status is None or status in (408, 429) or status >= 500
+
+
+@dataclass
+class Poll:
+    """How long an agent following the queue waits before it claims again: `every_s` while the
+    queue is empty; after failed claims twice as long each time, up to `max_s`. Each wait is drawn
+    within +/-25 % of that, so a fleet's agents started together do not claim in step."""
+
+    every_s: float
+    max_s: float = 60.0
+    failures: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def next_wait(self, failed: bool) -> float:
+        """Seconds to wait after a claim that found nothing (failed False) or could not be made."""
+        self.failures = self.failures + 1 if failed else 0
+        base = min(max(self.max_s, self.every_s), self.every_s * 2**self.failures)
+        return base * self.rng.uniform(0.75, 1.25)
+
+
 def job_matches(match: dict[str, Any], platform: PlatformDescriptor, fingerprint: str | None = None) -> bool:
     """The service's claim rule (service/jobs/repository.py:claimable): every field the job's
     match sets must agree; device_name is a case-insensitive substring of the platform's."""
@@ -209,4 +238,4 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-__all__ = ["Heartbeat", "Job", "JobClient", "JobError", "ProgressLine", "format_duration", "job_label", "job_matches"]
+__all__ = ["Heartbeat", "Job", "JobClient", "JobError", "Poll", "ProgressLine", "format_duration", "job_label", "job_matches", "retryable"]

@@ -565,8 +565,8 @@ def align_command(
         bool,
         typer.Option(
             "--wait",
-            help="with --profile-missing and --server, for another machine's platform: wait for its agents to measure "
-            "the queued points, align again, and queue what the new points call for",
+            help="with --server and --enqueue-missing (or --profile-missing for another machine's platform): wait for "
+            "the platform's agents to measure the queued points, align again, and queue what the new points call for",
         ),
     ] = False,
     device: Annotated[str, typer.Option(help="with --profile-missing: the device to measure on (cpu, cuda:N)")] = "cpu",
@@ -605,6 +605,9 @@ def align_command(
     if dtype is not None:
         names.flags["workload.dtype"] = "--dtype"
         body.setdefault("workload", {"tokens": [1024]})["dtype"] = dtype
+    if wait and not (server and (profile_missing or enqueue_missing)):
+        err.print("[red]--wait follows the jobs a service queues: give --server with --enqueue-missing or --profile-missing[/red]")
+        raise typer.Exit(2)
     if exhaustive and server:
         err.print("[red]--exhaustive works with the local database or --measurements: the service's API has no such option[/red]")
         raise typer.Exit(2)
@@ -640,6 +643,9 @@ def align_command(
         estimated = sum(m.estimated_seconds or 0.0 for m in res.missing)
         pm.confirm(len(pm.missing_points(stored.document)), len(res.missing), estimated, f"as a job for platform {res.platform[:16]}", yes)
         stored = run(platform, True)
+        if wait and server:
+            err.print(f"queued as job(s) {stored.jobs}: waiting for the platform's agents (`gac agent run --jobs --follow`)")
+            stored = _follow_jobs(stored, run, res.platform, server, token)
     if profile_missing and stored.result.missing:
         stored = _profile_and_realign(stored, run, server, token, db, device, threads, yes, wait)
     if as_json:

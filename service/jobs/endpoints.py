@@ -48,7 +48,8 @@ def list_jobs(
     responses={204: {"description": "No job for this platform now."}, **errors(401, 403, 413, 422)},
 )
 def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, token: IngestToken):
-    """Lease the most urgent job this platform may run; 204 when there is none.
+    """Lease the most urgent job this platform may run; 204 when there is none. A platform the
+    service has not seen is stored, so that work can be queued for it.
 
     The lease belongs to this token: another token's heartbeat, complete or fail gets 403."""
     job = service.claim(session, settings, body.platform, body.agent, body.lease_seconds, token.id)

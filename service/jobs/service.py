@@ -13,6 +13,8 @@ from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 from gac.service.db import begin_write
 from gac.service.errors import Conflict, Forbidden, NotFound
+from gac.service.ingest.known import KNOWN, platform_key
+from gac.service.ingest.repository import upsert_platform
 from gac.service.jobs import repository as repo
 from gac.service.jobs.schemas import JobMatch, JobOut
 from gac.service.models import Job
@@ -101,21 +103,25 @@ def enqueue(
 def claim(
     session: Session, settings: Settings, platform: PlatformDescriptor, agent: str, lease_seconds: int | None, token_id: int
 ) -> Job | None:
-    """Lease the best job for this platform to agent, on behalf of the token that asked."""
+    """Lease the best job for this platform to agent, on behalf of the token that asked. The
+    platform is stored if it is new: an agent asking for work makes its platform known, so that
+    work can be queued for it (an alignment's missing points) before it has measured anything."""
     begin_write(session)
     now = _now()
+    key = platform_key(str(session.get_bind().engine.url), platform.fingerprint())
+    known = KNOWN.get(key, now)
+    platform_id = known if known is not None else upsert_platform(session, platform, now)
     repo.fail_exhausted(session, now)
     job = repo.claimable(session, platform, now)
-    if job is None:
-        session.commit()
-        return None
-    job.status = "leased"
-    job.lease_owner = agent
-    job.lease_token_id = token_id
-    job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)
-    job.attempts += 1
-    job.updated_at = now
+    if job is not None:
+        job.status = "leased"
+        job.lease_owner = agent
+        job.lease_token_id = token_id
+        job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)
+        job.attempts += 1
+        job.updated_at = now
     session.commit()
+    KNOWN.put(key, platform_id, now)  # once committed: a rolled-back id may not exist
     return job
 
 

@@ -83,6 +83,7 @@ def test_unreachable_server_spools_and_flush_keeps_it(app, tmp_path):
         (["agent", "run", "--server", "http://x"], "--token"),
         (["agent", "run", "--out", "x.jsonl", "--device", "cuda:0"], "device error"),
         (["agent", "run", "--out", "x.jsonl", "--dtype", "float64"], "plan error"),
+        (["agent", "run", "--out", "x.jsonl", "--plan", "quick", "--follow"], "--follow waits for jobs: give --jobs too"),
     ],
 )
 def test_usage_errors_are_clear(app, tmp_path, monkeypatch, args, needle):
@@ -203,6 +204,26 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     unknown = ProgressLine(job_label(3, None), started=0.0)  # the queue could not be read: no n invented
     assert unknown.line(1, 4, now=2.5) == "job 3: 1/4 points, ETA 7.5s"
     assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]
+
+
+def test_a_following_agent_waits_longer_while_the_service_fails_and_never_in_step():
+    import random
+
+    import httpx
+
+    from gac.agent.jobs import JobError, Poll, retryable
+
+    poll = Poll(every_s=2.0, max_s=30.0, rng=random.Random(0))
+    idle = [poll.next_wait(failed=False) for _ in range(200)]
+    assert all(1.5 <= w <= 2.5 for w in idle) and len(set(idle)) == 200  # jittered around every_s
+    failing = [poll.next_wait(failed=True) for _ in range(8)]
+    bases = [4, 8, 16, 30, 30, 30, 30, 30]  # doubling from every_s, capped at max_s
+    assert all(0.75 * b <= w <= 1.25 * b for w, b in zip(failing, bases, strict=True)), failing
+    assert 1.5 <= poll.next_wait(failed=False) <= 2.5 and poll.failures == 0  # a claim that worked starts over
+    # What asking again may fix, and what it cannot.
+    assert retryable(httpx.ConnectError("refused")) and retryable(httpx.ReadTimeout("slow"))
+    assert all(retryable(JobError("x", s)) for s in (None, 408, 429, 500, 503))
+    assert not any(retryable(JobError("x", s)) for s in (400, 401, 403, 404, 422))
 
 
 def test_job_match_rule_is_the_services():

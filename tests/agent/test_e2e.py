@@ -4,6 +4,10 @@ service restart mid-run; concurrent agents never claim the same job."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import uuid
 from datetime import datetime
@@ -23,6 +27,7 @@ from gac.agent.timing import CpuTimer
 from gac.contracts.measurements import RunInfo
 from gac.contracts.plans import loads_plan
 from tests import factories as f
+from tests.fixtures.lines import OutputLines
 
 pytestmark = pytest.mark.slow
 
@@ -377,3 +382,34 @@ def test_ctrl_c_gives_a_claimed_job_back_at_once(live_service, tmp_path, monkeyp
     assert len(stored(live_service, platform.fingerprint())) == 2  # the points measured before Ctrl-C
     again = JobClient(live_service.url, live_service.ingest_token, agent="next").claim(platform)
     assert again is not None and again.id == job_id  # another agent can take it now
+
+
+def test_a_following_agent_waits_for_new_jobs_and_rides_out_a_service_restart(live_service, tmp_path, threads_one):
+    platform = detect_platform("cpu")
+    plan = loads_plan(TINY)
+    command = [sys.executable, "-m", "gac", "agent", "run", "--jobs", "--follow", "--poll-s", "0.2", "--server", live_service.url,
+               "--token", live_service.ingest_token, "--threads", "1", "--quiet", "--spool-dir", str(tmp_path / "spool")]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "250"}
+    agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = OutputLines(agent)
+    try:
+        out.wait_for("no jobs for this platform now: waiting for more")  # an empty queue does not end it
+        first = _create_job(live_service, plan.to_document(), platform.fingerprint())
+        out.wait_for("points in")  # the job it found on its next claim, done
+        out.wait_for("no jobs for this platform now: waiting for more")
+        live_service.stop()
+        out.wait_for("cannot claim a job")  # the service gone: it waits for it, it does not exit
+        assert agent.poll() is None
+        live_service.start()
+        second = _create_job(live_service, plan.to_document(), platform.fingerprint())
+        out.wait_for("points in")
+        out.wait_for("no jobs for this platform now: waiting for more")
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=30) == 143  # stopped as asked, between jobs
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    for job_id in (first, second):
+        job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers=f.auth(live_service.read_token)).json()
+        assert (job["status"], job["points_done"]) == ("done", plan.n_points()), job
+    assert len(stored(live_service, platform.fingerprint())) == 2 * plan.n_points()  # both jobs' points, each once

@@ -51,6 +51,8 @@ def test_bad_files_and_settings(tmp_path):
         (("align", str(tmp_path / "list.json")), ("list.json", "object")),
         (("align", str(MANIFEST), "--objective", "fastest"), ("--objective",)),
         (("align", str(MANIFEST), "--window", "wide"), ("--window", "gac or paper")),
+        (("align", str(MANIFEST), "--enqueue-missing", "--wait"), ("--wait", "give --server")),
+        (("align", str(MANIFEST), "--server", "http://127.0.0.1:9", "--wait"), ("--wait", "--enqueue-missing")),
         (("ingest", str(tmp_path / "list.jsonl"), "--server", "http://127.0.0.1:9", "--token", "t"), ("line 1", "JSON object")),
         (("ingest", str(tmp_path / "list.jsonl")), ("--server",)),
     ]

@@ -195,3 +195,24 @@ def test_concurrent_claims_never_share_a_job(live_service):
     with ThreadPoolExecutor(6) as pool:
         claimed = [job for jobs in pool.map(worker, range(6)) for job in jobs]
     assert len(claimed) == 12 and len(set(claimed)) == 12
+
+
+def test_an_agent_asking_for_work_makes_its_platform_known(client, ingest_token):
+    """A new machine's first claim stores its platform (once, however often it asks), so an alignment
+    can queue the points it needs for that machine before it has measured anything."""
+    from tests.service.test_align_api import manifest
+
+    new = f.platform(device_kind="cuda", device_name="NVIDIA H100 80GB HBM3", compute_capability="9.0", isa=None, cores=None)
+    fp = new.fingerprint()
+    assert client.get(f"/v1/platforms/{fp}").status_code == 404
+    refused = client.post("/v1/align", json=manifest(fp), params={"enqueue_missing": True}, headers=f.auth(ingest_token))
+    assert [d["field"] for d in f.refused(refused, 422, "Unprocessable")["detail"]] == ["body.target.platform"]
+    for _ in range(3):
+        assert claim(client, ingest_token, plat=new).status_code == 204  # nothing for it yet ...
+    known = client.get(f"/v1/platforms/{fp}")
+    assert known.status_code == 200 and known.json()["descriptor"]["device_name"] == "NVIDIA H100 80GB HBM3"  # ... but now it is known
+    assert client.get("/v1/platforms", params={"device_kind": "cuda"}).json()["total"] == 1  # once
+    queued = client.post("/v1/align", json=manifest(fp), params={"enqueue_missing": True}, headers=f.auth(ingest_token))
+    assert queued.status_code == 201 and len(queued.json()["jobs"]) == 1  # every point it needs, as a job for it
+    got = claim(client, ingest_token, plat=new)
+    assert got.status_code == 200 and got.json()["id"] == queued.json()["jobs"][0]

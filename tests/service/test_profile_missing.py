@@ -25,8 +25,7 @@ pytestmark = pytest.mark.slow
 M, IN, OUT = 8, 48, 40
 
 
-def tiny_manifest(target: str | None = None) -> dict:
-    dims = (11.3, 19.6)
+def tiny_manifest(target: str | None = None, dims: tuple[float, ...] = (11.3, 19.6)) -> dict:
     doc = {
         "schema": "gac.manifest/v1",
         "model": "tiny",
