@@ -262,7 +262,7 @@ PYEOF
       fi
       kill -TERM "$agent" 2>/dev/null; wait "$agent" 2>/dev/null
       kill -TERM "$serve" 2>/dev/null; wait "$serve" 2>/dev/null
-      echo "   the agent's jobs: $(grep -h 'points in' "$LOGS/align-jobs-agent.log" | tr '\n' ';')"
+      echo "   the agent's jobs: $(grep -h '^job .* points in' "$LOGS/align-jobs-agent.log" | tr '\n' ';')"
       [ -f "$LOGS/align-8b.log" ] && echo "   align-8b (measured here): $(grep -h 'measured .* points in' "$LOGS/align-8b.log" | tr '\n' ';')"
       pack
       ;;

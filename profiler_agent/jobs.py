@@ -181,7 +181,7 @@ def job_label(k: int, n: int | None) -> str:
 @dataclass
 class ProgressLine:
     """One line of progress: 'job 2 of 5: 30/120 points, ETA 3m00s (id 17, plan quick)', and when
-    done 'job 2 of 5: 120/120 points in 4m01s (id 17, plan quick)'. What counts comes first, so
+    done 'job 2 of 5: 120/120 points in 4m01s, 0.498 points/s (id 17, plan quick)'. What counts comes first, so
     a narrow terminal cuts the line's tail, not its figures.
 
     The ETA is the time per point measured so far times the points left (the total grows
@@ -194,7 +194,8 @@ class ProgressLine:
     def line(self, done: int, total: int, now: float | None = None) -> str:
         elapsed = (time.monotonic() if now is None else now) - self.started
         if done >= total:
-            text = f"{self.label}: {done}/{total} points in {format_duration(elapsed)}"
+            rate = f", {done / elapsed:.3g} points/s" if elapsed > 0 and done else ""
+            text = f"{self.label}: {done}/{total} points in {format_duration(elapsed)}{rate}"
         else:
             eta = format_duration(elapsed / done * (total - done)) if done > 0 else "-"
             text = f"{self.label}: {done}/{total} points, ETA {eta}"

@@ -638,10 +638,13 @@ def align_command(
         # Queue only what the user has seen sized: points and estimated time first, and a
         # question above the threshold (--yes skips it).
         from gac.commands import profile_missing as pm
+        from gac.solver.sparse_needs import FIRST_PASS
 
         res = stored.result
         estimated = sum(m.estimated_seconds or 0.0 for m in res.missing)
         pm.confirm(len(pm.missing_points(stored.document)), len(res.missing), estimated, f"as a job for platform {res.platform[:16]}", yes)
+        if any(FIRST_PASS in m.reasons for m in res.missing):
+            pm.say_first_pass()
         stored = run(platform, True)
         if wait and server:
             err.print(f"queued as job(s) {stored.jobs}: waiting for the platform's agents (`gac agent run --jobs --follow`)")

@@ -69,7 +69,7 @@ def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, b
     cap = Timing().time_cap_ms / 1e3
     console.print(
         f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} "
-        f"{basis}, at most about {_duration(most_seconds(points))} (each point to its {cap:g} s time cap)"
+        f"{basis}; these {points} at most about {_duration(most_seconds(points))} (each point to its {cap:g} s time cap)"
     )
     if yes or estimated <= CONFIRM_ABOVE_S:
         return
@@ -78,6 +78,17 @@ def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, b
         raise typer.Exit(2)
     if not typer.confirm("go ahead?", default=True, err=True):
         raise typer.Exit(1)
+
+
+def say_first_pass() -> None:
+    """What a first pass's estimate counts: the points it calls for next, which the alignment asks for after it."""
+    from gac.solver.profile_time import LATER_PASSES
+
+    console.print(
+        f"these are each window's lattice and a sample: the estimate allows {LATER_PASSES:.0%} for the points "
+        "they call for next (where nothing is measured yet, every other dim of their windows at its time cap), "
+        "and a curve they do not explain as a lattice calls for every dim (`--exhaustive` measures every dim at once)"
+    )
 
 
 def this_machine(device: str, threads: int | None):  # noqa: ANN201 - the agent's session object
@@ -175,11 +186,7 @@ def measure(
         else:
             confirm(n, curves, estimated, f"on this machine ({label})", yes)
         if first_pass:
-            console.print(
-                f"these are each window's lattice and a sample: the estimate allows {LATER_PASSES:.0%} for the points "
-                "they call for next, and a curve they do not explain as a lattice calls for every dim "
-                "(`--exhaustive` measures every dim at once)"
-            )
+            say_first_pass()
         sinks.append(open_sink(run_info(plan.name)))
         run = run_keeping(session, todo, sinks[-1], adaptive=False, kept_before=kept_before + measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -200,7 +201,7 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     assert line.line(0, 120, now=100.0) == "job 2 of 5: 0/120 points, ETA - (id 17, plan quick)"
     # 30 points in 60 s: 2 s a point, 90 left -> 3 minutes.
     assert line.line(30, 120, now=160.0) == "job 2 of 5: 30/120 points, ETA 3m00s (id 17, plan quick)"
-    assert line.line(120, 120, now=341.0) == "job 2 of 5: 120/120 points in 4m01s (id 17, plan quick)"
+    assert line.line(120, 120, now=341.0) == "job 2 of 5: 120/120 points in 4m01s, 0.498 points/s (id 17, plan quick)"
     unknown = ProgressLine(job_label(3, None), started=0.0)  # the queue could not be read: no n invented
     assert unknown.line(1, 4, now=2.5) == "job 3: 1/4 points, ETA 7.5s"
     assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]
@@ -224,6 +225,22 @@ def test_a_following_agent_waits_longer_while_the_service_fails_and_never_in_ste
     assert retryable(httpx.ConnectError("refused")) and retryable(httpx.ReadTimeout("slow"))
     assert all(retryable(JobError("x", s)) for s in (None, 408, 429, 500, 503))
     assert not any(retryable(JobError("x", s)) for s in (400, 401, 403, 404, 422))
+
+
+def test_the_compose_files_agent_follows_the_queue(app, monkeypatch):
+    """docker-compose.yml's agent container runs a command `gac agent run` accepts, and it waits for
+    work rather than exiting (and being restarted by Docker) whenever the queue is empty."""
+    import yaml
+
+    import gac.agent.cli as cli
+
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text())
+    command = compose["services"]["agent"]["command"]
+    asked = []
+    monkeypatch.setattr(cli, "run_agent", lambda opts: asked.append(opts) or 0)
+    res = CliRunner().invoke(app, ["agent", "run", *command])
+    assert res.exit_code == 0, res.output
+    assert asked[0].jobs and asked[0].follow and asked[0].device == "cuda:0"
 
 
 def test_job_match_rule_is_the_services():
@@ -284,6 +301,6 @@ def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_pa
         assert res.exit_code == 0, res.output
         lines = [ln for ln in res.stderr.splitlines() if ln.startswith("job ")]
         assert len(lines) == 2, res.stderr  # one line per job, however many points
-        assert re.fullmatch(rf"job 1 of 2: 5/5 points in [0-9.ms]+ \(id {first}, plan tiny\)", lines[0]), lines
-        assert re.fullmatch(rf"job 2 of 2: 5/5 points in [0-9.ms]+ \(id {second}, plan tiny\)", lines[1]), lines
+        assert re.fullmatch(rf"job 1 of 2: 5/5 points in [0-9.ms]+, [0-9.e+]+ points/s \(id {first}, plan tiny\)", lines[0]), lines
+        assert re.fullmatch(rf"job 2 of 2: 5/5 points in [0-9.ms]+, [0-9.e+]+ points/s \(id {second}, plan tiny\)", lines[1]), lines
     assert httpx.get(f"{live_service.url}/v1/jobs/{elsewhere}").json()["status"] == "queued"

@@ -262,7 +262,12 @@ def test_measured_alignment_on_this_cpu(small, calibration) -> None:
 
     lookup = FileLookup.from_measurements(ma.measurements, ma.platform.fingerprint())
     full = align(comp.manifest, lookup, AlignOptions(candidates=CandidateOptions(window=16, window_rel=0.0, lookahead=0)))
-    assert all(c.source == "measured" for w in full.weights for c in w.candidates) and not full.missing
+    assert all(c.source == "measured" for w in full.weights for c in w.candidates)
+    # Nothing is missing but the points the quality gate flagged (a noisy machine, a 20 ms cap): a
+    # lookup never reads those, so the alignment asks for them again.
+    flagged = {(m.op, m.dtype, tuple(sorted(m.shape.items()))) for m in ma.measurements if m.quality}
+    asked = {(mc.op, mc.dtype, tuple(sorted({**mc.fixed_shape, mc.axis: d}.items()))) for mc in full.missing for d in mc.dims}
+    assert asked <= flagged, sorted(asked - flagged)
     # Tiny GEMMs give flat, noisy curves; an item whose window holds no dim faster than
     # every measured dim above it falls back to the rule, and the result says so.
     measured = [w for w in ma.measured.weights if all(c.source == "measured" for c in w.candidates)]

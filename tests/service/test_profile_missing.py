@@ -195,3 +195,13 @@ def test_enqueue_missing_is_sized_before_it_is_queued(live_service, tmp_path):
     asked = gac([*args, "--yes", "--json"], os.environ.copy())
     assert asked.returncode == 0, asked.stderr
     assert queued() == 1
+
+
+def test_the_estimate_says_what_its_at_most_figure_covers(capsys):
+    """A first pass's estimate counts the points it calls for next; its 'at most' counts these points
+    only: said as such, the two figures do not contradict each other (2.4 min about, 57 s at most)."""
+    from gac.commands import profile_missing as pm
+
+    pm.confirm(28, 2, 144.0, "as a job", yes=True)
+    said = capsys.readouterr().err
+    assert "about 2.4 min" in said and "these 28 at most about 57 s" in said, said
