@@ -362,7 +362,7 @@ def _follow_jobs(queued: _Stored, run, target: str, server: str, token: str | No
 
     stored = queued
     for _ in range(pm.MAX_ROUNDS):
-        _wait_for(stored.jobs, server, token)
+        _wait_for(stored.jobs, server, token, platform=target)
         stored = run(target, True)
         if not stored.result.missing:
             break
@@ -373,11 +373,17 @@ def _follow_jobs(queued: _Stored, run, target: str, server: str, token: str | No
     return stored
 
 
-def _wait_for(jobs: list[int], server: str, token: str | None, every_s: float = 2.0) -> None:
-    """Until every job has ended (done, failed or cancelled), saying each change of their counts."""
+UNCLAIMED_HINT_S = 60.0  # queued this long with none claimed: say what takes them
+
+
+def _wait_for(
+    jobs: list[int], server: str, token: str | None, every_s: float = 2.0, platform: str = "", hint_after_s: float = UNCLAIMED_HINT_S
+) -> None:
+    """Until every job has ended (done, failed or cancelled), saying each change of their counts, and
+    once, if none was claimed within hint_after_s, what would claim them."""
     from gac.client import Client, GacApiError, GacConnectionError
 
-    said = None
+    said, started, hinted = None, time.monotonic(), False
     try:
         with Client(server, token) as client:
             while True:
@@ -386,6 +392,13 @@ def _wait_for(jobs: list[int], server: str, token: str | None, every_s: float = 
                 if counts != said:
                     err.print(f"jobs {jobs}: {counts}")
                     said = counts
+                if not hinted and all(s == "queued" for s in states) and time.monotonic() - started >= hint_after_s:
+                    err.print(
+                        f"no agent has claimed them in {hint_after_s:.0f} s: an agent of platform {platform[:16]} takes them "
+                        f"(`gac agent run --server {server} --token T --jobs --follow` on such a machine); Ctrl-C stops waiting, "
+                        "the jobs stay queued"
+                    )
+                    hinted = True
                 if all(s in ("done", "failed", "cancelled") for s in states):
                     return
                 time.sleep(every_s)

@@ -89,3 +89,48 @@ def test_wait_follows_the_jobs_until_nothing_is_missing(live_service, tmp_path):
     assert result["platform"] == OTHER.fingerprint()
     assert result["missing"] == [] and result["latency"]["complete"] is True
     assert all(c["source"] == "measured" for w in result["weights"] for c in w["candidates"] if c["dim"] == w["dim"])
+
+
+def test_waiting_on_jobs_no_agent_claims_says_once_what_would(live_service, monkeypatch):
+    import threading
+
+    import gac.commands.align as align_cmd
+    from gac.client import Client
+
+    plan = {"name": "nobody", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 8, "k": 8}, "values": [8]}]}
+    admin = {"Authorization": f"Bearer {live_service.admin_token}"}
+    r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": {"fingerprint": OTHER.fingerprint()}}, headers=admin)
+    assert r.status_code == 201, r.text
+    job = r.json()["id"]
+    said, hinted, polls_after = [], threading.Event(), threading.Semaphore(0)
+
+    def record(text, *args, **kwargs):  # type: ignore[no-untyped-def]
+        said.append(str(text))
+        if "no agent has claimed" in str(text):
+            hinted.set()
+
+    real_job = Client.job
+
+    def counted_job(self, job_id):  # type: ignore[no-untyped-def]
+        if hinted.is_set():
+            polls_after.release()
+        return real_job(self, job_id)
+
+    monkeypatch.setattr(align_cmd.err, "print", record)
+    monkeypatch.setattr(Client, "job", counted_job)
+
+    def cancel_once_hinted() -> None:
+        # Five more polls after the hint, then the job is cancelled (the hint is said once, not at every poll).
+        if hinted.wait(30):
+            for _ in range(5):
+                polls_after.acquire(timeout=30)
+        httpx.delete(f"{live_service.url}/v1/jobs/{job}", headers=admin)
+
+    canceller = threading.Thread(target=cancel_once_hinted)
+    canceller.start()
+    align_cmd._wait_for([job], live_service.url, live_service.read_token, every_s=0.05, platform=OTHER.fingerprint(), hint_after_s=0.2)
+    canceller.join()
+    hints = [s for s in said if "no agent has claimed" in s]
+    assert len(hints) == 1, said
+    assert OTHER.fingerprint()[:16] in hints[0] and "--jobs --follow" in hints[0]
+    assert said[-1] == f"jobs [{job}]: 1 cancelled"
