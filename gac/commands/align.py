@@ -377,7 +377,7 @@ UNCLAIMED_HINT_S = 60.0  # queued this long with none claimed: say what takes th
 
 
 def _wait_for(
-    jobs: list[int], server: str, token: str | None, every_s: float = 2.0, platform: str = "", hint_after_s: float = UNCLAIMED_HINT_S
+    jobs: list[int], server: str, token: str | None, *, platform: str, every_s: float = 2.0, hint_after_s: float = UNCLAIMED_HINT_S
 ) -> None:
     """Until every job has ended (done, failed or cancelled), saying each change of their counts, and
     once, if none was claimed within hint_after_s, what would claim them."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from cachetools import LRUCache
@@ -54,3 +55,24 @@ def agent_key(db: str, name: str) -> tuple:
 
 def run_key(db: str, run_id: uuid.UUID) -> tuple:
     return (db, "run", run_id)
+
+
+class IdResolver:
+    """Platform, agent and run ids for one transaction: from KNOWN, else stored (an upsert).
+    Those stored are put in KNOWN by remember(), once the transaction commits: a rolled-back id
+    may not exist."""
+
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+        self._stored: list[tuple[tuple, int]] = []
+
+    def resolve(self, key: tuple, store: Callable[[], int]) -> int:
+        value = KNOWN.get(key, self._now)
+        if value is None:
+            value = store()
+            self._stored.append((key, value))
+        return value
+
+    def remember(self) -> None:
+        for key, value in self._stored:
+            KNOWN.put(key, value, self._now)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 import operator
 from array import array
-from collections.abc import Callable, Iterable
-from datetime import datetime
+from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
@@ -17,7 +16,7 @@ from gac.service.db import begin_write
 from gac.service.errors import Conflict, Unprocessable
 from gac.service.ingest import repository as repo
 from gac.service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
-from gac.service.ingest.known import KNOWN, agent_key, platform_key, run_key
+from gac.service.ingest.known import IdResolver, agent_key, platform_key, run_key
 from gac.service.metrics import INGEST_BATCHES, INGEST_ROWS
 from gac.service.models import UploadBatch, utcnow
 
@@ -123,27 +122,6 @@ def _refuse(session: Session, what: str, differences: list[dict[str, str]]) -> C
     session.rollback()  # nothing of this batch is stored
     INGEST_BATCHES.labels("conflict").inc()
     return Conflict([{"field": "body", "message": f"{what}; {_HOW_TO_CORRECT}", "type": "conflict"}, *differences])
-
-
-class IdResolver:
-    """Platform, agent and run ids for one transaction: from KNOWN, else stored (an upsert).
-    Those stored are put in KNOWN by remember(), once the transaction commits: a rolled-back id
-    may not exist."""
-
-    def __init__(self, now: datetime) -> None:
-        self._now = now
-        self._stored: list[tuple[tuple, int]] = []
-
-    def resolve(self, key: tuple, store: Callable[[], int]) -> int:
-        value = KNOWN.get(key, self._now)
-        if value is None:
-            value = store()
-            self._stored.append((key, value))
-        return value
-
-    def remember(self) -> None:
-        for key, value in self._stored:
-            KNOWN.put(key, value, self._now)
 
 
 def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max_rows: int) -> BatchReceipt:

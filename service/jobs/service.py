@@ -13,7 +13,7 @@ from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 from gac.service.db import begin_write
 from gac.service.errors import Conflict, Forbidden, NotFound
-from gac.service.ingest.known import KNOWN, platform_key
+from gac.service.ingest.known import IdResolver, platform_key
 from gac.service.ingest.repository import upsert_platform
 from gac.service.jobs import repository as repo
 from gac.service.jobs.schemas import JobMatch, JobOut
@@ -108,9 +108,8 @@ def claim(
     work can be queued for it (an alignment's missing points) before it has measured anything."""
     begin_write(session)
     now = _now()
-    key = platform_key(str(session.get_bind().engine.url), platform.fingerprint())
-    known = KNOWN.get(key, now)
-    platform_id = known if known is not None else upsert_platform(session, platform, now)
+    ids = IdResolver(now)
+    ids.resolve(platform_key(str(session.get_bind().engine.url), platform.fingerprint()), lambda: upsert_platform(session, platform, now))
     repo.fail_exhausted(session, now)
     job = repo.claimable(session, platform, now)
     if job is not None:
@@ -121,7 +120,7 @@ def claim(
         job.attempts += 1
         job.updated_at = now
     session.commit()
-    KNOWN.put(key, platform_id, now)  # once committed: a rolled-back id may not exist
+    ids.remember()
     return job
 
 
