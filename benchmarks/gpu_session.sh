@@ -9,7 +9,7 @@
 #
 # Steps:
 #   timer      gac agent platform; benchmarks/gpu_timer.py (ours vs do_bench, chained, synced, graph; profiling rate)
-#   timer-small the kernels under ~25 us only, with a 256 MB flush beside ours (do_bench's size)
+#   timer-small the kernels of a few us only, with a 256 MB flush beside ours (do_bench's size)
 #   why        the small kernels: ours against do_bench and copies of its loop, one factor at a time, SM clock beside
 #   align-stop the Llama-3-8B alignment from an empty database stopped by SIGKILL, then run again: kept and skipped
 #   selftest   gac agent selftest (repeatability on small kernels, the L2 flush)
