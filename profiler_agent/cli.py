@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Protocol
@@ -46,10 +47,24 @@ SpoolOpt = Annotated[
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="quick | paper | path to a YAML/JSON plan")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda:N")]
+
+
+def _known_dtypes(values: list[str] | None) -> list[str] | None:
+    """--dtype checked before anything is detected or timed."""
+    from gac.contracts.plans import Dtype
+
+    known = [d.value for d in Dtype]
+    for v in values or []:
+        if v not in known:
+            raise typer.BadParameter(f"{v!r} is not a dtype GAC times: choose from {', '.join(known)}")
+    return values
+
+
 DtypeOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--dtype",
+        callback=_known_dtypes,
         help="float16, bfloat16 or float32 (repeatable): the quick plan's dtypes (default: this platform's fast dtype); "
         "other plans keep only these",
     ),
@@ -106,6 +121,12 @@ def check_server(server: str, token: str, client: httpx.Client, need_server: boo
 
 def _agent_name() -> str:
     return socket.gethostname()[:200] or "agent"
+
+
+def _lease_name() -> str:
+    """Who holds a job's lease: the host and this process, so that two agents on one host (one GPU
+    each) never report on each other's jobs."""
+    return f"{_agent_name()[:190]}:{os.getpid()}"
 
 
 def _agent_version() -> str | None:
@@ -395,7 +416,8 @@ def _delivery_line(s: DeliveryStats) -> str:
     if s.drained_batches:
         parts.append(f"drained {s.drained_batches} from spool")
     if s.spooled_batches:
-        parts.append(f"[yellow]spooled {s.spooled_rows} rows in {s.spooled_batches} batch(es)[/yellow]")
+        left = f"{s.waiting_rows} rows still there" if s.waiting else "all sent since"
+        parts.append(f"[yellow]spooled {s.spooled_rows} rows in {s.spooled_batches} batch(es): {left}[/yellow]")
     if s.rejected_batches:
         parts.append(f"[red]rejected {s.rejected_rows} rows[/red]")
     return "; ".join(parts)
@@ -426,7 +448,7 @@ class AgentRunOptions:
     spool_dir: Path | None = None
     spool: bool = False  # time even when --server cannot be reached now: results wait in the spool
     adaptive: bool = True
-    max_jobs: int = 1000
+    max_jobs: int | None = None
     follow: bool = False  # with jobs: wait for more when the queue is empty, until stopped
     poll_s: float = 5.0
     lease_seconds: int = 600
@@ -524,9 +546,9 @@ class _Sinks:
     def undelivered(self) -> str | None:
         """What the service did not get ('N rows spooled, M rejected'), or None when it got everything (or there is none)."""
         st = self.deliverer.stats if self.deliverer is not None else None
-        if st is None or not (st.spooled_batches or st.rejected_batches):
+        if st is None or not (st.waiting or st.rejected_batches):
             return None
-        return f"{st.spooled_rows} rows spooled, {st.rejected_rows} rejected"
+        return f"{st.waiting_rows} rows spooled, {st.rejected_rows} rejected"
 
 
 def run_agent(opts: AgentRunOptions) -> int:
@@ -595,23 +617,19 @@ def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
 def _run_jobs(agent: _Agent) -> int:
     """Claim jobs until the queue has none for this platform (with --follow: until stopped, waiting
     for more, and through a service that cannot be reached for a while); returns an exit code."""
-    import httpx
-
-    from gac.agent.jobs import JobClient, JobError, Poll, retryable
+    from gac.agent.jobs import JobClient, Poll, retryable
 
     o, platform = agent.opts, agent.session.platform
     assert o.server is not None and o.token is not None  # usage_error() says --jobs needs both
-    jc = JobClient(o.server, o.token, agent=_agent_name(), client=agent.client)
+    jc = JobClient(o.server, o.token, agent=_lease_name(), client=agent.client)
     poll = Poll(o.poll_s) if o.follow else None
     code, k, said = 0, 0, ""
-    while k < o.max_jobs:
-        try:
-            job, failure = jc.claim(platform, o.lease_seconds), None
-        except (httpx.HTTPError, JobError) as err:
-            if poll is None or not retryable(err):
-                console.print(f"[red]cannot claim a job: {err}[/red]")
-                return 1
-            job, failure = None, err
+    skip: list[int | str] = []  # jobs this agent cannot time whole: passed over, left in the queue for others
+    while o.max_jobs is None or k < o.max_jobs:
+        job, failure = _claim(jc, platform, o.lease_seconds, skip)
+        if failure is not None and (poll is None or not retryable(failure)):
+            console.print(f"[red]cannot claim a job: {failure}[/red]")
+            return 1
         if job is None:
             if poll is None:
                 console.print("no (more) jobs for this platform")
@@ -623,27 +641,81 @@ def _run_jobs(agent: _Agent) -> int:
                 said = why
             time.sleep(poll.next_wait(failed=failure is not None))
             continue
+        left_out = _left_out(job.plan, o.dtypes)
+        if left_out:  # timed in part it would be reported done: given back whole (no attempt used) instead
+            skip.append(job.id)
+            reason = f"agent {jc.agent} leaves out {', '.join(left_out)} (--dtype)"
+            console.print(
+                f"passed over job {job.id} (plan {job.plan.name}): it needs {', '.join(left_out)}, which --dtype leaves out; "
+                "left queued for another agent",
+                markup=False,
+                highlight=False,
+            )
+            _safe(jc.release, job.id, reason)
+            continue
         said, k = "", k + 1
-        # n: this job and those before it, plus the queued jobs this platform could claim next
-        # (what the service lists), up to --max-jobs; unknown if the queue cannot be read.
-        queued = jc.queued_for(platform, limit=o.max_jobs - k) if k < o.max_jobs else 0
-        n = min(o.max_jobs, k + queued) if queued is not None else None
+        with _given_back_if_stopped(jc, job):
+            # n: this job and those before it, plus the queued jobs this platform could claim next
+            # (what the service lists), up to --max-jobs; unknown if the queue cannot be read.
+            limit = 1000 if o.max_jobs is None else o.max_jobs - k
+            queued = jc.queued_for(platform, limit=limit) if limit > 0 else 0
+        n = k + queued if queued is not None else None
         code = max(code, _run_job(agent, jc, job, k, n))
     return code
 
 
+def _claim(
+    jc: JobClient, platform: PlatformDescriptor, lease_seconds: int | None, skip: list[int | str]
+) -> tuple[Job | None, Exception | None]:
+    """The next job (None: none now) or why it could not be claimed. A stop signal during the claim
+    waits for its answer, and a job that answer brings is given back at once, not left leased to no one."""
+    import httpx
+
+    from gac.agent.jobs import JobError
+
+    job = None
+    with _given_back_if_stopped(jc, lambda: job):
+        try:
+            job = jc.claim(platform, lease_seconds, skip=skip)
+        except (httpx.HTTPError, JobError) as err:
+            return None, err
+    return job, None
+
+
+@contextmanager
+def _given_back_if_stopped(jc: JobClient, job: Job | Callable[[], Job | None]) -> Iterator[None]:
+    """A stop signal inside the block waits for its end (an HTTP call to the service is not cut
+    short), then the job is given back before the run stops."""
+    from gac.agent.interrupt import shielded
+
+    try:
+        with shielded():
+            yield
+    except KeyboardInterrupt:
+        held = job() if callable(job) else job
+        if held is not None:
+            _give_back(jc, held.id)
+        raise
+
+
+def _left_out(plan: SweepPlan, dtypes: list[str] | None) -> list[str]:
+    """The dtypes a job's plan needs that --dtype leaves out (none: this agent can time it whole)."""
+    from gac.contracts.plans import Dtype
+
+    if not dtypes:
+        return []
+    allowed = {Dtype(d) for d in dtypes}
+    return sorted({d.value for s in plan.sweeps for d in s.dtypes if d not in allowed})
+
+
 def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> int:
     """Time one claimed job and deliver its points; complete it, or fail it so that it is queued again. 1 if not all arrived.
-    Stopped by Ctrl-C or SIGTERM, it delivers what it measured and gives the job back to the queue."""
+    Stopped by Ctrl-C or SIGTERM while timing, it delivers what it measured and gives the job back to the
+    queue; stopped while reporting, it reports first."""
+    from gac.agent.interrupt import shielded
     from gac.agent.jobs import Heartbeat, ProgressLine, job_label
 
-    o = agent.opts
-    try:
-        p = job.plan.restricted(o.dtypes) if o.dtypes else job.plan
-    except ValueError as err:  # this agent was told to skip every dtype the job needs
-        console.print(f"{job_label(k, n)}: skipped (id {job.id}, plan {job.plan.name}): {err}", markup=False, highlight=False)
-        _safe(jc.fail, job.id, f"agent {_agent_name()} skips it: {err}")
-        return 0
+    o, p = agent.opts, job.plan
     # A job is timed whole, stored points or not: it may have been queued to measure them again.
     run = run_info(f"job:{job.id}:{p.name}")
     line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
@@ -654,24 +726,37 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
         _give_back(jc, job.id)  # at once, not after its lease, with what was measured delivered first
 
     try:
-        with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds):
+        with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds) as beat:
             # No step check here: a job is fleet work, and a stop during the check would give back a job already done.
             result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
-        if o.quiet:  # no live line: its final state, once
-            console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
+            with shielded():  # from here a stop waits until the job is reported (done, failed or lost)
+                if o.quiet:  # no live line: its final state, once
+                    console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
+                out_console.print(_summary_table(result, p))
+                sinks.report()
+                return _report_job(jc, job, k, n, beat.lost, sinks.undelivered(), len(result.measurements), str(run.id))
     except typer.Exit:
         raise
     except Exception as err:  # report the job as failed, then stop
         _safe(jc.fail, job.id, f"{type(err).__name__}: {err}")
         raise
-    out_console.print(_summary_table(result, p))
-    sinks.report()
-    missing = sinks.undelivered()
+
+
+def _report_job(jc: JobClient, job: Job, k: int, n: int | None, lost: str | None, missing: str | None, points: int, run_id: str) -> int:
+    """Complete the job; fail it (queued again) when rows did not reach the service; neither when its
+    lease was lost (another agent may hold it now). The exit code: 1 unless completed."""
+    from gac.agent.jobs import job_label
+
+    if lost:
+        console.print(
+            f"[yellow]{job_label(k, n)} (id {job.id}): its lease was lost while it ran ({lost}); what it measured is "
+            "delivered, the job is left to whoever holds it now[/yellow]"
+        )
+        return 1
     if missing:
-        # Not all rows reached the service: let the lease lapse or mark it failed so it is re-queued.
         _safe(jc.fail, job.id, missing)
         return 1
-    _safe(jc.complete, job.id, len(result.measurements), str(run.id))
+    _safe(jc.complete, job.id, points, run_id)
     return 0
 
 
@@ -721,7 +806,7 @@ def agent_run(
         ),
     ] = False,
     adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive", help="Refine adaptive sweeps only around steps")] = True,
-    max_jobs: Annotated[int, typer.Option("--max-jobs", min=1, help="Stop after this many jobs")] = 1000,
+    max_jobs: Annotated[int | None, typer.Option("--max-jobs", min=1, help="Stop after this many jobs (default: no limit)")] = None,
     follow: Annotated[
         bool,
         typer.Option(
@@ -867,8 +952,12 @@ def ingest(
             try:
                 stats.merge_receipt(sender.send_document(batch.model_dump(mode="json", by_alias=True)))
             except RejectedError as err:
-                console.print(f"[red]line {lineno}: batch {batch.id} rejected: {err}[/red]")
                 bad += 1
+                if err.status in (401, 403):  # the token, not the line: every later line would be refused too
+                    console.print(f"[red]line {lineno}: {err}; stopping: check --token / GAC_TOKEN (an ingest token)[/red]")
+                    break
+                if bad <= SHOWN_BAD_LINES:
+                    console.print(f"[red]line {lineno}: batch {batch.id} rejected: {err}[/red]")
             except DeliveryError as err:
                 console.print(f"[red]line {lineno}: {err}; stopping (re-run the command later: it is idempotent)[/red]")
                 bad += 1

@@ -7,8 +7,11 @@ slower than float32 itself, and the cliffs GAC measures would be an emulator's.
 So the fast dtype is detected, never assumed:
 
 - CPU: the ISA flags say whether native instructions exist, and one short GEMM
-  per dtype confirms it (a native dtype is at most NATIVE_MAX_RATIO times
-  float32's time). Without readable flags the measurement alone decides.
+  per dtype confirms that the library uses them (emulated is 15-141x float32's
+  time, native 0.2-1.7x: under EMULATED_RATIO counts as native). Without readable
+  flags the measurement alone decides (at most NATIVE_MAX_RATIO). The fast dtype
+  is the preferred native one unless another, or float32, is clearly faster here:
+  a race within CLEARLY_FASTER would flip from run to run with the machine's load.
 - CUDA: the compute capability decides (fp16 tensor cores from sm_70, bf16 from
   sm_80); nothing is timed there.
 """
@@ -25,7 +28,9 @@ from gac.contracts.measurements import PlatformDescriptor
 
 LOW_PRECISION = ("bfloat16", "float16")  # in order of preference when both are native
 FALLBACK_DTYPE = "bfloat16"  # what the tools used before platforms said; used when a platform does not say
-NATIVE_MAX_RATIO = 1.5  # a native dtype's GEMM takes at most this many times float32's
+NATIVE_MAX_RATIO = 1.5  # without readable flags: a native dtype's GEMM takes at most this many times float32's
+EMULATED_RATIO = 4.0  # with the instructions: only a GEMM this much slower than float32's says the library emulates it
+CLEARLY_FASTER = 1.25  # the preferred dtype gives way only to one at least this much faster
 
 # Flags that give a dtype native arithmetic: x86 /proc/cpuinfo "flags", Arm "Features".
 NATIVE_FLAGS = {
@@ -85,9 +90,16 @@ def native_cpu_dtypes(flags: Iterable[str] | None, speed: dict[str, float]) -> l
     have = set(flags) if flags is not None else None
     native = []
     for name in LOW_PRECISION:
-        has_isa = have is None or any(f in have for f in NATIVE_FLAGS[name])
         ratio = speed.get(name)
-        if has_isa and ratio is not None and ratio <= NATIVE_MAX_RATIO:
+        if ratio is None:
+            continue
+        if (
+            have is None
+            and ratio <= NATIVE_MAX_RATIO
+            or have is not None
+            and any(f in have for f in NATIVE_FLAGS[name])
+            and ratio < EMULATED_RATIO
+        ):
             native.append(name)
     return native
 
@@ -98,9 +110,15 @@ def native_cuda_dtypes(compute_capability: str) -> list[str]:
     return [name for name, since in (("bfloat16", 8), ("float16", 7)) if major >= since]
 
 
-def fast_dtype(native: list[str]) -> str:
-    """The preferred native low-precision dtype, else float32."""
-    return next((d for d in LOW_PRECISION if d in native), "float32")
+def fast_dtype(native: list[str], speed: dict[str, float] | None = None) -> str:
+    """The preferred native low-precision dtype, else float32; with timings (a CPU's: time over
+    float32's), the first of them, in that order, that no other is CLEARLY_FASTER than."""
+    candidates = [d for d in LOW_PRECISION if d in native] + ["float32"]
+    timed = {d: speed[d] for d in candidates if speed and d in speed}
+    for d in candidates:
+        if d in timed and not any(other * CLEARLY_FASTER < timed[d] for other in timed.values()):
+            return d
+    return candidates[0]
 
 
 def cpu_flags(info: dict[str, str]) -> list[str] | None:
@@ -115,7 +133,7 @@ def cpu_dtype_fields(info: dict[str, str], measure: bool = True) -> dict:
         return {}
     speed = measure_cpu_dtype_speed()
     native = native_cpu_dtypes(cpu_flags(info), speed)
-    return {"native_dtypes": native, "fast_dtype": fast_dtype(native), "dtype_speed": speed}
+    return {"native_dtypes": native, "fast_dtype": fast_dtype(native, speed), "dtype_speed": speed}
 
 
 def cuda_dtype_fields(compute_capability: str | None, is_rocm: bool) -> dict:
@@ -149,9 +167,15 @@ def _not_native(p: PlatformDescriptor, dtype: str) -> str:
 def _why_fast(p: PlatformDescriptor) -> str:
     fast = str(p.fast_dtype)
     native = [str(d) for d in p.native_dtypes or []]
+    # Native, but passed over as clearly slower here: 'bfloat16 1.54x'.
+    passed = ", ".join(f"{d} {_speed(p)[d]:.2f}x" for d in native if d != fast and d in _speed(p))
     if fast != "float32":
         ratio = _speed(p).get(fast)
-        return f"{fast} is native on {_where(p)}" + (f" ({ratio:.2f}x float32's time)" if ratio else "")
+        timed = f"{ratio:.2f}x float32's time" if ratio else ""
+        timed += (f"; {passed}, native too, is slower" if timed else "") if passed else ""
+        return f"{fast} is native on {_where(p)}" + (f" ({timed})" if timed else "")
+    if passed:
+        return f"native {passed} float32's time: no faster than float32 here"
     slow = [d for d in LOW_PRECISION if d not in native]
     if not slow:
         return "no faster dtype found"
@@ -185,6 +209,8 @@ def choose_dtype(p: PlatformDescriptor, override: str | None = None, by: str = "
 __all__ = [
     "FALLBACK_DTYPE",
     "LOW_PRECISION",
+    "CLEARLY_FASTER",
+    "EMULATED_RATIO",
     "NATIVE_MAX_RATIO",
     "choose_dtype",
     "cpu_dtype_fields",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -58,11 +59,13 @@ class JobClient:
             raise JobError(f"POST {path}: HTTP {resp.status_code}: {resp.text[:500]}", resp.status_code)
         return resp
 
-    def claim(self, platform: PlatformDescriptor, lease_seconds: int | None = None) -> Job | None:
-        """The next job matching this platform, or None when the queue has nothing for it."""
+    def claim(self, platform: PlatformDescriptor, lease_seconds: int | None = None, skip: Sequence[int | str] = ()) -> Job | None:
+        """The next job matching this platform, other than those in `skip`; None when the queue has nothing for it."""
         body: dict[str, Any] = {"platform": platform.model_dump(mode="json"), "agent": self.agent}
         if lease_seconds is not None:
             body["lease_seconds"] = lease_seconds
+        if skip:  # only then: a service older than the field refuses it
+            body["skip"] = [int(i) for i in skip][-1000:]
         resp = self._post("/v1/jobs/claim", body)
         if resp.status_code == 204 or not resp.content:
             return None
@@ -146,7 +149,7 @@ class Poll:
 
     def next_wait(self, failed: bool) -> float:
         """Seconds to wait after a claim that found nothing (failed False) or could not be made."""
-        self.failures = self.failures + 1 if failed else 0
+        self.failures = min(self.failures + 1, 64) if failed else 0  # the wait is capped long before; 2**failures is not
         base = min(max(self.max_s, self.every_s), self.every_s * 2**self.failures)
         return base * self.rng.uniform(0.75, 1.25)
 
@@ -202,8 +205,13 @@ class ProgressLine:
         return f"{text} {self.about}" if self.about else text
 
 
+LEASE_GONE = (403, 404, 409)  # the job is another token's, gone, or no longer leased to this agent
+
+
 class Heartbeat:
-    """Extends a job's lease every `interval_s` until stopped (a context manager)."""
+    """Extends a job's lease every `interval_s` until stopped (a context manager). A beat the service
+    refuses because the lease is no longer this agent's (it expired and another agent claimed the
+    job, or the job was cancelled) ends the beating and says why in `lost`."""
 
     def __init__(self, jobs: JobClient, job_id: int | str, interval_s: float, lease_seconds: int | None = None) -> None:
         self.jobs, self.job_id, self.interval_s, self.lease_seconds = jobs, job_id, interval_s, lease_seconds
@@ -212,13 +220,19 @@ class Heartbeat:
         self._counted = threading.Condition()
         self.sent = 0
         self.failures = 0
+        self.lost: str | None = None
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
                 self.jobs.heartbeat(self.job_id, self.lease_seconds)
                 ok = True
-            except (httpx.HTTPError, JobError):
+            except JobError as err:
+                if err.status in LEASE_GONE:
+                    self.lost = str(err)
+                    return
+                ok = False
+            except httpx.HTTPError:
                 ok = False  # the service may be briefly down; the lease covers a few misses
             with self._counted:
                 self.sent += ok

@@ -47,7 +47,10 @@ _ARM_FLAGS = ("asimd", "asimdhp", "fphp", "sve", "sve2", "bf16", "i8mm", "sme")
 
 def parse_device(device: str | torch.device | None) -> torch.device:
     """'cpu', 'cuda', 'cuda:1' -> torch.device; CUDA without an index means device 0."""
-    dev = torch.device(device or "cpu")
+    try:
+        dev = torch.device(device or "cpu")
+    except RuntimeError:  # torch's message lists every device type it knows, most of which GAC does not time on
+        raise ValueError(f"unknown device {str(device)!r} (use cpu or cuda:N)") from None
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", 0)
     if dev.type not in ("cpu", "cuda"):

@@ -40,4 +40,5 @@ echo "== 4. align $MANIFEST in $DTYPE on platform ${PLATFORM:0:12}: profile the 
 # did not cover (each window, the look-ahead, the compressor's own dims), sends them to the
 # service, and aligns again: the predicted speed-up is then complete.
 gac align "$MANIFEST" --server "$URL" --token "$TOKEN" --platform "$PLATFORM" --dtype "$DTYPE" --threads "$THREADS" --profile-missing --yes
-echo "== the dashboard: $URL/ (alignments: $URL/#/alignments)"
+# The service stops with this script; what it stored stays in GAC_DATA_DIR.
+echo "== done. To see it on the dashboard: \`gac serve --port $PORT\`, then open $URL/ (alignments: $URL/#/alignments)"

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -130,7 +131,10 @@ def _via_server(server: str, token: str | None, manifest: Manifest, platform: st
         for e in exc.field_errors:
             err.print(f"[red]{escape(names.of(e.field))}[/red]: {escape(e.message)}", highlight=False)
         if not exc.field_errors:
-            err.print(f"[red]{exc.status}: {exc.detail}[/red]")
+            err.print(f"[red]{exc.status}: {escape(str(exc.detail))}[/red]")
+        if exc.status in (401, 403):  # what to change on this side
+            need = "an ingest or admin token (it queues jobs)" if enqueue else "a token"
+            err.print(f"{'no token was sent' if not token else 'check the token'}: --token or GAC_TOKEN, {need}", highlight=False)
         raise typer.Exit(2 if exc.status in (400, 422) else 1) from exc
     return _Stored(stored.result, stored.result.model_dump(mode="json", by_alias=True), str(stored.id), stored.jobs)
 
@@ -239,7 +243,7 @@ def _summary(res: AlignmentResult) -> None:
             _say(
                 "",
                 f"importance-only GAC {lat.importance_only_us:,.1f} µs ({lat.unaligned_us / lat.importance_only_us:.3f}x); "
-                f"GAC keeps {lat.importance_kept:.2%} of the importance it keeps",
+                f"GAC keeps {lat.importance_kept:.2%} of the importance that importance-only GAC keeps",
             )
         if lat.by_tokens:
             each = ", ".join(
@@ -302,7 +306,9 @@ def _print(stored: _Stored, wide: bool = False) -> None:
         _say("frontier", f"{len(res.frontier)} Pareto points (--json or the dashboard shows them)")
     if res.missing:
         secs = sum(m.estimated_seconds or 0 for m in res.missing)
-        _say("missing data", f"{len(res.missing)} curves, about {secs:.0f} s to profile: --profile-missing measures them")
+        from gac.commands.profile_missing import duration
+
+        _say("missing data", f"{len(res.missing)} curves, about {duration(secs)} to profile: --profile-missing measures them")
     for warning in res.warnings:
         _say("[yellow]warning[/yellow]", warning)
     if stored.id:
@@ -315,11 +321,17 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
     from gac.commands import profile_missing as pm
 
     result = stored.document  # what profile_missing reads: the document as served
-    session = pm.this_machine(device, threads)
     target = stored.result.platform
-    if threads is None and (same := pm.threads_of(target, session.platform)) is not None:
-        err.print(f"the alignment's platform is this machine timed with {same} thread(s): measuring with --threads {same}")
-        session = pm.this_machine(device, same)
+    if threads is None and target != pm.RULES_ONLY:
+        # The thread count is part of a CPU's platform: measure at the count the alignment's platform was
+        # timed with (said when not torch's default), whatever the load would choose for a new profile.
+        looked = pm.this_machine(device, None, timing=False).platform
+        if looked.device_kind == "cpu" and looked.fingerprint() == target:
+            threads = looked.threads
+        elif (same := pm.threads_of(target, looked)) is not None:
+            err.print(f"the alignment's platform is this machine timed with {same} thread(s): measuring with --threads {same}")
+            threads = same
+    session = pm.this_machine(device, threads)
     here = session.platform.fingerprint()
     if target not in (here, pm.RULES_ONLY):
         if not server:
@@ -357,12 +369,20 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
 
 def _follow_jobs(queued: _Stored, run, target: str, server: str, token: str | None) -> _Stored:  # noqa: ANN001
     """Wait for the queued jobs, align again, and queue what the new points call for (a first pass's
-    lattice and sample ask for the dims their fit cannot rule out), as --profile-missing does here."""
+    lattice and sample ask for the dims their fit cannot rule out), as --profile-missing does here.
+    A job that failed or was cancelled stops it: queueing its points again would only repeat that."""
     from gac.commands import profile_missing as pm
 
     stored = queued
     for _ in range(pm.MAX_ROUNDS):
-        _wait_for(stored.jobs, server, token, platform=target)
+        ended = _wait_for(stored.jobs, server, token, platform=target)
+        given_up = [(j, state) for j in ended if (state := _job_state(j)) in ("failed", "cancelled")]
+        for j, state in given_up:
+            why = j.error or ("cancelled" if state == "cancelled" else "its lease expired on its last attempt")
+            err.print(f"[red]job {j.id} {state} after {j.attempts} of {j.max_attempts} attempts: {escape(why)}[/red]", highlight=False)
+        if given_up:
+            err.print("[red]not queued again: fix what stopped it, then run the same command again (what was measured is kept)[/red]")
+            raise typer.Exit(1)
         stored = run(target, True)
         if not stored.result.missing:
             break
@@ -374,37 +394,68 @@ def _follow_jobs(queued: _Stored, run, target: str, server: str, token: str | No
 
 
 UNCLAIMED_HINT_S = 60.0  # queued this long with none claimed: say what takes them
+MAX_WAIT_RETRY_S = 30.0  # the longest pause between reads while the service cannot be read
+
+
+def _job_state(job, now: datetime | None = None) -> str:  # noqa: ANN001 - a gac.contracts.api.Job
+    """The job's status as a waiter should read it: a lease that ran out (its agent stopped reporting)
+    is 'expired' while attempts remain (the next claim takes the job) and 'failed' after the last one
+    (the service marks it so at its next claim)."""
+    now = now or datetime.now(timezone.utc)
+    if job.status == "leased" and job.lease_expires_at is not None and job.lease_expires_at < now:
+        return "failed" if job.attempts >= job.max_attempts else "expired"
+    return job.status
 
 
 def _wait_for(
-    jobs: list[int], server: str, token: str | None, *, platform: str, every_s: float = 2.0, hint_after_s: float = UNCLAIMED_HINT_S
-) -> None:
+    jobs: list[int],
+    server: str,
+    token: str | None,
+    *,
+    platform: str,
+    every_s: float = 2.0,
+    hint_after_s: float = UNCLAIMED_HINT_S,
+) -> list:
     """Until every job has ended (done, failed or cancelled), saying each change of their counts, and
-    once, if none was claimed within hint_after_s, what would claim them."""
+    once, if none was held by an agent for hint_after_s, what would claim them. A service that cannot
+    be read for a while (restarting, busy) is waited for too; a refusal ends the wait. Returns the jobs."""
     from gac.client import Client, GacApiError, GacConnectionError
 
-    said, started, hinted = None, time.monotonic(), False
-    try:
-        with Client(server, token) as client:
-            while True:
-                states = [client.job(j).status for j in jobs]
-                counts = ", ".join(f"{states.count(s)} {s}" for s in ("queued", "leased", "done", "failed", "cancelled") if s in states)
-                if counts != said:
-                    err.print(f"jobs {jobs}: {counts}")
-                    said = counts
-                if not hinted and all(s == "queued" for s in states) and time.monotonic() - started >= hint_after_s:
-                    err.print(
-                        f"no agent has claimed them in {hint_after_s:.0f} s: an agent of platform {platform[:16]} takes them "
-                        f"(`gac agent run --server {server} --token T --jobs --follow` on such a machine); Ctrl-C stops waiting, "
-                        "the jobs stay queued"
-                    )
-                    hinted = True
-                if all(s in ("done", "failed", "cancelled") for s in states):
-                    return
-                time.sleep(every_s)
-    except (GacConnectionError, GacApiError) as exc:
-        err.print(f"[red]while waiting for jobs {jobs}: {exc}[/red]")
-        raise typer.Exit(1) from exc
+    said, waiting_since, hinted, failures = None, time.monotonic(), False, 0
+    with Client(server, token) as client:
+        while True:
+            try:
+                ended = [client.job(j) for j in jobs]
+            except (GacConnectionError, GacApiError) as exc:
+                if isinstance(exc, GacApiError) and not (exc.status in (408, 429) or exc.status >= 500):
+                    err.print(f"[red]while waiting for jobs {jobs}: {exc}[/red]")
+                    raise typer.Exit(1) from exc
+                if not failures:
+                    err.print(f"[yellow]cannot read jobs {jobs} now ({escape(str(exc))}): trying again; Ctrl-C stops waiting[/yellow]")
+                failures += 1
+                time.sleep(min(MAX_WAIT_RETRY_S, every_s * 2 ** min(failures, 16)))
+                continue
+            if failures:
+                err.print("reached the service again")
+                failures = 0
+            states = [_job_state(j) for j in ended]
+            kinds = ("queued", "expired", "leased", "done", "failed", "cancelled")
+            counts = ", ".join(f"{states.count(s)} {'lease expired' if s == 'expired' else s}" for s in kinds if s in states)
+            if counts != said:
+                err.print(f"jobs {jobs}: {counts}")
+                said = counts
+            if "leased" in states:
+                waiting_since = time.monotonic()
+            if not hinted and time.monotonic() - waiting_since >= hint_after_s and set(states) <= {"queued", "expired", "done"}:
+                err.print(
+                    f"no agent has claimed them in {hint_after_s:.0f} s: an agent of platform {platform[:16]} takes them "
+                    f"(`gac agent run --server {server} --token T --jobs --follow` on such a machine); Ctrl-C stops waiting, "
+                    "the jobs stay queued"
+                )
+                hinted = True
+            if all(s in ("done", "failed", "cancelled") for s in states):
+                return ended
+            time.sleep(every_s)
 
 
 def _this_machine(

@@ -50,8 +50,11 @@ class Measured:
     platform: str  # fingerprint of this machine, to align against next
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+def duration(seconds: float) -> str:
+    """'45 s', '7.5 min', '6.8 h'."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def missing_points(result: dict[str, Any]) -> list[tuple[str, str, dict[str, int], str]]:
@@ -68,13 +71,13 @@ def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, b
 
     cap = Timing().time_cap_ms / 1e3
     console.print(
-        f"profiling {points} missing points on {curves} curves {where}: about {_duration(estimated)} "
-        f"{basis}; these {points} at most about {_duration(most_seconds(points))} (each point to its {cap:g} s time cap)"
+        f"profiling {points} missing points on {curves} curves {where}: about {duration(estimated)} "
+        f"{basis}; these {points} at most about {duration(most_seconds(points))} (each point to its {cap:g} s time cap)"
     )
     if yes or estimated <= CONFIRM_ABOVE_S:
         return
     if not sys.stdin.isatty():
-        console.print(f"[red]that is more than {_duration(CONFIRM_ABOVE_S)}: pass --yes to profile without asking[/red]")
+        console.print(f"[red]that is more than {duration(CONFIRM_ABOVE_S)}: pass --yes to profile without asking[/red]")
         raise typer.Exit(2)
     if not typer.confirm("go ahead?", default=True, err=True):
         raise typer.Exit(1)
@@ -91,10 +94,11 @@ def say_first_pass() -> None:
     )
 
 
-def this_machine(device: str, threads: int | None):  # noqa: ANN201 - the agent's session object
+def this_machine(device: str, threads: int | None, timing: bool = True):  # noqa: ANN201 - the agent's session object
+    """The agent's session here; `timing` False only looks (no thread count chosen for the load, no load warning)."""
     from gac.agent.cli import open_session
 
-    return open_session(device, threads)
+    return open_session(device, threads, timing)
 
 
 def threads_of(target: str, platform, cores: int | None = None) -> int | None:  # noqa: ANN001 - a PlatformDescriptor
@@ -194,7 +198,7 @@ def measure(
     if server:
         for sink in sinks:
             _check_delivered(sink, sink.committed)
-    console.print(f"measured {measured} points in {_duration(seconds)} (estimated {_duration(estimated)}); {failed} failed")
+    console.print(f"measured {measured} points in {duration(seconds)} (estimated {duration(estimated)}); {failed} failed")
     return Measured(measured, failed, seconds, estimated, fingerprint)
 
 
@@ -264,10 +268,10 @@ def _destination(server: str | None, token: str | None, db: str | None, platform
 
 def _check_delivered(deliverer, rows: int) -> None:  # noqa: ANN001
     s = deliverer.stats
-    if s.rejected_batches or s.spooled_batches:
+    if s.rejected_batches or s.waiting:
         console.print(
             f"[red]the service took {s.inserted + s.duplicates} of {rows} rows: {s.rejected_rows} rejected, "
-            f"{s.spooled_rows} spooled (`gac agent flush` resends them)[/red]"
+            f"{s.waiting_rows} spooled (`gac agent flush` resends them)[/red]"
         )
         for e in s.errors[:5]:
             console.print(f"[red]{e}[/red]")

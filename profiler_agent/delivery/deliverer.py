@@ -73,8 +73,7 @@ class Deliverer(BatchBuffer):
             # the run goes on at full speed and notices when the service is back.
             receipt = self.send_document(doc, retries=None if self._online else 0)
         except DeliveryError as err:
-            self.stats.spooled_batches += 1  # it stays where _commit put it
-            self.stats.spooled_rows += len(batch.measurements)
+            self.stats.count_spooled(batch.id, len(batch.measurements))  # it stays where _commit put it
             if self._online:
                 self.log(f"service unreachable, spooling to {self.spool.path}: {err}")
             self._online = False
@@ -98,7 +97,7 @@ class Deliverer(BatchBuffer):
 
     def kept_where(self) -> str:
         """Where the committed rows are: 'sent to URL', and how many of them wait in the spool."""
-        spooled = self.stats.spooled_rows
+        spooled = self.stats.waiting_rows
         return f"sent to {self.server}" + (f", {spooled} of them spooled: `gac agent flush` sends them" if spooled else "")
 
     def drain(self) -> int:

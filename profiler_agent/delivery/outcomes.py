@@ -31,6 +31,23 @@ class DeliveryStats:
     rejected_batches: int = 0
     rejected_rows: int = 0
     errors: list[str] = field(default_factory=list)
+    # This run's spooled batches the service has not had yet (id -> rows): spooled_* count every
+    # batch that was ever spooled, and one drained later (the service back) is no longer missing.
+    waiting: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def waiting_rows(self) -> int:
+        return sum(self.waiting.values())
+
+    def count_spooled(self, batch_id: object, rows: int) -> None:
+        self.spooled_batches += 1
+        self.spooled_rows += rows
+        self.waiting[str(batch_id)] = rows
+
+    def count_drained(self, batch_id: object, receipt: BatchReceipt) -> None:
+        self.merge_receipt(receipt)
+        self.drained_batches += 1
+        self.waiting.pop(str(batch_id), None)
 
     def merge_receipt(self, r: BatchReceipt) -> None:
         self.sent_batches += 1
@@ -38,6 +55,7 @@ class DeliveryStats:
         self.duplicates += r.duplicates
 
     def count_rejected(self, batch_id: object, rows: int, err: RejectedError) -> None:
+        self.waiting.pop(str(batch_id), None)
         self.rejected_batches += 1
         self.rejected_rows += rows
         self.errors.append(f"batch {batch_id} rejected: {err}")

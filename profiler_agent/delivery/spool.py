@@ -136,7 +136,7 @@ class Spool:
                     keep.append(rec)
                     continue
                 try:
-                    stats.merge_receipt(send(rec["batch"]))
+                    stats.count_drained(rec["batch"].get("id"), send(rec["batch"]))
                     delivered += 1
                 except RejectedError as err:
                     self.reject(server, rec["batch"], str(err))
@@ -147,5 +147,4 @@ class Spool:
                     stats.errors.append(str(err))
             if len(keep) != len(records):
                 self._rewrite(keep)
-            stats.drained_batches += delivered
             return delivered

@@ -51,8 +51,9 @@ def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, to
     """Lease the most urgent job this platform may run; 204 when there is none. A platform the
     service has not seen is stored, so that work can be queued for it.
 
-    The lease belongs to this token: another token's heartbeat, complete or fail gets 403."""
-    job = service.claim(session, settings, body.platform, body.agent, body.lease_seconds, token.id)
+    The lease belongs to this token: another token's heartbeat, complete or fail gets 403. Jobs
+    named in `skip` are passed over (an agent that cannot time them whole leaves them to others)."""
+    job = service.claim(session, settings, body.platform, body.agent, body.lease_seconds, token.id, skip=body.skip)
     if job is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return service.to_out(job)

@@ -3,6 +3,7 @@ write transaction (BEGIN IMMEDIATE) already serializes claimers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, func, literal, or_, select, update
@@ -34,7 +35,7 @@ def _containing(text: ColumnElement[str]) -> ColumnElement[str]:
     return literal("%") + text + literal("%")
 
 
-def claimable(session: Session, platform: PlatformDescriptor, now: datetime) -> Job | None:
+def claimable(session: Session, platform: PlatformDescriptor, now: datetime, skip: Sequence[int] = ()) -> Job | None:
     """The best job this platform may take now, locked for this transaction.
 
     Best: the highest priority; within it a job whose lease expired (it has waited longest),
@@ -43,8 +44,8 @@ def claimable(session: Session, platform: PlatformDescriptor, now: datetime) -> 
     that fits: a claim reads a few rows, not the whole queue (one query sorting every queued
     row by priority DESC, id ASC, an order that index cannot give, took 38 ms at 10,000 queued
     jobs on the 2-core VM, 1 ms this way). Rows other claims hold are skipped (SKIP LOCKED),
-    never waited for."""
-    fits = _fits(platform)
+    never waited for. Jobs in `skip` are passed over."""
+    fits = (*_fits(platform), Job.id.not_in(skip)) if skip else _fits(platform)
     expired = and_(Job.status == "leased", Job.lease_expires_at < now)
     below: tuple = ()
     while True:
@@ -62,6 +63,14 @@ def claimable(session: Session, platform: PlatformDescriptor, now: datetime) -> 
             if (job := session.scalar(query)) is not None:
                 return job
         below = (Job.priority < level,)
+
+
+def lock_key(session: Session, key: str) -> None:
+    """Hold the dedupe key (a hex digest) until this transaction ends, so that its check for an active
+    job with the key and its insert are one step. Postgres: a transaction-scoped advisory lock on the
+    key's first 60 bits; SQLite's write transaction (BEGIN IMMEDIATE) already serializes writers."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(int(key[:15], 16))))
 
 
 def fail_exhausted(session: Session, now: datetime) -> None:

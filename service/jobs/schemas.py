@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gac.contracts.api import Job as JobOut
 from gac.contracts.api import JobStatus
-from gac.contracts.measurements import PRINTABLE, PlatformDescriptor
+from gac.contracts.measurements import MAX_INT32, PRINTABLE, PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 
 __all__ = [
@@ -53,6 +53,8 @@ class ClaimRequest(_In):
     platform: PlatformDescriptor
     agent: AgentName
     lease_seconds: LeaseSeconds | None = None
+    # Jobs this agent will not take (it cannot time them whole, e.g. its --dtype leaves out one they need): left to others.
+    skip: Annotated[list[Annotated[int, Field(ge=1, le=MAX_INT32)]], Field(max_length=1000)] = []
 
 
 class HeartbeatRequest(_In):

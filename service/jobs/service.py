@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy.orm import Session
@@ -75,6 +76,8 @@ def enqueue(
     """Queue a job; with dedupe, an identical queued or running job is returned instead. (job, created)"""
     begin_write(session)
     key = dedupe_key(plan, match)
+    if dedupe:
+        repo.lock_key(session, key)  # two alignments queueing the same points at once queue them once
     if dedupe and (existing := repo.active_with_key(session, key)) is not None:
         session.commit()
         return existing, False
@@ -101,7 +104,13 @@ def enqueue(
 
 
 def claim(
-    session: Session, settings: Settings, platform: PlatformDescriptor, agent: str, lease_seconds: int | None, token_id: int
+    session: Session,
+    settings: Settings,
+    platform: PlatformDescriptor,
+    agent: str,
+    lease_seconds: int | None,
+    token_id: int,
+    skip: Sequence[int] = (),
 ) -> Job | None:
     """Lease the best job for this platform to agent, on behalf of the token that asked. The
     platform is stored if it is new: an agent asking for work makes its platform known, so that
@@ -111,7 +120,7 @@ def claim(
     ids = IdResolver(now)
     ids.resolve(platform_key(str(session.get_bind().engine.url), platform.fingerprint()), lambda: upsert_platform(session, platform, now))
     repo.fail_exhausted(session, now)
-    job = repo.claimable(session, platform, now)
+    job = repo.claimable(session, platform, now, skip)
     if job is not None:
         job.status = "leased"
         job.lease_owner = agent
@@ -135,10 +144,13 @@ def _owned(session: Session, job_id: int, agent: str, token_id: int) -> Job:
     if job.status == "leased" and holder is not None and holder != token_id:
         session.rollback()  # whoever holds it is not this caller's business: no name in the answer
         raise Forbidden(f"job {job_id} is leased under another API token; only the token that claimed it may report on it")
-    if job.status != "leased" or job.lease_owner != agent:
-        state = f"status {job.status}" + (f", leased to {job.lease_owner!r}" if job.lease_owner else "")
+    if job.status != "leased":
+        by = f" (by agent {job.lease_owner!r})" if job.status == "done" and job.lease_owner else ""
         session.rollback()
-        raise Conflict(f"job {job_id} is not leased to agent {agent!r} ({state})")
+        raise Conflict(f"job {job_id} is {job.status}{by}: it has no lease to report on")
+    if job.lease_owner != agent:
+        session.rollback()
+        raise Conflict(f"job {job_id} is leased to agent {job.lease_owner!r}, not to {agent!r}")
     return job
 
 

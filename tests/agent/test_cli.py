@@ -221,6 +221,9 @@ def test_a_following_agent_waits_longer_while_the_service_fails_and_never_in_ste
     bases = [4, 8, 16, 30, 30, 30, 30, 30]  # doubling from every_s, capped at max_s
     assert all(0.75 * b <= w <= 1.25 * b for w, b in zip(failing, bases, strict=True)), failing
     assert 1.5 <= poll.next_wait(failed=False) <= 2.5 and poll.failures == 0  # a claim that worked starts over
+    # A day-long outage (thousands of failed claims) still waits max_s, not an overflowing 2**failures.
+    outage = [poll.next_wait(failed=True) for _ in range(5000)]
+    assert all(0.75 * 30 <= w <= 1.25 * 30 for w in outage[3:]), outage[:5]
     # What asking again may fix, and what it cannot.
     assert retryable(httpx.ConnectError("refused")) and retryable(httpx.ReadTimeout("slow"))
     assert all(retryable(JobError("x", s)) for s in (None, 408, 429, 500, 503))
@@ -268,7 +271,7 @@ def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_pa
 
     torch.set_num_threads(1)  # what --threads 1 gives the agent: the thread count is part of the fingerprint
     fingerprint = detect_platform("cpu").fingerprint()
-    plan = loads_plan(TINY).to_document()
+    plan = loads_plan(TINY).restricted(["float32"]).to_document()  # all of it within --dtype below: timed whole
 
     def enqueue(match: dict) -> int:
         r = httpx.post(

@@ -175,6 +175,8 @@ def test_service_restart_mid_run_spools_then_drains(live_service, tmp_path, thre
     deliverer.close()
     assert deliverer.stats.spooled_batches >= 2  # it really was down for a while
     assert spool.records() == []  # and everything spooled was drained
+    # ...and the run knows it: nothing counts as undelivered (a job would be failed and timed again).
+    assert deliverer.stats.waiting == {} and "spooled" not in deliverer.kept_where()
     rows = stored(live_service, platform.fingerprint())
     assert sorted(r["uuid"] for r in rows) == sorted(str(m.id) for m in sent)  # exact: none lost, none twice
     assert len(rows) == plan.n_points()
@@ -244,6 +246,51 @@ def test_agent_runs_a_queued_job(live_service, tmp_path, threads_one):
     assert JobClient(live_service.url, live_service.ingest_token, agent="after").claim(platform) is None
 
 
+def _job(svc, job_id) -> dict:
+    r = httpx.get(f"{svc.url}/v1/jobs/{job_id}", headers=f.auth(svc.read_token))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_an_agent_passes_over_a_job_it_cannot_time_whole(live_service, tmp_path, threads_one):
+    """--dtype float32 on a job that needs bfloat16 too: timing part of it would report it done with the
+    rest never measured, and failing it would use up its attempts before another agent saw it."""
+    platform = detect_platform("cpu")
+    both = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())  # float32 and bfloat16
+    fp32 = loads_plan(TINY.replace("e2e-tiny", "e2e-fp32").replace("dtypes: [float32, bfloat16]", "dtypes: [float32]"))
+    only_fp32 = _create_job(live_service, fp32.to_document(), platform.fingerprint())
+    args = ["agent", "run", "--jobs", "--dtype", "float32", "--server", live_service.url, "--token", live_service.ingest_token]
+    res = CliRunner().invoke(cli_app(), [*args, "--threads", "1", "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    assert res.exit_code == 0, res.output
+    assert f"passed over job {both} (plan e2e-tiny): it needs bfloat16, which --dtype leaves out" in res.output
+    assert (_job(live_service, only_fp32)["status"], _job(live_service, only_fp32)["points_done"]) == ("done", fp32.n_points())
+    left = _job(live_service, both)
+    assert (left["status"], left["attempts"]) == ("queued", 0)  # no attempt used: whole for the next agent
+    assert len(stored(live_service, platform.fingerprint())) == fp32.n_points()
+
+
+def test_a_stop_signal_during_a_claim_gives_the_job_back(live_service):
+    """The signal waits for the claim's answer, then the job goes back to the queue at once instead of
+    staying leased to a stopped agent until its lease ends."""
+    from gac.agent.cli import _claim
+    from gac.agent.interrupt import stop_signals
+
+    platform = detect_platform("cpu")
+    job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+
+    class SignalledMidClaim(JobClient):
+        def claim(self, *a, **kw):  # type: ignore[no-untyped-def]
+            job = super().claim(*a, **kw)
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives once the service has leased the job, before the agent has it
+            return job
+
+    jc = SignalledMidClaim(live_service.url, live_service.ingest_token, agent="stopping")
+    with stop_signals(), pytest.raises(KeyboardInterrupt):
+        _claim(jc, platform, 60, [])
+    job = _job(live_service, job_id)
+    assert (job["status"], job["attempts"]) == ("queued", 0), job
+
+
 def test_job_lease_heartbeat_and_failure(live_service):
     platform = detect_platform("cpu")
     job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
@@ -259,6 +306,22 @@ def test_job_lease_heartbeat_and_failure(live_service):
     out = jc.fail(job.id, "disk on fire")
     # One attempt of the default 3 (GAC_JOB_MAX_ATTEMPTS) used: back to the queue, with the agent's reason.
     assert out["error"] == "disk on fire" and (out["status"], out["attempts"]) == ("queued", 1)
+
+
+def test_a_heartbeat_refused_for_a_lost_lease_says_so_and_stops(live_service):
+    platform = detect_platform("cpu")
+    _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+    jc = JobClient(live_service.url, live_service.ingest_token, agent="first")
+    job = jc.claim(platform, lease_seconds=60)
+    assert job is not None
+    # The lease ends under the agent (here: given back; as when it expired and another agent claimed it).
+    JobClient(live_service.url, live_service.ingest_token, agent="first").release(job.id, "test")
+    other = JobClient(live_service.url, live_service.ingest_token, agent="second").claim(platform, lease_seconds=60)
+    assert other is not None and other.id == job.id
+    with Heartbeat(jc, job.id, interval_s=0.05, lease_seconds=600) as hb:
+        hb._thread.join(30)  # the first refused beat ends the loop
+    assert not hb._thread.is_alive() and hb.sent == 0
+    assert hb.lost is not None and "409" in hb.lost and "second" in hb.lost
 
 
 def test_a_refused_token_fails_before_any_timing(live_service, tmp_path):

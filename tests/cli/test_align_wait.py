@@ -134,3 +134,92 @@ def test_waiting_on_jobs_no_agent_claims_says_once_what_would(live_service, monk
     assert len(hints) == 1, said
     assert OTHER.fingerprint()[:16] in hints[0] and "--jobs --follow" in hints[0]
     assert said[-1] == f"jobs [{job}]: 1 cancelled"
+
+
+def _job_doc(**kw):  # type: ignore[no-untyped-def]
+    from datetime import datetime, timezone
+
+    from gac.contracts.api import Job
+
+    now = datetime.now(timezone.utc)
+    base = {"id": 1, "plan": {}, "plan_name": "p", "points": 1, "match": {}, "priority": 0, "status": "leased", "attempts": 1,
+            "max_attempts": 3, "source": "api", "created_at": now, "updated_at": now}  # fmt: skip
+    return Job.model_validate({**base, **kw})
+
+
+def test_a_lease_that_ran_out_reads_as_waiting_for_a_claim_or_failed_on_its_last_attempt():
+    from datetime import datetime, timedelta, timezone
+
+    from gac.commands.align import _job_state
+
+    now = datetime.now(timezone.utc)
+    assert _job_state(_job_doc(lease_expires_at=now + timedelta(seconds=60)), now) == "leased"
+    assert _job_state(_job_doc(lease_expires_at=now - timedelta(seconds=1)), now) == "expired"  # its agent stopped reporting
+    assert _job_state(_job_doc(lease_expires_at=now - timedelta(seconds=1), attempts=3), now) == "failed"  # nothing will claim it
+    assert _job_state(_job_doc(status="done", lease_expires_at=None), now) == "done"
+
+
+def test_a_failed_job_ends_the_wait_without_queueing_its_points_again(live_service):
+    import typer
+
+    import gac.commands.align as align_cmd
+
+    plan = {"name": "doomed", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 8, "k": 8}, "values": [8]}]}
+    admin = {"Authorization": f"Bearer {live_service.admin_token}"}
+    r = httpx.post(
+        f"{live_service.url}/v1/jobs", json={"plan": plan, "match": {"fingerprint": OTHER.fingerprint()}, "max_attempts": 1}, headers=admin
+    )
+    assert r.status_code == 201, r.text
+    agent = JobClient(live_service.url, live_service.ingest_token, agent="other-machine")
+    job = agent.claim(OTHER)
+    assert job is not None
+    agent.fail(job.id, "CUDA error: out of memory on sdpa b=64")
+    queued = align_cmd._Stored(result=None, document=None, jobs=[job.id])  # type: ignore[arg-type]
+
+    def align_again(*_):  # type: ignore[no-untyped-def]
+        raise AssertionError("aligned again (and queued the failed points anew) after a failed job")
+
+    said: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(align_cmd.err, "print", lambda text, *a, **k: said.append(str(text)))
+        with pytest.raises(typer.Exit) as stop:
+            align_cmd._follow_jobs(queued, align_again, OTHER.fingerprint(), live_service.url, live_service.read_token)
+    assert stop.value.exit_code == 1
+    assert any(f"job {job.id} failed after 1 of 1 attempts: CUDA error: out of memory on sdpa b=64" in s for s in said), said
+    assert "not queued again" in said[-1]
+
+
+def test_the_wait_rides_out_a_service_restart(live_service, monkeypatch):
+    import threading
+
+    import gac.commands.align as align_cmd
+
+    plan = {"name": "patient", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 8, "k": 8}, "values": [8]}]}
+    admin = {"Authorization": f"Bearer {live_service.admin_token}"}
+    r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": {"fingerprint": OTHER.fingerprint()}}, headers=admin)
+    assert r.status_code == 201, r.text
+    job = r.json()["id"]
+    said, first_read, cannot_read = [], threading.Event(), threading.Event()
+
+    def record(text, *args, **kwargs):  # type: ignore[no-untyped-def]
+        said.append(str(text))
+        first_read.set()
+        if "cannot read jobs" in str(text):
+            cannot_read.set()
+
+    monkeypatch.setattr(align_cmd.err, "print", record)
+
+    def restart_then_cancel() -> None:
+        first_read.wait(30)
+        live_service.stop()
+        cannot_read.wait(30)
+        live_service.start()
+        httpx.delete(f"{live_service.url}/v1/jobs/{job}", headers=admin)
+
+    restarter = threading.Thread(target=restart_then_cancel)
+    restarter.start()
+    ended = align_cmd._wait_for([job], live_service.url, live_service.read_token, every_s=0.05, platform=OTHER.fingerprint())
+    restarter.join()
+    assert [j.status for j in ended] == ["cancelled"]
+    assert sum("cannot read jobs" in s for s in said) == 1 and "reached the service again" in said, said
+    assert said[-1] == f"jobs [{job}]: 1 cancelled"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gac.agent.timing import POINTS_PER_ROUND
-from gac.commands.profile_missing import PROBE_MAX, PROBE_MIN_ROUNDS, PROBE_SECONDS, points_plan, probe_order, probe_size
+from gac.commands.profile_missing import PROBE_MAX, PROBE_MIN_ROUNDS, PROBE_SECONDS, duration, points_plan, probe_order, probe_size
 from gac.contracts.plans import plan_for_points
 
 
@@ -33,3 +33,8 @@ def test_the_probe_and_the_rest_cover_the_plan_once():
     parts = [points_plan(plan, order[:8]), points_plan(plan, order[8:40]), points_plan(plan, order[40:])]
     assert [p.n_points() for p in parts] == [8, 32, 60]
     assert all(p.name == plan.name and p.timing == plan.timing for p in parts)
+
+
+def test_estimates_read_in_the_unit_that_suits_them():
+    # An 8B model's estimate on a platform with nothing measured: hours, not 24579 s.
+    assert [duration(s) for s in (45, 119, 450, 7199, 24579)] == ["45 s", "119 s", "7.5 min", "120.0 min", "6.8 h"]

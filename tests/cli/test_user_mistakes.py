@@ -76,6 +76,16 @@ def test_ingest_reports_a_bad_line_and_sends_the_rest(live_service, tmp_path):
     assert page["total"] == 5
 
 
+@pytest.mark.slow
+def test_ingest_with_a_token_the_service_refuses_stops_at_the_first_line(live_service, tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(f.body(f.batch(rows=2))) + "\n" for _ in range(6)))
+    for token, status in (("not-a-token", "401"), (live_service.read_token, "403")):
+        out = gac("ingest", str(path), "--server", live_service.url, "--token", token)
+        assert_clean_failure(out, f"line 1: HTTP {status}", "stopping: check --token / GAC_TOKEN")
+        assert "line 2" not in out.stdout + out.stderr and "more bad line" not in out.stdout + out.stderr
+
+
 def test_a_curve_download_is_a_measurements_file(client, ingest_token, tmp_path):
     from gac.solver.lookup import FileLookup
     from tests.service.test_align_api import manifest, measured_platform
@@ -101,6 +111,13 @@ def curve_fixed(meta: dict) -> dict[str, int]:
     from gac.contracts.measurements import parse_shape_key
 
     return meta["fixed"] if isinstance(meta.get("fixed"), dict) else parse_shape_key(meta["fixed_key"])
+
+
+def test_an_unknown_dtype_or_device_is_named_with_the_choices():
+    out = gac("profile", "--dtype", "fp8")
+    assert_clean_failure(out, "'fp8' is not a dtype GAC times: choose from float16, bfloat16, float32")
+    assert "plan error" not in out.stderr
+    assert_clean_failure(gac("agent", "selftest", "--device", "gpu"), "unknown device 'gpu' (use cpu or cuda:N)")
 
 
 def test_serve_refuses_a_bad_port_and_a_missing_database_in_one_line(tmp_path):

@@ -18,10 +18,12 @@ def enqueue(client, admin_token, match=None, priority=0, **extra):  # type: igno
     return r.json()
 
 
-def claim(client, token, agent="agent-1", plat=None, lease=None):  # type: ignore[no-untyped-def]
+def claim(client, token, agent="agent-1", plat=None, lease=None, skip=None):  # type: ignore[no-untyped-def]
     body = {"platform": (plat or f.platform()).model_dump(mode="json"), "agent": agent}
     if lease:
         body["lease_seconds"] = lease
+    if skip is not None:
+        body["skip"] = skip
     return client.post("/v1/jobs/claim", json=body, headers=f.auth(token))
 
 
@@ -99,6 +101,17 @@ def test_platform_matching_and_priority(client, admin_token, ingest_token):
     assert claim(client, ingest_token).json()["id"] == low["id"]
     assert claim(client, ingest_token).status_code == 204  # the H100 job is not for a CPU
     assert claim(client, ingest_token, plat=gpu).json()["match"]["device_name"] == "h100"
+
+
+def test_a_claim_passes_over_the_jobs_it_skips(client, admin_token, ingest_token):
+    high = enqueue(client, admin_token, priority=10)
+    low = enqueue(client, admin_token)
+    assert claim(client, ingest_token, skip=[high["id"]]).json()["id"] == low["id"]  # the best job it will take
+    assert claim(client, ingest_token, skip=[high["id"]]).status_code == 204
+    assert claim(client, ingest_token, agent="agent-2").json()["id"] == high["id"]  # still there for another agent
+    for bad in ([0], ["x"], list(range(1, 1002)), [2**31]):
+        r = claim(client, ingest_token, skip=bad)
+        assert r.status_code == 422 and r.json()["detail"][0]["field"].startswith("body.skip"), (bad, r.text)
 
 
 def test_expired_lease_goes_back_to_the_queue_then_fails(client, admin_token, ingest_token):
@@ -216,3 +229,33 @@ def test_an_agent_asking_for_work_makes_its_platform_known(client, ingest_token)
     assert queued.status_code == 201 and len(queued.json()["jobs"]) == 1  # every point it needs, as a job for it
     got = claim(client, ingest_token, plat=new)
     assert got.status_code == 200 and got.json()["id"] == queued.json()["jobs"][0]
+
+
+def test_alignments_queueing_the_same_points_at_once_queue_them_once(app, settings):
+    """Check-then-insert under a lock on the dedupe key: on Postgres (READ COMMITTED) two transactions
+    could otherwise both find no active job and both insert one."""
+    import threading
+
+    from sqlalchemy import func, select
+
+    from gac.contracts.plans import SweepPlan
+    from gac.service.jobs import service
+    from gac.service.jobs.schemas import JobMatch
+    from gac.service.models import Job
+
+    plan, match, racers = SweepPlan.model_validate(PLAN), JobMatch(fingerprint=f.platform().fingerprint()), 8
+    start, created = threading.Barrier(racers), []
+
+    def enqueue_once() -> None:
+        with app.state.sessionmaker() as s:
+            start.wait()
+            created.append(service.enqueue(s, settings, plan, match, source="align-missing", dedupe=True)[1])
+
+    threads = [threading.Thread(target=enqueue_once) for _ in range(racers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(created) == [False] * (racers - 1) + [True]
+    with app.state.sessionmaker() as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 1

@@ -114,7 +114,7 @@ def test_every_job_is_done_exactly_once_and_expired_leases_are_claimed_again(fle
             headers = {"Authorization": f"Bearer {fleet.tokens[agent_index(agent)]}"}
             for action, body in (("heartbeat", {"agent": agent}), ("complete", {"agent": agent, "points": 2})):
                 r = c.post(f"/v1/jobs/{job_id}/{action}", json=body, headers=headers)
-                assert r.status_code == 409 and "status done" in r.json()["detail"], r.text
+                assert r.status_code == 409 and "is done (by agent" in r.json()["detail"], r.text
     verify(fleet.db.url, run)  # and nothing changed
 
 
