@@ -481,13 +481,19 @@ class _Agent:
     client: httpx.Client
 
 
+class LeaseLost(Exception):
+    """The job being timed is no longer this agent's (a heartbeat was refused): stop timing it."""
+
+
 @dataclass
 class _Sinks:
     """Where one run's measurements go: the service (spooling what it cannot take now), a results file, or both.
-    Both commit as they go (gac.agent.interrupt.commit_every_s), so a stopped run keeps what it measured."""
+    Both commit as they go (gac.agent.interrupt.commit_every_s), so a stopped run keeps what it measured.
+    `lost`, for a job: why its lease is gone (None while held); the next point raises LeaseLost."""
 
     deliverer: Deliverer | None
     writer: BatchFileWriter | None
+    lost: Callable[[], str | None] | None = None
 
     @classmethod
     def open(cls, agent: _Agent, run: RunInfo) -> _Sinks:
@@ -517,6 +523,8 @@ class _Sinks:
             self.deliverer.add(m)
         if self.writer is not None:
             self.writer.add(m)
+        if self.lost is not None and (why := self.lost()):
+            raise LeaseLost(why)
 
     def close(self) -> None:
         if self.deliverer is not None:
@@ -727,8 +735,15 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
 
     try:
         with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds) as beat:
-            # No step check here: a job is fleet work, and a stop during the check would give back a job already done.
-            result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
+            sinks.lost = lambda: beat.lost  # another agent may be timing it now: stop at the next point
+            try:
+                # No step check here: a job is fleet work, and a stop during the check would give back a job already done.
+                result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
+            except LeaseLost as lost:
+                with shielded():
+                    sinks.close()  # what it measured is delivered all the same
+                    sinks.report()
+                    return _report_job(jc, job, k, n, str(lost), None, 0, "")
             with shielded():  # from here a stop waits until the job is reported (done, failed or lost)
                 if o.quiet:  # no live line: its final state, once
                     console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
@@ -911,7 +926,8 @@ def agent_selftest(
     device: DeviceOpt = "cpu",
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout instead of a table")] = False,
 ) -> None:
-    """Check this machine before it joins a fleet: device, CUDA stack, clocks, timer agreement, L2 flush, SDPA backends.
+    """Check this machine before it joins a fleet: device, CUDA stack, clocks, timer agreement, small-kernel repeatability,
+    L2 flush, SDPA backends.
 
     Exits 1 when a check fails (each failure says what to do), 2 for an unsupported --device."""
     selftest(device, as_json)

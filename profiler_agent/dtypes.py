@@ -43,18 +43,28 @@ PROBE_MS = 5.0  # time each dtype for at least this long ...
 PROBE_MIN_CALLS = 2  # ... and at least this many calls (an emulated call alone can take 100 ms)
 
 
-def _probe_once(dtype: torch.dtype) -> float:
-    """Fastest time (s) of one probe GEMM in dtype on the CPU; the minimum shrugs off preemption on a shared machine."""
+def _probe(dtypes: list[torch.dtype]) -> dict[torch.dtype, float]:
+    """Fastest time (s) of one probe GEMM in each dtype on the CPU. The dtypes take turns, a call
+    each, so load that comes and goes (a busy sibling hyperthread, another process) slows them alike
+    rather than whichever was being timed then; the minimum shrugs off preemption. A dtype with no
+    kernel at all is left out: certainly not native."""
     m, k, n = PROBE_SHAPE
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(m, k, generator=gen).to(dtype)
-    w = torch.randn(k, n, generator=gen).to(dtype)
-    best, spent, calls = float("inf"), 0.0, 0
-    while calls < PROBE_MIN_CALLS or spent < PROBE_MS / 1e3:
-        t0 = time.perf_counter()
-        torch.matmul(x, w)
-        dt = time.perf_counter() - t0
-        best, spent, calls = min(best, dt), spent + dt, calls + 1
+    x, w = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+    inputs, best, spent, calls = {}, {}, dict.fromkeys(dtypes, 0.0), 0
+    for dt in dtypes:
+        try:
+            torch.matmul(x.to(dt), w.to(dt))
+        except RuntimeError:
+            continue
+        inputs[dt], best[dt] = (x.to(dt), w.to(dt)), float("inf")
+    while calls < PROBE_MIN_CALLS or min(spent[dt] for dt in inputs) < PROBE_MS / 1e3:
+        for dt, (a, b) in inputs.items():
+            t0 = time.perf_counter()
+            torch.matmul(a, b)
+            took = time.perf_counter() - t0
+            best[dt], spent[dt] = min(best[dt], took), spent[dt] + took
+        calls += 1
     return best
 
 
@@ -66,16 +76,11 @@ def _measured_ratios() -> tuple[tuple[str, float], ...]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        base = _probe_once(torch.float32)
-        out = [("float32", 1.0)]
-        for name in LOW_PRECISION:
-            try:
-                out.append((name, round(_probe_once(getattr(torch, name)) / base, 2)))
-            except RuntimeError:  # no kernel for this dtype at all: certainly not native
-                continue
+        best = _probe([torch.float32, *(getattr(torch, name) for name in LOW_PRECISION)])
     finally:
         torch.set_num_threads(threads)
-    return tuple(out)
+    base = best.pop(torch.float32)
+    return (("float32", 1.0), *((str(dt).removeprefix("torch."), round(t / base, 2)) for dt, t in best.items()))
 
 
 def measure_cpu_dtype_speed() -> dict[str, float]:

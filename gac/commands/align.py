@@ -110,6 +110,17 @@ def _manifest(body: dict, names: _Names) -> Manifest:
     """The manifest file's document, validated (its mistakes named as the file's entries)."""
     from pydantic import ValidationError
 
+    if isinstance(body, dict) and "schema" not in body and "weights" not in body:
+        # Not a manifest at all (a compressor's config.json, say): one line, not one per unknown key.
+        known = {"truncation_ranks": "asvd", "head_wise_ranks": "palu"}
+        hint = next((f"`gac import {c} {names.manifest}`" for key, c in known.items() if key in body), "`gac import --help`")
+        err.print(
+            f'[red]{escape(str(names.manifest))}[/red]: not a GAC manifest (no "schema": "gac.manifest/v1", no weights); '
+            f"a compressor's output becomes one with {escape(hint)}",
+            highlight=False,
+        )
+        raise typer.Exit(2)
+
     from gac.contracts.manifest import Manifest
 
     try:
@@ -233,7 +244,7 @@ def _summary(res: AlignmentResult) -> None:
     console.print(f"[bold]{res.model}[/bold] on platform {res.platform[:16]}")
     _say("optimized for", goal)
     if lat.complete and lat.unaligned_us and lat.aligned_us:
-        orig = f"; original {lat.original_us:,.1f} µs" if lat.original_us else ""
+        orig = f"; before compression {lat.original_us:,.1f} µs" if lat.original_us else ""
         _say(
             "predicted",
             f"unaligned {lat.unaligned_us:,.1f} µs -> GAC {lat.aligned_us:,.1f} µs "
@@ -303,7 +314,7 @@ def _print(stored: _Stored, wide: bool = False) -> None:
             )
         console.print(table)
     if res.frontier:
-        _say("frontier", f"{len(res.frontier)} Pareto points (--json or the dashboard shows them)")
+        _say("frontier", f"{len(res.frontier)} Pareto point{'s' if len(res.frontier) != 1 else ''} (--json or the dashboard shows them)")
     if res.missing:
         secs = sum(m.estimated_seconds or 0 for m in res.missing)
         from gac.commands.profile_missing import duration

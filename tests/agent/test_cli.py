@@ -83,7 +83,7 @@ def test_unreachable_server_spools_and_flush_keeps_it(app, tmp_path):
         (["agent", "run", "--plan", "quick"], "give --server URL --token T, or --out FILE"),
         (["agent", "run", "--server", "http://x"], "--token"),
         (["agent", "run", "--out", "x.jsonl", "--device", "cuda:0"], "device error"),
-        (["agent", "run", "--out", "x.jsonl", "--dtype", "float64"], "plan error"),
+        (["agent", "run", "--out", "x.jsonl", "--dtype", "float64"], "'float64' is not a dtype GAC times: choose from"),
         (["agent", "run", "--out", "x.jsonl", "--plan", "quick", "--follow"], "--follow waits for jobs: give --jobs too"),
     ],
 )

@@ -447,6 +447,47 @@ def test_ctrl_c_gives_a_claimed_job_back_at_once(live_service, tmp_path, monkeyp
     assert again is not None and again.id == job_id  # another agent can take it now
 
 
+def test_an_agent_that_lost_its_lease_stops_timing_the_job_and_leaves_it_to_its_holder(live_service, tmp_path, monkeypatch, threads_one):
+    """The lease lapses under an agent (a long partition) and another agent claims the job: the first one's
+    next heartbeat is refused, and it stops at the next point, delivers what it measured, and neither
+    completes nor fails the job that is no longer its own."""
+    import gac.agent.cli as agent_cli
+    import gac.agent.jobs as jobs
+    import gac.agent.runner as runner
+
+    platform = detect_platform("cpu")
+    job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+
+    class QuickBeat(jobs.Heartbeat):  # the agent's beat is at least 5 s apart; the test needs no wait
+        current: jobs.Heartbeat | None = None
+
+        def __init__(self, jc, job, interval_s, lease_seconds=None):  # type: ignore[no-untyped-def]
+            super().__init__(jc, job, 0.05, lease_seconds)
+            QuickBeat.current = self
+
+    real_one, timed = runner.PlanRunner._one, {"n": 0}
+
+    def one_then_lose_the_lease(self, point, timing, out):  # type: ignore[no-untyped-def]
+        timed["n"] += 1
+        if timed["n"] == 3:  # as if its lease ran out: back in the queue, and another agent claims it
+            JobClient(live_service.url, live_service.ingest_token, agent=agent_cli._lease_name()).release(job_id, "lapsed")
+            assert JobClient(live_service.url, live_service.ingest_token, agent="holder").claim(platform) is not None
+            assert QuickBeat.current is not None
+            QuickBeat.current._thread.join(30)  # the first refused beat ends the beating
+        return real_one(self, point, timing, out)
+
+    monkeypatch.setattr(jobs, "Heartbeat", QuickBeat)
+    monkeypatch.setattr(runner.PlanRunner, "_one", one_then_lose_the_lease)
+    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token, "--threads", "1"]
+    res = CliRunner().invoke(cli_app(), [*args, "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    assert res.exit_code == 1, res.output
+    assert f"(id {job_id}): its lease was lost while it ran" in res.output
+    assert timed["n"] == 3  # stopped at the point it was timing, not after the whole job
+    assert len(stored(live_service, platform.fingerprint())) == 3  # what it measured, delivered
+    job = _job(live_service, job_id)
+    assert (job["status"], job["lease_owner"], job["error"]) == ("leased", "holder", "lapsed")  # not completed, not failed
+
+
 def test_a_following_agent_waits_for_new_jobs_and_rides_out_a_service_restart(live_service, tmp_path, threads_one):
     platform = detect_platform("cpu")
     plan = loads_plan(TINY)

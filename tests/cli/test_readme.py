@@ -54,15 +54,20 @@ def test_client_example_runs_as_written(doc, index, live_service, tmp_path):
     manifest = json.loads((ROOT / "examples/cpu-demo-lowrank.json").read_text())
     # Stored as if profiled with one thread: the example's own detection (every core) must still find it.
     stored_as = machine.model_copy(update={"threads": 1 if machine.threads != 1 else 2})
+    # In every dtype the example's own detection may call fast here (it times a probe GEMM per dtype,
+    # in another process): which one is detection's business (tests/agent/test_platform.py), not this test's.
+    candidates = sorted({machine.fast_dtype.value, "float32", *(str(d) for d in machine.native_dtypes or [])})
     with Client(live_service.url, live_service.ingest_token) as gac:
-        for batch in batches(stored_as, needed_measurements(manifest, stored_as.fingerprint(), machine.fast_dtype.value)):
-            gac.upload(batch, by_columns=True)
+        for dtype in candidates:
+            for batch in batches(stored_as, needed_measurements(manifest, stored_as.fingerprint(), dtype)):
+                gac.upload(batch, by_columns=True)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {**os.environ, "GAC_SERVER": live_service.url, "GAC_TOKEN": live_service.read_token}
     done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     out = done.stdout + done.stderr
     assert done.returncode == 0 and "Traceback" not in out, f"{doc} block {index} failed:\n{block}\n--- output\n{out[-3000:]}"
-    assert f"in {machine.fast_dtype.value}" in done.stdout, done.stdout
+    used = re.search(r"^platform: .* in (\w+)$", done.stdout, re.MULTILINE)
+    assert used and used.group(1) in candidates, (done.stdout, machine.dtype_speed)
     speedup = re.search(r"predicted speed-up: (\S+)", done.stdout)
     assert speedup and float(speedup.group(1)) > 0, done.stdout
     assert stored_as.fingerprint()[:12] in done.stdout

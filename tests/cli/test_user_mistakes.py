@@ -113,6 +113,13 @@ def curve_fixed(meta: dict) -> dict[str, int]:
     return meta["fixed"] if isinstance(meta.get("fixed"), dict) else parse_shape_key(meta["fixed_key"])
 
 
+def test_a_compressors_config_is_not_a_manifest_and_says_which_import_makes_one():
+    config = MANIFEST.parent / "llama3-8b-asvd-config.json"
+    out = gac("align", str(config))
+    assert_clean_failure(out, "not a GAC manifest", f"`gac import asvd {config}`")
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr  # not a line per key it does not know
+
+
 def test_an_unknown_dtype_or_device_is_named_with_the_choices():
     out = gac("profile", "--dtype", "fp8")
     assert_clean_failure(out, "'fp8' is not a dtype GAC times: choose from float16, bfloat16, float32")
