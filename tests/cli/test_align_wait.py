@@ -91,17 +91,23 @@ def test_wait_follows_the_jobs_until_nothing_is_missing(live_service, tmp_path):
     assert all(c["source"] == "measured" for w in result["weights"] for c in w["candidates"] if c["dim"] == w["dim"])
 
 
+def _queue_for_other(live_service, name: str, **extra) -> int:  # type: ignore[no-untyped-def]
+    """A one-point job for the other machine's platform (no agent here takes it); its id."""
+    plan = {"name": name, "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 8, "k": 8}, "values": [8]}]}
+    body = {"plan": plan, "match": {"fingerprint": OTHER.fingerprint()}, **extra}
+    r = httpx.post(f"{live_service.url}/v1/jobs", json=body, headers={"Authorization": f"Bearer {live_service.admin_token}"})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
 def test_waiting_on_jobs_no_agent_claims_says_once_what_would(live_service, monkeypatch):
     import threading
 
     import gac.commands.align as align_cmd
     from gac.client import Client
 
-    plan = {"name": "nobody", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 8, "k": 8}, "values": [8]}]}
     admin = {"Authorization": f"Bearer {live_service.admin_token}"}
-    r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": {"fingerprint": OTHER.fingerprint()}}, headers=admin)
-    assert r.status_code == 201, r.text
-    job = r.json()["id"]
+    job = _queue_for_other(live_service, "nobody")
     said, hinted, polls_after = [], threading.Event(), threading.Semaphore(0)
 
     def record(text, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -164,12 +170,7 @@ def test_a_failed_job_ends_the_wait_without_queueing_its_points_again(live_servi
 
     import gac.commands.align as align_cmd
 
-    plan = {"name": "doomed", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 8, "k": 8}, "values": [8]}]}
-    admin = {"Authorization": f"Bearer {live_service.admin_token}"}
-    r = httpx.post(
-        f"{live_service.url}/v1/jobs", json={"plan": plan, "match": {"fingerprint": OTHER.fingerprint()}, "max_attempts": 1}, headers=admin
-    )
-    assert r.status_code == 201, r.text
+    _queue_for_other(live_service, "doomed", max_attempts=1)
     agent = JobClient(live_service.url, live_service.ingest_token, agent="other-machine")
     job = agent.claim(OTHER)
     assert job is not None
@@ -194,11 +195,8 @@ def test_the_wait_rides_out_a_service_restart(live_service, monkeypatch):
 
     import gac.commands.align as align_cmd
 
-    plan = {"name": "patient", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 8, "k": 8}, "values": [8]}]}
     admin = {"Authorization": f"Bearer {live_service.admin_token}"}
-    r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": {"fingerprint": OTHER.fingerprint()}}, headers=admin)
-    assert r.status_code == 201, r.text
-    job = r.json()["id"]
+    job = _queue_for_other(live_service, "patient")
     said, first_read, cannot_read = [], threading.Event(), threading.Event()
 
     def record(text, *args, **kwargs):  # type: ignore[no-untyped-def]
