@@ -206,8 +206,6 @@ def test_align_through_a_server_says_which_token_it_needs(live_service):
     env = {k: v for k, v in os.environ.items() if k != "GAC_TOKEN"}
     out = gac("align", str(MANIFEST), "--server", live_service.url, env=env)
     assert_clean_failure(out, "401", "no token was sent: --token or GAC_TOKEN")
-    out = gac("align", str(MANIFEST), "--server", live_service.url, "--token", "not-a-token", env=env)
-    assert_clean_failure(out, "401", "check the token: --token or GAC_TOKEN, a token")
     read = ["--token", live_service.read_token]
     out = gac("align", str(MANIFEST), "--server", live_service.url, *read, "--enqueue-missing", "--yes", env=env)
     assert_clean_failure(out, "403", "check the token: --token or GAC_TOKEN, an ingest or admin token (it queues jobs)")
