@@ -133,6 +133,11 @@ class GacApiError(GacClientError):
         super().__init__(self._message())
 
     @property
+    def transient(self) -> bool:
+        """Whether asking again later may succeed: the service busy or failing (408, 429, 5xx), not a refusal."""
+        return self.status in (408, 429) or self.status >= 500
+
+    @property
     def field_errors(self) -> list[FieldError]:
         """The per-field errors (empty when detail is a plain message)."""
         return list(self.detail) if isinstance(self.detail, list) else []

@@ -743,13 +743,15 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
                 with shielded():
                     sinks.close()  # what it measured is delivered all the same
                     sinks.report()
-                    return _report_job(jc, job, k, n, str(lost), None, 0, "")
+                    return _say_lease_lost(line, job, str(lost))
             with shielded():  # from here a stop waits until the job is reported (done, failed or lost)
                 if o.quiet:  # no live line: its final state, once
                     console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
                 out_console.print(_summary_table(result, p))
                 sinks.report()
-                return _report_job(jc, job, k, n, beat.lost, sinks.undelivered(), len(result.measurements), str(run.id))
+                if beat.lost:
+                    return _say_lease_lost(line, job, beat.lost)
+                return _report_job(jc, job, sinks.undelivered(), len(result.measurements), str(run.id))
     except typer.Exit:
         raise
     except Exception as err:  # report the job as failed, then stop
@@ -757,17 +759,17 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
         raise
 
 
-def _report_job(jc: JobClient, job: Job, k: int, n: int | None, lost: str | None, missing: str | None, points: int, run_id: str) -> int:
-    """Complete the job; fail it (queued again) when rows did not reach the service; neither when its
-    lease was lost (another agent may hold it now). The exit code: 1 unless completed."""
-    from gac.agent.jobs import job_label
+def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:
+    """Neither complete nor fail a job whose lease is gone (another agent may hold it now): say so; exit code 1."""
+    console.print(
+        f"[yellow]{line.label} (id {job.id}): its lease was lost while it ran ({why}); what it measured is "
+        "delivered, the job is left to whoever holds it now[/yellow]"
+    )
+    return 1
 
-    if lost:
-        console.print(
-            f"[yellow]{job_label(k, n)} (id {job.id}): its lease was lost while it ran ({lost}); what it measured is "
-            "delivered, the job is left to whoever holds it now[/yellow]"
-        )
-        return 1
+
+def _report_job(jc: JobClient, job: Job, missing: str | None, points: int, run_id: str) -> int:
+    """Complete the job, or fail it (queued again) when rows did not reach the service; the exit code: 1 unless completed."""
     if missing:
         _safe(jc.fail, job.id, missing)
         return 1

@@ -98,13 +98,11 @@ def native_cpu_dtypes(flags: Iterable[str] | None, speed: dict[str, float]) -> l
         ratio = speed.get(name)
         if ratio is None:
             continue
-        if (
-            have is None
-            and ratio <= NATIVE_MAX_RATIO
-            or have is not None
-            and any(f in have for f in NATIVE_FLAGS[name])
-            and ratio < EMULATED_RATIO
-        ):
+        if have is None:
+            confirmed = ratio <= NATIVE_MAX_RATIO
+        else:
+            confirmed = any(f in have for f in NATIVE_FLAGS[name]) and ratio < EMULATED_RATIO
+        if confirmed:
             native.append(name)
     return native
 
@@ -176,9 +174,10 @@ def _why_fast(p: PlatformDescriptor) -> str:
     passed = ", ".join(f"{d} {_speed(p)[d]:.2f}x" for d in native if d != fast and d in _speed(p))
     if fast != "float32":
         ratio = _speed(p).get(fast)
-        timed = f"{ratio:.2f}x float32's time" if ratio else ""
-        timed += (f"; {passed}, native too, is slower" if timed else "") if passed else ""
-        return f"{fast} is native on {_where(p)}" + (f" ({timed})" if timed else "")
+        if not ratio:
+            return f"{fast} is native on {_where(p)}"
+        slower = f"; {passed}, native too, is slower" if passed else ""
+        return f"{fast} is native on {_where(p)} ({ratio:.2f}x float32's time{slower})"
     if passed:
         return f"native {passed} float32's time: no faster than float32 here"
     slow = [d for d in LOW_PRECISION if d not in native]

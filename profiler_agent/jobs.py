@@ -132,8 +132,10 @@ def retryable(err: Exception) -> bool:
     transport error, 408, 429, 5xx), not a refusal that asking again cannot change (401, 403, 422)."""
     if isinstance(err, httpx.HTTPError):
         return True
+    from gac.agent.delivery.sender import RETRYABLE_STATUS
+
     status = getattr(err, "status", None)
-    return status is None or status in (408, 429) or status >= 500
+    return status is None or status in RETRYABLE_STATUS or status >= 500
 
 
 @dataclass

@@ -438,7 +438,7 @@ def _wait_for(
             try:
                 ended = [client.job(j) for j in jobs]
             except (GacConnectionError, GacApiError) as exc:
-                if isinstance(exc, GacApiError) and not (exc.status in (408, 429) or exc.status >= 500):
+                if isinstance(exc, GacApiError) and not exc.transient:
                     err.print(f"[red]while waiting for jobs {jobs}: {exc}[/red]")
                     raise typer.Exit(1) from exc
                 if not failures:

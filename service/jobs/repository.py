@@ -16,10 +16,11 @@ from gac.service.repository import Slice, keyset_page
 ACTIVE = ("queued", "leased")
 
 
-def _fits(platform: PlatformDescriptor) -> tuple:
-    """The conditions under which this platform may run a job (and the job has attempts left)."""
+def _fits(platform: PlatformDescriptor, skip: Sequence[int] = ()) -> tuple:
+    """The conditions under which this platform may run a job (and the job has attempts left, and is not one to skip)."""
     name = platform.device_name.lower()
     return (
+        *((Job.id.not_in(skip),) if skip else ()),
         Job.attempts < Job.max_attempts,
         or_(Job.match_fingerprint.is_(None), Job.match_fingerprint == platform.fingerprint()),
         or_(Job.match_device_kind.is_(None), Job.match_device_kind == platform.device_kind),
@@ -45,7 +46,7 @@ def claimable(session: Session, platform: PlatformDescriptor, now: datetime, ski
     row by priority DESC, id ASC, an order that index cannot give, took 38 ms at 10,000 queued
     jobs on the 2-core VM, 1 ms this way). Rows other claims hold are skipped (SKIP LOCKED),
     never waited for. Jobs in `skip` are passed over."""
-    fits = (*_fits(platform), Job.id.not_in(skip)) if skip else _fits(platform)
+    fits = _fits(platform, skip)
     expired = and_(Job.status == "leased", Job.lease_expires_at < now)
     below: tuple = ()
     while True:

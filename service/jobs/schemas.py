@@ -7,8 +7,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gac.contracts.api import Job as JobOut
 from gac.contracts.api import JobStatus
-from gac.contracts.measurements import MAX_INT32, PRINTABLE, PlatformDescriptor
+from gac.contracts.measurements import PRINTABLE, PlatformDescriptor
 from gac.contracts.plans import SweepPlan
+from gac.service.schemas import MAX_ID
 
 __all__ = [
     "AgentName",
@@ -54,7 +55,7 @@ class ClaimRequest(_In):
     agent: AgentName
     lease_seconds: LeaseSeconds | None = None
     # Jobs this agent will not take (it cannot time them whole, e.g. its --dtype leaves out one they need): left to others.
-    skip: Annotated[list[Annotated[int, Field(ge=1, le=MAX_INT32)]], Field(max_length=1000)] = []
+    skip: Annotated[list[Annotated[int, Field(ge=1, le=MAX_ID)]], Field(max_length=1000)] = []
 
 
 class HeartbeatRequest(_In):

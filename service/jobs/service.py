@@ -78,9 +78,9 @@ def enqueue(
     key = dedupe_key(plan, match)
     if dedupe:
         repo.lock_key(session, key)  # two alignments queueing the same points at once queue them once
-    if dedupe and (existing := repo.active_with_key(session, key)) is not None:
-        session.commit()
-        return existing, False
+        if (existing := repo.active_with_key(session, key)) is not None:
+            session.commit()
+            return existing, False
     now = _now()
     job = Job(
         plan=plan.to_document(),
