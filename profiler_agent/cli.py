@@ -172,8 +172,9 @@ class _Session:
     platform: PlatformDescriptor
 
 
-def open_session(device: str, threads: int | None, timing: bool = True) -> _Session:
-    """Device, timer and platform; `timing` False for commands that time nothing (no load warning)."""
+def open_session(device: str, threads: int | None, timing: bool = True, pinned: bool = False) -> _Session:
+    """Device, timer and platform; `timing` False for commands that time nothing (no load warning);
+    `pinned`: the thread count is the one a platform being extended was timed with, not a choice."""
     from gac.agent.platform import detect_platform, parse_device
     from gac.agent.timing import make_timer
 
@@ -187,7 +188,7 @@ def open_session(device: str, threads: int | None, timing: bool = True) -> _Sess
         console.print(f"[red]device error:[/red] {err}")
         raise typer.Exit(2) from err
     if timing:
-        _warn_if_busy(platform)
+        _warn_if_busy(platform, pinned)
     return _Session(str(dev), timer, platform)
 
 
@@ -216,15 +217,22 @@ def _threads_for_load(busy: Callable[[], Busy | None] | None = None) -> int | No
     return 1
 
 
-def _warn_if_busy(platform: PlatformDescriptor) -> None:
+def _warn_if_busy(platform: PlatformDescriptor, pinned: bool = False, busy: Callable[[], Busy | None] | None = None) -> None:
     """On a CPU that other work already uses, intra-op threads stall at every barrier
     (whole scheduler ticks, milliseconds): say so before the figures go wrong. Points timed
-    while it was busy are re-timed or sent flagged (gac.agent.quality)."""
-    from gac.agent.cpu_load import busy_now, contention_warning
+    while it was busy are re-timed or sent flagged (gac.agent.quality). A pinned count cannot
+    drop to one thread: that would be another platform."""
+    from gac.agent.cpu_load import QUIET_OR_ONE_THREAD, busy_now, contention_warning
 
     if platform.device_kind != "cpu" or not platform.cores or not platform.threads or platform.threads <= 1:
         return  # one timing thread waits on no other: no need to sample the load
-    warning = contention_warning(busy_now(), platform.cores, platform.threads)
+    advice = (
+        f"the platform being measured was timed with {platform.threads} threads, so the count stays "
+        "(fewer would be another platform): a quieter machine gives trustworthy figures"
+        if pinned
+        else QUIET_OR_ONE_THREAD
+    )
+    warning = contention_warning((busy or busy_now)(), platform.cores, platform.threads, advice)
     if warning:
         console.print(f"[yellow]warning: {warning}; points timed while it is busy are re-timed or flagged[/yellow]")
 

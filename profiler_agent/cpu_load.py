@@ -51,11 +51,11 @@ def busy_now(sample_s: float = SAMPLE_S, path: str = "/proc/stat") -> Busy | Non
     return Busy(load, f"load average {load:.1f}")
 
 
-def contention_warning(busy: Busy | None, cores: int, threads: int) -> str | None:
-    """Why timing threads would stall (more threads than idle cores), or None."""
+QUIET_OR_ONE_THREAD = "use --threads 1 (or a quiet machine) for trustworthy figures"
+
+
+def contention_warning(busy: Busy | None, cores: int, threads: int, advice: str = QUIET_OR_ONE_THREAD) -> str | None:
+    """Why timing threads would stall (more threads than idle cores), or None; `advice` says what to do."""
     if busy is None or threads <= 1 or busy.cores + threads <= cores + 0.5:
         return None
-    return (
-        f"{busy.how} on {cores} cores: {threads} timing threads will be descheduled and stall; "
-        "use --threads 1 (or a quiet machine) for trustworthy figures"
-    )
+    return f"{busy.how} on {cores} cores: {threads} timing threads will be descheduled and stall; {advice}"

@@ -301,7 +301,9 @@ def _print(stored: _Stored, wide: bool = False) -> None:
     _say("solver", f"{res.solver.method} in {res.solver.seconds * 1000:.1f} ms, objective {res.objective:,.1f}; {check}")
     if res.baselines:
         table = Table(box=None)
-        for col in ("baseline", "params", "budget", "aligned", "speed-up", "gap to optimum"):
+        # The objective is the importance kept against the compressor's dims; "vs GAC" is its relative
+        # shortfall from GAC's optimum (negative: worse), shown only for a baseline within the budget.
+        for col in ("baseline", "params", "budget", "aligned", "speed-up", "objective", "vs GAC"):
             table.add_column(col, justify="left" if col in ("baseline", "budget") else "right", no_wrap=True)
         for b in res.baselines:
             table.add_row(
@@ -310,7 +312,8 @@ def _print(stored: _Stored, wide: bool = False) -> None:
                 "within" if b.within_budget else "OVER",
                 f"{b.aligned_share:.0%}",
                 f"{b.speedup:.3f}x" if b.speedup else "-",
-                f"{b.gap_to_optimum:.2e}" if b.gap_to_optimum is not None else "-",
+                f"{b.objective:,.1f}",
+                f"{(0.0 - b.gap_to_optimum) or 0.0:+.2%}" if b.gap_to_optimum is not None else "-",  # no "-0.00%"
             )
         console.print(table)
     if res.frontier:
@@ -333,6 +336,7 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
 
     result = stored.document  # what profile_missing reads: the document as served
     target = stored.result.platform
+    pinned = False
     if threads is None and target != pm.RULES_ONLY:
         # The thread count is part of a CPU's platform: measure at the count the alignment's platform was
         # timed with (said when not torch's default), whatever the load would choose for a new profile.
@@ -342,7 +346,8 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
         elif (same := pm.threads_of(target, looked)) is not None:
             err.print(f"the alignment's platform is this machine timed with {same} thread(s): measuring with --threads {same}")
             threads = same
-    session = pm.this_machine(device, threads)
+        pinned = threads is not None
+    session = pm.this_machine(device, threads, pinned=pinned)
     here = session.platform.fingerprint()
     if target not in (here, pm.RULES_ONLY):
         if not server:

@@ -94,11 +94,12 @@ def say_first_pass() -> None:
     )
 
 
-def this_machine(device: str, threads: int | None, timing: bool = True):  # noqa: ANN201 - the agent's session object
-    """The agent's session here; `timing` False only looks (no thread count chosen for the load, no load warning)."""
+def this_machine(device: str, threads: int | None, timing: bool = True, pinned: bool = False):  # noqa: ANN201 - the agent's session object
+    """The agent's session here; `timing` False only looks (no thread count chosen for the load, no load
+    warning); `pinned`: `threads` is the count of the platform being extended."""
     from gac.agent.cli import open_session
 
-    return open_session(device, threads, timing)
+    return open_session(device, threads, timing, pinned)
 
 
 def threads_of(target: str, platform, cores: int | None = None) -> int | None:  # noqa: ANN001 - a PlatformDescriptor

@@ -208,6 +208,24 @@ def test_a_busy_machine_makes_the_agent_time_with_one_thread_and_say_so(capsys):
         torch.set_num_threads(before)
 
 
+def test_a_busy_machine_at_a_pinned_thread_count_is_not_told_to_drop_to_one_thread(capsys):
+    """Extending a platform timed with 2 threads, one thread would be another platform: the warning says
+    to find a quieter machine instead; an unpinned count is told it may use --threads 1."""
+    from gac.agent.cli import _warn_if_busy
+    from gac.agent.cpu_load import Busy
+
+    platform = f.platform().model_copy(update={"device_kind": "cpu", "cores": 2, "threads": 2})
+    busy = lambda: Busy(1.5, "1.5 cores busy with other work")  # noqa: E731
+    _warn_if_busy(platform, pinned=True, busy=busy)
+    pinned = capsys.readouterr().err
+    assert "1.5 cores busy" in pinned and "timed with 2 threads, so the count stays" in pinned
+    assert "--threads 1" not in pinned
+    _warn_if_busy(platform, pinned=False, busy=busy)
+    assert "use --threads 1" in capsys.readouterr().err
+    _warn_if_busy(platform, pinned=True, busy=lambda: Busy(0.0, "0.0 cores busy with other work"))
+    assert capsys.readouterr().err == ""
+
+
 def test_the_flag_travels_in_both_wire_layouts():
     rows = [f.measurement(56), f.measurement(60, quality="bimodal,busy")]
     batch = Batch(id=uuid.uuid4(), platform=f.platform(), run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows)

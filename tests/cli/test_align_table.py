@@ -7,7 +7,7 @@ from gac.contracts.manifest import Manifest
 from gac.solver.align import AlignOptions, align
 
 
-def _stored(weights: int) -> cmd._Stored:
+def _manifest(weights: int) -> Manifest:
     doc = {
         "schema": "gac.manifest/v1",
         "model": "m",
@@ -19,7 +19,11 @@ def _stored(weights: int) -> cmd._Stored:
             for i in range(weights)
         ],
     }
-    result = align(Manifest.model_validate(doc), None, AlignOptions(cross_check="none", baselines=False))
+    return Manifest.model_validate(doc)
+
+
+def _stored(weights: int) -> cmd._Stored:
+    result = align(_manifest(weights), None, AlignOptions(cross_check="none", baselines=False))
     return cmd._Stored(result, result.model_dump(mode="json", by_alias=True))
 
 
@@ -78,3 +82,20 @@ def test_the_summary_reads_at_80_columns(monkeypatch):
     at_margin = [line for line in lines[1:] if line and not line[0].isspace()]
     assert at_margin and all(line.startswith(SUMMARY_LABELS) for line in at_margin), text
     assert lines[0].startswith("llama-like on platform ffffffffffffffff") and len(lines[0]) < 80
+
+
+def test_baselines_read_as_objective_and_shortfall_from_gac():
+    """Each baseline shows its objective and how it compares with GAC's, in percent, not a bare 1e-3 (above
+    GAC's only when it leaves GAC's window, which a warning says)."""
+    result = align(_manifest(6), None, AlignOptions(cross_check="none"))
+    assert result.baselines
+    text = _printed(cmd._Stored(result, result.model_dump(mode="json", by_alias=True)))
+    assert "vs GAC" in text and "gap to optimum" not in text
+    for b in result.baselines:
+        row = next(line for line in text.splitlines() if line.lstrip().startswith(b.method + " "))
+        assert f"{b.objective:,.1f}" in row, row
+        if b.gap_to_optimum is None:
+            assert row.rstrip().endswith("-"), row
+        else:
+            versus = (b.objective - result.objective) / abs(result.objective)
+            assert row.rstrip().endswith(f"{versus:+.2%}"), row
