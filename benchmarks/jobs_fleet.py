@@ -34,7 +34,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -80,7 +80,7 @@ def enqueue_jobs(db_url: str, n: int, max_attempts: int = 10) -> None:
     from gac.service.models import Job
 
     plan = SweepPlan.model_validate(PLAN)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     row = {
         "plan": plan.to_document(),
         "plan_name": plan.name,
@@ -207,7 +207,7 @@ async def run_fleet(
                         run.drained_at = now - t0
                     try:  # nothing claimable now: poll again (at once when the last job is done)
                         await asyncio.wait_for(all_done.wait(), poll_s * random.uniform(0.5, 1.5))
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue
                 assert r.status_code == 200, f"claim: {r.status_code} {r.text}"
@@ -261,7 +261,7 @@ async def run_fleet(
                 run.samples += 1
                 try:
                     await asyncio.wait_for(all_done.wait(), 0.02)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     tasks = [asyncio.create_task(agent(i, t)) for i, t in enumerate(tokens)]
@@ -269,7 +269,7 @@ async def run_fleet(
         tasks.append(asyncio.create_task(sample_locks()))
     try:
         await asyncio.wait_for(asyncio.gather(*tasks), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise AssertionError(
             f"the fleet did not finish in {timeout_s}s: {len(run.completed)} of {jobs} jobs done, {len(run.abandoned)} abandoned"
         ) from None

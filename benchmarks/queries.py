@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -44,7 +44,7 @@ from tests.fixtures.live_service import LiveService  # noqa: E402
 def load(dsn: str, platforms: int, curves: int, points: int) -> list[int]:
     """Bulk-load the database directly (setup, not measured): staircase curves with noise."""
     rng = random.Random(0)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     curve_ids = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO agents (name, first_seen, last_seen) VALUES ('bench', now(), now())")

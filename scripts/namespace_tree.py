@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 

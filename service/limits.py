@@ -178,7 +178,7 @@ class RequestGuard:
                 return await receive()  # past the body (a route waiting for the disconnect): no limit
             try:
                 message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
+            except TimeoutError:  # TimeoutError itself from Python 3.11
                 return await refuse(
                     408, "RequestTimeout", f"the request body did not arrive within {self.settings.body_timeout_seconds:g} s"
                 )

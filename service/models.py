@@ -4,7 +4,7 @@ tests check that the two agree."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import UUID  # `uuid` is also a column name below
 
 from sqlalchemy import (
@@ -38,7 +38,7 @@ NAMING = {
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class UtcDateTime(TypeDecorator):
@@ -49,12 +49,12 @@ class UtcDateTime(TypeDecorator):
 
     def process_bind_param(self, value, dialect):
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc) if value is not None else None
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC) if value is not None else None
 
     def process_result_value(self, value, dialect):
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value
 
 

@@ -35,7 +35,6 @@ class Settings(BaseSettings):
 
     max_batch_rows: int = Field(default=5_000, ge=1, le=10_000)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    max_page_size: int = Field(default=5_000, ge=1)
 
     # Slow, idle and hostile clients (service/server.py, service/limits.py). A connection must send
     # a whole request head within header_timeout_seconds of opening (or of its last answer) and

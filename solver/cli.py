@@ -9,7 +9,7 @@ naming the problem and exit code 2. Solver-only: no web, no DB imports.
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +20,7 @@ from gac.contracts.measurements import Dtype
 EXIT_BAD_INPUT = 2
 
 
-class Compressor(str, Enum):
+class Compressor(StrEnum):
     asvd = "asvd"  # ASVD / SVD-LLM: config.json with truncation_ranks
     palu = "palu"  # PaLU: config.json with head_wise_ranks
     pruner = "pruner"  # LLM-Pruner / Torch-Pruning: {module: kept width} + --config

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -417,7 +417,7 @@ def _job_state(job, now: datetime | None = None) -> str:  # noqa: ANN001 - a gac
     """The job's status as a waiter should read it: a lease that ran out (its agent stopped reporting)
     is 'expired' while attempts remain (the next claim takes the job) and 'failed' after the last one
     (the service marks it so at its next claim)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if job.status == "leased" and job.lease_expires_at is not None and job.lease_expires_at < now:
         return "failed" if job.attempts >= job.max_attempts else "expired"
     return job.status

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 from uuid import UUID
@@ -160,14 +160,14 @@ BusyCores = Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)]
 # a time whose UTC value leaves them, like 0001-01-01T00:00:00+01:00 or 9999-12-31T23:59:59-14:00,
 # could not be stored or read back. pydantic-core compares with the offset applied (naive times
 # count as UTC, as the service stores them), in Rust: nothing per row in Python.
-EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
-LATEST = datetime.max.replace(tzinfo=timezone.utc)
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
 
 
 def _as_utc(t: datetime) -> datetime:
     """A time sent without an offset is UTC (the contract says so): made aware here, so that no
     reader, and no database driver (a binary COPY refuses naive times), has to guess."""
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
 # Every time in the batch contracts (row and column layouts) is one of these.
@@ -247,7 +247,7 @@ class RunInfo(_Strict):
     agent: Text  # the agent's stable name, e.g. its hostname
     plan: Text = "adhoc"
     agent_version: OptText = None
-    started_at: Timestamp = Field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: Timestamp = Field(default_factory=lambda: datetime.now(UTC))
 
 
 # What _consistent checks of a measurement's op, stated in its JSON Schema: one branch per op,
@@ -284,7 +284,7 @@ class Measurement(_Strict):
     timer: Text  # how it was timed, e.g. "cpu-perf-counter" or "cuda-events+l2-flush"
     backend: OptText = None  # the implementation that actually ran (e.g. SDPA "flash")
     kernel: OptText = None
-    measured_at: Timestamp = Field(default_factory=lambda: datetime.now(timezone.utc))
+    measured_at: Timestamp = Field(default_factory=lambda: datetime.now(UTC))
     # How the timer got its figure, when it says (the stopping rule: gac.contracts.plans.Timing).
     stop: StopReason | None = None
     samples_discarded: SampleCount | None = None  # e.g. samples preempted off-CPU

@@ -11,7 +11,7 @@ import hmac
 import secrets
 import string
 import zlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from sqlalchemy import select, update
@@ -89,7 +89,7 @@ def revoke_token(session: Session, name: str) -> ApiToken:
     if row is None:
         raise NotFound(f"no token named {name!r}")
     if row.revoked_at is None:
-        row.revoked_at = datetime.now(timezone.utc)
+        row.revoked_at = datetime.now(UTC)
     session.commit()
     return row
 
@@ -105,7 +105,7 @@ def find_active(session: Session, key: bytes, token: str) -> ApiToken | None:
     row = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token, key)))
     if row is None or row.revoked_at is not None:
         return None
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     last = row.last_used_at
     if last is None or now - last > _TOUCH_EVERY:
         session.commit()  # end the read before taking the write lock

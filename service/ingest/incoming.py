@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -87,7 +87,7 @@ class Incoming:
         for name in VALUE_COLUMNS:
             column = getattr(cols, name)
             if name == "measured_at":  # the Measurement default: when the service read it
-                now = datetime.now(timezone.utc)
+                now = datetime.now(UTC)
                 column = [now] * rows if column is None else [t if t is not None else now for t in column]
             values.append(column if column is not None else [None] * rows)
         return cls(batch.id, batch.platform, batch.run, list(cols.id), curves, xs, values)

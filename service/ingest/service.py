@@ -114,7 +114,7 @@ def _repeated_ids(ids: list[UUID]) -> list[dict[str, str]]:
 
 _HOW_TO_CORRECT = (
     "a stored row never changes: send a corrected measurement as a new row (a new row id, best in a new run), "
-    "see the README's 'Correcting a measurement'"
+    "see docs/http.md, 'Correcting a measurement'"
 )
 
 

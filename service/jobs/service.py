@@ -6,7 +6,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -24,7 +24,7 @@ from gac.service.settings import Settings
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # The id of the token that claimed a leased job: only that token may heartbeat, complete or fail

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import UTC
 from pathlib import Path
 
 import httpx
@@ -143,22 +144,22 @@ def test_waiting_on_jobs_no_agent_claims_says_once_what_would(live_service, monk
 
 
 def _job_doc(**kw):  # type: ignore[no-untyped-def]
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from gac.contracts.api import Job
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     base = {"id": 1, "plan": {}, "plan_name": "p", "points": 1, "match": {}, "priority": 0, "status": "leased", "attempts": 1,
             "max_attempts": 3, "source": "api", "created_at": now, "updated_at": now}  # fmt: skip
     return Job.model_validate({**base, **kw})
 
 
 def test_a_lease_that_ran_out_reads_as_waiting_for_a_claim_or_failed_on_its_last_attempt():
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from gac.commands.align import _job_state
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     assert _job_state(_job_doc(lease_expires_at=now + timedelta(seconds=60)), now) == "leased"
     assert _job_state(_job_doc(lease_expires_at=now - timedelta(seconds=1)), now) == "expired"  # its agent stopped reporting
     assert _job_state(_job_doc(lease_expires_at=now - timedelta(seconds=1), attempts=3), now) == "failed"  # nothing will claim it

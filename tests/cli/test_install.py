@@ -7,11 +7,11 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from gac import DISTRIBUTION, __version__
 

@@ -4,7 +4,7 @@ too: times whose UTC value leaves years 1..9999, integers past the BIGINT column
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from pydantic import ValidationError
@@ -25,10 +25,10 @@ OUTSIDE = [
     datetime(9999, 12, 31, 23, 0, tzinfo=tz(-1)),  # 10000-01-01T00:00Z
 ]
 INSIDE = [
-    datetime(1, 1, 1, tzinfo=timezone.utc),
+    datetime(1, 1, 1, tzinfo=UTC),
     datetime(1, 1, 1, 14, tzinfo=tz(14)),  # exactly 0001-01-01T00:00Z
     datetime(1, 1, 1, tzinfo=tz(-14)),
-    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
     datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=tz(14)),
     datetime(1, 1, 1),
     datetime(9999, 12, 31, 23, 59, 59, 999999),  # naive: taken as UTC
@@ -58,7 +58,7 @@ def test_times_outside_utc_years_1_to_9999_are_refused(value):
 @pytest.mark.parametrize("value", INSIDE, ids=str)
 def test_times_inside_the_range_are_kept_as_sent(value):
     # The same instant; a time without an offset is read as UTC (the contract's rule), and made aware.
-    want = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    want = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     assert RunInfo(id=uuid.uuid4(), agent="a", started_at=value).started_at == want
     assert f.measurement(measured_at=value).measured_at == want
     doc = f.columns_body(f.batch(rows=1))

@@ -5,6 +5,7 @@ filter, NUL in the text fields of every request model, and /readyz while the dat
 from __future__ import annotations
 
 import uuid
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -89,7 +90,7 @@ def test_a_row_id_twice_in_one_batch_is_refused(client, session, ingest_token):
 
 @pytest.mark.parametrize("columns", [False, True], ids=["rows", "columns"])
 def test_a_naive_timestamp_is_utc_in_both_layouts(client, session, ingest_token, columns):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     b = f.batch(rows=3)
     body = f.columns_body(b) if columns else f.body(b)
@@ -102,8 +103,8 @@ def test_a_naive_timestamp_is_utc_in_both_layouts(client, session, ingest_token,
     r = _post(client, ingest_token, body, columns)
     assert r.status_code == 201, r.text
     stored = session.scalars(select(StoredRow.measured_at)).all()
-    want = datetime(2026, 11, 26, 12, tzinfo=timezone.utc)
-    assert [t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in stored] == [want] * 3
+    want = datetime(2026, 11, 26, 12, tzinfo=UTC)
+    assert [t if t.tzinfo else t.replace(tzinfo=UTC) for t in stored] == [want] * 3
     # Re-sent with the offset spelled out, it is the same batch.
     assert _post(client, ingest_token, f.body(b), False).status_code == 200
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, get_args, get_origin
 
 import annotated_types
@@ -23,7 +23,7 @@ from gac.contracts.measurements import DTYPE_FIELDS, MAX_DIM, MAX_LATENCY_US, Ba
 from gac.service import models
 from tests import factories as f
 
-UTC = timezone.utc
+UTC = UTC
 EARLIEST = "0001-01-01T00:00:00Z"
 LATEST = "9999-12-31T23:59:59.999999Z"
 COLUMN_MAX = {Integer: 2**31 - 1, BigInteger: 2**63 - 1}

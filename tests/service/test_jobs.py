@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
 
 import httpx
 import pytest
@@ -130,14 +131,14 @@ def test_expired_lease_goes_back_to_the_queue_then_fails(client, admin_token, in
 
 def _expire(client, job_id):  # type: ignore[no-untyped-def]
     """Move a lease into the past (the real clock would take the lease length)."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from sqlalchemy import update
 
     from gac.service.models import Job
 
     with client.app.state.sessionmaker() as s:
-        s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)))
+        s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=datetime.now(UTC) - timedelta(seconds=1)))
         s.commit()
 
 

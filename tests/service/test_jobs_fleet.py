@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -77,7 +77,7 @@ def test_every_job_is_done_exactly_once_and_expired_leases_are_claimed_again(fle
             moved = conn.execute(
                 update(Job)
                 .where(Job.id == job_id, Job.status == "leased", Job.lease_owner == agent)
-                .values(lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+                .values(lease_expires_at=datetime.now(UTC) - timedelta(seconds=1))
             ).rowcount
         assert moved == 1, f"job {job_id} was no longer leased to {agent} when it died"
 
@@ -150,7 +150,7 @@ def test_a_claim_skips_rows_other_transactions_hold_instead_of_waiting(fleet):
 
 def test_claims_go_by_priority_then_expired_leases_then_age(client, admin_token, ingest_token):
     """The order a claim walks the queue in, level by level (both backends)."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from sqlalchemy import update
 
@@ -167,7 +167,7 @@ def test_claims_go_by_priority_then_expired_leases_then_age(client, admin_token,
         s.execute(
             update(Job)
             .where(Job.id == dropped["id"])
-            .values(status="leased", lease_owner="died", attempts=1, lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+            .values(status="leased", lease_owner="died", attempts=1, lease_expires_at=datetime.now(UTC) - timedelta(seconds=1))
         )
         s.commit()
 

@@ -5,7 +5,7 @@ stored through the real ingest path."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -20,7 +20,7 @@ PLAT = f.platform(device_name="Quality CPU", cores=8, threads=4)
 
 
 def _run(day: int, rows: list, agent: str = "box") -> Batch:
-    run = RunInfo(id=uuid.uuid4(), agent=agent, plan="quick", started_at=datetime(2026, 11, day, tzinfo=timezone.utc))
+    run = RunInfo(id=uuid.uuid4(), agent=agent, plan="quick", started_at=datetime(2026, 11, day, tzinfo=UTC))
     return Batch(id=uuid.uuid4(), platform=PLAT, run=run, measurements=rows)
 
 
