@@ -23,6 +23,8 @@ from rich.table import Table
 from gac import DISTRIBUTION
 
 if TYPE_CHECKING:
+    import uuid
+
     import httpx
 
     from gac.agent.cpu_load import Busy
@@ -315,11 +317,13 @@ def run_keeping(
     kept_before: int = 0,
     confirm_steps: int = 0,
     left_after: int = 0,
+    first_pass: bool = False,
 ) -> RunResult:
     """run_with_progress into a sink that commits as it goes. Stopped by Ctrl-C or SIGTERM, it commits
     what was measured, calls on_stop (a job is given back), says how many points it kept (with
     `kept_before`, those an earlier run of the same command kept) and how many it did not measure (with
-    `left_after`, those the command would time after this plan), and exits 130 (SIGINT) or 143 (SIGTERM)."""
+    `left_after`, those the command would time after this plan; `first_pass`: more may follow them), and exits
+    130 (SIGINT) or 143 (SIGTERM)."""
     from gac.agent.interrupt import interrupted_line, stop_signals
     from gac.agent.resume import planned_points
 
@@ -335,17 +339,17 @@ def run_keeping(
                 on_stop(stop)
             # In points, not rows: a point the quality gate timed again has a row per run.
             left = max(0, planned_points(plan, adaptive) - sink.committed_points) + left_after
-            said = interrupted_line(kept_before + sink.committed_points, left, sink.kept_where())
+            said = interrupted_line(kept_before + sink.committed_points, left, sink.kept_where(), first_pass)
             console.print(said, style="yellow", markup=False, highlight=False)
             raise typer.Exit(stop.exit_code) from None
 
 
-def left_to_time(plan: SweepPlan, known: Known, adaptive: bool) -> Remaining:
-    """The plan without the points already stored; says how many it skips."""
+def left_to_time(plan: SweepPlan, known: Known, adaptive: bool, stored: str = "already stored for this platform") -> Remaining:
+    """The plan without the points already stored; says how many it skips (`stored`: where they are)."""
     from gac.agent.resume import remaining
 
     left = remaining(plan, known, adaptive)
-    said = left.skip_line()
+    said = left.skip_line(stored)
     if said:
         console.print(said, markup=False, highlight=False)
     if left.plan is None:
@@ -431,11 +435,11 @@ def _delivery_line(s: DeliveryStats) -> str:
     return "; ".join(parts)
 
 
-def run_info(plan_name: str) -> RunInfo:
+def run_info(plan_name: str, run_id: uuid.UUID | None = None) -> RunInfo:
     from gac.contracts.ids import new_id
     from gac.contracts.measurements import RunInfo
 
-    return RunInfo(id=new_id(), agent=_agent_name(), plan=plan_name[:200], agent_version=_agent_version())
+    return RunInfo(id=run_id or new_id(), agent=_agent_name(), plan=plan_name[:200], agent_version=_agent_version())
 
 
 # ---------------------------------------------------------------- gac agent run
@@ -729,13 +733,25 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
     Stopped by Ctrl-C or SIGTERM while timing, it delivers what it measured and gives the job back to the
     queue; stopped while reporting, it reports first."""
     from gac.agent.interrupt import shielded
-    from gac.agent.jobs import Heartbeat, ProgressLine, job_label
+    from gac.agent.jobs import Heartbeat, ProgressLine, job_label, job_run_id
 
     o, p = agent.opts, job.plan
-    # A job is timed whole, stored points or not: it may have been queued to measure them again.
-    run = run_info(f"job:{job.id}:{p.name}")
+    # A job is timed whole, whatever this platform has stored: it may have been queued to measure those
+    # points again. Only what its own earlier attempts stored (one run per job and platform) is left out.
+    run = run_info(f"job:{job.id}:{p.name}", job_run_id(jc.server, job.id, agent.session.platform.fingerprint()))
     line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
     sinks = _Sinks.open(agent, run)
+    try:
+        with shielded():  # a few HTTP reads; a stop meanwhile gives the job back (below)
+            left = _left_of_job(agent, p, run.id)
+    except KeyboardInterrupt:
+        with shielded():
+            sinks.close()
+            _give_back(jc, job.id)
+        raise
+    if left.plan is None:  # an earlier attempt stored every point and was stopped before it reported
+        sinks.close()
+        return _report_job(jc, job, sinks.undelivered(), left.skipped, str(run.id))
 
     def stopped(_: StopSignals) -> None:
         sinks.report()
@@ -746,7 +762,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
             sinks.lost = lambda: beat.lost  # another agent may be timing it now: stop at the next point
             try:
                 # No step check here: a job is fleet work, and a stop during the check would give back a job already done.
-                result = run_keeping(agent.session, p, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
+                result = run_keeping(agent.session, left.plan, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
             except LeaseLost as lost:
                 with shielded():
                     sinks.close()  # what it measured is delivered all the same
@@ -755,16 +771,29 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
             with shielded():  # from here a stop waits until the job is reported (done, failed or lost)
                 if o.quiet:  # no live line: its final state, once
                     console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
-                out_console.print(_summary_table(result, p))
+                out_console.print(_summary_table(result, left.plan))
                 sinks.report()
                 if beat.lost:
                     return _say_lease_lost(line, job, beat.lost)
-                return _report_job(jc, job, sinks.undelivered(), len(result.measurements), str(run.id))
+                return _report_job(jc, job, sinks.undelivered(), left.skipped + len(result.measurements), str(run.id))
     except typer.Exit:
         raise
     except Exception as err:  # report the job as failed, then stop
         _safe(jc.fail, job.id, f"{type(err).__name__}: {err}")
         raise
+
+
+def _left_of_job(agent: _Agent, plan: SweepPlan, run: uuid.UUID) -> Remaining:
+    """The job's plan without the points its earlier attempts stored (in the service or this spool)."""
+    from gac.agent.resume import known_in_run, known_in_spool, merge
+
+    o = agent.opts
+    assert o.server is not None and o.token is not None
+    stored = known_in_run(agent.client, o.server, o.token, run)
+    if stored is None:
+        console.print(f"[yellow]cannot ask {o.server} what this job's earlier attempts stored: timing it whole[/yellow]")
+    spooled = known_in_spool(agent.spool, o.server, agent.session.platform.fingerprint(), run)
+    return left_to_time(plan, merge(stored or {}, spooled), o.adaptive, "this job's earlier attempts stored")
 
 
 def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:

@@ -102,12 +102,14 @@ def stop_signals() -> Iterator[StopSignals]:
         stop.release()
 
 
-def interrupted_line(kept: int, not_measured: int, where: str) -> str:
+def interrupted_line(kept: int, not_measured: int, where: str, first_pass: bool = False) -> str:
     """What an interrupted command says last, e.g. 'interrupted: kept 27 measured points (stored), 3 points not
-    measured; run the same command again to continue'."""
+    measured; run the same command again to continue'. `first_pass`: what is not measured is a first pass's,
+    whose measurements decide what else to measure."""
     return (
         f"interrupted: kept {kept} measured point{'s' if kept != 1 else ''} ({where}), {not_measured} "
         f"point{'s' if not_measured != 1 else ''} not measured; run the same command again to continue"
+        + (" (a first pass: what it measures may call for more points)" if first_pass else "")
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -176,6 +177,15 @@ def format_duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def job_run_id(server: str, job_id: int | str, fingerprint: str) -> uuid.UUID:
+    """The run every attempt of one job on one platform stores into: an attempt stopped by a signal (or
+    by a lost lease) leaves its points in this run, and the next attempt leaves them out. Per platform,
+    as a run covers one; a job matched by several platforms is measured whole on each."""
+    from gac.agent.delivery.spool import norm_server
+
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{norm_server(server)}/v1/jobs/{job_id}#{fingerprint}")
 
 
 def job_label(k: int, n: int | None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from uuid import UUID
 
 import httpx
 
@@ -45,11 +46,11 @@ class Remaining:
     skipped: int  # points of the plan already stored, left out
     retimed: int = 0  # stored points timed again (see _left_of)
 
-    def skip_line(self) -> str | None:
+    def skip_line(self, stored: str = "already stored for this platform") -> str | None:
         """'skipping 27 points already stored for this platform', or None when there are none."""
         if not self.skipped and not self.retimed:
             return None
-        line = f"skipping {self.skipped} point{'s' if self.skipped != 1 else ''} already stored for this platform"
+        line = f"skipping {self.skipped} point{'s' if self.skipped != 1 else ''} {stored}"
         if self.retimed:
             line += (
                 f" ({self.retimed} other stored points are timed again: their adaptive sweeps' coarse grids "
@@ -105,8 +106,8 @@ def planned_points(plan: SweepPlan, adaptive: bool) -> int:
     return sum(len(s.coarse_values() if adaptive and s.adaptive else s.value_list()) * len(s.dtypes) for s in plan.sweeps)
 
 
-def known_in_spool(spool: Spool, server: str, fingerprint: str) -> Known:
-    """The points this machine measured for `server` that wait in the spool (not sent yet)."""
+def known_in_spool(spool: Spool, server: str, fingerprint: str, run: UUID | None = None) -> Known:
+    """The points this machine measured for `server` that wait in the spool (not sent yet); of one run only, if given."""
     known: Known = {}
     for rec in spool.records():
         if norm_server(rec.get("server", "")) != norm_server(server):
@@ -115,9 +116,30 @@ def known_in_spool(spool: Spool, server: str, fingerprint: str) -> Known:
             batch = read_document(rec["batch"])
         except (KeyError, ValueError):
             continue  # a record `gac agent flush` will report
-        if batch.platform.fingerprint() == fingerprint:
+        if batch.platform.fingerprint() == fingerprint and (run is None or batch.run.id == run):
             add_rows(known, batch.measurements)
     return known
+
+
+def known_in_run(client: httpx.Client, server: str, token: str, run: UUID) -> Known | None:
+    """The points the service stores in one run (GET /v1/measurements?run=, every page); None when it cannot be asked."""
+    base, headers = norm_server(server), {"Authorization": f"Bearer {token}"}
+    known: Known = {}
+    params: dict[str, str | int] = {"run": str(run), "limit": 5000}
+    try:
+        while True:
+            page = client.get(f"{base}/v1/measurements", params=params, headers=headers)
+            page.raise_for_status()
+            body = page.json()
+            for r in body["items"]:
+                axis = r["sweep_axis"]
+                fixed = {k: v for k, v in r["shape"].items() if k != axis}
+                known.setdefault((r["op"], r["dtype"], axis, shape_key(fixed)), {})[r["shape"][axis]] = r["median_us"]
+            if not body.get("next_cursor"):
+                return known
+            params["cursor"] = body["next_cursor"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
 
 
 def known_on_server(client: httpx.Client, server: str, token: str, fingerprint: str, curves: Iterable[CurveKey]) -> Known | None:
@@ -155,6 +177,7 @@ __all__ = [
     "Known",
     "Remaining",
     "add_rows",
+    "known_in_run",
     "known_in_spool",
     "known_on_server",
     "merge",

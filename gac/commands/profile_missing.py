@@ -9,6 +9,7 @@ long they should take before anything is timed, and confirms above a threshold.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -155,6 +156,7 @@ def measure(
         measured = failed = 0
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
+        keep = functools.partial(run_keeping, session, adaptive=False, first_pass=first_pass)  # stopped, it says more may follow
         if probe and n > PROBE_WARMUP + PROBE_MIN_ROUNDS and (yes or sys.stdin.isatty()):
             # The solver's figure is a bound (each point to its time cap, where nothing near it is measured):
             # this machine's rate now, on the work itself, is a better one.
@@ -165,7 +167,7 @@ def measure(
             warm_from = time.perf_counter()
             sinks.append(open_sink(run_info(plan.name)))
             warmup = points_plan(todo, order[:PROBE_WARMUP])
-            run = run_keeping(session, warmup, sinks[-1], adaptive=False, quiet=True, kept_before=kept_before, left_after=n - PROBE_WARMUP)
+            run = keep(warmup, sinks[-1], quiet=True, kept_before=kept_before, left_after=n - PROBE_WARMUP)
             measured, failed = len(run.measurements), len(run.failures)
             rate_from = time.perf_counter()
             per_round = max(1, int(getattr(session.timer, "points_per_round", 1)))
@@ -173,7 +175,7 @@ def measure(
             sinks.append(open_sink(run_info(plan.name)))
             probe_plan = points_plan(todo, order[PROBE_WARMUP : PROBE_WARMUP + k])
             kept, left = kept_before + measured, n - PROBE_WARMUP - k
-            run = run_keeping(session, probe_plan, sinks[-1], adaptive=False, quiet=True, kept_before=kept, left_after=left)
+            run = keep(probe_plan, sinks[-1], quiet=True, kept_before=kept, left_after=left)
             measured, failed = measured + len(run.measurements), failed + len(run.failures)
             # A first pass calls for more points: as much allowance as the solver's own estimate makes.
             per_point = (time.perf_counter() - rate_from) / k * (1 + LATER_PASSES if first_pass else 1)
@@ -193,7 +195,7 @@ def measure(
         if first_pass:
             say_first_pass()
         sinks.append(open_sink(run_info(plan.name)))
-        run = run_keeping(session, todo, sinks[-1], adaptive=False, kept_before=kept_before + measured)
+        run = keep(todo, sinks[-1], kept_before=kept_before + measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)
         seconds = time.perf_counter() - started
     if server:

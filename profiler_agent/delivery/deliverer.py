@@ -72,6 +72,12 @@ class Deliverer(BatchBuffer):
             # Once the service was found down, each later batch gets one quick try:
             # the run goes on at full speed and notices when the service is back.
             receipt = self.send_document(doc, retries=None if self._online else 0)
+        except KeyboardInterrupt:
+            # Stopped mid-send (Ctrl-C, SIGTERM): the batch stays in the spool, and is said to wait there.
+            # The service did not answer in time, so the batches sent on the way out get one try each.
+            self.stats.count_spooled(batch.id, len(batch.measurements))
+            self._online = False
+            raise
         except DeliveryError as err:
             self.stats.count_spooled(batch.id, len(batch.measurements))  # it stays where _commit put it
             if self._online:

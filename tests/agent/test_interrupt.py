@@ -203,7 +203,7 @@ def test_a_stopped_profile_missing_keeps_its_points_and_continues(app, settings,
 
 
 @pytest.mark.parametrize("database", [SERVICE_BACKEND], indirect=True)
-def test_an_agent_stopped_mid_job_delivers_its_points_and_gives_the_job_back(live_service, tmp_path, plan_file):
+def test_an_agent_stopped_mid_job_gives_it_back_and_the_same_command_finishes_it_without_timing_twice(live_service, tmp_path, plan_file):
     from gac.contracts.plans import loads_plan
 
     plan = loads_plan(PLAN).to_document()
@@ -215,23 +215,20 @@ def test_an_agent_stopped_mid_job_delivers_its_points_and_gives_the_job_back(liv
     assert r.status_code == 201, r.text
     job_id = r.json()["id"]
     env = os.environ | {"GAC_COMMIT_EVERY_S": "0.5"}
-    gac = Gac(
-        [
-            "agent",
-            "run",
-            "--jobs",
-            "--server",
-            live_service.url,
-            "--token",
-            live_service.ingest_token,
-            "--threads",
-            "1",
-            "--spool-dir",
-            str(tmp_path / "spool"),
-        ],
-        env,
-        tmp_path / "out",
-    )
+    args = [
+        "agent",
+        "run",
+        "--jobs",
+        "--server",
+        live_service.url,
+        "--token",
+        live_service.ingest_token,
+        "--threads",
+        "1",
+        "--spool-dir",
+        str(tmp_path / "spool"),
+    ]
+    gac = Gac(args, env, tmp_path / "out")
     seen = gac.stop(signal.SIGTERM, after_points=2)
     assert gac.finish() == 143, gac.text[-3000:]
 
@@ -245,10 +242,15 @@ def test_an_agent_stopped_mid_job_delivers_its_points_and_gives_the_job_back(liv
     assert len(points) == n >= seen and where == f"sent to {live_service.url}"
     assert not (tmp_path / "spool" / "spool.jsonl").read_text()  # every batch reached the service
 
-    from gac.agent.jobs import JobClient
-
-    again = JobClient(live_service.url, live_service.ingest_token, agent="next").claim(f.platform())
-    assert again is not None and again.id == job_id  # another agent takes it now, not after the lease
+    # The same command again claims the job at once (not after its lease) and times only what is left:
+    # the first attempt's points are in the job's run, and are not timed twice.
+    again = Gac(args, env, tmp_path / "out-again")
+    assert again.finish() == 0, again.text[-3000:]
+    assert f"skipping {n} points this job's earlier attempts stored" in again.text, again.text[-3000:]
+    job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers=f.auth(live_service.admin_token)).json()
+    assert (job["status"], job["attempts"]) == ("done", 1), job
+    assert stored(live_service.db_url) == (POINTS, 0)  # every point, each timed in one run
+    assert job["points_done"] >= POINTS and job["run_id"] == rows[0]["run_id"]  # both attempts in one run
 
     # The same plan run by this machine leaves out what the service has stored for it (asked over HTTP).
     rest = Gac(
@@ -271,9 +273,8 @@ def test_an_agent_stopped_mid_job_delivers_its_points_and_gives_the_job_back(liv
         tmp_path / "out2",
     )
     assert rest.finish() == 0, rest.text[-3000:]
-    assert f"skipping {n} points already stored for this platform" in rest.text
-    rows = httpx.get(f"{live_service.url}/v1/measurements", params={"limit": 5000}).json()["items"]
-    assert sorted(r["shape"]["n"] for r in rows) == list(range(8, 8 * POINTS + 1, 8))  # every point once
+    assert f"skipping {POINTS} points already stored for this platform" in rest.text
+    assert stored(live_service.db_url) == (POINTS, 0)  # nothing timed again
 
 
 def test_a_stop_signal_waits_for_the_commit_under_way():
@@ -287,3 +288,13 @@ def test_a_stop_signal_waits_for_the_commit_under_way():
     assert reached == ["after the signal"]
     assert (stop.name, stop.exit_code) == ("SIGTERM", 143)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler was for the command's duration only
+
+
+def test_a_stopped_first_pass_says_more_points_may_follow():
+    """A first pass's 'not measured' is not the whole of what is left: its measurements decide the next pass."""
+    from gac.agent.interrupt import interrupted_line
+
+    plain = interrupted_line(55, 54, "stored")
+    assert KEPT.fullmatch(plain) and "first pass" not in plain
+    first = interrupted_line(55, 54, "stored", first_pass=True)
+    assert KEPT.match(first) and first.endswith("(a first pass: what it measures may call for more points)")

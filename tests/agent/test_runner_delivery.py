@@ -138,6 +138,32 @@ def test_unreachable_server_spools_everything(tmp_path):
     assert ids == [m.id for m in rows]  # every row, in order, with its own id kept
 
 
+def test_a_stop_mid_send_leaves_the_batch_spooled_says_so_and_does_not_wait_on_the_service(tmp_path):
+    """A signal while a batch waits on a service that went down: the batch stays in the spool and counts as
+    waiting there (the 'kept N (sent to URL, M of them spooled)' line), and closing on the way out does not
+    drain the spool through the whole retry schedule (seconds of backoff after the user asked to stop)."""
+    platform = detect_platform("cpu")
+    run = RunInfo(id=uuid.uuid4(), agent="test")
+    rows = _measurements(2)
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the signal arrives while the batch's request is under way
+        raise httpx.ConnectError("connection refused", request=request)
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    spool = Spool(tmp_path)
+    d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=2, retries=4, backoff_s=0.001, client=client)
+    with pytest.raises(KeyboardInterrupt):
+        d.add_many(rows)  # two rows fill a batch, which is sent at once
+    d.close()  # what a stopped run does
+    assert len(calls) == 1  # no drain on the way out: the next run (or `gac agent flush`) sends it
+    assert d.stats.waiting_rows == 2 and len(spool.records()) == 1
+    assert d.kept_where() == "sent to http://svc, 2 of them spooled: `gac agent flush` sends them"
+
+
 def test_retry_policy_and_permanent_rejection(tmp_path):
     """The client's policy against scripted HTTP answers (the real service is in test_e2e)."""
     platform = detect_platform("cpu")
