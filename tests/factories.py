@@ -93,3 +93,9 @@ def cli_env(settings: Any, data_dir: Any) -> dict[str, str]:
         "GAC_SECRET_KEY": settings.secret_key.get_secret_value(),
         "GAC_DATA_DIR": str(data_dir),
     }
+
+
+def agent_run_args(service: Any, spool: Any, *extra: str) -> list[str]:
+    """`gac agent run` against a live service (tests/fixtures/live_service.py) with its ingest token, one
+    timing thread and its own spool folder; `extra` adds --jobs, --plan FILE, --quiet, ..."""
+    return ["agent", "run", "--server", service.url, "--token", service.ingest_token, "--threads", "1", "--spool-dir", str(spool), *extra]

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from gac.agent.cli import register
 from gac.agent.delivery import Spool, read_batch_file
 from gac.contracts.measurements import Dtype
+from tests import factories
 
 from .test_runner_delivery import TINY, closed_port_url
 
@@ -283,21 +284,7 @@ def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_pa
         return r.json()["id"]
 
     elsewhere = enqueue({"device_kind": "cuda"})  # queued, but not for this platform: not counted
-    args = [
-        "agent",
-        "run",
-        "--jobs",
-        "--server",
-        live_service.url,
-        "--token",
-        live_service.ingest_token,
-        "--threads",
-        "1",
-        "--dtype",
-        "float32",
-        "--spool-dir",
-        str(tmp_path / "spool"),
-    ]
+    args = factories.agent_run_args(live_service, tmp_path / "spool", "--jobs", "--dtype", "float32")
     for quiet in (True, False):
         first, second = enqueue({"fingerprint": fingerprint}), enqueue({"device_kind": "cpu"})
         res = CliRunner().invoke(app, args + (["--quiet"] if quiet else []))

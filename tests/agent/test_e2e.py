@@ -221,23 +221,7 @@ def test_agent_runs_a_queued_job(live_service, tmp_path, threads_one):
     platform = detect_platform("cpu")
     plan = loads_plan(TINY)
     job_id = _create_job(live_service, plan.to_document(), platform.fingerprint())
-    res = CliRunner().invoke(
-        cli_app(),
-        [
-            "agent",
-            "run",
-            "--jobs",
-            "--server",
-            live_service.url,
-            "--token",
-            live_service.ingest_token,
-            "--threads",
-            "1",
-            "--quiet",
-            "--spool-dir",
-            str(tmp_path / "spool"),
-        ],
-    )
+    res = CliRunner().invoke(cli_app(), f.agent_run_args(live_service, tmp_path / "spool", "--jobs", "--quiet"))
     assert res.exit_code == 0, res.output
     assert len(stored(live_service, platform.fingerprint())) == plan.n_points()
     job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {live_service.read_token}"})

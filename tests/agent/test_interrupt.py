@@ -215,19 +215,7 @@ def test_an_agent_stopped_mid_job_gives_it_back_and_the_same_command_finishes_it
     assert r.status_code == 201, r.text
     job_id = r.json()["id"]
     env = os.environ | {"GAC_COMMIT_EVERY_S": "0.5"}
-    args = [
-        "agent",
-        "run",
-        "--jobs",
-        "--server",
-        live_service.url,
-        "--token",
-        live_service.ingest_token,
-        "--threads",
-        "1",
-        "--spool-dir",
-        str(tmp_path / "spool"),
-    ]
+    args = f.agent_run_args(live_service, tmp_path / "spool", "--jobs")
     gac = Gac(args, env, tmp_path / "out")
     seen = gac.stop(signal.SIGTERM, after_points=2)
     assert gac.finish() == 143, gac.text[-3000:]
@@ -253,25 +241,7 @@ def test_an_agent_stopped_mid_job_gives_it_back_and_the_same_command_finishes_it
     assert job["points_done"] >= POINTS and job["run_id"] == rows[0]["run_id"]  # both attempts in one run
 
     # The same plan run by this machine leaves out what the service has stored for it (asked over HTTP).
-    rest = Gac(
-        [
-            "agent",
-            "run",
-            "--server",
-            live_service.url,
-            "--token",
-            live_service.ingest_token,
-            "--plan",
-            str(plan_file),
-            "--threads",
-            "1",
-            "--quiet",
-            "--spool-dir",
-            str(tmp_path / "spool"),
-        ],
-        env,
-        tmp_path / "out2",
-    )
+    rest = Gac(f.agent_run_args(live_service, tmp_path / "spool", "--plan", str(plan_file), "--quiet"), env, tmp_path / "out2")
     assert rest.finish() == 0, rest.text[-3000:]
     assert f"skipping {POINTS} points already stored for this platform" in rest.text
     assert stored(live_service.db_url) == (POINTS, 0)  # nothing timed again
