@@ -740,24 +740,25 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
     # points again. Only what its own earlier attempts stored (one run per job and platform) is left out.
     run = run_info(f"job:{job.id}:{p.name}", job_run_id(jc.server, job.id, agent.session.platform.fingerprint()))
     line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
-    sinks = _Sinks.open(agent, run)
     try:
-        with shielded():  # a few HTTP reads; a stop meanwhile gives the job back (below)
-            left = _left_of_job(agent, p, run.id)
-    except KeyboardInterrupt:
-        with shielded():
-            sinks.close()
-            _give_back(jc, job.id)
-        raise
-    if left.plan is None:  # an earlier attempt stored every point and was stopped before it reported
-        sinks.close()
-        return _report_job(jc, job, sinks.undelivered(), left.skipped, str(run.id))
+        try:
+            with shielded():  # a few HTTP reads before anything is timed; a stop meanwhile gives the job back
+                left = _left_of_job(agent, p, run.id)
+        except KeyboardInterrupt:
+            with shielded():
+                _give_back(jc, job.id)
+            raise
+        sinks = _Sinks.open(agent, run)
+        if left.plan is None:  # an earlier attempt stored every point and was stopped before it reported
+            with shielded():
+                sinks.close()  # what of it waits in this spool is sent first
+                sinks.report()
+                return _report_job(jc, job, _undelivered(agent, sinks, run.id), left.skipped, str(run.id))
 
-    def stopped(_: StopSignals) -> None:
-        sinks.report()
-        _give_back(jc, job.id)  # at once, not after its lease, with what was measured delivered first
+        def stopped(_: StopSignals) -> None:
+            sinks.report()
+            _give_back(jc, job.id)  # at once, not after its lease, with what was measured delivered first
 
-    try:
         with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds) as beat:
             sinks.lost = lambda: beat.lost  # another agent may be timing it now: stop at the next point
             try:
@@ -775,7 +776,8 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
                 sinks.report()
                 if beat.lost:
                     return _say_lease_lost(line, job, beat.lost)
-                return _report_job(jc, job, sinks.undelivered(), left.skipped + len(result.measurements), str(run.id))
+                missing = _undelivered(agent, sinks, run.id)
+                return _report_job(jc, job, missing, left.skipped + len(result.measurements), str(run.id))
     except typer.Exit:
         raise
     except Exception as err:  # report the job as failed, then stop
@@ -794,6 +796,16 @@ def _left_of_job(agent: _Agent, plan: SweepPlan, run: uuid.UUID) -> Remaining:
         console.print(f"[yellow]cannot ask {o.server} what this job's earlier attempts stored: timing it whole[/yellow]")
     spooled = known_in_spool(agent.spool, o.server, agent.session.platform.fingerprint(), run)
     return left_to_time(plan, merge(stored or {}, spooled), o.adaptive, "this job's earlier attempts stored")
+
+
+def _undelivered(agent: _Agent, sinks: _Sinks, run: uuid.UUID) -> str | None:
+    """What of the job the service does not have: this attempt's rows not delivered, or an earlier attempt's
+    still waiting in this spool (the drain on close could not send them); None when it has everything."""
+    from gac.agent.resume import known_in_spool
+
+    assert agent.opts.server is not None
+    waiting = sum(len(x) for x in known_in_spool(agent.spool, agent.opts.server, agent.session.platform.fingerprint(), run).values())
+    return sinks.undelivered() or (f"{waiting} points of this job wait in the spool" if waiting else None)
 
 
 def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:

@@ -241,7 +241,8 @@ class PlatformDescriptor(_Strict):
 
 
 class RunInfo(_Strict):
-    """One agent session on one platform (many batches share it)."""
+    """One agent session on one platform (many batches share it); for a job, every attempt at it on one
+    platform, so that the next attempt finds what a stopped one stored (the run keeps the first's agent)."""
 
     id: UUID
     agent: Text  # the agent's stable name, e.g. its hostname

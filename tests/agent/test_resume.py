@@ -9,7 +9,7 @@ import uuid
 import httpx
 
 from gac.agent.delivery import BatchFileWriter, Deliverer, Spool, read_document
-from gac.agent.resume import known_in_spool, planned_points, remaining, sweep_curve
+from gac.agent.resume import known_in_run, known_in_spool, planned_points, remaining, sweep_curve
 from gac.contracts.measurements import RunInfo
 from gac.contracts.plans import loads_plan
 from tests import factories as f
@@ -70,6 +70,27 @@ def test_points_waiting_in_the_spool_count_as_stored_for_their_server_only(tmp_p
     spool.add("http://svc", f.batch(2, start=30, plat=other))
     known = known_in_spool(spool, "http://svc", here.fingerprint())
     assert known == {("gemm", "bfloat16", "n", "k=256,m=128"): {8: 11.0, 9: 11.125, 10: 11.25}}
+
+
+def test_a_jobs_earlier_attempts_are_its_runs_unflagged_points_on_the_service_and_in_the_spool(client, ingest_token, tmp_path):
+    """What a job's next attempt leaves out: the points of its run, through every page, but not a flagged
+    one (timed on a busy core: it is timed again) and not another run's."""
+    run, other = uuid.uuid4(), uuid.uuid4()
+    stored = f.batch(6, start=8, run_id=run)  # n = 8..13
+    stored.measurements[2] = stored.measurements[2].model_copy(update={"quality": "busy"})  # n = 10
+    for b in (stored, f.batch(3, start=40, run_id=other)):
+        assert client.post("/v1/batches", json=f.body(b), headers=f.auth(ingest_token)).status_code == 201
+    known = known_in_run(client, "http://testserver", ingest_token, run)
+    assert known == {("gemm", "bfloat16", "n", "k=256,m=128"): {n: 11.0 + (n - 8) / 8 for n in (8, 9, 11, 12, 13)}}
+    assert known_in_run(client, "http://testserver", ingest_token, uuid.uuid4()) == {}
+
+    spool = Spool(tmp_path)
+    waiting = f.batch(3, start=20, run_id=run)
+    waiting.measurements[0] = waiting.measurements[0].model_copy(update={"quality": "bimodal"})
+    spool.add("http://svc", waiting)
+    spool.add("http://svc", f.batch(2, start=30, run_id=other))
+    here = waiting.platform.fingerprint()
+    assert known_in_spool(spool, "http://svc", here, run) == {("gemm", "bfloat16", "n", "k=256,m=128"): {21: 12.625, 22: 12.75}}
 
 
 def test_the_spool_holds_each_batch_until_the_service_has_it(tmp_path):
