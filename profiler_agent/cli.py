@@ -801,11 +801,16 @@ def _left_of_job(agent: _Agent, plan: SweepPlan, run: uuid.UUID) -> Remaining:
 def _undelivered(agent: _Agent, sinks: _Sinks, run: uuid.UUID) -> str | None:
     """What of the job the service does not have: this attempt's rows not delivered, or an earlier attempt's
     still waiting in this spool (the drain on close could not send them); None when it has everything."""
+    assert agent.opts.server is not None
+    return sinks.undelivered() or job_waiting_in_spool(agent.spool, agent.opts.server, agent.session.platform.fingerprint(), run)
+
+
+def job_waiting_in_spool(spool: Spool, server: str, fingerprint: str, run: uuid.UUID) -> str | None:
+    """'3 points of this job wait in the spool' for a job's run, or None when none do."""
     from gac.agent.resume import known_in_spool
 
-    assert agent.opts.server is not None
-    waiting = sum(len(x) for x in known_in_spool(agent.spool, agent.opts.server, agent.session.platform.fingerprint(), run).values())
-    return sinks.undelivered() or (f"{waiting} points of this job wait in the spool" if waiting else None)
+    waiting = sum(len(x) for x in known_in_spool(spool, server, fingerprint, run).values())
+    return f"{waiting} points of this job wait in the spool" if waiting else None
 
 
 def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:

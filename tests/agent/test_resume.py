@@ -148,3 +148,21 @@ def test_rows_are_committed_by_time_as_well_as_by_count(tmp_path):
     assert (by_count.batches, by_count.committed) == (2, 6)  # the seventh waits for close()
     by_count.close()
     assert (by_count.batches, by_count.committed) == (3, 7)
+
+
+def test_a_job_is_not_complete_while_an_earlier_attempts_points_wait_in_the_spool(tmp_path):
+    """The next attempt skips what an earlier one spooled; if the drain could not send it, the attempt
+    must not complete the job (it fails, and the job is queued again)."""
+    from gac.agent.cli import job_waiting_in_spool
+
+    spool, run = Spool(tmp_path), uuid.uuid4()
+    waiting = f.batch(3, start=20, run_id=run)
+    here = waiting.platform.fingerprint()
+    assert job_waiting_in_spool(spool, "http://svc", here, run) is None
+    spool.add("http://svc", f.batch(2, start=30))  # another run's: not this job's
+    assert job_waiting_in_spool(spool, "http://svc", here, run) is None
+    entry = spool.add("http://svc", waiting)
+    assert job_waiting_in_spool(spool, "http://svc", here, run) == "3 points of this job wait in the spool"
+    assert job_waiting_in_spool(spool, "http://elsewhere", here, run) is None
+    spool.remove(entry)  # sent at last
+    assert job_waiting_in_spool(spool, "http://svc", here, run) is None
