@@ -36,11 +36,13 @@ def plan_curves(plan: SweepPlan) -> list[CurveKey]:
 def add_rows(known: Known, rows: Iterable[Measurement]) -> None:
     """Each row's point, but a flagged one's (gac.agent.quality): as in the service, it does not count as stored."""
     for m in rows:
-        if m.quality:
-            continue
-        fixed = {k: v for k, v in m.shape.items() if k != m.sweep_axis}
-        key = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(fixed))
-        known.setdefault(key, {})[m.x] = m.median_us
+        if not m.quality:
+            _add_point(known, m.op.value, m.dtype.value, m.sweep_axis, m.shape, m.median_us)
+
+
+def _add_point(known: Known, op: str, dtype: str, axis: str, shape: dict[str, int], median_us: float) -> None:
+    fixed = {k: v for k, v in shape.items() if k != axis}
+    known.setdefault((op, dtype, axis, shape_key(fixed)), {})[shape[axis]] = median_us
 
 
 @dataclass(frozen=True)
@@ -135,11 +137,8 @@ def known_in_run(client: httpx.Client, server: str, token: str, run: UUID) -> Kn
             page.raise_for_status()
             body = page.json()
             for r in body["items"]:
-                if r.get("quality"):
-                    continue  # a flagged row does not count as stored: that point is timed again
-                axis = r["sweep_axis"]
-                fixed = {k: v for k, v in r["shape"].items() if k != axis}
-                known.setdefault((r["op"], r["dtype"], axis, shape_key(fixed)), {})[r["shape"][axis]] = r["median_us"]
+                if not r.get("quality"):  # as in add_rows: a flagged point is timed again
+                    _add_point(known, r["op"], r["dtype"], r["sweep_axis"], r["shape"], r["median_us"])
             if not body.get("next_cursor"):
                 return known
             params["cursor"] = body["next_cursor"]
