@@ -353,7 +353,7 @@ def left_to_time(plan: SweepPlan, known: Known, adaptive: bool, stored: str = "a
     if said:
         console.print(said, markup=False, highlight=False)
     if left.plan is None:
-        console.print(f"nothing left to time: every point of plan {plan.name} is stored for this platform", markup=False, highlight=False)
+        console.print(f"nothing left to time in plan {plan.name}", markup=False, highlight=False)  # the skip line said where they are
     return left
 
 
