@@ -301,8 +301,9 @@ def _print(stored: _Stored, wide: bool = False) -> None:
     _say("solver", f"{res.solver.method} in {res.solver.seconds * 1000:.1f} ms, objective {res.objective:,.1f}; {check}")
     if res.baselines:
         table = Table(box=None)
-        # The objective is the importance kept against the compressor's dims; "vs GAC" is its relative
-        # shortfall from GAC's optimum (negative: worse), shown only for a baseline within the budget.
+        # The objective is the importance kept against the compressor's dims; "vs GAC" is it relative to
+        # GAC's (negative: less kept; a latency-aware GAC keeps less than importance-only by design), shown
+        # only for a baseline within the budget.
         for col in ("baseline", "params", "budget", "aligned", "speed-up", "objective", "vs GAC"):
             table.add_column(col, justify="left" if col in ("baseline", "budget") else "right", no_wrap=True)
         for b in res.baselines:
