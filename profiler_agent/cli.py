@@ -252,41 +252,47 @@ def run_with_progress(
     'plan NAME: ...'), then the last point timed as far as the width allows; the line's final
     state stays on screen (and is written once to a log that is not a terminal). confirm_steps:
     each curve's largest steps timed again before the summary shows one (gac.agent.steps)."""
-    from rich.progress import Progress, TextColumn
-    from rich.table import Column
+    from rich.progress import Progress, ProgressColumn, Task
+    from rich.text import Text
 
     from gac.agent.jobs import ProgressLine
     from gac.agent.runner import PlanRunner
     from gac.agent.runner import Progress as RunProgress
 
     line = line or ProgressLine(f"plan {plan.name}")
+    state: tuple[int, int, str] = (0, plan.n_points(), "")  # done, total, the last point timed
 
     def text(done: int, total: int, last: str = "") -> str:
         head = line.line(done, total)
         room = console.width - len(head) - 3
         return f"{head} | {last[:room]}" if last and room >= 20 else head
 
-    with Progress(
-        TextColumn("{task.description}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")),
-        console=console,
-        disable=quiet,
-        transient=False,
-    ) as bar:
-        task = bar.add_task(text(0, plan.n_points()), total=plan.n_points())
+    class LineColumn(ProgressColumn):
+        """The line made at each refresh, not at each point: its ETA counts down while a point runs."""
+
+        def render(self, task: Task) -> Text:
+            return Text(text(*state), no_wrap=True, overflow="ellipsis")
+
+    with Progress(LineColumn(), console=console, disable=quiet, transient=False) as bar:
+        task = bar.add_task("", total=state[1])
 
         def on_progress(p: RunProgress) -> None:
+            nonlocal state
             last = p.error or (
                 f"{p.point.op.value} {p.point.dtype.value} {p.point.axis}={p.point.shape[p.point.axis]}: {p.result.median_us:.1f} us"
                 if p.result
                 else ""
             )
-            bar.update(task, completed=p.done, total=p.total, description=text(p.done, p.total, last))
+            state = (p.done, p.total, last)
+            line.reached(p.done)  # the countdown starts when the point finished, not at the next refresh
+            bar.update(task, completed=p.done, total=p.total)
 
         runner = PlanRunner(
             session.timer, session.device, on_progress=on_progress, on_measurement=sink, adaptive=adaptive, confirm_steps=confirm_steps
         )
         result = runner.run(plan)
-        bar.update(task, description=text(len(result.outcomes), len(result.outcomes)))  # the final state, without the last point
+        state = (len(result.outcomes), len(result.outcomes), "")  # the final state, without the last point
+        bar.refresh()
         return result
 
 

@@ -200,21 +200,37 @@ class ProgressLine:
     a narrow terminal cuts the line's tail, not its figures.
 
     The ETA is the time per point measured so far times the points left (the total grows
-    when adaptive sweeps refine, so the ETA can grow with it); '-' before the first point."""
+    when adaptive sweeps refine, so the ETA can grow with it); '-' before the first point. Between
+    points it counts down, but never below what the points after the running one take: a slow
+    point holds it there rather than pretending the run is nearly over."""
 
     label: str
     about: str = ""
     started: float = field(default_factory=time.monotonic)
+    _reached: tuple[int, float] | None = field(default=None, init=False, repr=False)  # (done, when first shown): the countdown's start
 
     def line(self, done: int, total: int, now: float | None = None) -> str:
-        elapsed = (time.monotonic() if now is None else now) - self.started
+        now = time.monotonic() if now is None else now
+        at = self.reached(done, now)
         if done >= total:
+            elapsed = at - self.started
             rate = f", {done / elapsed:.3g} points/s" if elapsed > 0 and done else ""
             text = f"{self.label}: {done}/{total} points in {format_duration(elapsed)}{rate}"
         else:
-            eta = format_duration(elapsed / done * (total - done)) if done > 0 else "-"
-            text = f"{self.label}: {done}/{total} points, ETA {eta}"
+            text = f"{self.label}: {done}/{total} points, ETA {self._eta(done, total, at, now)}"
         return f"{text} {self.about}" if self.about else text
+
+    def reached(self, done: int, now: float | None = None) -> float:
+        """Note that `done` points are done (now, unless noted before); when they were."""
+        if self._reached is None or self._reached[0] != done:
+            self._reached = (done, time.monotonic() if now is None else now)
+        return self._reached[1]
+
+    def _eta(self, done: int, total: int, at: float, now: float) -> str:
+        if done <= 0:
+            return "-"
+        per_point, left = (at - self.started) / done, total - done
+        return format_duration(max(per_point * left - (now - at), per_point * (left - 1)))
 
 
 LEASE_GONE = (403, 404, 409)  # the job is another token's, gone, or no longer leased to this agent

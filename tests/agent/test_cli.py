@@ -202,6 +202,12 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     assert line.line(0, 120, now=100.0) == "job 2 of 5: 0/120 points, ETA - (id 17, plan quick)"
     # 30 points in 60 s: 2 s a point, 90 left -> 3 minutes.
     assert line.line(30, 120, now=160.0) == "job 2 of 5: 30/120 points, ETA 3m00s (id 17, plan quick)"
+    # While the 31st point runs the ETA counts down, down to the 89 points after it (2m58s), not below:
+    # a slow point holds it there.
+    assert line.line(30, 120, now=161.0) == "job 2 of 5: 30/120 points, ETA 2m59s (id 17, plan quick)"
+    assert line.line(30, 120, now=200.0) == "job 2 of 5: 30/120 points, ETA 2m58s (id 17, plan quick)"
+    line.reached(31, now=200.0)  # 31 points in 100 s: 3.23 s a point, 89 left
+    assert line.line(31, 120, now=200.0) == "job 2 of 5: 31/120 points, ETA 4m47s (id 17, plan quick)"
     assert line.line(120, 120, now=341.0) == "job 2 of 5: 120/120 points in 4m01s, 0.498 points/s (id 17, plan quick)"
     unknown = ProgressLine(job_label(3, None), started=0.0)  # the queue could not be read: no n invented
     assert unknown.line(1, 4, now=2.5) == "job 3: 1/4 points, ETA 7.5s"
