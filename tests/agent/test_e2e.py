@@ -275,6 +275,39 @@ def test_a_stop_signal_during_a_claim_gives_the_job_back(live_service):
     assert (job["status"], job["attempts"]) == ("queued", 0), job
 
 
+def test_a_stop_signal_while_a_job_reads_what_it_stored_gives_it_back_without_draining_the_spool(live_service, tmp_path):
+    """A stop during the reads before timing (what the job's earlier attempts stored) gives the job back
+    at once: nothing is timed, and nothing is opened, so the spool is not drained first (with the
+    service unreachable, a drain would run its whole retry schedule before the job went back)."""
+    from gac.agent.cli import AgentRunOptions, _Agent, _run_job, open_session
+    from gac.agent.interrupt import stop_signals
+    from gac.agent.jobs import job_run_id
+
+    session = open_session("cpu", 1)
+    fingerprint = session.platform.fingerprint()
+    job_id = _create_job(live_service, loads_plan(TINY).to_document(), fingerprint)
+    jc = JobClient(live_service.url, live_service.ingest_token, agent="stopping")
+    job = jc.claim(session.platform, lease_seconds=60)
+    assert job is not None and job.id == job_id
+    spool = Spool(tmp_path / "spool")
+    waiting = f.batch(2, plat=session.platform, run_id=job_run_id(live_service.url, job_id, fingerprint))
+    spool.add(live_service.url, waiting)  # an earlier attempt's points, still waiting to be sent
+
+    def stop_after_the_run_read(response: httpx.Response) -> None:
+        if "run" in response.request.url.params:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the job's earlier points are read
+
+    opts = AgentRunOptions(server=live_service.url, token=live_service.ingest_token, jobs=True, spool_dir=tmp_path / "spool", quiet=True)
+    with httpx.Client(timeout=30, event_hooks={"response": [stop_after_the_run_read]}) as client:
+        with stop_signals(), pytest.raises(KeyboardInterrupt):
+            _run_job(_Agent(opts, session, spool, client), jc, job, 1, 1)
+    back = _job(live_service, job_id)
+    assert (back["status"], back["attempts"], back["lease_owner"]) == ("queued", 0, None), back
+    assert back["error"].startswith("interrupted by SIGTERM")
+    assert stored(live_service, fingerprint) == []  # nothing timed, nothing drained
+    assert spool.rows() == 2
+
+
 def test_job_lease_heartbeat_and_failure(live_service):
     platform = detect_platform("cpu")
     job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
