@@ -739,7 +739,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
     Stopped by Ctrl-C or SIGTERM while timing, it delivers what it measured and gives the job back to the
     queue; stopped while reporting, it reports first."""
     from gac.agent.interrupt import shielded
-    from gac.agent.jobs import Heartbeat, ProgressLine, job_label, job_run_id
+    from gac.agent.jobs import Heartbeat, ProgressLine, heartbeat_every_s, job_label, job_run_id
 
     o, p = agent.opts, job.plan
     # A job is timed whole, whatever this platform has stored: it may have been queued to measure those
@@ -765,7 +765,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
             sinks.report()
             _give_back(jc, job.id)  # at once, not after its lease, with what was measured delivered first
 
-        with Heartbeat(jc, job.id, max(5.0, o.lease_seconds / 3), o.lease_seconds) as beat:
+        with Heartbeat(jc, job.id, heartbeat_every_s(o.lease_seconds), o.lease_seconds) as beat:
             sinks.lost = lambda: beat.lost  # another agent may be timing it now: stop at the next point
             try:
                 # No step check here: a job is fleet work, and a stop during the check would give back a job already done.

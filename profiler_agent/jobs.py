@@ -233,6 +233,15 @@ class ProgressLine:
         return format_duration(max(per_point * left - (now - at), per_point * (left - 1)))
 
 
+HEARTBEAT_AT_MOST_S = 30.0  # a cancelled or lost job is noticed within this (plus a point), not a third of a long lease
+
+
+def heartbeat_every_s(lease_seconds: float) -> float:
+    """How often a job's lease is extended: a third of it, so two beats may fail before it lapses, and at
+    most HEARTBEAT_AT_MOST_S, since a beat is also how the agent learns the job is no longer its own."""
+    return min(HEARTBEAT_AT_MOST_S, max(5.0, lease_seconds / 3))
+
+
 LEASE_GONE = (403, 404, 409)  # the job is another token's, gone, or no longer leased to this agent
 
 
@@ -281,4 +290,4 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-__all__ = ["Heartbeat", "Job", "JobClient", "JobError", "Poll", "ProgressLine", "format_duration", "job_label", "job_matches", "retryable"]
+__all__ = ["Heartbeat", "Job", "JobClient", "JobError", "Poll", "ProgressLine", "format_duration", "heartbeat_every_s", "job_label", "job_matches", "retryable"]

@@ -214,6 +214,13 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]
 
 
+def test_a_lease_is_extended_every_third_of_it_and_at_least_every_30_s():
+    """Two beats may fail before a lease lapses; and a beat is how a cancelled job is noticed, so a long lease still beats often."""
+    from gac.agent.jobs import heartbeat_every_s
+
+    assert [heartbeat_every_s(s) for s in (6, 60, 90, 600, 3600)] == [5.0, 20.0, 30.0, 30.0, 30.0]
+
+
 def test_a_following_agent_waits_longer_while_the_service_fails_and_never_in_step():
     import random
 
