@@ -209,6 +209,10 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     line.reached(31, now=200.0)  # 31 points in 100 s: 3.23 s a point, 89 left
     assert line.line(31, 120, now=200.0) == "job 2 of 5: 31/120 points, ETA 4m47s (id 17, plan quick)"
     assert line.line(120, 120, now=341.0) == "job 2 of 5: 120/120 points in 4m01s, 0.498 points/s (id 17, plan quick)"
+    # The first point's one-time costs (10 s here) are left out of the rate once a second point is done.
+    warming = ProgressLine("plan quick", started=0.0)
+    assert warming.line(1, 120, now=10.0) == "plan quick: 1/120 points, ETA 19m50s"
+    assert warming.line(11, 120, now=20.0) == "plan quick: 11/120 points, ETA 1m49s"
     unknown = ProgressLine(job_label(3, None), started=0.0)  # the queue could not be read: no n invented
     assert unknown.line(1, 4, now=2.5) == "job 3: 1/4 points, ETA 7.5s"
     assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]
