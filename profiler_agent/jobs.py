@@ -299,4 +299,16 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-__all__ = ["Heartbeat", "Job", "JobClient", "JobError", "Poll", "ProgressLine", "format_duration", "heartbeat_every_s", "job_label", "job_matches", "retryable"]
+__all__ = [
+    "Heartbeat",
+    "Job",
+    "JobClient",
+    "JobError",
+    "Poll",
+    "ProgressLine",
+    "format_duration",
+    "heartbeat_every_s",
+    "job_label",
+    "job_matches",
+    "retryable",
+]
