@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gac import DISTRIBUTION
@@ -158,7 +159,7 @@ def _load_plan(plan: str | None, dtypes: list[str] | None, platform: PlatformDes
             by = "with --dtype" if dtypes else f"by plan {p.name}"
             lines = [choose_dtype(platform, d, by)[1] for d in used]
     except (PlanError, FileNotFoundError, ValueError) as err:
-        console.print(f"[red]plan error:[/red] {err}")
+        console.print(f"[red]plan error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from err
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -187,7 +188,7 @@ def open_session(device: str, threads: int | None, timing: bool = True, pinned: 
         timer = make_timer(dev, threads)  # sets the thread count before the platform reads it
         platform = detect_platform(dev)
     except (RuntimeError, ValueError) as err:
-        console.print(f"[red]device error:[/red] {err}")
+        console.print(f"[red]device error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from err
     if timing:
         _warn_if_busy(platform, pinned)
@@ -422,11 +423,15 @@ def _largest_step(curve: list[tuple[int, TimingResult]], axis: str) -> str:
     return f"{steps[0].first:+.0%} {axis}={steps[0].lo}->{steps[0].hi} (not re-timed)"
 
 
-def _print_failures(result: RunResult) -> None:
+def print_failures(result: RunResult, session: _Session) -> None:
+    """Each point that could not be timed (the first ten), naming the device and the kernel:
+    'failed on cuda:0 (NVIDIA H100 80GB HBM3): gemm float32 m=8,n=4096,k=4096: OutOfMemoryError: ...'."""
+    where = escape(f"{session.device} ({session.platform.device_name})")
     for o in result.failures[:10]:
-        console.print(f"[yellow]failed[/yellow] {o.point.op.value} {o.point.dtype.value} {o.point.shape}: {o.error}")
+        shape = ",".join(f"{k}={v}" for k, v in o.point.shape.items())
+        console.print(f"[yellow]failed on {where}:[/yellow] {o.point.op.value} {o.point.dtype.value} {shape}: {escape(o.error or '')}")
     if len(result.failures) > 10:
-        console.print(f"[yellow]... and {len(result.failures) - 10} more failures[/yellow]")
+        console.print(f"[yellow]... and {len(result.failures) - 10} more failures on {where}[/yellow]")
 
 
 def _delivery_line(s: DeliveryStats) -> str:
@@ -565,7 +570,7 @@ class _Sinks:
         if self.deliverer is not None:
             console.print(_delivery_line(self.deliverer.stats))
             for e in self.deliverer.stats.errors[:5]:
-                console.print(f"[yellow]{e}[/yellow]")
+                console.print(f"[yellow]{escape(str(e))}[/yellow]")
         if self.writer is not None:
             console.print(f"wrote {self.writer.rows} rows in {self.writer.batches} batch(es) to {self.writer.path}")
 
@@ -635,7 +640,7 @@ def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
         confirm_steps=_confirm_steps(),
     )
     out_console.print(_summary_table(result, left.plan))
-    _print_failures(result)
+    print_failures(result, agent.session)
     sinks.report()
     return 1 if sinks.undelivered() else 0
 
@@ -779,6 +784,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
                 if o.quiet:  # no live line: its final state, once
                     console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
                 out_console.print(_summary_table(result, left.plan))
+                print_failures(result, agent.session)
                 sinks.report()
                 if beat.lost:
                     return _say_lease_lost(line, job, beat.lost)
@@ -848,18 +854,18 @@ def _give_back(jc: JobClient, job_id: int | str) -> None:
         jc.release(job_id, reason)
     except JobError as err:
         if err.status not in (404, 405):
-            console.print(f"[yellow]{err}[/yellow]")
+            console.print(f"[yellow]{escape(str(err))}[/yellow]")
             return
         _safe(jc.fail, job_id, reason)
     except Exception as err:  # noqa: BLE001 - best effort: the lease expiry is the fallback
-        console.print(f"[yellow]{err}[/yellow]")
+        console.print(f"[yellow]{escape(str(err))}[/yellow]")
 
 
 def _safe(fn: Callable[..., object], *args: object) -> None:
     try:
         fn(*args)
     except Exception as err:  # noqa: BLE001 - best effort: the lease expiry is the fallback
-        console.print(f"[yellow]{err}[/yellow]")
+        console.print(f"[yellow]{escape(str(err))}[/yellow]")
 
 
 # ---------------------------------------------------------------- the commands
@@ -930,7 +936,7 @@ def agent_run(
     )
     error = opts.usage_error()
     if error is not None:
-        console.print(f"[red]{error}[/red]")
+        console.print(f"[red]{escape(error)}[/red]")
         raise typer.Exit(2)
     raise typer.Exit(run_agent(opts))
 
@@ -967,7 +973,7 @@ def agent_flush(
     left = spool.records()
     console.print(_delivery_line(stats).replace("sent", "flushed", 1) + f"; {len(left)} batch(es) left in {spool.path}")
     for e in stats.errors[:5]:
-        console.print(f"[yellow]{e}[/yellow]")
+        console.print(f"[yellow]{escape(str(e))}[/yellow]")
     raise typer.Exit(0 if not left and not stats.rejected_batches else 1)
 
 
@@ -1032,12 +1038,12 @@ def ingest(
             except RejectedError as err:
                 bad += 1
                 if err.status in (401, 403):  # the token, not the line: every later line would be refused too
-                    console.print(f"[red]line {lineno}: {err}; stopping: check --token / GAC_TOKEN (an ingest token)[/red]")
+                    console.print(f"[red]line {lineno}: {escape(str(err))}; stopping: check --token / GAC_TOKEN (an ingest token)[/red]")
                     break
                 if bad <= SHOWN_BAD_LINES:
-                    console.print(f"[red]line {lineno}: batch {batch.id} rejected: {err}[/red]")
+                    console.print(f"[red]line {lineno}: batch {batch.id} rejected: {escape(str(err))}[/red]")
             except DeliveryError as err:
-                console.print(f"[red]line {lineno}: {err}; stopping (re-run the command later: it is idempotent)[/red]")
+                console.print(f"[red]line {lineno}: {escape(str(err))}; stopping (re-run the command later: it is idempotent)[/red]")
                 bad += 1
                 break
     if bad > SHOWN_BAD_LINES:
@@ -1073,7 +1079,7 @@ def selftest(device: str, as_json: bool = False) -> None:
     try:
         dev = parse_device(device)
     except (RuntimeError, ValueError) as err:  # torch refuses an unknown type; parse_device one the agent does not time on
-        console.print(f"[red]device error:[/red] {err}")
+        console.print(f"[red]device error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from err
     with console.status("selftest") as status:
         results = run_selftest(dev, on_check=lambda name: status.update(f"selftest: {name}"))
@@ -1092,12 +1098,13 @@ def selftest(device: str, as_json: bool = False) -> None:
         t.add_column("result", no_wrap=True)
         t.add_column("detail", overflow="fold")
         for r in results:
-            t.add_row(r.name, f"[{_STATUS_STYLE[r.status]}]{r.status}[/]", r.detail)
+            # a detail may quote an error: text, not markup
+            t.add_row(escape(r.name), f"[{_STATUS_STYLE[r.status]}]{r.status}[/]", escape(r.detail))
         out_console.print(t)
     for r in results:
         if r.status in ("warn", "fail") and r.fix:
             style = _STATUS_STYLE[r.status]
-            console.print(f"[{style}]{r.status}[/] {r.name}: {r.fix}", highlight=False)
+            console.print(f"[{style}]{r.status}[/] {escape(r.name)}: {escape(r.fix)}", highlight=False)
     counts = {s: sum(r.status == s for r in results) for s in ("ok", "warn", "fail", "skip")}
     tally = f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail, {counts['skip']} skipped"
     if code:

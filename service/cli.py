@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console()
@@ -55,13 +56,13 @@ def serve(
     try:
         status = schema_status(engine)
     except Exception as exc:  # noqa: BLE001 - whatever the driver raises, one line that names the database
-        err.print(f"[red]refusing to start:[/red] cannot open the database {_safe_url(settings.url)}: {_first_line(exc)}")
+        err.print(f"[red]refusing to start:[/red] cannot open the database {_safe_url(settings.url)}: {escape(_first_line(exc))}")
         raise typer.Exit(1) from None
     finally:
         engine.dispose()
     if not settings.migrate_on_start:
         if not status.up_to_date:
-            err.print(f"[red]refusing to start:[/red] {status.explain()}")
+            err.print(f"[red]refusing to start:[/red] {escape(status.explain())}")
             raise typer.Exit(1)
     console.print(f"GAC service on http://{host or settings.host}:{port or settings.port}  database: {_safe_url(settings.url)}")
     where, at = host or settings.host, port or settings.port
@@ -161,7 +162,7 @@ def token_create(
     try:
         _, plain = create_token(session, settings.token_key, name, chosen)
     except GacError as exc:
-        err.print(f"[red]{exc.detail}[/red]")
+        err.print(f"[red]{escape(str(exc.detail))}[/red]")
         raise typer.Exit(1) from exc
     err.print(f"token {name!r} (scope {chosen.value}) created; it is shown only now:")
     print(plain)
@@ -189,7 +190,7 @@ def token_revoke(name: Annotated[str, typer.Argument(help="the token's name")]) 
     try:
         revoke_token(session, name)
     except GacError as exc:
-        err.print(f"[red]{exc.detail}[/red]")
+        err.print(f"[red]{escape(str(exc.detail))}[/red]")
         raise typer.Exit(1) from exc
     console.print(f"token {name!r} revoked")
 

@@ -49,7 +49,7 @@ def _load_manifest(path: Path) -> dict[str, Any]:
     try:
         body = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        err.print(f"[red]{path} is not valid JSON/YAML: {exc}[/red]")
+        err.print(f"[red]{path} is not valid JSON/YAML: {escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
     if not isinstance(body, dict):
         err.print(f"[red]{path}: a manifest is a JSON/YAML object, not a {type(body).__name__}[/red]")
@@ -90,7 +90,7 @@ def _validation_exit(exc: Exception, names: _Names) -> typer.Exit:
     elif isinstance(exc, BudgetBelowFeasible):
         err.print(f"[red]{escape(names.of('body.budget'))}[/red]: {escape(str(exc))}", highlight=False)
     else:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{escape(str(exc))}[/red]")
     return typer.Exit(2)
 
 
@@ -136,7 +136,7 @@ def _via_server(server: str, token: str | None, manifest: Manifest, platform: st
         with Client(server, token) as client:
             stored = client.align(manifest, platform=platform, enqueue_missing=enqueue)
     except GacConnectionError as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc
     except GacApiError as exc:
         for e in exc.field_errors:
@@ -445,7 +445,7 @@ def _wait_for(
                 ended = [client.job(j) for j in jobs]
             except (GacConnectionError, GacApiError) as exc:
                 if isinstance(exc, GacApiError) and not exc.transient:
-                    err.print(f"[red]while waiting for jobs {jobs}: {exc}[/red]")
+                    err.print(f"[red]while waiting for jobs {jobs}: {escape(str(exc))}[/red]")
                     raise typer.Exit(1) from exc
                 if not failures:
                     err.print(f"[yellow]cannot read jobs {jobs} now ({escape(str(exc))}): trying again; Ctrl-C stops waiting[/yellow]")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from gac import DISTRIBUTION
 from gac.agent.cli import (
@@ -18,12 +19,12 @@ from gac.agent.cli import (
     PlanOpt,
     ThreadsOpt,
     _load_plan,
-    _print_failures,
     _summary_table,
     console,
     left_to_time,
     open_session,
     out_console,
+    print_failures,
     run_info,
     run_keeping,
 )
@@ -41,7 +42,7 @@ def profile(
     try:
         from gac.service.ingest.service import LocalDatabase
     except ImportError as err:
-        console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}[service]'): {err}[/red]")
+        console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}\\[service]'): {escape(str(err))}[/red]")
         raise typer.Exit(2) from err
     from gac.agent.steps import CONFIRM_STEPS
     from gac.commands.local_store import LocalStore, stored_points
@@ -57,7 +58,7 @@ def profile(
         store = LocalStore(db, session.platform, run_info(p.name))
         result = run_keeping(session, left.plan, store, adaptive, quiet, confirm_steps=CONFIRM_STEPS)
     out_console.print(_summary_table(result, left.plan))
-    _print_failures(result)
+    print_failures(result, session)
     console.print(f"stored {store.inserted} new rows ({store.duplicates} duplicates) for platform {fingerprint[:16]}")
 
 

@@ -18,10 +18,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from gac.agent.runner import RunResult
 
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 
@@ -132,7 +136,7 @@ def measure(
     or SIGTERM, what was measured is kept (the message counts `kept_before`, an earlier round's),
     and the same command continues from there. `probe`: time some points first for the estimate
     (a later round, which the first round's estimate covered, does not)."""
-    from gac.agent.cli import left_to_time, run_info, run_keeping
+    from gac.agent.cli import left_to_time, print_failures, run_info, run_keeping
     from gac.contracts.plans import plan_for_points
     from gac.solver.profile_time import LATER_PASSES
     from gac.solver.sparse_needs import FIRST_PASS
@@ -156,7 +160,13 @@ def measure(
         measured = failed = 0
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
-        keep = functools.partial(run_keeping, session, adaptive=False, first_pass=first_pass)  # stopped, it says more may follow
+        timed = functools.partial(run_keeping, session, adaptive=False, first_pass=first_pass)  # stopped, it says more may follow
+
+        def keep(*args: Any, **kwargs: Any) -> RunResult:
+            run = timed(*args, **kwargs)
+            print_failures(run, session)
+            return run
+
         if probe and n > PROBE_WARMUP + PROBE_MIN_ROUNDS and (yes or sys.stdin.isatty()):
             # The solver's figure is a bound (each point to its time cap, where nothing near it is measured):
             # this machine's rate now, on the work itself, is a better one.
@@ -264,7 +274,7 @@ def _destination(server: str | None, token: str | None, db: str | None, platform
                 spool=spool,
                 client=client,
                 commit_every_s=commit_every_s(),
-                log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"),
+                log=lambda msg: console.print(f"[yellow]{escape(msg)}[/yellow]"),
             ),
         )
 
@@ -277,5 +287,5 @@ def _check_delivered(deliverer, rows: int) -> None:  # noqa: ANN001
             f"{s.waiting_rows} spooled (`gac agent flush` resends them)[/red]"
         )
         for e in s.errors[:5]:
-            console.print(f"[red]{e}[/red]")
+            console.print(f"[red]{escape(str(e))}[/red]")
         raise typer.Exit(1)

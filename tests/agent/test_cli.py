@@ -41,6 +41,30 @@ def test_offline_run_writes_a_results_file(app, tmp_path):
     assert "plan tiny" in res.output
 
 
+def test_a_point_that_cannot_be_timed_is_named_with_its_device_and_kernel_and_the_run_goes_on(app, tmp_path):
+    """The error is shown as torch raised it: its square brackets are text, not markup to drop."""
+    from gac.agent.platform import detect_platform
+
+    huge = {"m": 1 << 20, "n": 1 << 20, "k": 1 << 20}  # 4 TiB a float32 operand: no machine here allocates it
+    (tmp_path / "p.yaml").write_text(f"""
+name: too-big
+timing: {{time_cap_ms: 20, warmup_ms: 1}}
+sweeps:
+  - {{op: gemm, dtypes: [float32], axis: n, fixed: {{m: {huge["m"]}, k: {huge["k"]}}}, values: [{huge["n"]}]}}
+  - {{op: gemv, dtypes: [float32], axis: k, fixed: {{n: 8}}, values: [8]}}
+""")
+    with pytest.raises(RuntimeError) as raised:
+        torch.empty(huge["m"], huge["k"])
+    out = tmp_path / "r.jsonl"
+    args = ["agent", "run", "--plan", str(tmp_path / "p.yaml"), "--out", str(out), "--threads", "1", "--quiet"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    kernel = f"gemm float32 m={huge['m']},n={huge['n']},k={huge['k']}"
+    assert f"failed on cpu ({detect_platform('cpu').device_name}): {kernel}: RuntimeError: " in res.output, res.output
+    assert str(raised.value).splitlines()[0][:60] in res.output, res.output
+    assert sum(len(b.measurements) for _, b, _ in read_batch_file(out)) == 1  # the gemv point still timed
+
+
 def test_unreachable_server_spools_and_flush_keeps_it(app, tmp_path):
     (tmp_path / "p.yaml").write_text(TINY)
     spool_dir = tmp_path / "spool"
