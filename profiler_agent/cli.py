@@ -261,6 +261,7 @@ def run_with_progress(
     from gac.agent.runner import Progress as RunProgress
 
     line = line or ProgressLine(f"plan {plan.name}")
+    line.first_round = max(1, int(getattr(session.timer, "points_per_round", 1)))
     state: tuple[int, int, str] = (0, plan.n_points(), "")  # done, total, the last point timed
 
     def text(done: int, total: int, last: str = "") -> str:

@@ -201,16 +201,18 @@ class ProgressLine:
 
     The ETA is the time per point measured so far times the points left (the total grows
     when adaptive sweeps refine, so the ETA can grow with it); '-' before the first point. The
-    first point pays once for what the rest do not (allocating weights, a library's set-up): from
-    the second on, the time per point is that of the points after it. Between points the ETA
-    counts down, but never below what the points after the running one take: a slow point holds
-    it there rather than pretending the run is nearly over."""
+    first round of points (one point, or the timer's points_per_round timed together) pays once
+    for what the rest do not (allocating weights, a library's set-up): once the next round is
+    done, the time per point is that of the points after it. Between points the ETA counts down,
+    but never below what the points after the running one take: a slow point holds it there
+    rather than pretending the run is nearly over."""
 
     label: str
     about: str = ""
     started: float = field(default_factory=time.monotonic)
     _reached: tuple[int, float] | None = field(default=None, init=False, repr=False)  # (done, when first shown): the countdown's start
-    _first: float | None = field(default=None, init=False, repr=False)  # when the first point was done, if seen
+    first_round: int = 1  # points timed together at first: their one-time costs are left out of the rate
+    _first: float | None = field(default=None, init=False, repr=False)  # when the first round was done, if seen
 
     def line(self, done: int, total: int, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
@@ -227,15 +229,15 @@ class ProgressLine:
         """Note that `done` points are done (now, unless noted before); when they were."""
         if self._reached is None or self._reached[0] != done:
             self._reached = (done, time.monotonic() if now is None else now)
-            if done == 1:
+            if done == self.first_round:
                 self._first = self._reached[1]
         return self._reached[1]
 
     def _eta(self, done: int, total: int, at: float, now: float) -> str:
         if done <= 0:
             return "-"
-        if self._first is not None and done > 1:
-            per_point = (at - self._first) / (done - 1)
+        if self._first is not None and done >= 2 * self.first_round:
+            per_point = (at - self._first) / (done - self.first_round)
         else:
             per_point = (at - self.started) / done
         left = total - done

@@ -237,6 +237,12 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     warming = ProgressLine("plan quick", started=0.0)
     assert warming.line(1, 120, now=10.0) == "plan quick: 1/120 points, ETA 19m50s"
     assert warming.line(11, 120, now=20.0) == "plan quick: 11/120 points, ETA 1m49s"
+    # A GPU's timer times 8 points per round: they are done together, so the rate waits for the next round.
+    rounds = ProgressLine("plan quick", started=0.0, first_round=8)
+    first = [rounds.line(n, 120, now=10.0) for n in (1, 8)]
+    assert first == ["plan quick: 1/120 points, ETA 19m50s", "plan quick: 8/120 points, ETA 2m20s"]
+    assert rounds.line(9, 120, now=10.5) == "plan quick: 9/120 points, ETA 2m10s"  # (10.5 s / 9 points) * 111 left
+    assert rounds.line(16, 120, now=12.0) == "plan quick: 16/120 points, ETA 26s"  # (2 s / 8 points) * 104 left
     unknown = ProgressLine(job_label(3, None), started=0.0)  # the queue could not be read: no n invented
     assert unknown.line(1, 4, now=2.5) == "job 3: 1/4 points, ETA 7.5s"
     assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]
