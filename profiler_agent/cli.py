@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from gac.agent.interrupt import StopSignals
     from gac.agent.jobs import Job, JobClient, ProgressLine
     from gac.agent.resume import Known, Remaining
-    from gac.agent.runner import RunResult
+    from gac.agent.runner import PointOutcome, RunResult
     from gac.agent.timing import Timer, TimingResult
     from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
@@ -427,12 +427,31 @@ def _largest_step(curve: list[tuple[int, TimingResult]], axis: str) -> str:
 def print_failures(result: RunResult, session: _Session) -> None:
     """Each point that could not be timed (the first ten), naming the device and the kernel:
     'failed on cuda:0 (NVIDIA H100 80GB HBM3): gemm float32 m=8,n=4096,k=4096: OutOfMemoryError: ...'."""
-    where = escape(f"{session.device} ({session.platform.device_name})")
+    where = escape(_device_named(session))
     for o in result.failures[:10]:
-        shape = ",".join(f"{k}={v}" for k, v in o.point.shape.items())
-        console.print(f"[yellow]failed on {where}:[/yellow] {o.point.op.value} {o.point.dtype.value} {shape}: {escape(o.error or '')}")
+        console.print(f"[yellow]failed on {where}:[/yellow] {escape(_failed_kernel(o))}")
     if len(result.failures) > 10:
         console.print(f"[yellow]... and {len(result.failures) - 10} more failures on {where}[/yellow]")
+
+
+def failures_note(result: RunResult, session: _Session, shown: int = 3) -> str | None:
+    """What of a run could not be timed, in one line for a job's record (None when every point was):
+    '2 of 90 points could not be timed on cpu (AMD EPYC): gemm float32 m=...: RuntimeError: ...; ...'."""
+    if not result.failures:
+        return None
+    n, kernels = len(result.failures), "; ".join(_failed_kernel(o) for o in result.failures[:shown])
+    more = f"; and {n - shown} more" if n > shown else ""
+    return f"{n} of {len(result.outcomes)} points could not be timed on {_device_named(session)}: {kernels}{more}"
+
+
+def _device_named(session: _Session) -> str:
+    return f"{session.device} ({session.platform.device_name})"
+
+
+def _failed_kernel(o: PointOutcome) -> str:
+    """'gemm float32 m=8,n=4096,k=4096: RuntimeError: ...', on one line (an error may span several)."""
+    shape = ",".join(f"{k}={v}" for k, v in o.point.shape.items())
+    return f"{o.point.op.value} {o.point.dtype.value} {shape}: {' '.join((o.error or 'unknown error').split())}"
 
 
 def _delivery_line(s: DeliveryStats) -> str:
@@ -790,7 +809,8 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
                 if beat.lost:
                     return _say_lease_lost(line, job, beat.lost)
                 missing = _undelivered(agent, sinks, run.id)
-                return _report_job(jc, job, missing, left.skipped + len(result.measurements), str(run.id))
+                points = left.skipped + len(result.measurements)
+                return _report_job(jc, job, missing, points, str(run.id), failures_note(result, agent.session))
     except typer.Exit:
         raise
     except Exception as err:  # report the job as failed, then stop
@@ -835,12 +855,13 @@ def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:
     return 1
 
 
-def _report_job(jc: JobClient, job: Job, missing: str | None, points: int, run_id: str) -> int:
-    """Complete the job, or fail it (queued again) when rows did not reach the service; the exit code: 1 unless completed."""
+def _report_job(jc: JobClient, job: Job, missing: str | None, points: int, run_id: str, failures: str | None = None) -> int:
+    """Complete the job, or fail it (queued again) when rows did not reach the service; the exit code: 1 unless completed.
+    `failures`: the points that could not be timed, kept with the done job (timing it again here would fail them again)."""
     if missing:
         _safe(jc.fail, job.id, missing)
         return 1
-    _safe(jc.complete, job.id, points, run_id)
+    _safe(jc.complete, job.id, points, run_id, failures)
     return 0
 
 

@@ -78,11 +78,21 @@ class JobClient:
             body["lease_seconds"] = lease_seconds
         return self._post(f"/v1/jobs/{job_id}/heartbeat", body).json()
 
-    def complete(self, job_id: int | str, points: int, run_id: str | None = None) -> dict[str, Any]:
+    def complete(self, job_id: int | str, points: int, run_id: str | None = None, failures: str | None = None) -> dict[str, Any]:
+        """Report the job done; `failures`: what could not be timed (sent only when some could not, so that a
+        service older than the field still takes every other report)."""
         body: dict[str, Any] = {"agent": self.agent, "points": points}
         if run_id is not None:
             body["run_id"] = str(run_id)
-        return self._post(f"/v1/jobs/{job_id}/complete", body).json()
+        if not failures:
+            return self._post(f"/v1/jobs/{job_id}/complete", body).json()
+        try:
+            return self._post(f"/v1/jobs/{job_id}/complete", {**body, "failures": failures[:2000]}).json()
+        except JobError as err:
+            if err.status != 422:
+                raise
+            # A service older than the field refuses it: the job is done all the same, as that service knew it.
+            return self._post(f"/v1/jobs/{job_id}/complete", body).json()
 
     def fail(self, job_id: int | str, error: str) -> dict[str, Any]:
         return self._post(f"/v1/jobs/{job_id}/fail", {"agent": self.agent, "error": (error or "unknown error")[:2000]}).json()

@@ -400,6 +400,9 @@ def _follow_jobs(queued: _Stored, run, target: str, server: str, token: str | No
         if given_up:
             err.print("[red]not queued again: fix what stopped it, then run the same command again (what was measured is kept)[/red]")
             raise typer.Exit(1)
+        for j in ended:  # done, but the agent could not time some of its points (their error names the device and kernels)
+            if _job_state(j) == "done" and j.error:
+                err.print(f"[yellow]job {j.id} done, some of its points not: {escape(j.error)}[/yellow]", highlight=False)
         stored = run(target, True)
         if not stored.result.missing:
             break

@@ -193,6 +193,7 @@ class Job(_Out):
     source: str
     points_done: int | None = None
     run_id: UUID | None = None
+    # Why it failed or was given back; on a done job, the points its agent could not time (device and kernels).
     error: str | None = None
     created_at: datetime
     updated_at: datetime

@@ -71,7 +71,7 @@ def heartbeat(job_id: RowId, body: HeartbeatRequest, session: SessionDep, settin
 
 @router.post("/{job_id:int}/complete", responses=errors(401, 403, 404, 409, 413, 422))
 def complete(job_id: RowId, body: CompleteRequest, session: SessionDep, token: IngestToken) -> JobOut:
-    return service.to_out(service.complete(session, job_id, body.agent, body.points, body.run_id, token.id))
+    return service.to_out(service.complete(session, job_id, body.agent, body.points, body.run_id, token.id, body.failures))
 
 
 @router.post("/{job_id:int}/fail", responses=errors(401, 403, 404, 409, 413, 422))

@@ -67,6 +67,9 @@ class CompleteRequest(_In):
     agent: AgentName
     points: Annotated[int, Field(ge=0, le=10_000_000)]
     run_id: uuid.UUID | None = None
+    # The points the agent could not time (out of memory, a dtype its device lacks), in its words, naming
+    # the device and kernels: kept as the done job's error, since another attempt on that device fails too.
+    failures: Annotated[str | None, Field(min_length=1, max_length=2000, pattern=PRINTABLE)] = None
 
 
 class FailRequest(_In):

@@ -163,11 +163,14 @@ def heartbeat(session: Session, settings: Settings, job_id: int, agent: str, lea
     return job
 
 
-def complete(session: Session, job_id: int, agent: str, points: int, run_id: uuid.UUID | None, token_id: int) -> Job:
+def complete(
+    session: Session, job_id: int, agent: str, points: int, run_id: uuid.UUID | None, token_id: int, failures: str | None = None
+) -> Job:
+    """Done; `failures`: the points the agent could not time, kept as the job's error (a done job with an error is partial)."""
     job = _owned(session, job_id, agent, token_id)
     now = _now()
     job.status, job.points_done, job.run_id = "done", points, run_id
-    job.lease_expires_at, job.finished_at, job.updated_at, job.error = None, now, now, None
+    job.lease_expires_at, job.finished_at, job.updated_at, job.error = None, now, now, failures
     job.lease_token_id = None  # the lease is over (lease_owner stays: who did the job)
     session.commit()
     return job

@@ -248,6 +248,28 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]
 
 
+def test_a_job_done_with_failures_is_still_done_on_a_service_older_than_the_field():
+    """An agent upgraded before its service: the old service refuses `failures` (422, as it forbids unknown
+    fields); the job is completed without it rather than left leased until its lease runs out."""
+    import httpx
+
+    from gac.agent.jobs import JobClient
+
+    bodies: list[dict] = []
+
+    def old_service(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        if set(body) - {"agent", "points", "run_id"}:
+            return httpx.Response(422, json={"error": "ValidationError", "detail": "failures: Extra inputs are not permitted"})
+        return httpx.Response(200, json={"id": 7, "status": "done", "points_done": body["points"]})
+
+    jc = JobClient("http://old", "tok", agent="a", client=httpx.Client(transport=httpx.MockTransport(old_service)))
+    assert jc.complete(7, 2, failures="1 of 3 points could not be timed")["status"] == "done"
+    assert [sorted(b) for b in bodies] == [["agent", "failures", "points"], ["agent", "points"]]
+    assert jc.complete(7, 3)["points_done"] == 3 and sorted(bodies[-1]) == ["agent", "points"]  # none: never sent
+
+
 def test_a_lease_is_extended_every_third_of_it_and_at_least_every_30_s():
     """Two beats may fail before a lease lapses; and a beat is how a cancelled job is noticed, so a long lease still beats often."""
     from gac.agent.jobs import heartbeat_every_s

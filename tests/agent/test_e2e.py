@@ -236,6 +236,30 @@ def _job(svc, job_id) -> dict:
     return r.json()
 
 
+def test_a_job_with_a_point_the_device_cannot_time_is_done_and_says_which_device_and_kernel(live_service, tmp_path, threads_one):
+    """Done, not failed: another attempt on this device would fail the same point again. The reason is the
+    job's error, for the queue's readers and for `gac align --wait`."""
+    platform = detect_platform("cpu")
+    huge = 1 << 20  # a 4 TiB float32 operand: no machine here allocates it
+    plan = loads_plan(f"""
+name: e2e-too-big
+timing: {{time_cap_ms: 15, warmup_ms: 1, max_samples: 40}}
+sweeps:
+  - {{op: gemm, dtypes: [float32], axis: n, fixed: {{m: {huge}, k: {huge}}}, values: [{huge}]}}
+  - {{op: gemv, dtypes: [float32], axis: k, fixed: {{n: 16}}, values: [15, 16]}}
+""")
+    job_id = _create_job(live_service, plan.to_document(), platform.fingerprint())
+    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token]
+    res = CliRunner().invoke(cli_app(), [*args, "--threads", "1", "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    assert res.exit_code == 0, res.output
+    job = _job(live_service, job_id)
+    kernel = f"gemm float32 m={huge},n={huge},k={huge}: RuntimeError: "
+    assert (job["status"], job["points_done"], job["attempts"]) == ("done", 2, 1), job
+    assert job["error"].startswith(f"1 of 3 points could not be timed on cpu ({platform.device_name}): {kernel}"), job
+    assert f"failed on cpu ({platform.device_name}): {kernel}" in res.output  # and the agent's own output says so
+    assert len(stored(live_service, platform.fingerprint())) == 2
+
+
 def test_an_agent_passes_over_a_job_it_cannot_time_whole(live_service, tmp_path, threads_one):
     """--dtype float32 on a job that needs bfloat16 too: timing part of it would report it done with the
     rest never measured, and failing it would use up its attempts before another agent saw it."""

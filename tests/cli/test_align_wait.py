@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from rich.markup import escape
 
 from gac.agent.jobs import JobClient
 from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
@@ -189,6 +190,29 @@ def test_a_failed_job_ends_the_wait_without_queueing_its_points_again(live_servi
     assert stop.value.exit_code == 1
     assert any(f"job {job.id} failed after 1 of 1 attempts: CUDA error: out of memory on sdpa b=64" in s for s in said), said
     assert "not queued again" in said[-1]
+
+
+def test_a_job_done_without_some_points_says_which_and_why(live_service):
+    """The agent could not time a point (its device ran out of memory): the job is done, and the wait
+    says what the agent said, naming the device and kernel, before it aligns again."""
+    from types import SimpleNamespace
+
+    import gac.commands.align as align_cmd
+
+    _queue_for_other(live_service, "partly")
+    agent = JobClient(live_service.url, live_service.ingest_token, agent="other-machine")
+    job = agent.claim(OTHER)
+    assert job is not None
+    why = "1 of 1 points could not be timed on cuda:0 (the other GPU): gemm bfloat16 m=8,n=8,k=8: OutOfMemoryError: [sic]"
+    agent.complete(job.id, 0, failures=why)
+    queued = align_cmd._Stored(result=None, document=None, jobs=[job.id])  # type: ignore[arg-type]
+    aligned = align_cmd._Stored(result=SimpleNamespace(missing=[]), document=None, jobs=[])  # type: ignore[arg-type]
+    said: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(align_cmd.err, "print", lambda text, *a, **k: said.append(str(text)))
+        out = align_cmd._follow_jobs(queued, lambda *_: aligned, OTHER.fingerprint(), live_service.url, live_service.read_token)
+    assert out is aligned
+    assert any(f"job {job.id} done, some of its points not: {escape(why)}" in s for s in said), said
 
 
 def test_the_wait_rides_out_a_service_restart(live_service, monkeypatch):

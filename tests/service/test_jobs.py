@@ -41,6 +41,18 @@ def test_enqueue_claim_complete(client, admin_token, ingest_token):
     assert client.get("/v1/jobs", params={"status": "done"}).json()["total"] == 1
 
 
+def test_a_job_done_with_points_its_agent_could_not_time_keeps_why_as_its_error(client, admin_token, ingest_token):
+    job = enqueue(client, admin_token)
+    claim(client, ingest_token)
+    url, why = f"/v1/jobs/{job['id']}/complete", "1 of 2 points could not be timed on cuda:0 (GPU): gemm float32 m=8: OutOfMemoryError"
+    empty = f.refused(client.post(url, json={"agent": "agent-1", "points": 1, "failures": ""}, headers=f.auth(ingest_token)), 422)
+    assert "failures" in str(empty["detail"])
+    done = client.post(url, json={"agent": "agent-1", "points": 1, "failures": why}, headers=f.auth(ingest_token))
+    assert done.status_code == 200, done.text
+    assert (done.json()["status"], done.json()["points_done"], done.json()["error"]) == ("done", 1, why)
+    assert client.get(f"/v1/jobs/{job['id']}").json()["error"] == why  # stored, not only answered
+
+
 def test_only_the_lease_owner_may_report(client, admin_token, ingest_token):
     job = enqueue(client, admin_token)
     claim(client, ingest_token)
