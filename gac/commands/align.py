@@ -403,8 +403,13 @@ def _follow_jobs(queued: _Stored, run, target: str, server: str, token: str | No
         for j in ended:  # done, but the agent could not time some of its points (their error names the device and kernels)
             if _job_state(j) == "done" and j.error:
                 err.print(f"[yellow]job {j.id} done, some of its points not: {escape(j.error)}[/yellow]", highlight=False)
-        stored = run(target, True)
+        # Jobs that timed none of their points would only fail them again: align without queueing them anew.
+        timed_none = all(_job_state(j) == "done" and j.error and not j.points_done for j in ended)
+        stored = run(target, not timed_none)
         if not stored.result.missing:
+            break
+        if timed_none:
+            err.print(f"[red]the agents could not time these points on platform {target[:16]} (above): not queued again[/red]")
             break
         if not stored.jobs:  # what is missing is queued already, or could not be: nothing to wait for
             err.print(f"{len(pm.missing_points(stored.document))} points are still missing and no new job was queued for them")

@@ -214,6 +214,21 @@ def test_a_job_done_without_some_points_says_which_and_why(live_service):
     assert out is aligned
     assert any(f"job {job.id} done, some of its points not: {escape(why)}" in s for s in said), said
 
+    # The alignment still lacks those points: they are not queued again, which would only fail them again.
+    queued = align_cmd._Stored(result=None, document=None, jobs=[job.id])  # type: ignore[arg-type]
+    still = align_cmd._Stored(result=SimpleNamespace(missing=["that point"]), document=None, jobs=[])  # type: ignore[arg-type]
+    asked: list[bool] = []
+
+    def align_again(_target, enqueue):  # type: ignore[no-untyped-def]
+        asked.append(enqueue)
+        return still
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(align_cmd.err, "print", lambda text, *a, **k: said.append(str(text)))
+        out = align_cmd._follow_jobs(queued, align_again, OTHER.fingerprint(), live_service.url, live_service.read_token)
+    assert out is still and asked == [False]
+    assert "could not time these points" in said[-1] and "not queued again" in said[-1]
+
 
 def test_the_wait_rides_out_a_service_restart(live_service, monkeypatch):
     import threading
