@@ -98,7 +98,7 @@ def check_server(server: str, token: str, client: httpx.Client, need_server: boo
         r = client.get(f"{server.rstrip('/')}/v1/auth/token", headers={"Authorization": f"Bearer {token}"}, timeout=10)
     except httpx.TransportError as err:
         if need_server:
-            console.print(f"[red]cannot reach {server} ({type(err).__name__}): --jobs needs the service[/red]")
+            console.print(f"[red]cannot reach {escape(server)} ({type(err).__name__}): --jobs needs the service[/red]")
             raise typer.Exit(1) from err
         if not offline_ok:
             console.print(
@@ -110,15 +110,16 @@ def check_server(server: str, token: str, client: httpx.Client, need_server: boo
                 highlight=False,
             )
             raise typer.Exit(1) from err
-        console.print(f"[yellow]cannot reach {server} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
+        console.print(f"[yellow]cannot reach {escape(server)} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
         return
     if r.status_code == 404:
         return  # an older service without the check: the first upload will tell
     if r.status_code == 401:
-        console.print(f"[red]{server} refuses this token (unknown, malformed or revoked): check --token / GAC_TOKEN[/red]")
+        console.print(f"[red]{escape(server)} refuses this token (unknown, malformed or revoked): check --token / GAC_TOKEN[/red]")
         raise typer.Exit(2)
     if r.status_code == 200 and r.json().get("scope") not in ("ingest", "admin"):
-        console.print(f"[red]token {r.json().get('name')!r} has scope {r.json().get('scope')!r}: delivering results needs ingest[/red]")
+        name, scope = (escape(repr(r.json().get(k))) for k in ("name", "scope"))
+        console.print(f"[red]token {name} has scope {scope}: delivering results needs ingest[/red]")
         raise typer.Exit(2)
 
 
@@ -373,7 +374,7 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
     repeated when timed again, where the run did that: RunResult.steps)."""
     from gac.contracts.measurements import shape_key
 
-    t = Table(title=f"plan {plan.name}: {len(result.measurements)} points in {result.seconds:.1f} s")
+    t = Table(title=f"plan {escape(plan.name)}: {len(result.measurements)} points in {result.seconds:.1f} s")  # a name is text
     t.add_column("sweep", overflow="fold")
     t.add_column("pts", justify="right")
     t.add_column("median us", justify="right", no_wrap=True)
@@ -436,12 +437,12 @@ def print_failures(result: RunResult, session: _Session) -> None:
 
 def failures_note(result: RunResult, session: _Session, shown: int = 3) -> str | None:
     """What of a run could not be timed, in one line for a job's record (None when every point was):
-    '2 of 90 points could not be timed on cpu (AMD EPYC): gemm float32 m=...: RuntimeError: ...; ...'."""
+    '2 points could not be timed on cpu (AMD EPYC): gemm float32 m=...: RuntimeError: ...; ...'."""
     if not result.failures:
         return None
     n, kernels = len(result.failures), "; ".join(_failed_kernel(o) for o in result.failures[:shown])
     more = f"; and {n - shown} more" if n > shown else ""
-    return f"{n} of {len(result.outcomes)} points could not be timed on {_device_named(session)}: {kernels}{more}"
+    return f"{n} point{'s' if n != 1 else ''} could not be timed on {_device_named(session)}: {kernels}{more}"
 
 
 def _device_named(session: _Session) -> str:
@@ -555,7 +556,7 @@ class _Sinks:
                 batch_size=o.batch_size,
                 client=agent.client,
                 retries=o.retries,
-                log=lambda msg: console.print(f"[yellow]{msg}[/yellow]"),
+                log=lambda msg: console.print(f"[yellow]{escape(msg)}[/yellow]"),
                 commit_every_s=every,
             )
         writer = BatchFileWriter(o.out, platform, run, batch_size=o.batch_size, commit_every_s=every) if o.out is not None else None
@@ -638,7 +639,8 @@ def _known_to_service(agent: _Agent, plan: SweepPlan) -> Known:
         return {}
     stored = known_on_server(agent.client, o.server, o.token, fingerprint, plan_curves(plan))
     if stored is None:
-        console.print(f"[yellow]cannot ask {o.server} which points it has stored: skipping only those waiting in the spool[/yellow]")
+        where = escape(o.server)
+        console.print(f"[yellow]cannot ask {where} which points it has stored: skipping only those waiting in the spool[/yellow]")
     return merge(stored or {}, known_in_spool(agent.spool, o.server, fingerprint))
 
 
@@ -679,7 +681,7 @@ def _run_jobs(agent: _Agent) -> int:
     while o.max_jobs is None or k < o.max_jobs:
         job, failure = _claim(jc, platform, o.lease_seconds, skip)
         if failure is not None and (poll is None or not retryable(failure)):
-            console.print(f"[red]cannot claim a job: {failure}[/red]")
+            console.print(f"[red]cannot claim a job: {escape(str(failure))}[/red]")
             return 1
         if job is None:
             if poll is None:
@@ -826,7 +828,7 @@ def _left_of_job(agent: _Agent, plan: SweepPlan, run: uuid.UUID) -> Remaining:
     assert o.server is not None and o.token is not None
     stored = known_in_run(agent.client, o.server, o.token, run)
     if stored is None:
-        console.print(f"[yellow]cannot ask {o.server} what this job's earlier attempts stored: timing it whole[/yellow]")
+        console.print(f"[yellow]cannot ask {escape(o.server)} what this job's earlier attempts stored: timing it whole[/yellow]")
     spooled = known_in_spool(agent.spool, o.server, agent.session.platform.fingerprint(), run)
     return left_to_time(plan, merge(stored or {}, spooled), o.adaptive, "this job's earlier attempts stored")
 
@@ -849,7 +851,7 @@ def job_waiting_in_spool(spool: Spool, server: str, fingerprint: str, run: uuid.
 def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:
     """Neither complete nor fail a job whose lease is gone (another agent may hold it now): say so; exit code 1."""
     console.print(
-        f"[yellow]{line.label} (id {job.id}): its lease was lost while it ran ({why}); what it measured is "
+        f"[yellow]{line.label} (id {job.id}): its lease was lost while it ran ({escape(why)}); what it measured is "
         "delivered, the job is left to whoever holds it now[/yellow]"
     )
     return 1
@@ -987,7 +989,7 @@ def agent_flush(
         raise typer.Exit(0)
     if server is None or not token:
         servers = sorted({r.get("server", "?") for r in records})
-        console.print(f"[red]{len(records)} spooled batch(es) for {servers}: give --server and --token[/red]")
+        console.print(f"[red]{len(records)} spooled batch(es) for {escape(str(servers))}: give --server and --token[/red]")
         raise typer.Exit(2)
     stats = DeliveryStats()
     with BatchSender(server, token, RetryPolicy(retries)) as sender:

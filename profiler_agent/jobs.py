@@ -89,7 +89,7 @@ class JobClient:
         try:
             return self._post(f"/v1/jobs/{job_id}/complete", {**body, "failures": failures[:2000]}).json()
         except JobError as err:
-            if err.status != 422:
+            if err.status != 422 or "failures" not in str(err):
                 raise
             # A service older than the field refuses it: the job is done all the same, as that service knew it.
             return self._post(f"/v1/jobs/{job_id}/complete", body).json()
@@ -220,38 +220,42 @@ class ProgressLine:
     label: str
     about: str = ""
     started: float = field(default_factory=time.monotonic)
-    _reached: tuple[int, float] | None = field(default=None, init=False, repr=False)  # (done, when first shown): the countdown's start
     first_round: int = 1  # points timed together at first: their one-time costs are left out of the rate
-    _first: float | None = field(default=None, init=False, repr=False)  # when the first round was done, if seen
+    # (done, when): the highest count noted, and the first that completed the first round. Counts only move
+    # forward, so a refresh drawing a count the run has passed already cannot move them back.
+    _reached: tuple[int, float] | None = field(default=None, init=False, repr=False)
+    _first: tuple[int, float] | None = field(default=None, init=False, repr=False)
 
     def line(self, done: int, total: int, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
-        at = self.reached(done, now)
+        done, at = self.reached(done, now)
+        total = max(total, done)
         if done >= total:
-            elapsed = at - self.started
+            elapsed = now - self.started
             rate = f", {done / elapsed:.3g} points/s" if elapsed > 0 and done else ""
             text = f"{self.label}: {done}/{total} points in {format_duration(elapsed)}{rate}"
         else:
             text = f"{self.label}: {done}/{total} points, ETA {self._eta(done, total, at, now)}"
         return f"{text} {self.about}" if self.about else text
 
-    def reached(self, done: int, now: float | None = None) -> float:
-        """Note that `done` points are done (now, unless noted before); when they were."""
-        if self._reached is None or self._reached[0] != done:
+    def reached(self, done: int, now: float | None = None) -> tuple[int, float]:
+        """Note that `done` points are done (at `now`, unless as many were noted before): the highest count noted, and when."""
+        if self._reached is None or done > self._reached[0]:
             self._reached = (done, time.monotonic() if now is None else now)
-            if done == self.first_round:
-                self._first = self._reached[1]
-        return self._reached[1]
+            if self._first is None and done >= self.first_round:
+                self._first = self._reached
+        return self._reached
 
     def _eta(self, done: int, total: int, at: float, now: float) -> str:
         if done <= 0:
             return "-"
-        if self._first is not None and done >= 2 * self.first_round:
-            per_point = (at - self._first) / (done - self.first_round)
+        if self._first is not None and done >= self._first[0] + self.first_round:
+            per_point = (at - self._first[1]) / (done - self._first[0])
         else:
             per_point = (at - self.started) / done
         left = total - done
-        return format_duration(max(per_point * left - (now - at), per_point * (left - 1)))
+        # Counting down while the next round runs, but not below what the rounds after it take.
+        return format_duration(max(per_point * left - (now - at), per_point * max(0, left - self.first_round)))
 
 
 HEARTBEAT_AT_MOST_S = 30.0  # a cancelled or lost job is noticed within this (plus a point), not a third of a long lease

@@ -28,7 +28,7 @@ def _settings():
     except ValidationError as exc:
         for e in exc.errors(include_url=False):
             where = f"GAC_{'_'.join(str(p) for p in e['loc']).upper()}: " if e["loc"] else ""
-            err.print(f"[red]configuration error:[/red] {where}{e['msg'].removeprefix('Value error, ')}")
+            err.print(f"[red]configuration error:[/red] {escape(where + e['msg'].removeprefix('Value error, '))}")
         raise typer.Exit(2) from exc
 
 
@@ -130,7 +130,7 @@ def db_current() -> None:
     engine.dispose()
     console.print(f"{_safe_url(settings.url)}: {', '.join(status.current) or 'empty'}")
     if not status.up_to_date:
-        err.print(status.explain())
+        err.print(status.explain(), markup=False)
         raise typer.Exit(1)
 
 
@@ -156,7 +156,7 @@ def token_create(
     try:
         chosen = Scope(scope)
     except ValueError:
-        err.print(f"[red]--scope must be one of ingest, read, admin[/red] (got {scope!r})")
+        err.print(f"[red]--scope must be one of ingest, read, admin[/red] (got {escape(repr(scope))})")
         raise typer.Exit(2) from None
     settings, session = _session()
     try:
@@ -164,7 +164,7 @@ def token_create(
     except GacError as exc:
         err.print(f"[red]{escape(str(exc.detail))}[/red]")
         raise typer.Exit(1) from exc
-    err.print(f"token {name!r} (scope {chosen.value}) created; it is shown only now:")
+    err.print(f"token {escape(repr(name))} (scope {chosen.value}) created; it is shown only now:")
     print(plain)
 
 
@@ -176,7 +176,8 @@ def token_list() -> None:
     _, session = _session()
     table = Table("name", "scope", "prefix", "created", "last used", "revoked")
     for t in list_tokens(session):
-        table.add_row(t.name, t.scope, t.prefix + "…", str(t.created_at)[:19], str(t.last_used_at or "")[:19], str(t.revoked_at or "")[:19])
+        times = (str(x or "")[:19] for x in (t.created_at, t.last_used_at, t.revoked_at))
+        table.add_row(escape(t.name), t.scope, t.prefix + "…", *times)
     console.print(table)
 
 
@@ -192,7 +193,7 @@ def token_revoke(name: Annotated[str, typer.Argument(help="the token's name")]) 
     except GacError as exc:
         err.print(f"[red]{escape(str(exc.detail))}[/red]")
         raise typer.Exit(1) from exc
-    console.print(f"token {name!r} revoked")
+    console.print(f"token {escape(repr(name))} revoked")
 
 
 def register(app: typer.Typer) -> None:

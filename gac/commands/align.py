@@ -36,7 +36,7 @@ def _load_manifest(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except OSError as exc:
-        err.print(f"[red]cannot read {path}: {exc.strerror}[/red]")
+        err.print(f"[red]cannot read {escape(str(path))}: {escape(str(exc.strerror))}[/red]")
         raise typer.Exit(2) from exc
     except UnicodeDecodeError as exc:
         err.print(
@@ -49,10 +49,10 @@ def _load_manifest(path: Path) -> dict[str, Any]:
     try:
         body = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        err.print(f"[red]{path} is not valid JSON/YAML: {escape(str(exc))}[/red]")
+        err.print(f"[red]{escape(str(path))} is not valid JSON/YAML: {escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
     if not isinstance(body, dict):
-        err.print(f"[red]{path}: a manifest is a JSON/YAML object, not a {type(body).__name__}[/red]")
+        err.print(f"[red]{escape(str(path))}: a manifest is a JSON/YAML object, not a {type(body).__name__}[/red]")
         raise typer.Exit(2)
     return body
 
@@ -190,7 +190,7 @@ def _from_file(measurements: Path, manifest: Manifest, options: AlignOptions, na
     try:
         lookup = FileLookup.from_csv(measurements) if measurements.suffix == ".csv" else FileLookup.from_jsonl(measurements)
     except OSError as exc:
-        err.print(f"[red]cannot read {measurements}: {exc.strerror}[/red]")
+        err.print(f"[red]cannot read {escape(str(measurements))}: {escape(str(exc.strerror))}[/red]")
         raise typer.Exit(2) from exc
     except UnicodeDecodeError as exc:
         err.print(
@@ -241,7 +241,7 @@ def _summary(res: AlignmentResult) -> None:
         goal += ", over the paper's window (multiples of 8 within +/- 64)"
     if res.no_slower:
         goal += "; no token count predicted slower than at the compressor's dims"
-    console.print(f"[bold]{res.model}[/bold] on platform {res.platform[:16]}")
+    console.print(f"[bold]{escape(res.model)}[/bold] on platform {res.platform[:16]}")
     _say("optimized for", goal)
     if lat.complete and lat.unaligned_us and lat.aligned_us:
         orig = f"; before compression {lat.original_us:,.1f} µs" if lat.original_us else ""
@@ -285,7 +285,7 @@ def _print(stored: _Stored, wide: bool = False) -> None:
         chosen = next((c for c in w.candidates if c.dim == w.dim), None)
         lat = w.latency_us
         table.add_row(
-            _short(w.name, name_width),
+            escape(_short(w.name, name_width)),  # a weight's name is text
             f"{w.dim_before:g}",
             str(w.dim),
             f"{w.params:,}",
@@ -404,7 +404,7 @@ def _follow_jobs(queued: _Stored, run, target: str, server: str, token: str | No
             if _job_state(j) == "done" and j.error:
                 err.print(f"[yellow]job {j.id} done, some of its points not: {escape(j.error)}[/yellow]", highlight=False)
         # Jobs that timed none of their points would only fail them again: align without queueing them anew.
-        timed_none = all(_job_state(j) == "done" and j.error and not j.points_done for j in ended)
+        timed_none = bool(ended) and all(_job_state(j) == "done" and j.error and not j.points_done for j in ended)
         stored = run(target, not timed_none)
         if not stored.result.missing:
             break
@@ -586,7 +586,7 @@ def _word(kind: type[W], flag: str) -> Callable[[str], W]:
             return kind(value)
         except ValueError:
             words = [str(m.value) for m in kind]
-            err.print(f"[red]{flag} must be {', '.join(words[:-1])} or {words[-1]}, not {value!r}[/red]")
+            err.print(f"[red]{flag} must be {', '.join(words[:-1])} or {words[-1]}, not {escape(repr(value))}[/red]")
             raise typer.Exit(2) from None
 
     return parse

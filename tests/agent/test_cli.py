@@ -16,6 +16,7 @@ from gac.agent.cli import register
 from gac.agent.delivery import Spool, read_batch_file
 from gac.contracts.measurements import Dtype
 from tests import factories
+from tests.fixtures.memory import HUGE, needs_refused_allocations
 
 from .test_runner_delivery import TINY, closed_port_url
 
@@ -41,11 +42,12 @@ def test_offline_run_writes_a_results_file(app, tmp_path):
     assert "plan tiny" in res.output
 
 
+@needs_refused_allocations
 def test_a_point_that_cannot_be_timed_is_named_with_its_device_and_kernel_and_the_run_goes_on(app, tmp_path):
     """The error is shown as torch raised it: its square brackets are text, not markup to drop."""
     from gac.agent.platform import detect_platform
 
-    huge = {"m": 1 << 20, "n": 1 << 20, "k": 1 << 20}  # 4 TiB a float32 operand: no machine here allocates it
+    huge = {"m": HUGE, "n": HUGE, "k": HUGE}
     (tmp_path / "p.yaml").write_text(f"""
 name: too-big
 timing: {{time_cap_ms: 20, warmup_ms: 1}}
@@ -63,6 +65,17 @@ sweeps:
     assert f"failed on cpu ({detect_platform('cpu').device_name}): {kernel}: RuntimeError: " in res.output, res.output
     assert str(raised.value).splitlines()[0][:60] in res.output, res.output
     assert sum(len(b.measurements) for _, b, _ in read_batch_file(out)) == 1  # the gemv point still timed
+
+
+def test_a_plan_name_that_looks_like_markup_is_shown_as_written(app, tmp_path):
+    """Names come from users and from manifests (a job is 'missing for MODEL'): '[/x]' once ended the
+    run in a MarkupError after every point was timed."""
+    name = "missing for bert[/x] [bold]"
+    (tmp_path / "p.yaml").write_text(TINY.replace("name: tiny", f'name: "{name}"'))
+    args = ["agent", "run", "--plan", str(tmp_path / "p.yaml"), "--out", str(tmp_path / "r.jsonl"), "--threads", "1", "--quiet"]
+    res = CliRunner().invoke(app, [*args, "--dtype", "float32"])
+    assert res.exit_code == 0, res.output
+    assert f"plan {name}: 5 points in" in res.output, res.output
 
 
 def test_unreachable_server_spools_and_flush_keeps_it(app, tmp_path):
@@ -224,14 +237,17 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
 
     line = ProgressLine(job_label(2, 5), "(id 17, plan quick)", started=100.0)
     assert line.line(0, 120, now=100.0) == "job 2 of 5: 0/120 points, ETA - (id 17, plan quick)"
-    # 30 points in 60 s: 2 s a point, 90 left -> 3 minutes.
-    assert line.line(30, 120, now=160.0) == "job 2 of 5: 30/120 points, ETA 3m00s (id 17, plan quick)"
+    # The first point took 10 s (setting up), the next 29 took 2 s each: 90 left -> 3 minutes.
+    line.reached(1, now=110.0)
+    assert line.line(30, 120, now=168.0) == "job 2 of 5: 30/120 points, ETA 3m00s (id 17, plan quick)"
     # While the 31st point runs the ETA counts down, down to the 89 points after it (2m58s), not below:
     # a slow point holds it there.
-    assert line.line(30, 120, now=161.0) == "job 2 of 5: 30/120 points, ETA 2m59s (id 17, plan quick)"
+    assert line.line(30, 120, now=169.0) == "job 2 of 5: 30/120 points, ETA 2m59s (id 17, plan quick)"
     assert line.line(30, 120, now=200.0) == "job 2 of 5: 30/120 points, ETA 2m58s (id 17, plan quick)"
-    line.reached(31, now=200.0)  # 31 points in 100 s: 3.23 s a point, 89 left
-    assert line.line(31, 120, now=200.0) == "job 2 of 5: 31/120 points, ETA 4m47s (id 17, plan quick)"
+    line.reached(31, now=200.0)  # 30 points in 90 s after the first: 3 s a point, 89 left
+    assert line.line(31, 120, now=200.0) == "job 2 of 5: 31/120 points, ETA 4m27s (id 17, plan quick)"
+    # A refresh drawing a count the run has passed (another thread's) shows the latest, and moves nothing back.
+    assert line.line(30, 120, now=200.0) == "job 2 of 5: 31/120 points, ETA 4m27s (id 17, plan quick)"
     assert line.line(120, 120, now=341.0) == "job 2 of 5: 120/120 points in 4m01s, 0.498 points/s (id 17, plan quick)"
     # The first point's one-time costs (10 s here) are left out of the rate once a second point is done.
     warming = ProgressLine("plan quick", started=0.0)
@@ -243,6 +259,7 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     assert first == ["plan quick: 1/120 points, ETA 19m50s", "plan quick: 8/120 points, ETA 2m20s"]
     assert rounds.line(9, 120, now=10.5) == "plan quick: 9/120 points, ETA 2m10s"  # (10.5 s / 9 points) * 111 left
     assert rounds.line(16, 120, now=12.0) == "plan quick: 16/120 points, ETA 26s"  # (2 s / 8 points) * 104 left
+    assert rounds.line(16, 120, now=15.0) == "plan quick: 16/120 points, ETA 24s"  # a round of 8 runs: the 96 after it
     unknown = ProgressLine(job_label(3, None), started=0.0)  # the queue could not be read: no n invented
     assert unknown.line(1, 4, now=2.5) == "job 3: 1/4 points, ETA 7.5s"
     assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]
@@ -253,13 +270,15 @@ def test_a_job_done_with_failures_is_still_done_on_a_service_older_than_the_fiel
     fields); the job is completed without it rather than left leased until its lease runs out."""
     import httpx
 
-    from gac.agent.jobs import JobClient
+    from gac.agent.jobs import JobClient, JobError
 
     bodies: list[dict] = []
 
     def old_service(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         bodies.append(body)
+        if body["points"] < 0:
+            return httpx.Response(422, json={"error": "ValidationError", "detail": "points: Input should be >= 0"})
         if set(body) - {"agent", "points", "run_id"}:
             return httpx.Response(422, json={"error": "ValidationError", "detail": "failures: Extra inputs are not permitted"})
         return httpx.Response(200, json={"id": 7, "status": "done", "points_done": body["points"]})
@@ -268,6 +287,9 @@ def test_a_job_done_with_failures_is_still_done_on_a_service_older_than_the_fiel
     assert jc.complete(7, 2, failures="1 of 3 points could not be timed")["status"] == "done"
     assert [sorted(b) for b in bodies] == [["agent", "failures", "points"], ["agent", "points"]]
     assert jc.complete(7, 3)["points_done"] == 3 and sorted(bodies[-1]) == ["agent", "points"]  # none: never sent
+    with pytest.raises(JobError, match="points"):  # refused for another reason: not sent again without the note
+        jc.complete(7, -1, failures="1 point could not be timed")
+    assert len(bodies) == 4
 
 
 def test_a_lease_is_extended_every_third_of_it_and_at_least_every_30_s():

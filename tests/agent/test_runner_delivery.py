@@ -24,6 +24,7 @@ from gac.agent.runner import PlanRunner, run_plan, values_to_refine
 from gac.agent.timing import CpuTimer
 from gac.contracts.measurements import Batch, RunInfo
 from gac.contracts.plans import loads_plan
+from tests.fixtures.memory import HUGE, needs_refused_allocations
 
 TINY = """
 name: tiny
@@ -79,14 +80,15 @@ sweeps:
     assert order(None) == in_plan
 
 
+@needs_refused_allocations
 def test_failed_point_is_reported_not_raised(timer):
     # 2^20 x 2^20 fp32 cannot be allocated here: the point fails, the run goes on.
-    plan = loads_plan("""
+    plan = loads_plan(f"""
 name: oom
-timing: {time_cap_ms: 20, warmup_ms: 1}
+timing: {{time_cap_ms: 20, warmup_ms: 1}}
 sweeps:
-  - {op: gemm, dtypes: [float32], axis: n, fixed: {m: 1048576, k: 1048576}, values: [1048576]}
-  - {op: gemv, dtypes: [float32], axis: k, fixed: {n: 8}, values: [8]}
+  - {{op: gemm, dtypes: [float32], axis: n, fixed: {{m: {HUGE}, k: {HUGE}}}, values: [{HUGE}]}}
+  - {{op: gemv, dtypes: [float32], axis: k, fixed: {{n: 8}}, values: [8]}}
 """)
     result = run_plan(plan, timer)
     assert len(result.failures) == 1 and len(result.measurements) == 1
