@@ -375,10 +375,10 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
     from gac.contracts.measurements import shape_key
 
     t = Table(title=f"plan {escape(plan.name)}: {len(result.measurements)} points in {result.seconds:.1f} s")  # a name is text
-    t.add_column("sweep", overflow="fold")
+    t.add_column("sweep", overflow="fold", min_width=20)  # on 80 columns (a log file's) the step's text wraps, not the sweep's
     t.add_column("pts", justify="right")
     t.add_column("median us", justify="right", no_wrap=True)
-    t.add_column("largest step", no_wrap=True)
+    t.add_column("largest step", overflow="fold")
     t.add_column("fail", justify="right")
     t.add_column("flagged", justify="right")
     groups: dict[tuple[int, str], list] = {}
