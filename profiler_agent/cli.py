@@ -332,7 +332,7 @@ def run_keeping(
     what was measured, calls on_stop (a job is given back), says how many points it kept (with
     `kept_before`, those an earlier run of the same command kept) and how many it did not measure (with
     `left_after`, those the command would time after this plan; `first_pass`: more may follow them), and exits
-    130 (SIGINT) or 143 (SIGTERM)."""
+    130 (SIGINT) or 143 (SIGTERM). Run to the end, it names each point that could not be timed."""
     from gac.agent.interrupt import interrupted_line, stop_signals
     from gac.agent.resume import planned_points
 
@@ -341,7 +341,6 @@ def run_keeping(
             by = {"line": line} if line is not None else {}
             result = run_with_progress(session, plan, sink.add, adaptive, quiet, confirm_steps=confirm_steps, **by)
             sink.close()
-            return result
         except KeyboardInterrupt:
             sink.close()  # a second signal now waits for each commit, then stops the command as it stands
             if on_stop is not None:
@@ -351,6 +350,8 @@ def run_keeping(
             said = interrupted_line(kept_before + sink.committed_points, left, sink.kept_where(), first_pass)
             console.print(said, style="yellow", markup=False, highlight=False)
             raise typer.Exit(stop.exit_code) from None
+    _print_failures(result, session)  # whichever command ran the plan
+    return result
 
 
 def left_to_time(plan: SweepPlan, known: Known, adaptive: bool, stored: str = "already stored for this platform") -> Remaining:
@@ -425,9 +426,9 @@ def _largest_step(curve: list[tuple[int, TimingResult]], axis: str) -> str:
     return f"{steps[0].first:+.0%} {axis}={steps[0].lo}->{steps[0].hi} (not re-timed)"
 
 
-def print_failures(result: RunResult, session: _Session) -> None:
+def _print_failures(result: RunResult, session: _Session) -> None:
     """Each point that could not be timed (the first ten), naming the device and the kernel:
-    'failed on cuda:0 (NVIDIA H100 80GB HBM3): gemm float32 m=8,n=4096,k=4096: OutOfMemoryError: ...'."""
+    'failed on cpu (AMD EPYC): gemm float32 m=1048576,n=1048576,k=1048576: RuntimeError: ... can't allocate memory'."""
     where = escape(_device_named(session))
     for o in result.failures[:10]:
         console.print(f"[yellow]failed on {where}:[/yellow] {escape(_failed_kernel(o))}")
@@ -662,7 +663,6 @@ def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
         confirm_steps=_confirm_steps(),
     )
     out_console.print(_summary_table(result, left.plan))
-    print_failures(result, agent.session)
     sinks.report()
     return 1 if sinks.undelivered() else 0
 
@@ -806,7 +806,6 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
                 if o.quiet:  # no live line: its final state, once
                     console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
                 out_console.print(_summary_table(result, left.plan))
-                print_failures(result, agent.session)
                 sinks.report()
                 if beat.lost:
                     return _say_lease_lost(line, job, beat.lost)

@@ -24,7 +24,6 @@ from gac.agent.cli import (
     left_to_time,
     open_session,
     out_console,
-    print_failures,
     run_info,
     run_keeping,
 )
@@ -58,7 +57,6 @@ def profile(
         store = LocalStore(db, session.platform, run_info(p.name))
         result = run_keeping(session, left.plan, store, adaptive, quiet, confirm_steps=CONFIRM_STEPS)
     out_console.print(_summary_table(result, left.plan))
-    print_failures(result, session)
     console.print(f"stored {store.inserted} new rows ({store.duplicates} duplicates) for platform {fingerprint[:16]}")
 
 

@@ -18,14 +18,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-
-if TYPE_CHECKING:
-    from gac.agent.runner import RunResult
 
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 
@@ -136,7 +133,7 @@ def measure(
     or SIGTERM, what was measured is kept (the message counts `kept_before`, an earlier round's),
     and the same command continues from there. `probe`: time some points first for the estimate
     (a later round, which the first round's estimate covered, does not)."""
-    from gac.agent.cli import left_to_time, print_failures, run_info, run_keeping
+    from gac.agent.cli import left_to_time, run_info, run_keeping
     from gac.contracts.plans import plan_for_points
     from gac.solver.profile_time import LATER_PASSES
     from gac.solver.sparse_needs import FIRST_PASS
@@ -160,13 +157,7 @@ def measure(
         measured = failed = 0
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
-        timed = functools.partial(run_keeping, session, adaptive=False, first_pass=first_pass)  # stopped, it says more may follow
-
-        def keep(*args: Any, **kwargs: Any) -> RunResult:
-            run = timed(*args, **kwargs)
-            print_failures(run, session)
-            return run
-
+        keep = functools.partial(run_keeping, session, adaptive=False, first_pass=first_pass)  # stopped, it says more may follow
         if probe and n > PROBE_WARMUP + PROBE_MIN_ROUNDS and (yes or sys.stdin.isatty()):
             # The solver's figure is a bound (each point to its time cap, where nothing near it is measured):
             # this machine's rate now, on the work itself, is a better one.
