@@ -241,6 +241,14 @@ def _warn_if_busy(platform: PlatformDescriptor, pinned: bool = False, busy: Call
         console.print(f"[yellow]warning: {warning}; points timed while it is busy are re-timed or flagged[/yellow]")
 
 
+def first_round(plan: SweepPlan, adaptive: bool, per_round: int) -> int:
+    """How many points the run times together first, paying the one-time costs: adaptive sweeps go
+    first, a point at a time; otherwise the timer's round (`per_round` points per host round trip)."""
+    if adaptive and any(sw.adaptive is not None for sw in plan.sweeps):
+        return 1
+    return max(1, per_round)
+
+
 def run_with_progress(
     session: _Session,
     plan: SweepPlan,
@@ -262,7 +270,7 @@ def run_with_progress(
     from gac.agent.runner import Progress as RunProgress
 
     line = line or ProgressLine(f"plan {plan.name}")
-    line.first_round = max(1, int(getattr(session.timer, "points_per_round", 1)))
+    line.first_round = first_round(plan, adaptive, int(getattr(session.timer, "points_per_round", 1)))
     state: tuple[int, int, str] = (0, plan.n_points(), "")  # done, total, the last point timed
 
     def text(done: int, total: int, last: str = "") -> str:

@@ -369,14 +369,25 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
     # fit cannot rule out (gac.solver.sparse_needs), and a step found in the new points moves the
     # look-ahead past it. A few rounds settle it; each says what it adds.
     kept = 0  # what the earlier rounds measured: a stop in a later one says the command's total
+    failed: frozenset = frozenset()  # points this machine could not time: another round would only fail them again
     for round_ in range(pm.MAX_ROUNDS):
         if round_:
+            asked = pm.missing_points(result)
+            new = [p for p in asked if pm.point_key(*p[:3]) not in failed]
+            if not new:
+                err.print(
+                    f"[red]the {len(asked)} points still missing could not be timed on {escape(session.platform.label())} "
+                    "(above): not timed again[/red]"
+                )
+                break
             err.print(
-                f"the new measurements call for {len(pm.missing_points(result))} more points "
+                f"the new measurements call for {len(new)} more points "
                 "(dims their lattice fit cannot rule out, or look-ahead past a step they revealed)"
+                + (f"; {len(asked) - len(new)} that could not be timed are left out" if len(new) < len(asked) else "")
             )
         # The first round's estimate covered the later ones: they neither ask nor probe.
-        kept += pm.measure(result, session, yes or round_ > 0, server, token, db, probe=round_ == 0, kept_before=kept).points
+        done = pm.measure(result, session, yes or round_ > 0, server, token, db, probe=round_ == 0, kept_before=kept, skip=failed)
+        kept, failed = kept + done.points, failed | done.failed
         stored = run(here, False)
         result = stored.document
         if not stored.result.missing:

@@ -43,6 +43,9 @@ PROBE_SHARE = 4  # ... and at most 1 / PROBE_SHARE of the points after the warm-
 RULES_ONLY = "rules only"
 
 
+Point = tuple[str, str, dict[str, int], str]  # (op, dtype, shape, axis)
+
+
 @dataclass
 class Measured:
     points: int
@@ -50,6 +53,12 @@ class Measured:
     seconds: float
     estimated_seconds: float
     platform: str  # fingerprint of this machine, to align against next
+    failed: frozenset = frozenset()  # point_key of each point that could not be timed
+
+
+def point_key(op: str, dtype: str, shape: dict[str, int]) -> tuple:
+    """A point's identity across rounds: its kernel, dtype and shape."""
+    return (op, dtype, tuple(sorted(shape.items())))
 
 
 def duration(seconds: float) -> str:
@@ -59,7 +68,7 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def missing_points(result: dict[str, Any]) -> list[tuple[str, str, dict[str, int], str]]:
+def missing_points(result: dict[str, Any]) -> list[Point]:
     return [(m["op"], m["dtype"], {**m["fixed_shape"], m["axis"]: d}, m["axis"]) for m in result.get("missing", []) for d in m["dims"]]
 
 
@@ -125,6 +134,7 @@ def measure(
     db: str | None,
     probe: bool = True,
     kept_before: int = 0,
+    skip: frozenset = frozenset(),
 ) -> Measured:
     """Time the result's missing points here, storing them as they are measured (local database, or the service).
 
@@ -132,19 +142,21 @@ def measure(
     only) lists every point, those an earlier, interrupted run stored included. Stopped by Ctrl-C
     or SIGTERM, what was measured is kept (the message counts `kept_before`, an earlier round's),
     and the same command continues from there. `probe`: time some points first for the estimate
-    (a later round, which the first round's estimate covered, does not)."""
+    (a later round, which the first round's estimate covered, does not). `skip`: the point_key of
+    points not to time (an earlier round could not: they would only fail again)."""
     from gac.agent.cli import left_to_time, run_info, run_keeping
     from gac.contracts.plans import plan_for_points
     from gac.solver.profile_time import LATER_PASSES
     from gac.solver.sparse_needs import FIRST_PASS
 
     missing = result.get("missing", [])
-    points = missing_points(result)
-    estimated = sum(m.get("estimated_seconds") or 0.0 for m in missing)
+    asked = missing_points(result)
+    points = [p for p in asked if point_key(*p[:3]) not in skip]
+    estimated = sum(m.get("estimated_seconds") or 0.0 for m in missing) * len(points) / max(1, len(asked))
     label, fingerprint = session.platform.label(), session.platform.fingerprint()
     plan = plan_for_points(f"missing for {result['model']}"[:200], points)  # the default timing, as the estimate assumed
     with _destination(server, token, db, session.platform, plan) as (known, open_sink):
-        todo = left_to_time(plan, known, adaptive=False).plan
+        todo = left_to_time(plan, known, adaptive=False).plan if points else None
         if todo is None:
             return Measured(0, 0, 0.0, 0.0, fingerprint)
         if stored := sum(len(points) for points in known.values()):
@@ -155,6 +167,7 @@ def measure(
         estimated = estimated * n / len(points)
         started = time.perf_counter()
         measured = failed = 0
+        failed_keys: set[tuple] = set()
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
         keep = functools.partial(run_keeping, session, adaptive=False, first_pass=first_pass)  # stopped, it says more may follow
@@ -170,6 +183,7 @@ def measure(
             warmup = points_plan(todo, order[:PROBE_WARMUP])
             run = keep(warmup, sinks[-1], quiet=True, kept_before=kept_before, left_after=n - PROBE_WARMUP)
             measured, failed = len(run.measurements), len(run.failures)
+            failed_keys |= failed_in(run)
             rate_from = time.perf_counter()
             per_round = max(1, int(getattr(session.timer, "points_per_round", 1)))
             k = probe_size((rate_from - warm_from) / PROBE_WARMUP, n - PROBE_WARMUP, per_round)
@@ -178,11 +192,13 @@ def measure(
             kept, left = kept_before + measured, n - PROBE_WARMUP - k
             run = keep(probe_plan, sinks[-1], quiet=True, kept_before=kept, left_after=left)
             measured, failed = measured + len(run.measurements), failed + len(run.failures)
+            failed_keys |= failed_in(run)
             # A first pass calls for more points: as much allowance as the solver's own estimate makes.
             per_point = (time.perf_counter() - rate_from) / k * (1 + LATER_PASSES if first_pass else 1)
             estimated = per_point * n
             probed = PROBE_WARMUP + k
             todo = points_plan(todo, order[probed:])
+            asking = time.perf_counter()
             confirm(
                 n - probed,
                 curves,
@@ -191,19 +207,27 @@ def measure(
                 yes,
                 basis=f"at the rate of the last {k} of the {probed} points just timed",
             )
+            started += time.perf_counter() - asking  # the time the question waited for an answer is no timing
         else:
             confirm(n, curves, estimated, f"on this machine ({label})", yes)
+            started = time.perf_counter()
         if first_pass:
             say_first_pass()
         sinks.append(open_sink(run_info(plan.name)))
         run = keep(todo, sinks[-1], kept_before=kept_before + measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)
+        failed_keys |= failed_in(run)
         seconds = time.perf_counter() - started
     if server:
         for sink in sinks:
             _check_delivered(sink, sink.committed)
     console.print(f"measured {measured} points in {duration(seconds)} (estimated {duration(estimated)}); {failed} failed")
-    return Measured(measured, failed, seconds, estimated, fingerprint)
+    return Measured(measured, failed, seconds, estimated, fingerprint, frozenset(failed_keys))
+
+
+def failed_in(run) -> set[tuple]:  # noqa: ANN001 - the agent's RunResult
+    """The point_key of each point the run could not time."""
+    return {point_key(o.point.op.value, o.point.dtype.value, o.point.shape) for o in run.failures}
 
 
 def probe_size(warm_per_point_s: float, left: int, per_round: int = 1) -> int:

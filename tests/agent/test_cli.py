@@ -233,7 +233,9 @@ def test_agent_package_does_not_pull_the_db_stack():
 
 
 def test_progress_line_says_job_k_of_n_points_and_eta():
+    from gac.agent.cli import first_round
     from gac.agent.jobs import ProgressLine, format_duration, job_label
+    from gac.agent.plan_library import cliff_map_plan
 
     line = ProgressLine(job_label(2, 5), "(id 17, plan quick)", started=100.0)
     assert line.line(0, 120, now=100.0) == "job 2 of 5: 0/120 points, ETA - (id 17, plan quick)"
@@ -260,6 +262,9 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     assert rounds.line(9, 120, now=10.5) == "plan quick: 9/120 points, ETA 2m10s"  # (10.5 s / 9 points) * 111 left
     assert rounds.line(16, 120, now=12.0) == "plan quick: 16/120 points, ETA 26s"  # (2 s / 8 points) * 104 left
     assert rounds.line(16, 120, now=15.0) == "plan quick: 16/120 points, ETA 24s"  # a round of 8 runs: the 96 after it
+    # Which first round a run has: a GPU's adaptive sweeps are timed first, one point at a time.
+    assert [first_round(cliff_map_plan(adaptive=a), a, 8) for a in (False, True)] == [8, 1]
+    assert first_round(cliff_map_plan(adaptive=True), False, 8) == 8  # --no-adaptive: the grid, in rounds
     unknown = ProgressLine(job_label(3, None), started=0.0)  # the queue could not be read: no n invented
     assert unknown.line(1, 4, now=2.5) == "job 3: 1/4 points, ETA 7.5s"
     assert [format_duration(s) for s in (0.04, 9.9, 45, 185, 7620)] == ["0.0s", "9.9s", "45s", "3m05s", "2h07m"]

@@ -18,6 +18,7 @@ from gac.commands.profile_missing import PROBE_WARMUP
 from gac.contracts.measurements import Batch, RunInfo
 from tests import factories as f
 from tests.fixtures.database import BACKENDS
+from tests.fixtures.memory import HUGE, needs_refused_allocations, refused_rows
 
 pytestmark = pytest.mark.slow
 
@@ -109,6 +110,30 @@ def test_local_profile_missing_measures_exactly_the_missing_points(app, settings
     engine.dispose()
     again = gac(["align", str(path), "--platform", doc["platform"], "--json"], env)
     assert again.returncode == 0 and json.loads(again.stdout)["missing"] == []
+
+
+@needs_refused_allocations
+@pytest.mark.parametrize("database", [LOCAL_BACKEND], indirect=True)
+def test_points_this_machine_cannot_time_are_not_timed_again_in_later_rounds(app, settings, tmp_path):
+    """A rank's first GEMM here has an operand larger than the machine: each such point fails, and
+    the alignment after the first round still lacks them. Another round would only fail them again."""
+    m = refused_rows()
+    doc = tiny_manifest(dims=(11.3,))
+    doc["workload"]["tokens"] = [m]
+    doc["weights"][0].update(in_features=HUGE, out_features=16)
+    doc["budget"]["params"] = int(11.3 * (HUGE + 16))
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+
+    out = gac(["align", str(path), "--profile-missing", "--yes", "--threads", "1", "--json"], f.cli_env(settings, tmp_path))
+    assert out.returncode == 0, out.stderr
+    failed = re.findall(rf"failed on cpu \(.+\): gemm float32 (m={m},n=\d+,k={HUGE}): RuntimeError", out.stderr)
+    assert failed and len(failed) == len(set(failed)), out.stderr  # each failing point tried once
+    rounds = re.findall(r"measured (\d+) points in .*; (\d+) failed", out.stderr)
+    assert len(rounds) == 1 and int(rounds[0][1]) == len(failed), out.stderr
+    doc = json.loads(out.stdout)
+    assert points(doc) == len(failed), doc["missing"]  # what is still missing is what failed
+    assert f"the {len(failed)} points still missing could not be timed on" in out.stderr and "not timed again" in out.stderr
 
 
 def test_a_long_profile_is_not_started_unasked(app, settings, tmp_path):
