@@ -49,7 +49,7 @@ SpoolOpt = Annotated[
     typer.Option("--spool-dir", help="Where undelivered batches wait (default: $GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool)"),
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="quick | paper | path to a YAML/JSON plan")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda:N")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda:N, or auto: the first GPU torch sees, else the CPU")]
 
 
 def _known_dtypes(values: list[str] | None) -> list[str] | None:
@@ -906,7 +906,7 @@ def agent_run(
     server: ServerOpt = None,
     token: TokenOpt = None,
     plan: PlanOpt = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
     jobs: Annotated[bool, typer.Option("--jobs", help="Also claim and run jobs from the service's queue")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Also append result batches to this JSONL file")] = None,
@@ -1008,7 +1008,7 @@ def agent_flush(
     raise typer.Exit(0 if not left and not stats.rejected_batches else 1)
 
 
-def agent_platform(device: DeviceOpt = "cpu", threads: ThreadsOpt = None) -> None:
+def agent_platform(device: DeviceOpt = "auto", threads: ThreadsOpt = None) -> None:
     """Print the detected platform and its fingerprint (JSON); its fast dtype and why on stderr."""
     import json
 
@@ -1022,7 +1022,7 @@ def agent_platform(device: DeviceOpt = "cpu", threads: ThreadsOpt = None) -> Non
 
 
 def agent_selftest(
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout instead of a table")] = False,
 ) -> None:
     """Check this machine before it joins a fleet: device, CUDA stack, clocks, timer agreement, small-kernel repeatability,

@@ -46,15 +46,18 @@ _ARM_FLAGS = ("asimd", "asimdhp", "fphp", "sve", "sve2", "bf16", "i8mm", "sme")
 
 
 def parse_device(device: str | torch.device | None) -> torch.device:
-    """'cpu', 'cuda', 'cuda:1' -> torch.device; CUDA without an index means device 0."""
+    """'cpu', 'cuda', 'cuda:1' -> torch.device; CUDA without an index means device 0. 'auto': the
+    first GPU torch sees, else the CPU (a GPU box in a fleet profiles its GPU unless told otherwise)."""
+    if device == "auto":
+        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     try:
         dev = torch.device(device or "cpu")
     except RuntimeError:  # torch's message lists every device type it knows, most of which GAC does not time on
-        raise ValueError(f"unknown device {str(device)!r} (use cpu or cuda:N)") from None
+        raise ValueError(f"unknown device {str(device)!r} (use cpu, cuda:N or auto)") from None
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", 0)
     if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"unsupported device {str(dev)!r} (use cpu or cuda:N)")
+        raise ValueError(f"unsupported device {str(dev)!r} (use cpu, cuda:N or auto)")
     return dev
 
 

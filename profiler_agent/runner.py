@@ -320,14 +320,23 @@ class PlanRunner:
                 seen.median_us, seen.spread = best.result.median_us, best.result.spread
 
     def _group(self, items: Sequence[tuple[PlanPoint, Timing]], out: RunResult) -> None:
-        """Points timed together, their rounds queued behind one lead (the timer's time_many); each then gated."""
+        """Points timed together, their rounds queued behind one lead (the timer's time_many); each then
+        gated. A point that could not be built beside the others (out of memory while they hold theirs)
+        is built and timed alone once they are freed: its failure, if any, is then its own."""
+        for point, timing in self._time_group(items, out):
+            self._one(point, timing, out)
+
+    def _time_group(self, items: Sequence[tuple[PlanPoint, Timing]], out: RunResult) -> list[tuple[PlanPoint, Timing]]:
+        """Build and time the points together; returns those that could not be built (their kernels
+        are freed on return, with the others')."""
         built: list[tuple[PlanPoint, Timing, Kernel]] = []
+        unbuilt: list[tuple[PlanPoint, Timing]] = []
         for point, timing in items:
             try:
                 with torch.inference_mode():
                     kernel = self.build(point.op, point.dtype, point.shape, self.device, weight_pool_bytes=self.timer.weight_pool_bytes)
-            except (RuntimeError, ValueError, MemoryError, NotImplementedError) as err:
-                self._keep(PointOutcome(point, None, None, f"{type(err).__name__}: {err}"[:500]), timing, out)
+            except (RuntimeError, ValueError, MemoryError, NotImplementedError):
+                unbuilt.append((point, timing))
                 continue
             built.append((point, timing, kernel))
         by_timing: dict[str, list[tuple[PlanPoint, Timing, Kernel]]] = {}
@@ -335,6 +344,7 @@ class PlanRunner:
             by_timing.setdefault(b[1].model_dump_json(), []).append(b)
         for members in by_timing.values():
             self._time_together(members, out)
+        return unbuilt
 
     def _time_together(self, built: list[tuple[PlanPoint, Timing, Kernel]], out: RunResult) -> None:
         results: list[TimingResult | None]

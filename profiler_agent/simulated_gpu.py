@@ -9,13 +9,15 @@ cold or warm operands depending on whether an L2 flush ran since they last did (
 reads the next copy of its weights on each call reads them cold every time).
 
 Times are microseconds on a virtual clock: nothing here waits for real time, and a seed makes
-every run repeatable.
+every run repeatable. With `memory_bytes`, a kernel holds its operands' bytes while it lives, and
+one that does not fit beside the others raises torch's out-of-memory error, as a GPU does.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +55,8 @@ class SimulatedGpu:
     noise: float = 0.01  # relative jitter of device durations (gaussian sd)
     host: HostCosts = field(default_factory=HostCosts)
     seed: int = 0
+    memory_bytes: int | None = None  # device memory for kernels' operands (None: unlimited)
+    held_bytes: int = 0  # what the live kernels hold
     host_us: float = 0.0  # the host's clock
     free_us: float = 0.0  # when the device has run everything queued so far
     launches: int = 0
@@ -120,9 +124,19 @@ class SimulatedGpu:
         """A point's kernel on this stream (the runner's KernelBuilder), its time from lattice_us (cold;
         WARM_FACTOR of it warm, unless its weights come from a pool)."""
         op, dtype = Op(op), Dtype(dtype)
+        need = operand_elements(op, shape) * 2
+        if self.memory_bytes is not None and self.held_bytes + need > self.memory_bytes:
+            free = self.memory_bytes - self.held_bytes
+            raise torch.OutOfMemoryError(f"CUDA out of memory (simulated). Tried to allocate {need} bytes; {free} bytes free")
         us = lattice_us(op, shape)
         fn = self.kernel(us, us * WARM_FACTOR, pooled=weight_pool_bytes > 0)
-        return Kernel(op, dtype, shape, torch.device("meta"), fn, "simulated", flops=op_flops(op, shape))
+        kernel = Kernel(op, dtype, shape, torch.device("meta"), fn, "simulated", flops=op_flops(op, shape))
+        self.held_bytes += need
+        weakref.finalize(kernel, self._release, need)  # freed with the kernel, as its tensors would be
+        return kernel
+
+    def _release(self, nbytes: int) -> None:
+        self.held_bytes -= nbytes
 
     def idle(self, seconds: float) -> None:
         """Let host time pass with nothing queued (between points, between curves)."""
@@ -138,9 +152,15 @@ WARM_FACTOR = 0.8  # a kernel whose operands are in the L2 takes this share of i
 _ALIGNED_DIMS = {Op.gemm: ("n", "k"), Op.gemv: ("n", "k"), Op.lowrank: ("rank",), Op.mlp: ("width",), Op.sdpa: ("head_dim",)}
 
 
+def operand_elements(op: Op, shape: dict[str, int]) -> int:
+    """What a simulated kernel reads and writes, in elements: each pair of its dims' product (a GEMM's
+    m x k, k x n and m x n); SDPA's q, k, v and output."""
+    return sum(math.prod(v for k, v in shape.items() if k != d) for d in shape) if op is not Op.sdpa else 4 * math.prod(shape.values())
+
+
 def lattice_us(op: Op, shape: dict[str, int], bytes_per_element: int = 2) -> float:
     """A simulated kernel's duration at this shape."""
-    elements = sum(math.prod(v for k, v in shape.items() if k != d) for d in shape) if op is not Op.sdpa else 4 * math.prod(shape.values())
+    elements = operand_elements(op, shape)
     floor = max(FLOOR_US, op_flops(op, shape) / (PEAK_TFLOPS * 1e6), elements * bytes_per_element / (BANDWIDTH_GBS * 1e3))
     factor = 1.0
     for d in _ALIGNED_DIMS[op]:

@@ -669,7 +669,9 @@ def align_command(
             "the platform's agents to measure the queued points, align again, and queue what the new points call for",
         ),
     ] = False,
-    device: Annotated[str, typer.Option(help="with --profile-missing: the device to measure on (cpu, cuda:N)")] = "cpu",
+    device: Annotated[
+        str, typer.Option(help="this machine's device to measure on (cpu, cuda:N; auto: the first GPU torch sees, else the CPU)")
+    ] = "auto",
     threads: Annotated[
         int | None,
         typer.Option(

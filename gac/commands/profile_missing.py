@@ -149,14 +149,15 @@ def measure(
     from gac.solver.profile_time import LATER_PASSES
     from gac.solver.sparse_needs import FIRST_PASS
 
-    missing = result.get("missing", [])
-    asked = missing_points(result)
-    points = [p for p in asked if point_key(*p[:3]) not in skip]
-    estimated = sum(m.get("estimated_seconds") or 0.0 for m in missing) * len(points) / max(1, len(asked))
+    missing = _without(result.get("missing", []), skip)
+    points = missing_points({"missing": missing})
+    estimated = sum(m.get("estimated_seconds") or 0.0 for m in missing)
     label, fingerprint = session.platform.label(), session.platform.fingerprint()
+    if not points:
+        return Measured(0, 0, 0.0, 0.0, fingerprint)
     plan = plan_for_points(f"missing for {result['model']}"[:200], points)  # the default timing, as the estimate assumed
     with _destination(server, token, db, session.platform, plan) as (known, open_sink):
-        todo = left_to_time(plan, known, adaptive=False).plan if points else None
+        todo = left_to_time(plan, known, adaptive=False).plan
         if todo is None:
             return Measured(0, 0, 0.0, 0.0, fingerprint)
         if stored := sum(len(points) for points in known.values()):
@@ -223,6 +224,18 @@ def measure(
             _check_delivered(sink, sink.committed)
     console.print(f"measured {measured} points in {duration(seconds)} (estimated {duration(estimated)}); {failed} failed")
     return Measured(measured, failed, seconds, estimated, fingerprint, frozenset(failed_keys))
+
+
+def _without(missing: list[dict[str, Any]], skip: frozenset) -> list[dict[str, Any]]:
+    """The missing curves without the skipped points: a curve keeps the share of its estimate its
+    other dims make up, and goes when none is left."""
+    kept = []
+    for m in missing:
+        dims = [d for d in m["dims"] if point_key(m["op"], m["dtype"], {**m["fixed_shape"], m["axis"]: d}) not in skip]
+        if dims:
+            share = len(dims) / len(m["dims"])
+            kept.append({**m, "dims": dims, "estimated_seconds": (m.get("estimated_seconds") or 0.0) * share})
+    return kept
 
 
 def failed_in(run) -> set[tuple]:  # noqa: ANN001 - the agent's RunResult

@@ -98,3 +98,20 @@ def test_the_runner_times_a_curve_in_groups_on_cuda() -> None:
     for n, us in grouped.items():
         assert us == pytest.approx(lattice_us(Op.gemm, {"m": 256, "n": n, "k": 256}), rel=0.03)
     assert syncs[1] * 3 <= syncs[0], syncs
+
+
+def test_a_point_that_does_not_fit_beside_its_group_is_timed_alone() -> None:
+    """A GPU's memory holds one of these kernels, not two: built in groups of 8, all but the first fail
+    beside it, and each is timed alone once the group's kernels are freed. Only a point that does not
+    fit on its own fails, and its error is torch's out-of-memory error."""
+    m, k = 4096, 4096
+    sim = SimulatedGpu(seed=6, memory_bytes=(m * k + 2 * m * 256) * 2 * 3 // 2)  # 1.5 kernels at n = 256
+    timer = CudaTimer(queue=sim)
+    plan = SweepPlan(
+        name="tight",
+        sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": m, "k": k}, values=[*range(64, 257, 32), 8192])],
+    )
+    result = PlanRunner(timer, "cpu", adaptive=False, build=sim.build_kernel).run(plan)
+    assert sorted(m.shape["n"] for m in result.measurements) == list(range(64, 257, 32))
+    assert [(o.point.shape["n"], o.error.split(" (")[0]) for o in result.failures] == [(8192, "OutOfMemoryError: CUDA out of memory")]
+    assert sim.held_bytes == 0  # every kernel freed with the run

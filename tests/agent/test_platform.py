@@ -65,11 +65,18 @@ def test_device_parsing_and_missing_cuda():
     assert parse_device("cuda") == torch.device("cuda", 0)
     with pytest.raises(ValueError, match="unsupported device"):
         parse_device("mps")
-    with pytest.raises(ValueError, match=r"^unknown device 'gpu' \(use cpu or cuda:N\)$"):  # not torch's list of every device type
+    with pytest.raises(ValueError, match=r"^unknown device 'gpu' \(use cpu, cuda:N or auto\)$"):  # not torch's list of every device type
         parse_device("gpu")
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="not available"):
             detect_platform("cuda:0")
+
+
+def test_auto_is_the_first_gpu_torch_sees_else_the_cpu(monkeypatch):
+    """The commands' default: a GPU box in a fleet profiles its GPU without being told."""
+    for sees_a_gpu, expected in ((False, torch.device("cpu")), (True, torch.device("cuda", 0))):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda sees=sees_a_gpu: sees)
+        assert parse_device("auto") == expected
 
 
 def test_cublas_version_decoding():
