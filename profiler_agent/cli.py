@@ -49,7 +49,9 @@ SpoolOpt = Annotated[
     typer.Option("--spool-dir", help="Where undelivered batches wait (default: $GAC_AGENT_SPOOL_DIR, else $GAC_DATA_DIR/spool)"),
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="quick | paper | path to a YAML/JSON plan")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda:N, or auto: the first GPU torch sees, else the CPU")]
+DeviceOpt = Annotated[
+    str | None, typer.Option("--device", help="cpu, cuda:N or auto, the first GPU, else the CPU (default: $GAC_DEVICE, else auto)")
+]
 
 
 def _known_dtypes(values: list[str] | None) -> list[str] | None:
@@ -76,6 +78,13 @@ RetriesOpt = Annotated[int, typer.Option("--retries", min=0, max=20, help="Retri
 ThreadsOpt = Annotated[
     int | None, typer.Option("--threads", min=1, help="CPU intra-op threads (fixed for the whole run; default: torch's)")
 ]
+
+
+def device_setting(device: str | None) -> str:
+    """--device, else GAC_DEVICE, else auto (the first GPU torch sees, else the CPU)."""
+    from gac.agent.settings import AgentSettings
+
+    return device or AgentSettings().device
 
 
 def client_settings(server: str | None, token: str | None) -> tuple[str | None, str | None]:
@@ -176,14 +185,14 @@ class _Session:
     platform: PlatformDescriptor
 
 
-def open_session(device: str, threads: int | None, timing: bool = True, pinned: bool = False) -> _Session:
+def open_session(device: str | None, threads: int | None, timing: bool = True, pinned: bool = False) -> _Session:
     """Device, timer and platform; `timing` False for commands that time nothing (no load warning);
     `pinned`: the thread count is the one a platform being extended was timed with, not a choice."""
     from gac.agent.platform import detect_platform, parse_device
     from gac.agent.timing import make_timer
 
     try:
-        dev = parse_device(device)
+        dev = parse_device(device_setting(device))
         if timing and dev.type == "cpu" and threads is None:
             threads = _threads_for_load()
         timer = make_timer(dev, threads)  # sets the thread count before the platform reads it
@@ -488,12 +497,12 @@ def run_info(plan_name: str, run_id: uuid.UUID | None = None) -> RunInfo:
 
 @dataclass(frozen=True)
 class AgentRunOptions:
-    """What `gac agent run` was asked to do, --server and --token filled in from the settings."""
+    """What `gac agent run` was asked to do, --server, --token and --device filled in from the settings."""
 
     server: str | None = None
     token: str | None = None
     plan: str | None = None
-    device: str = "cpu"
+    device: str = "auto"
     dtypes: list[str] | None = None
     jobs: bool = False
     out: Path | None = None
@@ -906,7 +915,7 @@ def agent_run(
     server: ServerOpt = None,
     token: TokenOpt = None,
     plan: PlanOpt = None,
-    device: DeviceOpt = "auto",
+    device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     jobs: Annotated[bool, typer.Option("--jobs", help="Also claim and run jobs from the service's queue")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Also append result batches to this JSONL file")] = None,
@@ -949,7 +958,7 @@ def agent_run(
         server=server,
         token=token,
         plan=plan,
-        device=device,
+        device=device_setting(device),
         dtypes=dtype,
         jobs=jobs,
         out=out,
@@ -1008,7 +1017,7 @@ def agent_flush(
     raise typer.Exit(0 if not left and not stats.rejected_batches else 1)
 
 
-def agent_platform(device: DeviceOpt = "auto", threads: ThreadsOpt = None) -> None:
+def agent_platform(device: DeviceOpt = None, threads: ThreadsOpt = None) -> None:
     """Print the detected platform and its fingerprint (JSON); its fast dtype and why on stderr."""
     import json
 
@@ -1022,7 +1031,7 @@ def agent_platform(device: DeviceOpt = "auto", threads: ThreadsOpt = None) -> No
 
 
 def agent_selftest(
-    device: DeviceOpt = "auto",
+    device: DeviceOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout instead of a table")] = False,
 ) -> None:
     """Check this machine before it joins a fleet: device, CUDA stack, clocks, timer agreement, small-kernel repeatability,
@@ -1100,7 +1109,7 @@ def register(app: typer.Typer) -> None:
 _STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
 
-def selftest(device: str, as_json: bool = False) -> None:
+def selftest(device: str | None, as_json: bool = False) -> None:
     """`gac agent selftest`: run every check, print a table (or JSON), exit 1 if any failed."""
     import json
 
@@ -1108,7 +1117,7 @@ def selftest(device: str, as_json: bool = False) -> None:
     from gac.agent.selftest import exit_code, run_selftest
 
     try:
-        dev = parse_device(device)
+        dev = parse_device(device_setting(device))
     except (RuntimeError, ValueError) as err:  # torch refuses an unknown type; parse_device one the agent does not time on
         console.print(f"[red]device error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from err

@@ -498,20 +498,21 @@ def _this_machine(
     server: str | None,
     token: str | None,
     db: str | None,
-    device: str,
+    device: str | None,
     threads: int | None,
 ) -> tuple[str, str, list[str]] | None:
     """This machine's stored platform, for an alignment that names none: (fingerprint, name, the
     dtypes its curves were measured in), or None (nothing stored for it, or no agent installed to
     tell what this machine is). A profile timed with another thread count is this machine's too."""
     try:
+        from gac.agent.cli import device_setting
         from gac.agent.platform import detect_platform
     except ImportError:  # a solver-only install cannot tell what this machine is
         return None
     from gac.client import Client, GacClientError, same_machine
 
     def detect():  # noqa: ANN202 - a PlatformDescriptor; --device and --threads name what was profiled
-        machine = detect_platform(device, dtypes=False)
+        machine = detect_platform(device_setting(device), dtypes=False)
         return machine.model_copy(update={"threads": threads}) if threads and machine.device_kind == "cpu" else machine
 
     if server:
@@ -670,8 +671,9 @@ def align_command(
         ),
     ] = False,
     device: Annotated[
-        str, typer.Option(help="this machine's device to measure on (cpu, cuda:N; auto: the first GPU torch sees, else the CPU)")
-    ] = "auto",
+        str | None,
+        typer.Option(help="this machine's device: cpu, cuda:N or auto, its first GPU, else the CPU (default: $GAC_DEVICE, else auto)"),
+    ] = None,
     threads: Annotated[
         int | None,
         typer.Option(

@@ -31,7 +31,7 @@ from gac.agent.cli import (
 
 def profile(
     plan: PlanOpt = None,
-    device: DeviceOpt = "auto",
+    device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     threads: ThreadsOpt = None,
     adaptive: Annotated[bool, typer.Option("--adaptive/--exhaustive")] = True,

@@ -105,7 +105,7 @@ def say_first_pass() -> None:
     )
 
 
-def this_machine(device: str, threads: int | None, timing: bool = True, pinned: bool = False):  # noqa: ANN201 - the agent's session object
+def this_machine(device: str | None, threads: int | None, timing: bool = True, pinned: bool = False):  # noqa: ANN201 - the agent's session object
     """The agent's session here; `timing` False only looks (no thread count chosen for the load, no load
     warning); `pinned`: `threads` is the count of the platform being extended."""
     from gac.agent.cli import open_session

@@ -79,6 +79,15 @@ def test_auto_is_the_first_gpu_torch_sees_else_the_cpu(monkeypatch):
         assert parse_device("auto") == expected
 
 
+def test_device_is_the_option_else_gac_device_else_auto(monkeypatch):
+    from gac.agent.cli import device_setting
+
+    monkeypatch.setenv("GAC_DEVICE", "cuda:1")
+    assert (device_setting(None), device_setting("cpu")) == ("cuda:1", "cpu")
+    monkeypatch.delenv("GAC_DEVICE")
+    assert device_setting(None) == "auto"
+
+
 def test_cublas_version_decoding():
     assert decode_cublas_version(120205) == "12.2.5"  # CUDA 12 encoding: major*10000 + minor*100 + patch
     assert decode_cublas_version(11401) == "11.4.1"  # CUDA 11 encoding: major*1000 + minor*100 + patch

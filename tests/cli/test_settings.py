@@ -79,3 +79,15 @@ def test_settings_are_read_once_per_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("GAC_DATA_DIR", str(tmp_path / "b"))
     assert get_settings().data_dir == tmp_path / "b"
     assert get_settings("sqlite:///" + str(tmp_path / "x.db")).url.endswith("x.db")
+
+
+def test_the_readme_lists_every_setting():
+    """Its table says it holds every environment variable any command reads."""
+    from pathlib import Path
+
+    from gac.agent.settings import AgentSettings
+    from gac.service.settings import Settings
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    names = {f"GAC_{name.upper()}" for cls in (AgentSettings, Settings) for name in cls.model_fields}
+    assert names and not {n for n in names if f"`{n}`" not in readme}
