@@ -80,11 +80,22 @@ ThreadsOpt = Annotated[
 ]
 
 
-def device_setting(device: str | None) -> str:
-    """--device, else GAC_DEVICE, else auto (the first GPU torch sees, else the CPU)."""
+def device_setting(device: str | None, threads: int | None = None) -> str:
+    """--device, else GAC_DEVICE, else auto: the first GPU torch sees, else the CPU; with --threads
+    (a CPU's setting), the CPU. A bad GAC_DEVICE is named as such."""
+    from gac.agent.platform import parse_device
     from gac.agent.settings import AgentSettings
 
-    return device or AgentSettings().device
+    if device is not None:
+        return device
+    chosen = AgentSettings().device
+    if chosen == "auto" and threads is not None:
+        return "cpu"
+    try:
+        parse_device(chosen)
+    except ValueError as err:
+        raise ValueError(f"GAC_DEVICE={chosen}: {err}") from None
+    return chosen
 
 
 def client_settings(server: str | None, token: str | None) -> tuple[str | None, str | None]:
@@ -192,7 +203,7 @@ def open_session(device: str | None, threads: int | None, timing: bool = True, p
     from gac.agent.timing import make_timer
 
     try:
-        dev = parse_device(device_setting(device))
+        dev = parse_device(device_setting(device, threads))
         if timing and dev.type == "cpu" and threads is None:
             threads = _threads_for_load()
         timer = make_timer(dev, threads)  # sets the thread count before the platform reads it
@@ -502,7 +513,7 @@ class AgentRunOptions:
     server: str | None = None
     token: str | None = None
     plan: str | None = None
-    device: str = "auto"
+    device: str | None = None  # None: GAC_DEVICE, else auto (open_session)
     dtypes: list[str] | None = None
     jobs: bool = False
     out: Path | None = None
@@ -958,7 +969,7 @@ def agent_run(
         server=server,
         token=token,
         plan=plan,
-        device=device_setting(device),
+        device=device,
         dtypes=dtype,
         jobs=jobs,
         out=out,

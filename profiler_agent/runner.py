@@ -284,7 +284,10 @@ class PlanRunner:
             if tries >= self.gate.retries:
                 return _flagged(outcome, flags)
             tries += 1
-            outcome = self._time(point, timing)
+            again = self._time(point, timing)
+            if again.result is None or again.measurement is None:
+                return _flagged(outcome, flags)  # timing it again failed (out of memory, say): what was measured stands
+            outcome = again
         return outcome
 
     def _judge(self, curve: dict[int, _Seen], x: int, timing: Timing, out: RunResult) -> None:
@@ -320,45 +323,48 @@ class PlanRunner:
                 seen.median_us, seen.spread = best.result.median_us, best.result.spread
 
     def _group(self, items: Sequence[tuple[PlanPoint, Timing]], out: RunResult) -> None:
-        """Points timed together, their rounds queued behind one lead (the timer's time_many); each then
-        gated. A point that could not be built beside the others (out of memory while they hold theirs)
-        is built and timed alone once they are freed: its failure, if any, is then its own."""
-        for point, timing in self._time_group(items, out):
+        """Points timed together, their rounds queued behind one lead (the timer's time_many). Once the
+        group's kernels are freed, each is gated (a flagged point is timed again, alone) and a point that
+        could not be built or timed beside the others (out of memory while they hold theirs) is timed
+        alone: a failure, if any, is then its own."""
+        timed, alone = self._time_group(items)
+        for point, timing, outcome in timed:
+            self._keep(self._gated(point, timing, outcome), timing, out)
+        for point, timing in alone:
             self._one(point, timing, out)
 
-    def _time_group(self, items: Sequence[tuple[PlanPoint, Timing]], out: RunResult) -> list[tuple[PlanPoint, Timing]]:
-        """Build and time the points together; returns those that could not be built (their kernels
-        are freed on return, with the others')."""
+    def _time_group(
+        self, items: Sequence[tuple[PlanPoint, Timing]]
+    ) -> tuple[list[tuple[PlanPoint, Timing, PointOutcome]], list[tuple[PlanPoint, Timing]]]:
+        """(the points timed together with their outcomes, the points to time alone); the kernels are
+        freed on return."""
         built: list[tuple[PlanPoint, Timing, Kernel]] = []
-        unbuilt: list[tuple[PlanPoint, Timing]] = []
+        alone: list[tuple[PlanPoint, Timing]] = []
         for point, timing in items:
             try:
                 with torch.inference_mode():
                     kernel = self.build(point.op, point.dtype, point.shape, self.device, weight_pool_bytes=self.timer.weight_pool_bytes)
             except (RuntimeError, ValueError, MemoryError, NotImplementedError):
-                unbuilt.append((point, timing))
+                alone.append((point, timing))
                 continue
             built.append((point, timing, kernel))
         by_timing: dict[str, list[tuple[PlanPoint, Timing, Kernel]]] = {}
         for b in built:  # one stopping rule per call: points of sweeps with other timings go separately
             by_timing.setdefault(b[1].model_dump_json(), []).append(b)
+        timed: list[tuple[PlanPoint, Timing, PointOutcome]] = []
         for members in by_timing.values():
-            self._time_together(members, out)
-        return unbuilt
-
-    def _time_together(self, built: list[tuple[PlanPoint, Timing, Kernel]], out: RunResult) -> None:
-        results: list[TimingResult | None]
-        try:
-            with torch.inference_mode():
-                results = list(self.timer.time_many([k.fn for _, _, k in built], built[0][1]))
-        except (RuntimeError, ValueError, MemoryError, NotImplementedError):
-            results = [None] * len(built)  # timed one by one below, each with its own error
-        for (point, timing, kernel), result in zip(built, results):
-            if result is None:
-                self._one(point, timing, out)
-                continue
-            outcome = PointOutcome(point, to_measurement(point, result, kernel.backend, kernel.kernel), result)
-            self._keep(self._gated(point, timing, outcome), timing, out)
+            results: list[TimingResult | None]
+            try:
+                with torch.inference_mode():
+                    results = list(self.timer.time_many([k.fn for _, _, k in members], members[0][1]))
+            except (RuntimeError, ValueError, MemoryError, NotImplementedError):
+                results = [None] * len(members)  # each timed alone, with its own error
+            for (point, timing, kernel), result in zip(members, results):
+                if result is None:
+                    alone.append((point, timing))
+                else:
+                    timed.append((point, timing, PointOutcome(point, to_measurement(point, result, kernel.backend, kernel.kernel), result)))
+        return timed, alone
 
     def _run_adaptive(self, i: int, sweep: Sweep, dtype: Dtype, timing: Timing, out: RunResult, rng: random.Random) -> None:
         """The coarse values first, then the values between coarse neighbours that differ by more than the jump."""

@@ -124,10 +124,10 @@ class SimulatedGpu:
         """A point's kernel on this stream (the runner's KernelBuilder), its time from lattice_us (cold;
         WARM_FACTOR of it warm, unless its weights come from a pool)."""
         op, dtype = Op(op), Dtype(dtype)
-        need = operand_elements(op, shape) * 2
+        need = operand_elements(op, shape) * (4 if dtype is Dtype.float32 else 2)
         if self.memory_bytes is not None and self.held_bytes + need > self.memory_bytes:
             free = self.memory_bytes - self.held_bytes
-            raise torch.OutOfMemoryError(f"CUDA out of memory (simulated). Tried to allocate {need} bytes; {free} bytes free")
+            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (simulated). Tried to allocate {need} bytes; {free} bytes free")
         us = lattice_us(op, shape)
         fn = self.kernel(us, us * WARM_FACTOR, pooled=weight_pool_bytes > 0)
         kernel = Kernel(op, dtype, shape, torch.device("meta"), fn, "simulated", flops=op_flops(op, shape))

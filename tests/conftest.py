@@ -13,6 +13,6 @@ from __future__ import annotations
 import os
 
 # The suite times this machine's CPU (the tests that need a GPU name their device): the same on a GPU box.
-os.environ.setdefault("GAC_DEVICE", "cpu")
+os.environ["GAC_DEVICE"] = "cpu"
 
 pytest_plugins = ["tests.fixtures.database", "tests.fixtures.tokens", "tests.fixtures.live_service", "tests.fixtures.progress"]

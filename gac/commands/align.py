@@ -353,8 +353,9 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
     if target not in (here, pm.RULES_ONLY):
         if not server:
             err.print(
-                f"[red]the alignment's platform {target[:16]} is not this machine ({here[:16]}, {session.platform.label()}): "
-                "measure on that machine, or use --server to queue a profiling job for it[/red]"
+                f"[red]the alignment's platform {target[:16]} is not this machine's {escape(session.device)} "
+                f"({here[:16]}, {escape(session.platform.label())}): measure on that machine (or on another --device here), "
+                "or use --server to queue a profiling job for it[/red]"
             )
             raise typer.Exit(2)
         points = len(pm.missing_points(result))
@@ -512,7 +513,7 @@ def _this_machine(
     from gac.client import Client, GacClientError, same_machine
 
     def detect():  # noqa: ANN202 - a PlatformDescriptor; --device and --threads name what was profiled
-        machine = detect_platform(device_setting(device), dtypes=False)
+        machine = detect_platform(device_setting(device, threads), dtypes=False)
         return machine.model_copy(update={"threads": threads}) if threads and machine.device_kind == "cpu" else machine
 
     if server:

@@ -323,9 +323,7 @@ def test_a_stop_signal_while_a_job_reads_what_it_stored_gives_it_back_without_dr
         if "run" in response.request.url.params:
             os.kill(os.getpid(), signal.SIGTERM)  # arrives while the job's earlier points are read
 
-    opts = AgentRunOptions(
-        server=live_service.url, token=live_service.ingest_token, device="cpu", jobs=True, spool_dir=tmp_path / "spool", quiet=True
-    )
+    opts = AgentRunOptions(server=live_service.url, token=live_service.ingest_token, jobs=True, spool_dir=tmp_path / "spool", quiet=True)
     with httpx.Client(timeout=30, event_hooks={"response": [stop_after_the_run_read]}) as client:
         with stop_signals(), pytest.raises(KeyboardInterrupt):
             _run_job(_Agent(opts, session, spool, client), jc, job, 1, 1)

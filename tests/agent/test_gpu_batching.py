@@ -4,9 +4,10 @@ the same figures as one point at a time, with the synchronisations and lead of a
 from __future__ import annotations
 
 import pytest
+import torch
 
 from gac.agent.runner import PlanRunner
-from gac.agent.simulated_gpu import HostCosts, SimulatedGpu, lattice_us
+from gac.agent.simulated_gpu import HostCosts, SimulatedGpu, lattice_us, operand_elements
 from gac.agent.timing import POINTS_PER_ROUND, CudaTimer
 from gac.contracts.measurements import Op
 from gac.contracts.plans import Sweep, SweepPlan, Timing
@@ -115,3 +116,49 @@ def test_a_point_that_does_not_fit_beside_its_group_is_timed_alone() -> None:
     assert sorted(m.shape["n"] for m in result.measurements) == list(range(64, 257, 32))
     assert [(o.point.shape["n"], o.error.split(" (")[0]) for o in result.failures] == [(8192, "OutOfMemoryError: CUDA out of memory")]
     assert sim.held_bytes == 0  # every kernel freed with the run
+
+
+def _bimodal_at(sim: SimulatedGpu, n: int, fail_after: int | None = None):  # noqa: ANN202 - a KernelBuilder
+    """The simulated GPU's kernels, but the one at N = n takes 3x as long every other launch (a flagged
+    point, timed again by the quality gate); with fail_after, its builds after that many run out of memory."""
+    builds = {"n": 0}
+
+    def build(op, dtype, shape, device=None, weight_pool_bytes=0, **kw):  # noqa: ANN001, ANN202
+        kernel = sim.build_kernel(op, dtype, shape, device, weight_pool_bytes, **kw)
+        if shape["n"] != n:
+            return kernel
+        builds["n"] += 1
+        if fail_after is not None and builds["n"] > fail_after:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        launches, plain = {"n": 0}, kernel.fn
+
+        def stalled() -> None:
+            launches["n"] += 1
+            sim._queue(2 * lattice_us(Op.gemm, shape) if launches["n"] % 2 else 0.0, 0.0)
+            plain()
+
+        kernel.fn = stalled
+        return kernel
+
+    return build
+
+
+def test_a_flagged_point_of_a_full_group_is_timed_again_once_the_group_is_freed() -> None:
+    """The memory holds the group's 8 kernels and no ninth: the gate's re-time of a flagged point waits
+    for the group to be freed instead of failing beside it, and the point is sent flagged, not lost."""
+    m, k, dims = 1024, 1024, list(range(128, 129 + 7 * 16, 16))
+    sim = SimulatedGpu(seed=7, memory_bytes=sum(operand_elements(Op.gemm, {"m": m, "n": n, "k": k}) * 2 for n in dims))
+    plan = SweepPlan(name="full", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": m, "k": k}, values=dims)])
+    result = PlanRunner(CudaTimer(queue=sim), "cpu", adaptive=False, build=_bimodal_at(sim, dims[3])).run(plan)
+    assert not result.failures, [o.error for o in result.failures]
+    flagged = {m.shape["n"]: m.quality for m in result.measurements if m.quality}
+    assert flagged == {dims[3]: "bimodal"}
+
+
+def test_a_flagged_point_whose_re_time_fails_is_sent_flagged() -> None:
+    dims = [128, 136]
+    sim = SimulatedGpu(seed=8)
+    plan = SweepPlan(name="flaky", sweeps=[Sweep(op="gemm", dtypes=["bfloat16"], axis="n", fixed={"m": 1024, "k": 1024}, values=dims)])
+    result = PlanRunner(CudaTimer(queue=sim), "cpu", adaptive=False, build=_bimodal_at(sim, 136, fail_after=1)).run(plan)
+    assert not result.failures
+    assert {m.shape["n"]: m.quality for m in result.measurements} == {128: None, 136: "bimodal"}

@@ -83,9 +83,13 @@ def test_device_is_the_option_else_gac_device_else_auto(monkeypatch):
     from gac.agent.cli import device_setting
 
     monkeypatch.setenv("GAC_DEVICE", "cuda:1")
-    assert (device_setting(None), device_setting("cpu")) == ("cuda:1", "cpu")
+    assert (device_setting(None), device_setting("cpu"), device_setting(None, threads=2)) == ("cuda:1", "cpu", "cuda:1")
     monkeypatch.delenv("GAC_DEVICE")
     assert device_setting(None) == "auto"
+    assert device_setting(None, threads=1) == "cpu"  # --threads is a CPU's: auto does not take the GPU then
+    monkeypatch.setenv("GAC_DEVICE", "gpu")
+    with pytest.raises(ValueError, match=r"^GAC_DEVICE=gpu: unknown device 'gpu'"):
+        device_setting(None)
 
 
 def test_cublas_version_decoding():

@@ -170,6 +170,23 @@ def test_profile_missing_against_the_live_service(live_service, tmp_path):
     assert r.status_code == 200 and len(r.json()["items"]) > 0
 
 
+@pytest.mark.parametrize("database", [LOCAL_BACKEND], indirect=True)
+def test_another_platforms_points_without_a_service_are_not_measured_here(app, settings, tmp_path):
+    """Without --server nothing can queue them: it says whose platform it is and what would measure it."""
+    from gac.service.ingest.service import LocalDatabase
+
+    elsewhere = f.platform(device_name="Some GPU", device_kind="cuda")
+    with LocalDatabase(settings.url) as db:
+        db.ingest(Batch(id=uuid.uuid4(), platform=elsewhere, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=[f.measurement(64)]))
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(tiny_manifest(elsewhere.fingerprint())))
+    out = gac(["align", str(path), "--profile-missing", "--yes", "--threads", "1"], f.cli_env(settings, tmp_path))
+    assert out.returncode == 2, out.stderr
+    said = " ".join(out.stderr.split())
+    assert f"the alignment's platform {elsewhere.fingerprint()[:16]} is not this machine's cpu" in said, said
+    assert "(or on another --device here), or use --server to queue a profiling job for it" in said, said
+
+
 def test_another_platforms_points_are_queued_not_measured_here(live_service, tmp_path):
     elsewhere = f.platform(device_name="Some GPU", device_kind="cuda")
     batch = Batch(id=uuid.uuid4(), platform=elsewhere, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=[f.measurement(64)])
