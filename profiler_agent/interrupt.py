@@ -3,15 +3,18 @@
 While `stop_signals()` is active (one command's run), SIGINT and SIGTERM raise KeyboardInterrupt
 in the main thread, so the command flushes what it has measured, says how many points it kept
 and exits 130 (SIGINT) or 143 (SIGTERM). A signal that arrives inside `shielded()` (a commit of
-measured rows) waits for the block's end: a commit is never cut in half. SIGKILL cannot be
-handled; what was committed before it stays, which is why rows are committed every second or
-so (`commit_every_s`) rather than at the end.
+measured rows) waits for the block's end: a commit is never cut in half. A block that only waits
+(a batch already spooled, sent to the service) is marked `breakable`: a stop there waits for the
+service's answer, so that what the run says it kept is true, and a second stop does not wait.
+SIGKILL cannot be handled; what was committed before it stays, which is why rows are committed
+every second or so (`commit_every_s`) rather than at the end.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -27,34 +30,62 @@ def commit_every_s() -> float:
     return AgentSettings().commit_every_s
 
 
+class Shield:
+    """One open shielded() block. `breakable`: a second stop signal inside it is raised at once (it only waits)."""
+
+    def __init__(self, breakable: bool) -> None:
+        self.breakable = breakable
+
+
 class _State:
     """Process-wide, as signal dispositions are."""
 
-    depth = 0  # shielded() blocks open
+    open: list[Shield] = []  # shielded() blocks open, innermost last
     pending = False  # a stop signal arrived inside one of them
     received: int | None = None  # the last stop signal (None: none, or a KeyboardInterrupt raised otherwise)
 
 
 def _on_stop(signum: int, frame: FrameType | None) -> None:
     _State.received = signum
-    if _State.depth:
-        _State.pending = True
-        return
-    raise KeyboardInterrupt
+    if not _State.open:
+        raise KeyboardInterrupt
+    if _State.pending and all(s.breakable for s in _State.open):
+        _State.pending = False  # raised now, not again at the block's end
+        raise KeyboardInterrupt
+    _State.pending = True
+
+
+def stop_pending() -> bool:
+    """A stop signal arrived inside an open shielded() block: it is raised at the block's end."""
+    return _State.pending
 
 
 @contextmanager
-def shielded() -> Iterator[None]:
-    """A stop signal that arrives inside the block is raised (as KeyboardInterrupt) at its end."""
-    _State.depth += 1
+def shielded(breakable: bool = False) -> Iterator[Shield]:
+    """A stop signal that arrives inside the block is raised (as KeyboardInterrupt) at its end. A breakable
+    block (set it on the yielded Shield once the block's durable part is done) gives in to a second one."""
+    shield = Shield(breakable)
+    _State.open.append(shield)
     try:
-        yield
+        yield shield
     finally:
-        _State.depth -= 1
-        deliver = _State.depth == 0 and _State.pending
+        _State.open.remove(shield)
+        deliver = not _State.open and _State.pending
         if deliver:
             _State.pending = False
     if deliver:
+        raise KeyboardInterrupt
+
+
+def sleep_unless_stopped(seconds: float) -> None:
+    """time.sleep, cut short by a stop signal that a shielded() block holds back: a wait between
+    tries is not worth finishing once the run was asked to stop (raises KeyboardInterrupt)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if _State.pending:
+            raise KeyboardInterrupt
+        time.sleep(min(left, 0.05))
+    if _State.pending:
         raise KeyboardInterrupt
 
 
@@ -113,4 +144,16 @@ def interrupted_line(kept: int, not_measured: int, where: str, first_pass: bool 
     )
 
 
-__all__ = ["COMMIT_ROWS", "EXIT_CODES", "StopSignals", "commit_every_s", "interrupted_line", "received_name", "shielded", "stop_signals"]
+__all__ = [
+    "COMMIT_ROWS",
+    "EXIT_CODES",
+    "Shield",
+    "StopSignals",
+    "commit_every_s",
+    "interrupted_line",
+    "received_name",
+    "shielded",
+    "sleep_unless_stopped",
+    "stop_pending",
+    "stop_signals",
+]

@@ -42,8 +42,9 @@ class BatchBuffer:
 
     A commit has two steps: `_commit` makes the batch durable (the local database, a file, the
     spool) with stop signals held off (gac.agent.interrupt.shielded), so Ctrl-C or SIGTERM
-    never cuts it in half; `_after_commit` may then take its time (sending to the service) and
-    may be interrupted, since the batch is already safe. Time is checked as rows are added: a row
+    never cuts it in half; `_after_commit` then sends it: a stop waits for the service's answer,
+    so what the run says it sent is true, and a second stop does not (the batch is already
+    safe). Time is checked as rows are added: a row
     waits for its commit at most `commit_every_s` plus the time the next point takes to time."""
 
     def __init__(
@@ -81,13 +82,15 @@ class BatchBuffer:
         self._last_commit = time.monotonic()
         if not self._pending:
             return
-        with shielded():  # the rows leave the buffer only once they are durable
+        with shielded() as shield:  # the rows leave the buffer only once they are durable
             batch = Batch(id=new_id(), platform=self.platform, run=self.run, measurements=self._pending)
             self._commit(batch)
             self._pending = []
             self.committed += len(batch.measurements)
             self._points.update(point_key(m) for m in batch.measurements)
-        self._after_commit(batch)
+            # What follows (a send) only waits: a stop waits for its outcome, a second stop does not.
+            shield.breakable = True
+            self._after_commit(batch)
 
     @property
     def committed_points(self) -> int:

@@ -19,10 +19,12 @@ class Deliverer(BatchBuffer):
     """Sends measurements as they come; spools what cannot be sent.
 
     Every batch is written to the spool (on disk, fsync'd) before it is sent and taken out once
-    the service has it, so a batch handed over is never only in memory: a Ctrl-C, SIGTERM or
-    SIGKILL mid-send leaves it in the spool, for the next run or `gac agent flush` (a re-send
-    stores nothing twice). Use as a context manager, or call close() at the end: it sends the
-    last partial batch and tries to drain the spool once more.
+    the service has it, so a batch handed over is never only in memory. A Ctrl-C or SIGTERM
+    mid-send waits for the service's answer (one request; the wait before a retry is cut short),
+    so a batch the service took is said to be sent; a second one, or SIGKILL, leaves it in the
+    spool, for the next run or `gac agent flush` (a re-send stores nothing twice). Use as a
+    context manager, or call close() at the end: it sends the last partial batch and tries to
+    drain the spool once more.
     """
 
     def __init__(
@@ -62,9 +64,10 @@ class Deliverer(BatchBuffer):
 
     def deliver(self, batch: Batch) -> bool:
         """Spool a batch, then send it (taking it out of the spool once sent); True when the service has it."""
-        with shielded():
+        with shielded() as shield:
             entry = self.spool.add(self.server, batch)
-        return self._send(batch, entry)
+            shield.breakable = True
+            return self._send(batch, entry)
 
     def _send(self, batch: Batch, entry: SpoolEntry) -> bool:
         doc = batch_document(batch)
@@ -73,7 +76,7 @@ class Deliverer(BatchBuffer):
             # the run goes on at full speed and notices when the service is back.
             receipt = self.send_document(doc, retries=None if self._online else 0)
         except KeyboardInterrupt:
-            # Stopped mid-send (Ctrl-C, SIGTERM): the batch stays in the spool, and is said to wait there.
+            # Stopped mid-send (a second stop, or one before a retry): the batch stays in the spool, and is said to wait there.
             # The service did not answer in time, so the batches sent on the way out get one try each.
             self.stats.count_spooled(batch.id, len(batch.measurements))
             self._online = False

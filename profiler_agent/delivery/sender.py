@@ -16,6 +16,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from gac.agent.delivery.codec import by_row, compact_json, is_by_column
 from gac.agent.delivery.outcomes import DeliveryError, RejectedError
 from gac.agent.delivery.spool import norm_server
+from gac.agent.interrupt import sleep_unless_stopped
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE
 from gac.contracts.measurements import BatchReceipt
 
@@ -55,6 +56,7 @@ class RetryPolicy:
             wait=_Backoff(multiplier=self.backoff_s, max=self.max_backoff_s),
             retry=retry_if_exception_type(_TryAgain),
             reraise=True,  # the last _TryAgain, or a RejectedError at once
+            sleep=sleep_unless_stopped,  # a run asked to stop does not wait to try again
         )
 
 

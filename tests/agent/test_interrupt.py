@@ -214,9 +214,9 @@ def test_an_agent_stopped_mid_job_gives_it_back_and_the_same_command_finishes_it
     )
     assert r.status_code == 201, r.text
     job_id = r.json()["id"]
-    # Committed when stopped, not on the way: a signal that lands while a batch is being sent leaves it in
-    # the spool (safe: ingest is idempotent), which would make "sent" below depend on the signal's timing.
-    env = os.environ | {"GAC_COMMIT_EVERY_S": "60"}
+    # Commits twice a second, so the signal may well land while a batch is being sent: the agent waits for
+    # the service's answer, and says "sent" of what the service has.
+    env = os.environ | {"GAC_COMMIT_EVERY_S": "0.5"}
     args = f.agent_run_args(live_service, tmp_path / "spool", "--jobs")
     gac = Gac(args, env, tmp_path / "out")
     seen = gac.stop(signal.SIGTERM, after_points=2)

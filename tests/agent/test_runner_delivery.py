@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import uuid
 
@@ -19,6 +20,7 @@ from gac.agent.delivery import (
     read_batch_file,
     read_document,
 )
+from gac.agent.interrupt import stop_signals
 from gac.agent.platform import detect_platform
 from gac.agent.runner import PlanRunner, run_plan, values_to_refine
 from gac.agent.timing import CpuTimer
@@ -166,6 +168,77 @@ def test_a_stop_mid_send_leaves_the_batch_spooled_says_so_and_does_not_wait_on_t
     assert d.kept_where() == "sent to http://svc, 2 of them spooled: `gac agent flush` sends them"
 
 
+def _accepted(request: httpx.Request) -> httpx.Response:
+    """The service's answer to a batch it stored."""
+    body = json.loads(request.content)
+    inserted = document_rows(body)
+    return httpx.Response(
+        201, json={"batch_id": body["id"], "platform_id": 1, "fingerprint": "f", "inserted": inserted, "duplicates": 0, "replay": False}
+    )
+
+
+def _stopped_while_sending(tmp_path, answer, retries=4, backoff_s=0.001):
+    """Two rows (one batch) delivered under the run's stop handlers by a service that answers with `answer`
+    (which may send the process stop signals while the request is under way); the deliverer closed the
+    way a stopped run closes it, and its spool."""
+    platform = detect_platform("cpu")
+    run = RunInfo(id=uuid.uuid4(), agent="test")
+    rows = _measurements(2)
+    client = httpx.Client(transport=httpx.MockTransport(answer))
+    spool = Spool(tmp_path)
+    d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=2, retries=retries, backoff_s=backoff_s, client=client)
+    with stop_signals(), pytest.raises(KeyboardInterrupt):
+        d.add_many(rows)  # two rows fill a batch, which is sent at once
+    d.close()
+    return d, spool
+
+
+def test_a_stop_while_a_batch_is_sent_waits_for_the_answer_and_says_the_batch_was_sent(tmp_path):
+    """SIGTERM while the service is storing the batch: the run stops once the answer is in, so the batch is
+    out of the spool and is said to be sent (not 'spooled', which would have `gac agent flush` send it again)."""
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        signal.raise_signal(signal.SIGTERM)  # the handler runs before this call returns
+        return _accepted(request)
+
+    d, spool = _stopped_while_sending(tmp_path, answer)
+    assert len(calls) == 1 and d.stats.sent_batches == 1 and d.stats.inserted == 2
+    assert d.stats.waiting_rows == 0 and spool.records() == []
+    assert d.kept_where() == "sent to http://svc"
+
+
+def test_a_second_stop_while_a_batch_is_sent_stops_at_once_and_leaves_it_spooled(tmp_path):
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        signal.raise_signal(signal.SIGTERM)  # held back until the answer is in...
+        signal.raise_signal(signal.SIGINT)  # ... unless the user insists: raised here
+        return _accepted(request)
+
+    d, spool = _stopped_while_sending(tmp_path, answer)
+    assert len(calls) == 1 and d.stats.sent_batches == 0
+    assert d.stats.waiting_rows == 2 and len(spool.records()) == 1
+    assert d.kept_where() == "sent to http://svc, 2 of them spooled: `gac agent flush` sends them"
+
+
+def test_a_stop_while_a_batch_is_sent_does_not_wait_to_try_it_again(tmp_path):
+    """The service is restarting (503) when the stop comes: the minute's wait before the next try is cut
+    short, and the batch stays in the spool."""
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        signal.raise_signal(signal.SIGTERM)
+        return httpx.Response(503, json={"error": "Unavailable", "detail": "restarting"})
+
+    d, spool = _stopped_while_sending(tmp_path, answer, retries=4, backoff_s=60.0)
+    assert len(calls) == 1  # no later try, on the way out either: the next run (or `gac agent flush`) sends it
+    assert d.stats.waiting_rows == 2 and len(spool.records()) == 1
+
+
 def test_retry_policy_and_permanent_rejection(tmp_path):
     """The client's policy against scripted HTTP answers (the real service is in test_e2e)."""
     platform = detect_platform("cpu")
@@ -182,17 +255,7 @@ def test_retry_policy_and_permanent_rejection(tmp_path):
         if len(calls) == 2:
             return httpx.Response(429, headers={"retry-after": "0"}, json={"error": "TooMany"})
         if len(calls) == 3:
-            return httpx.Response(
-                201,
-                json={
-                    "batch_id": body["id"],
-                    "platform_id": 1,
-                    "fingerprint": "f",
-                    "inserted": document_rows(body),
-                    "duplicates": 0,
-                    "replay": False,
-                },
-            )
+            return _accepted(request)
         return httpx.Response(422, json={"error": "ValidationError", "detail": "measurements.0.shape: bad"})
 
     client = httpx.Client(transport=httpx.MockTransport(handler))
