@@ -50,6 +50,8 @@ def parse_device(device: str | torch.device | None) -> torch.device:
     first GPU torch sees, else the CPU (a GPU box in a fleet profiles its GPU unless told otherwise)."""
     if device == "auto":
         return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    if isinstance(device, str) and not device.strip():  # an unset shell variable, as in --device "$DEVICE"
+        raise ValueError("empty device name (use cpu, cuda:N or auto)")
     try:
         dev = torch.device(device or "cpu")
     except RuntimeError:  # torch's message lists every device type it knows, most of which GAC does not time on

@@ -719,6 +719,14 @@ def align_command(
     if profile_missing and measurements:
         err.print("[red]--profile-missing stores what it measures: use it with the local database or --server, not --measurements[/red]")
         raise typer.Exit(2)
+    if device is not None:  # checked when given, whether or not this run comes to time anything on it
+        from gac.agent.platform import parse_device
+
+        try:
+            parse_device(device)
+        except ValueError as bad:
+            err.print(f"[red]--device: {escape(str(bad))}[/red]")
+            raise typer.Exit(2) from None
     # The flags, typed, go to the solver as its options; a service takes a manifest, so it gets the
     # manifest with the flags in place of its own entries (with_goal: where the two meet).
     options = AlignOptions(objective=objective, epsilon=epsilon, window=window, no_slower=no_slower)

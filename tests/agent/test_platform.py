@@ -67,6 +67,9 @@ def test_device_parsing_and_missing_cuda():
         parse_device("mps")
     with pytest.raises(ValueError, match=r"^unknown device 'gpu' \(use cpu, cuda:N or auto\)$"):  # not torch's list of every device type
         parse_device("gpu")
+    for empty in ("", " "):  # --device "$DEVICE" with the variable unset: named, not taken for the CPU
+        with pytest.raises(ValueError, match=r"^empty device name \(use cpu, cuda:N or auto\)$"):
+            parse_device(empty)
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="not available"):
             detect_platform("cuda:0")

@@ -125,6 +125,8 @@ def test_an_unknown_dtype_or_device_is_named_with_the_choices():
     assert_clean_failure(out, "'fp8' is not a dtype GAC times: choose from float16, bfloat16, float32")
     assert "plan error" not in out.stderr
     assert_clean_failure(gac("agent", "selftest", "--device", "gpu"), "unknown device 'gpu' (use cpu, cuda:N or auto)")
+    empty = gac("align", "examples/cpu-demo-lowrank.json", "--device", "")  # --device "$DEVICE", the variable unset
+    assert_clean_failure(empty, "--device: empty device name (use cpu, cuda:N or auto)")
 
 
 def test_serve_refuses_a_bad_port_and_a_missing_database_in_one_line(tmp_path):
