@@ -143,6 +143,9 @@ class UploadBatch(Base):
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
     run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.id"), index=True)
     platform_id: Mapped[int] = mapped_column(ForeignKey("platforms.id"))
+    # The agent that sent it: a job's run takes the points of every attempt, each perhaps another
+    # agent's. NULL for batches stored before it was kept (their run's agent sent them).
+    agent_id: Mapped[int | None] = mapped_column(Integer)
     content_hash: Mapped[str] = mapped_column(String(64))
     rows: Mapped[int] = mapped_column(Integer)
     inserted: Mapped[int] = mapped_column(Integer, default=0)

@@ -44,7 +44,8 @@ class RunQuality(_Out):
     """One run's share of a platform's profile quality."""
 
     run_id: UUID
-    agent: str
+    agent: str  # the agent that began the run
+    agents: list[str] = []  # every agent that sent its points, the first first (a job's run has each attempt's)
     plan: str
     started_at: datetime
     measurements: int

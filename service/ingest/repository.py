@@ -60,7 +60,7 @@ def ensure_run(session: Session, run: RunInfo, agent_id: int, platform_id: int, 
 
 
 def insert_batch_row(
-    session: Session, batch_id: uuid.UUID, run_id: uuid.UUID, platform_id: int, digest: str, rows: int, now: datetime
+    session: Session, batch_id: uuid.UUID, run_id: uuid.UUID, platform_id: int, agent_id: int, digest: str, rows: int, now: datetime
 ) -> bool:
     """Claim the batch id; False when it was already stored (a re-send)."""
     stmt = (
@@ -69,6 +69,7 @@ def insert_batch_row(
             id=batch_id,
             run_id=run_id,
             platform_id=platform_id,
+            agent_id=agent_id,
             content_hash=digest,
             rows=rows,
             inserted=rows,

@@ -149,7 +149,7 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
         session.rollback()
         raise Conflict(f"run {batch.run.id} was recorded on another platform; a run covers one platform")
 
-    if not repo.insert_batch_row(session, batch.id, batch.run.id, platform_id, digest, rows, now):
+    if not repo.insert_batch_row(session, batch.id, batch.run.id, platform_id, agent_id, digest, rows, now):
         stored = session.get_one(UploadBatch, batch.id)
         if stored.content_hash != digest:  # other values, or a hash of an older version of this rule
             differences = _differences(batch, repo.stored_rows(session, batch.ids, COMPARED), missing_too=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from gac.service.models import Agent, Curve, Measurement, Platform, Run
+from gac.service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
 from gac.service.repository import Slice, offset_page
 
 
@@ -47,13 +47,21 @@ def counts(session: Session, platform_ids: list[int]) -> dict[int, tuple[int, in
         curves[pid] = curves.get(pid, 0) + n
         dtypes.setdefault(pid, []).append(dtype)
     runs = {
-        pid: (n, agents)
-        for pid, n, agents in session.execute(
-            select(Run.platform_id, func.count(), func.count(Run.agent_id.distinct()))
-            .where(Run.platform_id.in_(platform_ids))
-            .group_by(Run.platform_id)
+        pid: (n, 0)
+        for pid, n in session.execute(
+            select(Run.platform_id, func.count()).where(Run.platform_id.in_(platform_ids)).group_by(Run.platform_id)
         ).all()
     }
+    # Agents: every one that sent a batch (a job's run has each attempt's), the run's own for batches
+    # stored before a batch named its agent.
+    sender = func.coalesce(UploadBatch.agent_id, Run.agent_id)
+    for pid, agents in session.execute(
+        select(Run.platform_id, func.count(sender.distinct()))
+        .join(UploadBatch, UploadBatch.run_id == Run.id)
+        .where(Run.platform_id.in_(platform_ids))
+        .group_by(Run.platform_id)
+    ).all():
+        runs[pid] = (runs[pid][0], agents)
     return {pid: (curves.get(pid, 0), *runs.get(pid, (0, 0)), dtypes.get(pid, [])) for pid in platform_ids}
 
 
@@ -81,6 +89,24 @@ def run_quality(session: Session, platform_id: int) -> list[Row]:
             .order_by(Run.started_at.desc(), Run.id)
         ).all()
     )
+
+
+def run_agents(session: Session, platform_id: int) -> dict[object, list[str]]:
+    """{run id: the agents that sent its batches, the first sender first} for the platform's runs (batches
+    stored before a batch named its agent count as the run's own agent's)."""
+    sender = func.coalesce(UploadBatch.agent_id, Run.agent_id)
+    rows = session.execute(
+        select(Run.id, Agent.name, func.min(UploadBatch.received_at))
+        .join(UploadBatch, UploadBatch.run_id == Run.id)
+        .join(Agent, Agent.id == sender)
+        .where(Run.platform_id == platform_id)
+        .group_by(Run.id, Agent.name)
+        .order_by(Run.id, func.min(UploadBatch.received_at), Agent.name)
+    ).all()
+    out: dict[object, list[str]] = {}
+    for run_id, name, _ in rows:
+        out.setdefault(run_id, []).append(name)
+    return out
 
 
 def flag_sets(session: Session, platform_id: int) -> dict[str, int]:

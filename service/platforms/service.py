@@ -70,10 +70,12 @@ def by_reason(flag_sets: dict[str, int]) -> dict[str, int]:
 def quality(session: Session, platform: Platform) -> PlatformQuality:
     """The platform's profile quality: flagged points by reason, its timing threads, and the load while
     profiling (each run's mean of the cores other work kept busy; the median of those, and the worst point)."""
+    agents = repo.run_agents(session, platform.id)
     runs = [
         RunQuality(
             run_id=r.id,
             agent=r.agent,
+            agents=agents.get(r.id, [r.agent]),
             plan=r.plan,
             started_at=r.started_at,
             measurements=r.measurements,

@@ -58,24 +58,68 @@ def test_models_match_migrations(empty_database):
     assert diff == [], f"models and migrations disagree: {diff}"
 
 
-@backends
-def test_upgrade_keeps_stored_measurements(empty_database):
-    """0004 rebuilds measurements on SQLite (batch mode): every stored row must come through."""
+def _store_as_of_then(url: str, scratch_url: str, batches: list) -> None:
+    """Store batches in a database at an older revision, as that revision's service stored them: ingested
+    at head into a scratch database, then copied table by table, with only the columns the old schema has
+    (a later migration's columns are nullable, and filled by it)."""
+    from sqlalchemy import MetaData, insert, select
+
     from gac.service.ingest.incoming import Incoming
     from gac.service.ingest.service import ingest_batch
+
+    upgrade(scratch_url)
+    scratch = make_engine(scratch_url)
+    with make_sessionmaker(scratch)() as session:
+        for b in batches:
+            ingest_batch(session, Incoming.from_rows(b), token_id=None, max_rows=1000)
+    old = make_engine(url)
+    then = MetaData()
+    then.reflect(old)
+    with scratch.connect() as source, old.begin() as target:
+        for old_table in then.sorted_tables:  # parents first, by the old schema's foreign keys
+            if old_table.name == "alembic_version":
+                continue
+            table = Base.metadata.tables[old_table.name]  # the models' types read and write the values
+            columns = [table.c[c.name] for c in old_table.columns]
+            rows = [dict(r._mapping) for r in source.execute(select(*columns))]
+            if rows:
+                target.execute(insert(table), rows)
+    scratch.dispose()
+    old.dispose()
+
+
+@backends
+def test_upgrade_keeps_stored_measurements(empty_database, tmp_path):
+    """0004 rebuilds measurements on SQLite (batch mode): every stored row must come through."""
     from tests import factories as f
 
     upgrade(empty_database.url, "0003")
+    _store_as_of_then(empty_database.url, f"sqlite:///{tmp_path / 'head.db'}", [f.batch(rows=40, start=s) for s in (1, 41)])
     engine = make_engine(empty_database.url)
-    session = make_sessionmaker(engine)()
-    for start in (1, 41):
-        ingest_batch(session, Incoming.from_rows(f.batch(rows=40, start=start)), token_id=None, max_rows=1000)
     query = text("SELECT count(*), sum(x), count(DISTINCT curve_id), sum(median_us) FROM measurements")
-    before = session.execute(query).one()
-    session.close()
+    with engine.connect() as conn:
+        before = conn.execute(query).one()
     upgrade(empty_database.url)
     with engine.connect() as conn:
         assert conn.execute(query).one() == before
         assert before[0] == 80
     assert schema_status(engine).up_to_date
+    engine.dispose()
+
+
+@backends
+def test_batches_stored_before_they_named_their_agent_count_as_their_runs_agents(empty_database, tmp_path):
+    from gac.service.platforms import repository as platforms
+    from tests import factories as f
+
+    upgrade(empty_database.url, "0010")
+    batch = f.batch(rows=4)
+    _store_as_of_then(empty_database.url, f"sqlite:///{tmp_path / 'head.db'}", [batch])
+    upgrade(empty_database.url)
+    engine = make_engine(empty_database.url)
+    with make_sessionmaker(engine)() as session:
+        (pid,) = session.execute(text("SELECT id FROM platforms")).scalars()
+        assert session.execute(text("SELECT agent_id FROM batches")).scalars().all() == [None]
+        assert platforms.counts(session, [pid])[pid][1:3] == (1, 1)  # one run, by one agent
+        assert platforms.run_agents(session, pid) == {batch.run.id: [batch.run.agent]}
     engine.dispose()

@@ -87,6 +87,23 @@ def test_a_platform_with_no_flags_and_no_load_reads_zero_and_none(client, ingest
     f.refused(client.get("/v1/platforms/ffffffffffff/quality"), 404)
 
 
+def test_a_run_names_every_agent_that_sent_its_points(client, ingest_token):
+    """A profiling job's attempts on one platform share one run: the first agent began it, a second one
+    (after the first was stopped) finished it. Both are the run's agents, and the platform's."""
+    m = f.measurement
+    first = _run(4, [m(80, median=101.0), m(88, median=103.0)], agent="box-a")
+    second_run = first.run.model_copy(update={"agent": "box-b"})
+    second = Batch(id=uuid.uuid4(), platform=PLAT, run=second_run, measurements=[m(96, median=104.0)])
+    headers = f.auth(ingest_token)
+    for b in (first, second, first):  # the last: box-a's batch sent again (its spool drained late), a replay
+        assert client.post("/v1/batches", json=f.body(b), headers=headers).status_code in (200, 201)
+    fp = PLAT.fingerprint()
+    (run,) = client.get(f"/v1/platforms/{fp}/quality").json()["runs"]
+    assert (run["agent"], run["agents"], run["measurements"]) == ("box-a", ["box-a", "box-b"], 3)
+    summary = client.get(f"/v1/platforms/{fp}").json()
+    assert (summary["runs"], summary["agents"]) == (1, 2)
+
+
 def test_a_resent_batch_is_a_replay_and_a_changed_load_is_refused(client, ingest_token):
     busy_run = _batches()[0]
     headers = f.auth(ingest_token)

@@ -276,7 +276,7 @@ function flagsNotice(q) {
 
 function qualityRuns(q, total) {
   const rows = q.runs.map((r) => el("tr", { class: r.flagged ? "flagged" : "" },
-    el("td", {}, fmtDate(r.started_at)), el("td", {}, r.agent), el("td", {}, r.plan),
+    el("td", {}, fmtDate(r.started_at)), el("td", {}, (r.agents && r.agents.length ? r.agents : [r.agent]).join(", ")), el("td", {}, r.plan),
     el("td", { class: "num" }, r.measurements),
     el("td", { class: "num" }, r.flagged ? el("span", { class: "pill bad" }, r.flagged) : "0"),
     el("td", { class: "num" }, fmtCores(r.busy_cores_mean)), el("td", { class: "num" }, fmtCores(r.busy_cores_max))));
