@@ -290,7 +290,8 @@ def run_with_progress(
     from gac.agent.runner import Progress as RunProgress
 
     line = line or ProgressLine(f"plan {plan.name}")
-    line.first_round = first_round(plan, adaptive, int(getattr(session.timer, "points_per_round", 1)))
+    per_round = int(getattr(session.timer, "points_per_round", 1))
+    line.first_round, line.per_round = first_round(plan, adaptive, per_round), max(1, per_round)
     state: tuple[int, int, str] = (0, plan.n_points(), "")  # done, total, the last point timed
 
     def text(done: int, total: int, last: str = "") -> str:

@@ -214,13 +214,14 @@ class ProgressLine:
     first round of points (one point, or the timer's points_per_round timed together) pays once
     for what the rest do not (allocating weights, a library's set-up): once the next round is
     done, the time per point is that of the points after it. Between points the ETA counts down,
-    but never below what the points after the running one take: a slow point holds it there
-    rather than pretending the run is nearly over."""
+    but never below what the points after the running round (up to `per_round` points) take: a
+    slow point holds it there rather than pretending the run is nearly over."""
 
     label: str
     about: str = ""
     started: float = field(default_factory=time.monotonic)
     first_round: int = 1  # points timed together at first: their one-time costs are left out of the rate
+    per_round: int = 1  # the most points timed together later (a GPU timer's round, after adaptive sweeps' single points)
     # (done, when): the highest count noted, and the first that completed the first round. Counts only move
     # forward, so a refresh drawing a count the run has passed already cannot move them back.
     _reached: tuple[int, float] | None = field(default=None, init=False, repr=False)
@@ -255,7 +256,8 @@ class ProgressLine:
             per_point = (at - self.started) / done
         left = total - done
         # Counting down while the next round runs, but not below what the rounds after it take.
-        return format_duration(max(per_point * left - (now - at), per_point * max(0, left - self.first_round)))
+        running = max(self.first_round, self.per_round)
+        return format_duration(max(per_point * left - (now - at), per_point * max(0, left - running)))
 
 
 HEARTBEAT_AT_MOST_S = 30.0  # a cancelled or lost job is noticed within this (plus a point), not a third of a long lease

@@ -262,6 +262,13 @@ def test_progress_line_says_job_k_of_n_points_and_eta():
     assert rounds.line(9, 120, now=10.5) == "plan quick: 9/120 points, ETA 2m10s"  # (10.5 s / 9 points) * 111 left
     assert rounds.line(16, 120, now=12.0) == "plan quick: 16/120 points, ETA 26s"  # (2 s / 8 points) * 104 left
     assert rounds.line(16, 120, now=15.0) == "plan quick: 16/120 points, ETA 24s"  # a round of 8 runs: the 96 after it
+    # Adaptive sweeps first, a point at a time, then rounds of 8: the countdown goes on through a round
+    # of 8 (down to the points after it), not held at the points after a single one.
+    mixed = ProgressLine("plan quick", started=0.0, first_round=1, per_round=8)
+    mixed.reached(1, now=1.0)
+    assert mixed.line(21, 120, now=21.0) == "plan quick: 21/120 points, ETA 1m39s"  # 1 s a point, 99 left
+    assert mixed.line(21, 120, now=24.0) == "plan quick: 21/120 points, ETA 1m36s"  # not held at the 98 after one point
+    assert mixed.line(21, 120, now=60.0) == "plan quick: 21/120 points, ETA 1m31s"  # the 91 after a round of 8
     # Which first round a run has: a GPU's adaptive sweeps are timed first, one point at a time.
     assert [first_round(cliff_map_plan(adaptive=a), a, 8) for a in (False, True)] == [8, 1]
     assert first_round(cliff_map_plan(adaptive=True), False, 8) == 8  # --no-adaptive: the grid, in rounds
