@@ -31,7 +31,8 @@ def commit_every_s() -> float:
 
 
 class Shield:
-    """One open shielded() block. `breakable`: a second stop signal inside it is raised at once (it only waits)."""
+    """One open shielded() block. `breakable`: it only waits (on the service's answer), so a stop signal
+    after the first one, or once the run is on its way out, is raised at once."""
 
     def __init__(self, breakable: bool) -> None:
         self.breakable = breakable
@@ -42,22 +43,31 @@ class _State:
 
     open: list[Shield] = []  # shielded() blocks open, innermost last
     pending = False  # a stop signal arrived inside one of them
+    stopping = False  # a stop signal was raised: the command is on its way out
     received: int | None = None  # the last stop signal (None: none, or a KeyboardInterrupt raised otherwise)
+
+
+def _only_waiting() -> bool:
+    """Every open shielded() block only waits (none is a commit)."""
+    return bool(_State.open) and all(s.breakable for s in _State.open)
+
+
+def _raise_stop() -> None:
+    _State.pending, _State.stopping = False, True  # raised now: not again at a block's end
+    raise KeyboardInterrupt
 
 
 def _on_stop(signum: int, frame: FrameType | None) -> None:
     _State.received = signum
-    if not _State.open:
-        raise KeyboardInterrupt
-    if _State.pending and all(s.breakable for s in _State.open):
-        _State.pending = False  # raised now, not again at the block's end
-        raise KeyboardInterrupt
+    if not _State.open or (_only_waiting() and (_State.pending or _State.stopping)):
+        _raise_stop()
     _State.pending = True
 
 
-def stop_pending() -> bool:
-    """A stop signal arrived inside an open shielded() block: it is raised at the block's end."""
-    return _State.pending
+def stop_cuts_short() -> bool:
+    """A stop signal is held back, and every open shielded() block only waits: what is left of the
+    waiting (a retry's backoff, the next spooled batch) is not worth doing."""
+    return _State.pending and _only_waiting()
 
 
 @contextmanager
@@ -69,24 +79,24 @@ def shielded(breakable: bool = False) -> Iterator[Shield]:
     try:
         yield shield
     finally:
-        _State.open.remove(shield)
+        _State.open.remove(shield)  # a signal from here on finds no block open: raised at once
         deliver = not _State.open and _State.pending
         if deliver:
             _State.pending = False
-    if deliver:
-        raise KeyboardInterrupt
+    if deliver:  # (an exception on its way out of the block goes on instead)
+        _raise_stop()
 
 
 def sleep_unless_stopped(seconds: float) -> None:
-    """time.sleep, cut short by a stop signal that a shielded() block holds back: a wait between
-    tries is not worth finishing once the run was asked to stop (raises KeyboardInterrupt)."""
+    """time.sleep, cut short (KeyboardInterrupt) by a stop signal held back where the run only waits:
+    a wait between tries is not worth finishing once the run was asked to stop."""
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
-        if _State.pending:
-            raise KeyboardInterrupt
+        if stop_cuts_short():
+            _raise_stop()
         time.sleep(min(left, 0.05))
-    if _State.pending:
-        raise KeyboardInterrupt
+    if stop_cuts_short():
+        _raise_stop()
 
 
 class StopSignals:
@@ -98,7 +108,7 @@ class StopSignals:
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # only the main thread may set handlers; there the defaults stay
-        _State.received, _State.pending = None, False
+        _State.received, _State.pending, _State.stopping = None, False, False
         for sig in EXIT_CODES:
             self._saved[sig] = signal.signal(sig, _on_stop)
 
@@ -154,6 +164,6 @@ __all__ = [
     "received_name",
     "shielded",
     "sleep_unless_stopped",
-    "stop_pending",
+    "stop_cuts_short",
     "stop_signals",
 ]

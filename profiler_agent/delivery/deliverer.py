@@ -96,8 +96,8 @@ class Deliverer(BatchBuffer):
                 f"resend with `gac ingest {self.spool.rejected_path} --server {self.server} --token ...`"
             )
             return False
+        self.stats.merge_receipt(receipt)  # first: the service has it, even if a second stop keeps it in the spool
         self.spool.remove(entry)
-        self.stats.merge_receipt(receipt)
         if not self._online:
             self._online = True
             self.log("service reachable again, draining the spool")

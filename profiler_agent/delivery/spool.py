@@ -14,6 +14,7 @@ from filelock import FileLock
 
 from gac.agent.delivery.codec import batch_document, compact_json, document_rows
 from gac.agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
+from gac.agent.interrupt import stop_cuts_short
 from gac.contracts.measurements import Batch, BatchReceipt
 
 
@@ -132,7 +133,8 @@ class Spool:
             delivered = 0
             offline = False
             for rec in records:
-                if offline or (not all_servers and norm_server(rec.get("server", "")) != norm_server(server)):
+                # Down, or the run was asked to stop while it only waits on the service: the rest stays, in order.
+                if offline or stop_cuts_short() or (not all_servers and norm_server(rec.get("server", "")) != norm_server(server)):
                     keep.append(rec)
                     continue
                 try:

@@ -20,7 +20,7 @@ from gac.agent.delivery import (
     read_batch_file,
     read_document,
 )
-from gac.agent.interrupt import stop_signals
+from gac.agent.interrupt import shielded, stop_signals
 from gac.agent.platform import detect_platform
 from gac.agent.runner import PlanRunner, run_plan, values_to_refine
 from gac.agent.timing import CpuTimer
@@ -177,18 +177,17 @@ def _accepted(request: httpx.Request) -> httpx.Response:
     )
 
 
-def _stopped_while_sending(tmp_path, answer, retries=4, backoff_s=0.001):
-    """Two rows (one batch) delivered under the run's stop handlers by a service that answers with `answer`
-    (which may send the process stop signals while the request is under way); the deliverer closed the
-    way a stopped run closes it, and its spool."""
+def _stopped_while_sending(tmp_path, answer, rows=2, **policy):
+    """`rows` rows (a batch per two) delivered under the run's stop handlers by a service that answers with
+    `answer` (which may send the process stop signals while the request is under way); the deliverer closed
+    the way a stopped run closes it, and its spool."""
     platform = detect_platform("cpu")
     run = RunInfo(id=uuid.uuid4(), agent="test")
-    rows = _measurements(2)
     client = httpx.Client(transport=httpx.MockTransport(answer))
     spool = Spool(tmp_path)
-    d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=2, retries=retries, backoff_s=backoff_s, client=client)
+    d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=2, client=client, **({"backoff_s": 0.001} | policy))
     with stop_signals(), pytest.raises(KeyboardInterrupt):
-        d.add_many(rows)  # two rows fill a batch, which is sent at once
+        d.add_many(_measurements(rows))  # every two rows fill a batch, which is sent at once
     d.close()
     return d, spool
 
@@ -234,9 +233,87 @@ def test_a_stop_while_a_batch_is_sent_does_not_wait_to_try_it_again(tmp_path):
         signal.raise_signal(signal.SIGTERM)
         return httpx.Response(503, json={"error": "Unavailable", "detail": "restarting"})
 
-    d, spool = _stopped_while_sending(tmp_path, answer, retries=4, backoff_s=60.0)
+    d, spool = _stopped_while_sending(tmp_path, answer, retries=4, backoff_s=60.0, max_backoff_s=60.0)
     assert len(calls) == 1  # no later try, on the way out either: the next run (or `gac agent flush`) sends it
     assert d.stats.waiting_rows == 2 and len(spool.records()) == 1
+
+
+def test_a_stop_where_the_run_must_report_first_still_retries_the_send(tmp_path):
+    """Where a stop must wait for more than the send (a job's last batch, then its report: a block that is not
+    breakable), the send's retries go on as usual, and the stop comes once the whole block is done."""
+    calls, reported = [], []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            signal.raise_signal(signal.SIGTERM)
+            return httpx.Response(503, json={"error": "Unavailable", "detail": "restarting"})
+        return _accepted(request)
+
+    platform = detect_platform("cpu")
+    d = Deliverer(
+        "http://svc", "tok", platform, RunInfo(id=uuid.uuid4(), agent="test"), spool=Spool(tmp_path), batch_size=2,
+        backoff_s=0.001, client=httpx.Client(transport=httpx.MockTransport(answer)),
+    )  # fmt: skip
+    d.add_many(_measurements(1))
+    with stop_signals(), pytest.raises(KeyboardInterrupt), shielded():
+        d.close()  # the partial batch: sent on the second try
+        reported.append(True)  # what the run must do before it stops (the job's report)
+    assert len(calls) == 2 and reported == [True]
+    assert d.stats.sent_batches == 1 and d.stats.waiting_rows == 0
+
+
+def test_on_the_way_out_a_stop_while_a_batch_is_sent_stops_at_once(tmp_path):
+    """The run was stopped while timing; on its way out it sends its last batch, and the user presses Ctrl-C
+    again: that stop is not held back (the batch stays spooled, and is said to)."""
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        signal.raise_signal(signal.SIGINT)
+        return _accepted(request)
+
+    platform = detect_platform("cpu")
+    spool = Spool(tmp_path)
+    d = Deliverer(
+        "http://svc", "tok", platform, RunInfo(id=uuid.uuid4(), agent="test"), spool=spool, batch_size=2,
+        client=httpx.Client(transport=httpx.MockTransport(answer)),
+    )  # fmt: skip
+    d.add_many(_measurements(1))
+    with stop_signals():
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGTERM)  # stopped while timing
+        with pytest.raises(KeyboardInterrupt):
+            d.close()
+    assert len(calls) == 1 and d.stats.sent_batches == 0 and d.stats.waiting_rows == 1 and len(spool.records()) == 1
+
+
+def test_a_stop_while_the_spool_drains_keeps_the_rest_for_later(tmp_path):
+    """The service comes back after three batches were spooled: a batch sent then drains the spool behind it.
+    A stop during that send waits for its answer, then stops: the three stay spooled, in order, for the way
+    out (where another stop is not held back) or for later."""
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(json.loads(request.content)["id"])
+        if len(calls) <= 3:
+            raise httpx.ConnectError("connection refused", request=request)
+        if len(calls) == 4:
+            signal.raise_signal(signal.SIGTERM)
+        return _accepted(request)
+
+    platform = detect_platform("cpu")
+    spool = Spool(tmp_path)
+    d = Deliverer(
+        "http://svc", "tok", platform, RunInfo(id=uuid.uuid4(), agent="test"), spool=spool, batch_size=2, retries=0,
+        client=httpx.Client(transport=httpx.MockTransport(answer)),
+    )  # fmt: skip
+    with stop_signals(), pytest.raises(KeyboardInterrupt):
+        d.add_many(_measurements(8))
+    assert len(calls) == 4 and d.stats.sent_batches == 1 and d.stats.drained_batches == 0
+    assert [r["batch"]["id"] for r in spool.records()] == calls[:3] and d.stats.waiting_rows == 6
+    d.close()  # the way out: the service is up, so the spool is drained
+    assert calls[4:] == calls[:3] and spool.records() == [] and d.stats.waiting_rows == 0
 
 
 def test_retry_policy_and_permanent_rejection(tmp_path):
