@@ -177,8 +177,8 @@ def _load_plan(plan: str | None, dtypes: list[str] | None, platform: PlatformDes
         else:
             p = resolve_plan(name, dtypes)
             used = dict.fromkeys(d.value for s in p.sweeps for d in s.dtypes)
-            by = "with --dtype" if dtypes else f"by plan {p.name}"
-            lines = [choose_dtype(platform, d, by)[1] for d in used]
+            # A dtype --dtype did not name is the plan's own (the quick plan's float32 contrast sweep).
+            lines = [choose_dtype(platform, d, "with --dtype" if dtypes and d in dtypes else f"by plan {p.name}")[1] for d in used]
     except (PlanError, FileNotFoundError, ValueError) as err:
         console.print(f"[red]plan error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from err
@@ -661,7 +661,7 @@ def run_agent(opts: AgentRunOptions) -> int:
 
 def _known_to_service(agent: _Agent, plan: SweepPlan) -> Known:
     """The plan's points the service has stored for this platform, and those waiting in the local spool
-    for it; nothing without --server (a results file is not looked into)."""
+    for it; nothing without --server."""
     from gac.agent.resume import known_in_spool, known_on_server, merge, plan_curves
 
     o, fingerprint = agent.opts, agent.session.platform.fingerprint()
@@ -674,11 +674,25 @@ def _known_to_service(agent: _Agent, plan: SweepPlan) -> Known:
     return merge(stored or {}, known_in_spool(agent.spool, o.server, fingerprint))
 
 
+def _known_before(agent: _Agent, plan: SweepPlan) -> tuple[Known, str]:
+    """What an earlier run kept of the plan: in the service or the spool (with --server), and in the
+    --out file (an interrupted offline run is continued by the same command); and where, for the skip line."""
+    from gac.agent.resume import known_in_file, merge
+
+    known, where = _known_to_service(agent, plan), "already stored for this platform"
+    out = agent.opts.out
+    if out is not None:
+        known = merge(known, known_in_file(out, agent.session.platform.fingerprint()))
+        where = f"already in {out}" + (" or stored for this platform" if agent.opts.server else "")
+    return known, where
+
+
 def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
     sinks = _Sinks.open(agent, run_info(plan.name))
     if sinks.deliverer is not None:
         sinks.deliverer.drain()  # what an earlier run could not send goes first
-    left = left_to_time(plan, _known_to_service(agent, plan), agent.opts.adaptive)
+    known, where = _known_before(agent, plan)
+    left = left_to_time(plan, known, agent.opts.adaptive, where)
     if left.plan is None:
         sinks.close()
         return 0

@@ -63,6 +63,15 @@ def parse_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
+def present_device(device: str | torch.device | None) -> torch.device:
+    """parse_device, and the device must be on this machine: 'cuda:1' where torch sees one GPU is named."""
+    dev = parse_device(device)
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+        seen = torch.cuda.device_count()
+        raise ValueError(f"{dev} is not here: torch {torch.__version__} sees {seen} GPU{'s' if seen != 1 else ''} on this machine")
+    return dev
+
+
 def detect_platform(device: str | torch.device | None = "cpu", dtypes: bool = True) -> PlatformDescriptor:
     """Describe the platform the agent will time kernels on.
 
@@ -274,4 +283,4 @@ def _detect_cuda(dev: torch.device, dtypes: bool = True) -> PlatformDescriptor:
     )
 
 
-__all__ = ["cublas_version", "decode_cublas_version", "detect_platform", "parse_device"]
+__all__ = ["cublas_version", "decode_cublas_version", "detect_platform", "parse_device", "present_device"]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from uuid import UUID
 
 import httpx
 
 from gac.agent.delivery.codec import read_document
+from gac.agent.delivery.files import read_batch_file
 from gac.agent.delivery.spool import Spool, norm_server
 from gac.contracts.measurements import Dtype, Measurement, shape_key
 from gac.contracts.plans import Sweep, SweepPlan
@@ -126,6 +128,17 @@ def known_in_spool(spool: Spool, server: str, fingerprint: str, run: UUID | None
     return known
 
 
+def known_in_file(path: Path, fingerprint: str) -> Known:
+    """The points a results file (`--out`) holds for this platform; unreadable lines are `gac ingest`'s to report."""
+    known: Known = {}
+    if not path.is_file():
+        return known
+    for _, batch, _ in read_batch_file(path):
+        if batch is not None and batch.platform.fingerprint() == fingerprint:
+            add_rows(known, batch.measurements)
+    return known
+
+
 def known_in_run(client: httpx.Client, server: str, token: str, run: UUID) -> Known | None:
     """The points the service stores in one run (GET /v1/measurements?run=, every page); None when it cannot be asked."""
     base, headers = norm_server(server), {"Authorization": f"Bearer {token}"}
@@ -177,6 +190,7 @@ def merge(*parts: Known) -> Known:
 
 
 __all__ = [
+    "known_in_file",
     "CurveKey",
     "Known",
     "Remaining",

@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--device",
-                help="cpu (default) | cuda | cuda:N: where the models live, the agent profiles and the variants are timed",
+                help="cpu (default) | cuda | cuda:N | auto: where the models live, the agent profiles and the variants are timed",
             ),
         ] = None,
         eager: Annotated[

@@ -719,11 +719,14 @@ def align_command(
     if profile_missing and measurements:
         err.print("[red]--profile-missing stores what it measures: use it with the local database or --server, not --measurements[/red]")
         raise typer.Exit(2)
+    if out is not None and not out.parent.is_dir():  # before the work, not after it
+        err.print(f"[red]--out {escape(str(out))}: no such directory {escape(str(out.parent))}[/red]")
+        raise typer.Exit(2)
     if device is not None:  # checked when given, whether or not this run comes to time anything on it
-        from gac.agent.platform import parse_device
+        from gac.agent.platform import present_device
 
         try:
-            parse_device(device)
+            present_device(device)
         except ValueError as bad:
             err.print(f"[red]--device: {escape(str(bad))}[/red]")
             raise typer.Exit(2) from None
@@ -754,6 +757,14 @@ def align_command(
         from gac.solver.sparse_needs import FIRST_PASS
 
         res = stored.result
+        if res.platform == pm.RULES_ONLY:  # a job is for one platform's agents: there is none to name
+            if server:
+                run(platform, True)  # the service's word on the token comes first
+            err.print(
+                "[red]--enqueue-missing: no platform to queue the missing points for (nothing is profiled here): "
+                "name one with --platform or the manifest's target.platform, or measure on this machine with --profile-missing[/red]"
+            )
+            raise typer.Exit(2)
         estimated = sum(m.estimated_seconds or 0.0 for m in res.missing)
         pm.confirm(len(pm.missing_points(stored.document)), len(res.missing), estimated, f"as a job for platform {res.platform[:16]}", yes)
         if any(FIRST_PASS in m.reasons for m in res.missing):
@@ -768,7 +779,12 @@ def align_command(
         _say_what_was_not_solved(stored.result, asked.objective)
     text = json.dumps(stored.document, indent=2)
     if out:
-        out.write_text(text + "\n")
+        try:
+            out.write_text(text + "\n")
+        except OSError as bad:
+            kept = f" (the alignment is stored as {stored.id})" if stored.id else ""
+            err.print(f"[red]--out {escape(str(out))}: {escape(bad.strerror or str(bad))}{kept}[/red]")
+            raise typer.Exit(1) from None
     if as_json:
         sys.stdout.write(text + "\n")
     else:

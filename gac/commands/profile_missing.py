@@ -80,10 +80,12 @@ def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, b
     from gac.contracts.plans import Timing
     from gac.solver.profile_time import most_seconds
 
-    cap = Timing().time_cap_ms / 1e3
+    cap, bound = Timing().time_cap_ms / 1e3, most_seconds(points)
+    # An estimate over the bound holds an allowance for the points a first pass calls for next (say_first_pass).
+    rest = "; the rest of the estimate is for the points they call for next" if estimated > bound else ""
     console.print(
         f"profiling {points} missing points on {curves} curves {where}: about {duration(estimated)} "
-        f"{basis}; these {points} at most about {duration(most_seconds(points))} (each point to its {cap:g} s time cap)"
+        f"{basis}; these {points} at most about {duration(bound)} (each point to its {cap:g} s time cap){rest}"
     )
     if yes or estimated <= CONFIRM_ABOVE_S:
         return

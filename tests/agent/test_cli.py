@@ -212,6 +212,8 @@ def test_dtype_option_overrides_the_fast_dtype(app, planned, tmp_path, override)
     dts = _dtypes(planned[0])
     assert dts[0] == [override] and all(d in ([override], ["float32"]) for d in dts)
     assert f"dtype {override}: chosen with --dtype" in res.output
+    if override != "float32":  # the plan's float32 contrast sweep is not said to be the user's choice
+        assert "dtype float32: chosen by plan quick" in res.output and "dtype float32: chosen with --dtype" not in res.output
 
 
 def test_agent_package_does_not_pull_the_db_stack():

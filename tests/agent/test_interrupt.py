@@ -160,6 +160,32 @@ def test_the_same_command_again_skips_what_is_stored_and_finishes(app, settings,
     assert stored(settings.url) == (POINTS, 0)  # every point, none missing, none timed by both runs
 
 
+def test_an_offline_run_stopped_is_continued_from_its_results_file(tmp_path, plan_file):
+    """`gac agent run --out FILE` (no service): the same command again reads the file, times only the rest,
+    and the file ends with every point once, ready for `gac ingest`."""
+    from gac.agent.delivery import read_batch_file
+
+    out = tmp_path / "results.jsonl"
+    args = ["agent", "run", "--out", str(out), "--plan", str(plan_file), "--threads", "1"]
+    env = os.environ | {"GAC_DATA_DIR": str(tmp_path / "data"), "GAC_COMMIT_EVERY_S": "0.5"}
+    first = Gac(args, env, tmp_path / "out1")
+    first.stop(signal.SIGINT, after_points=3)
+    assert first.finish() == 130, first.text[-3000:]
+    n, where, _ = kept(first)
+    assert where == f"written to {out}" and 3 <= n < POINTS
+
+    again = Gac([*args, "--quiet"], env, tmp_path / "out2")
+    assert again.finish() == 0, again.text[-3000:]
+    assert f"skipping {n} points already in {out}" in again.text
+    runs_per_point: dict[int, set] = {}
+    for _, batch, error in read_batch_file(out):
+        assert batch is not None, error
+        for m in batch.measurements:
+            runs_per_point.setdefault(m.shape["n"], set()).add(batch.run.id)
+    assert sorted(runs_per_point) == list(range(8, 8 * POINTS + 1, 8))  # every point...
+    assert all(len(runs) == 1 for runs in runs_per_point.values()), runs_per_point  # ... timed by one run
+
+
 def _manifest(path: Path) -> Path:
     """Two small low-rank weights: rules only, the alignment lists about 30 GEMM points of a few microseconds."""
     path.write_text(

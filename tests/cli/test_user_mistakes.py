@@ -63,6 +63,16 @@ def test_bad_files_and_settings(tmp_path):
     assert_clean_failure(gac("serve", env=env), "GAC_SECRET_KEY must be set")
 
 
+def test_align_names_an_unwritable_out_a_missing_gpu_and_a_queue_with_no_platform(tmp_path):
+    env = os.environ | {"GAC_DATA_DIR": str(tmp_path / "empty")}  # nothing profiled: the alignment is rules only
+    assert_clean_failure(gac("align", str(MANIFEST), "--out", str(tmp_path / "no" / "x.json"), env=env), "no such directory")
+    unwritable = gac("align", str(MANIFEST), "--out", str(tmp_path), env=env)  # a folder: found only when written
+    assert_clean_failure(unwritable, f"--out {tmp_path}: Is a directory (the alignment is stored as ")
+    assert_clean_failure(gac("align", str(MANIFEST), "--device", "cuda:7", env=env), "--device: cuda:7 is not here: torch ")
+    queued = gac("align", str(MANIFEST), "--enqueue-missing", env=env)  # a job is one platform's: none is named
+    assert_clean_failure(queued, "--enqueue-missing: no platform to queue the missing points for")
+
+
 @pytest.mark.slow
 def test_ingest_reports_a_bad_line_and_sends_the_rest(live_service, tmp_path):
     good = f.batch(rows=5, plat=f.platform(device_name="After the bad line"))

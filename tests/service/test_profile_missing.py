@@ -247,3 +247,6 @@ def test_the_estimate_says_what_its_at_most_figure_covers(capsys):
     pm.confirm(28, 2, 144.0, "as a job", yes=True)
     said = capsys.readouterr().err
     assert "about 2.4 min" in said and "these 28 at most about 57 s" in said, said
+    assert "the rest of the estimate is for the points they call for next" in said, said
+    pm.confirm(28, 2, 30.0, "as a job", yes=True)  # under the bound: nothing else to account for
+    assert "the rest of the estimate" not in capsys.readouterr().err
