@@ -237,12 +237,14 @@ class PlatformDescriptor(_Strict):
             parts.append(f"torch {self.torch_version}")
         if self.timing:
             parts.append(self.timing)
+        if self.threads:  # part of a CPU's identity: one machine profiled at 1 and at 2 threads is two platforms
+            parts.append(f"{self.threads} thread{'s' if self.threads != 1 else ''}")
         return " / ".join(parts)
 
 
 class RunInfo(_Strict):
     """One agent session on one platform (many batches share it); for a job, every attempt at it on one
-    platform, so that the next attempt finds what a stopped one stored (the run keeps the first's agent)."""
+    platform, so that the next attempt finds what a stopped one stored (each batch names the agent that sent it)."""
 
     id: UUID
     agent: Text  # the agent's stable name, e.g. its hostname
