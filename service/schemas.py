@@ -36,6 +36,11 @@ Axis = Annotated[
     str,
     Query(max_length=32, json_schema_extra={"enum": list(SHAPE_FIELD_NAMES)}, description="the swept shape field, e.g. n"),
 ]
+# As a filter: one of those names (a misspelt axis is named, not answered with an empty list).
+AxisFilter = Annotated[
+    str | None,
+    Query(max_length=32, pattern=f"^{_NAME}$", description="only curves swept along this shape field, e.g. n"),
+]
 FixedShape = Annotated[
     str,
     Query(max_length=200, pattern=f"^{_NAME}=[0-9]+(?:,{_NAME}=[0-9]+)*$", description="the other shape fields, e.g. k=128,m=2048"),

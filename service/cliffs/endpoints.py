@@ -16,7 +16,7 @@ from gac.service.curves.service import fixed_key_for, get_curve_by_id
 from gac.service.deps import Reader, SessionDep
 from gac.service.errors import errors
 from gac.service.http import VERSIONED, per_curve_json
-from gac.service.schemas import NO_NUL, Axis, FixedShape, PlatformRef, RowId
+from gac.service.schemas import NO_NUL, Axis, AxisFilter, FixedShape, PlatformRef, RowId
 
 router = APIRouter(prefix="/v1", tags=["cliffs"])
 Ref = Annotated[str, Query(max_length=64, pattern=NO_NUL, description="platform id, fingerprint or unique prefix")]
@@ -35,7 +35,7 @@ def platform_cliffs(
     _: Reader,
     op: Op | None = None,
     dtype: Dtype | None = None,
-    axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL)] = None,
+    axis: AxisFilter = None,
 ) -> list[CurveCliffs]:
     return service.platform_cliffs(session, ref, op and op.value, dtype and dtype.value, axis)
 

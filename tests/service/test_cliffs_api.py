@@ -47,6 +47,10 @@ def test_curve_cliffs_rules_and_recompute(client, ingest_token):
     assert again["frontier"][-2:] == [112, 128] and [s["x"] for s in again["steps"]][-2:] == [97, 113]
     listed = client.get(f"/v1/platforms/{plat.fingerprint()}/cliffs", params={"op": "gemm"}).json()
     assert listed[0]["frontier"] == again["frontier"]
+    by_axis = client.get(f"/v1/platforms/{plat.fingerprint()}/cliffs", params={"axis": listed[0]["curve"]["axis"]}).json()
+    assert [c["curve"]["id"] for c in by_axis] == [c["curve"]["id"] for c in listed]
+    misspelt = f.refused(client.get(f"/v1/platforms/{plat.fingerprint()}/cliffs", params={"axis": "zzz"}), 422)
+    assert "axis" in str(misspelt)  # named, not answered with an empty list
 
 
 def test_compare_two_platforms(client, ingest_token):
