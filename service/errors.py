@@ -266,6 +266,8 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = getattr(exc, "headers", None)
         if detail == "There was an error parsing the body":
             detail = "the request body is not JSON this service can parse (malformed, or nested too deeply)"
+        if exc.status_code == 404 and detail == "Not Found":  # no route: say which path, and where the routes are
+            detail = f"no such path: {request.method} {request.url.path[:200]} (the API's paths are listed at /docs)"
         if exc.status_code == 405 and (allowed := _allowed_methods(request)):
             # Starlette names the methods of the first route on this path only; a path served by
             # several routes (GET and DELETE /v1/jobs/{id}) allows all of theirs.

@@ -39,7 +39,10 @@ def test_unparseable_body_is_a_documented_400(client, admin_token, path):
 
 def test_unknown_route_and_wrong_method(client):
     r = client.get("/v1/no-such-thing")
-    assert r.status_code == 404 and r.json() == {"error": "NotFound", "detail": "Not Found"}
+    assert r.status_code == 404
+    assert r.json() == {"error": "NotFound", "detail": "no such path: GET /v1/no-such-thing (the API's paths are listed at /docs)"}
+    r = client.get("/v1/jobs/abc")  # a job's id is a number: no route takes this one
+    assert r.status_code == 404 and "GET /v1/jobs/abc" in r.json()["detail"]
     r = client.delete("/v1/align")
     assert r.status_code == 405 and r.json()["error"] == "MethodNotAllowed"
     documented(client, r, "DELETE", "/v1/align")
