@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from gac.contracts.plans import SweepPlan
 
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
-out_console = Console()
+# Off a terminal (a pipe, a file) rich would cut the tables to 80 columns; COLUMNS still decides where set.
+out_console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
 
 # Defaults come from gac.agent.settings.AgentSettings (GAC_SERVER, GAC_TOKEN, GAC_DATA_DIR, ...).
 ServerOpt = Annotated[str | None, typer.Option("--server", help="Service URL, e.g. http://host:8000 (default: $GAC_SERVER)")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from gac.contracts.manifest import Manifest
     from gac.solver.align import AlignOptions
 
-console = Console()
+# Off a terminal (a pipe, a file) rich would cut the tables to 80 columns; COLUMNS still decides where set.
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
 err = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from gac.commands import align as cmd
 from gac.contracts.manifest import Manifest
 from gac.solver.align import AlignOptions, align
@@ -99,3 +104,13 @@ def test_baselines_read_as_objective_and_shortfall_from_gac():
         else:
             versus = (b.objective - result.objective) / abs(result.objective)
             assert row.rstrip().endswith(f"{versus:+.2%}"), row
+
+
+def test_piped_output_is_not_cut_to_80_columns(tmp_path):
+    """`gac align m.json | less`: off a terminal, the tables keep their cells whole ("budget", not "budg…")."""
+    manifest = Path(__file__).resolve().parents[2] / "examples" / "cpu-demo-lowrank.json"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"GAC_DATA_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "gac", "align", str(manifest)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "…" not in out.stdout and " budget " in out.stdout and "speed-up" in out.stdout, out.stdout
+    assert max(len(line) for line in out.stdout.splitlines()) > 80  # the wide table, on one line each row
