@@ -294,4 +294,7 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(str(exc), param_hint="--device") from None
         except BadOverride as exc:
             raise typer.BadParameter(str(exc)) from None
+        except KeyboardInterrupt:  # its profile and timings are in memory until the run is saved, at its end
+            typer.echo("interrupted: nothing saved (a proof saves its run when it ends); run it again to start over", err=True)
+            raise typer.Exit(130) from None
         typer.echo(report)
