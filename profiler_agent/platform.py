@@ -66,8 +66,7 @@ def parse_device(device: str | torch.device | None) -> torch.device:
 def present_device(device: str | torch.device | None) -> torch.device:
     """parse_device, and the device must be on this machine: 'cuda:1' where torch sees one GPU is named."""
     dev = parse_device(device)
-    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
-        seen = torch.cuda.device_count()
+    if dev.type == "cuda" and (dev.index or 0) >= (seen := torch.cuda.device_count()):
         raise ValueError(f"{dev} is not here: torch {torch.__version__} sees {seen} GPU{'s' if seen != 1 else ''} on this machine")
     return dev
 

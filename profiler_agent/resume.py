@@ -190,11 +190,11 @@ def merge(*parts: Known) -> Known:
 
 
 __all__ = [
-    "known_in_file",
     "CurveKey",
     "Known",
     "Remaining",
     "add_rows",
+    "known_in_file",
     "known_in_run",
     "known_in_spool",
     "known_on_server",

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from gac.service.models import Agent, Curve, Measurement, Platform, Run, UploadBatch
 from gac.service.repository import Slice, offset_page
+
+# Who sent a batch: the agent it names (a job's run has each attempt's), else, for batches stored before a
+# batch named its agent, the run's own. A platform's and a run's agents are counted from it.
+_SENDER = func.coalesce(UploadBatch.agent_id, Run.agent_id)
 
 
 def find(session: Session, ref: str) -> Platform | None:
@@ -46,23 +52,20 @@ def counts(session: Session, platform_ids: list[int]) -> dict[int, tuple[int, in
     ).all():
         curves[pid] = curves.get(pid, 0) + n
         dtypes.setdefault(pid, []).append(dtype)
-    runs = {
-        pid: (n, 0)
-        for pid, n in session.execute(
+    runs: dict[int, int] = dict(
+        session.execute(  # (platform id, count) rows
             select(Run.platform_id, func.count()).where(Run.platform_id.in_(platform_ids)).group_by(Run.platform_id)
         ).all()
-    }
-    # Agents: every one that sent a batch (a job's run has each attempt's), the run's own for batches
-    # stored before a batch named its agent.
-    sender = func.coalesce(UploadBatch.agent_id, Run.agent_id)
-    for pid, agents in session.execute(
-        select(Run.platform_id, func.count(sender.distinct()))
-        .join(UploadBatch, UploadBatch.run_id == Run.id)
-        .where(Run.platform_id.in_(platform_ids))
-        .group_by(Run.platform_id)
-    ).all():
-        runs[pid] = (runs[pid][0], agents)
-    return {pid: (curves.get(pid, 0), *runs.get(pid, (0, 0)), dtypes.get(pid, [])) for pid in platform_ids}
+    )
+    agents: dict[int, int] = dict(
+        session.execute(
+            select(Run.platform_id, func.count(_SENDER.distinct()))
+            .join(UploadBatch, UploadBatch.run_id == Run.id)
+            .where(Run.platform_id.in_(platform_ids))
+            .group_by(Run.platform_id)
+        ).all()
+    )
+    return {pid: (curves.get(pid, 0), runs.get(pid, 0), agents.get(pid, 0), dtypes.get(pid, [])) for pid in platform_ids}
 
 
 def run_quality(session: Session, platform_id: int) -> list[Row]:
@@ -91,19 +94,17 @@ def run_quality(session: Session, platform_id: int) -> list[Row]:
     )
 
 
-def run_agents(session: Session, platform_id: int) -> dict[object, list[str]]:
-    """{run id: the agents that sent its batches, the first sender first} for the platform's runs (batches
-    stored before a batch named its agent count as the run's own agent's)."""
-    sender = func.coalesce(UploadBatch.agent_id, Run.agent_id)
+def run_agents(session: Session, platform_id: int) -> dict[UUID, list[str]]:
+    """{run id: the agents that sent its batches, the first sender first} for the platform's runs."""
     rows = session.execute(
         select(Run.id, Agent.name, func.min(UploadBatch.received_at))
         .join(UploadBatch, UploadBatch.run_id == Run.id)
-        .join(Agent, Agent.id == sender)
+        .join(Agent, Agent.id == _SENDER)
         .where(Run.platform_id == platform_id)
         .group_by(Run.id, Agent.name)
         .order_by(Run.id, func.min(UploadBatch.received_at), Agent.name)
     ).all()
-    out: dict[object, list[str]] = {}
+    out: dict[UUID, list[str]] = {}
     for run_id, name, _ in rows:
         out.setdefault(run_id, []).append(name)
     return out

@@ -232,3 +232,13 @@ def test_the_dtype_line_says_which_and_why():
     assert choose_dtype(gpu)[1] == "dtype float16: float16 is native on sm_75"
     unknown = factories.platform()
     assert choose_dtype(unknown) == ("bfloat16", "dtype bfloat16: the platform's fast dtype is unknown (not detected), so the default")
+
+
+def test_a_cpu_platforms_label_names_its_threads_as_its_fingerprint_does():
+    """One machine profiled at 1 and at 2 threads is two platforms: their labels say which is which."""
+    from tests import factories as f
+
+    one, two, unset = (f.platform(threads=t) for t in (1, 2, None))
+    assert one.fingerprint() != two.fingerprint() and one.label() != two.label()
+    assert one.label() == "Test CPU / torch 2.13.0 / 1 thread" and two.label().endswith(" / 2 threads")
+    assert unset.label() == "Test CPU / torch 2.13.0"  # a GPU's, or a CPU's recorded without a count

@@ -177,15 +177,21 @@ def _accepted(request: httpx.Request) -> httpx.Response:
     )
 
 
-def _stopped_while_sending(tmp_path, answer, rows=2, **policy):
-    """`rows` rows (a batch per two) delivered under the run's stop handlers by a service that answers with
-    `answer` (which may send the process stop signals while the request is under way); the deliverer closed
-    the way a stopped run closes it, and its spool."""
+def _deliverer(tmp_path, answer, **policy):
+    """A deliverer of batches of two rows to a service that answers with `answer` (which may send the process
+    stop signals while the request is under way), and its spool."""
     platform = detect_platform("cpu")
     run = RunInfo(id=uuid.uuid4(), agent="test")
     client = httpx.Client(transport=httpx.MockTransport(answer))
     spool = Spool(tmp_path)
     d = Deliverer("http://svc", "tok", platform, run, spool=spool, batch_size=2, client=client, **({"backoff_s": 0.001} | policy))
+    return d, spool
+
+
+def _stopped_while_sending(tmp_path, answer, rows=2, **policy):
+    """`rows` rows delivered under the run's stop handlers (see _deliverer); the deliverer closed the way a
+    stopped run closes it, and its spool."""
+    d, spool = _deliverer(tmp_path, answer, **policy)
     with stop_signals(), pytest.raises(KeyboardInterrupt):
         d.add_many(_measurements(rows))  # every two rows fill a batch, which is sent at once
     d.close()
@@ -250,11 +256,7 @@ def test_a_stop_where_the_run_must_report_first_still_retries_the_send(tmp_path)
             return httpx.Response(503, json={"error": "Unavailable", "detail": "restarting"})
         return _accepted(request)
 
-    platform = detect_platform("cpu")
-    d = Deliverer(
-        "http://svc", "tok", platform, RunInfo(id=uuid.uuid4(), agent="test"), spool=Spool(tmp_path), batch_size=2,
-        backoff_s=0.001, client=httpx.Client(transport=httpx.MockTransport(answer)),
-    )  # fmt: skip
+    d, _ = _deliverer(tmp_path, answer)
     d.add_many(_measurements(1))
     with stop_signals(), pytest.raises(KeyboardInterrupt), shielded():
         d.close()  # the partial batch: sent on the second try
@@ -273,12 +275,7 @@ def test_on_the_way_out_a_stop_while_a_batch_is_sent_stops_at_once(tmp_path):
         signal.raise_signal(signal.SIGINT)
         return _accepted(request)
 
-    platform = detect_platform("cpu")
-    spool = Spool(tmp_path)
-    d = Deliverer(
-        "http://svc", "tok", platform, RunInfo(id=uuid.uuid4(), agent="test"), spool=spool, batch_size=2,
-        client=httpx.Client(transport=httpx.MockTransport(answer)),
-    )  # fmt: skip
+    d, spool = _deliverer(tmp_path, answer)
     d.add_many(_measurements(1))
     with stop_signals():
         with pytest.raises(KeyboardInterrupt):
@@ -302,12 +299,7 @@ def test_a_stop_while_the_spool_drains_keeps_the_rest_for_later(tmp_path):
             signal.raise_signal(signal.SIGTERM)
         return _accepted(request)
 
-    platform = detect_platform("cpu")
-    spool = Spool(tmp_path)
-    d = Deliverer(
-        "http://svc", "tok", platform, RunInfo(id=uuid.uuid4(), agent="test"), spool=spool, batch_size=2, retries=0,
-        client=httpx.Client(transport=httpx.MockTransport(answer)),
-    )  # fmt: skip
+    d, spool = _deliverer(tmp_path, answer, retries=0)
     with stop_signals(), pytest.raises(KeyboardInterrupt):
         d.add_many(_measurements(8))
     assert len(calls) == 4 and d.stats.sent_batches == 1 and d.stats.drained_batches == 0
