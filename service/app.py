@@ -27,6 +27,7 @@ from gac.service.curves.endpoints import router as curves_router
 from gac.service.curves.versions import confirm_forever
 from gac.service.db import make_engine, make_sessionmaker
 from gac.service.errors import install_error_handlers
+from gac.service.head import HeadAsGet
 from gac.service.health import router as health_router
 from gac.service.ingest.endpoints import router as ingest_router
 from gac.service.jobs.endpoints import router as jobs_router
@@ -153,6 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.state.auth_failures = AuthFailures(settings.auth_failure_burst, settings.auth_failures_per_second)
     quiet_access_log()
+    app.add_middleware(HeadAsGet)  # innermost: the guard and the metrics see HEAD
     app.add_middleware(RequestGuard, settings=settings, failures=app.state.auth_failures)
     app.add_middleware(MetricsMiddleware)
     return app

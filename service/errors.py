@@ -223,11 +223,13 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def _allowed_methods(request: Request) -> str:
-    """Every method some route serves at this request's path (mounted static files aside)."""
+    """Every method some route serves at this request's path (mounted static files aside), and HEAD
+    wherever GET is (gac.service.head answers it)."""
     routes = [route for route in request.app.router.routes if not isinstance(route, Mount)]
-    return ", ".join(
-        method for method in _METHODS if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
-    )
+    served = {method for method in _METHODS if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)}
+    if "GET" in served:
+        served.add("HEAD")
+    return ", ".join(method for method in _METHODS if method in served)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -319,6 +319,13 @@ def _print(stored: _Stored, wide: bool = False) -> None:
                 f"{(0.0 - b.gap_to_optimum) or 0.0:+.2%}" if b.gap_to_optimum is not None else "-",  # no "-0.00%"
             )
         console.print(table)
+        # The table's own legend: a reader sees a sum of signed scores, not a share of anything.
+        _say(
+            "",
+            "objective: the solver's (above), the sum over weights of importance x parameters gained (negative: given up) "
+            "against the compressor's dims; higher keeps more. vs GAC: the difference as a share of GAC's"
+            + ("; OVER the budget: not compared" if any(not b.within_budget for b in res.baselines) else ""),
+        )
     if res.frontier:
         _say("frontier", f"{len(res.frontier)} Pareto point{'s' if len(res.frontier) != 1 else ''} (--json or the dashboard shows them)")
     if res.missing:

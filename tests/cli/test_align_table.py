@@ -104,6 +104,10 @@ def test_baselines_read_as_objective_and_shortfall_from_gac():
         else:
             versus = (b.objective - result.objective) / abs(result.objective)
             assert row.rstrip().endswith(f"{versus:+.2%}"), row
+    # The columns are explained where they are printed: what the objective sums, what "vs GAC" divides.
+    legend = " ".join(line.strip() for line in text.splitlines()[text.splitlines().index(row) + 1 :])
+    assert "objective: the solver's" in legend and "importance x parameters gained" in legend
+    assert "vs GAC: the difference as a share of GAC's" in legend
 
 
 def test_piped_output_is_not_cut_to_80_columns(tmp_path):

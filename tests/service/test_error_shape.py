@@ -51,8 +51,8 @@ def test_unknown_route_and_wrong_method(client):
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
     [
-        ("PATCH", "/v1/jobs", "GET, POST"),  # two routes on one path: both methods
-        ("PUT", "/v1/jobs/1", "GET, DELETE"),
+        ("PATCH", "/v1/jobs", "GET, HEAD, POST"),  # two routes on one path: both methods (and HEAD with GET)
+        ("PUT", "/v1/jobs/1", "GET, HEAD, DELETE"),
         ("GET", "/v1/jobs/claim", "POST"),  # not job "claim": that id is an integer
         ("OPTIONS", "/v1/align", "POST"),
     ],
@@ -61,6 +61,26 @@ def test_a_wrong_method_names_every_method_the_path_allows(client, method, path,
     r = client.request(method, path)
     assert r.status_code == 405 and r.headers["allow"] == allow
     assert r.json() == {"error": "MethodNotAllowed", "detail": "Method Not Allowed"}
+
+
+@pytest.mark.parametrize("path", ["/", "/ui", "/healthz", "/v1/platforms", "/openapi.json", "/ui/static/app.js"])
+def test_head_answers_as_get_without_the_body(client, path):
+    get = client.get(path, follow_redirects=False)
+    head = client.head(path, follow_redirects=False)
+    assert head.status_code == get.status_code != 405
+    assert head.content == b""
+    for name in ("content-type", "content-length", "location"):
+        assert head.headers.get(name) == get.headers.get(name), name
+
+
+def test_head_is_counted_as_head_under_its_route(client):
+    client.head("/healthz")
+    assert 'gac_http_requests_total{method="HEAD",route="/healthz",status="200"}' in client.get("/metrics").text
+
+
+def test_head_where_there_is_no_get_is_still_405(client):
+    r = client.head("/v1/align")
+    assert r.status_code == 405 and r.headers["allow"] == "POST" and r.content == b""
 
 
 def test_each_refusal_is_documented(client, admin_token, ingest_token):
