@@ -32,10 +32,12 @@ class HeadAsGet:
                 ended = True
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        # The scope itself, not a copy: the middleware outside reads the route the router matched
-        # (metrics); they see the request's own method again once it is answered.
-        scope["method"] = "GET"
+        # A copy: the server reads the request's method from the scope it made (uvicorn sends no body
+        # for HEAD, and checks Content-Length against what is sent otherwise). The route the router
+        # matched goes back to the middleware outside (metrics label it).
+        inner = {**scope, "method": "GET"}
         try:
-            await self.app(scope, receive, send_without_body)
+            await self.app(inner, receive, send_without_body)
         finally:
-            scope["method"] = "HEAD"
+            if "route" in inner:
+                scope["route"] = inner["route"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,23 @@ def test_concurrent_batches_store_every_row_exactly_once(live_service):
     assert page["total"] == 16 * 150
     platforms = httpx.get(f"{live_service.url}/v1/platforms").json()
     assert platforms["total"] == 1 and platforms["items"][0]["curves"] == 1
+
+
+def test_head_then_get_on_one_connection(live_service):
+    """Under uvicorn, HEAD answers the GET's headers and no body, and the connection stays good for
+    the next request (pipelined: the GET's answer must follow the HEAD's at once)."""
+    with socket.create_connection(("127.0.0.1", live_service.port), timeout=10) as sock:
+        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        data = b""
+        while data.count(b"HTTP/1.1 200") < 2 or not data.endswith(b"}"):
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed after {data!r}"
+            data += chunk
+    head, get = data.split(b"HTTP/1.1 200")[1:]
+    length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    assert head.endswith(b"\r\n\r\n") and length > 0  # headers only, describing the GET's body
+    assert len(get.split(b"\r\n\r\n", 1)[1]) == length
+    assert b"Exception in ASGI application" not in live_service.log_path.read_bytes()  # type: ignore[union-attr]
 
 
 def test_service_refuses_to_start_on_an_out_of_date_postgres_schema(tmp_path):
