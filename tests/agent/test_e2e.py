@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections import Counter
 from datetime import datetime
 
 import httpx
@@ -22,10 +23,11 @@ from gac.agent.cli import register
 from gac.agent.delivery import Deliverer, Spool
 from gac.agent.jobs import Heartbeat, JobClient
 from gac.agent.platform import detect_platform
+from gac.agent.quality import RETRIES
 from gac.agent.runner import PlanRunner
 from gac.agent.timing import CpuTimer
 from gac.contracts.measurements import RunInfo
-from gac.contracts.plans import loads_plan
+from gac.contracts.plans import SweepPlan, loads_plan
 from tests import factories as f
 from tests.fixtures.lines import OutputLines
 from tests.fixtures.memory import HUGE, needs_refused_allocations
@@ -67,6 +69,22 @@ def stored(svc, fingerprint: str) -> list[dict]:
             cursor = page["next_cursor"]
 
 
+def assert_plan_stored(rows: list[dict], plan: SweepPlan, runs: int = 1) -> None:
+    """Each of `runs` runs holds every point of the plan. A point has more than one row in its run only
+    where the agent judged it an isolated spike and timed it again (PlanRunner._judge: at most
+    1 + RETRIES more, each a row of its own, as the service combines runs): on a noisy machine that
+    happens. A run sent twice, or a job measured twice, would give every point two rows or more."""
+    by_run: dict[str, Counter] = {}
+    for r in rows:
+        by_run.setdefault(r["run_id"], Counter())[(r["op"], r["dtype"], tuple(sorted(r["shape"].items())))] += 1
+    assert len(by_run) == runs, list(by_run)
+    assert len({r["uuid"] for r in rows}) == len(rows)
+    for points in by_run.values():
+        assert len(points) == plan.n_points(), points
+        assert max(points.values()) <= 2 + RETRIES, points
+        assert sum(n > 1 for n in points.values()) < plan.n_points() / 2, points  # the spikes are a few
+
+
 def cli_app() -> typer.Typer:
     app = typer.Typer()
     register(app)
@@ -103,13 +121,12 @@ def test_agent_run_delivers_every_point_once(live_service, tmp_path, threads_one
     assert res.exit_code == 0, res.output
     fp = detect_platform("cpu").fingerprint()
     rows = stored(live_service, fp)
-    assert len(rows) == loads_plan(TINY).n_points() == 13
-    assert len({r["uuid"] for r in rows}) == 13
+    assert_plan_stored(rows, loads_plan(TINY))
     # Re-uploading the offline file changes nothing: ingest is idempotent.
     res = CliRunner().invoke(app, ["ingest", str(out), "--server", live_service.url, "--token", live_service.ingest_token])
     assert res.exit_code == 0, res.output
     assert "0 new" in res.output, res.output
-    assert len(stored(live_service, fp)) == 13
+    assert len(stored(live_service, fp)) == len(rows)
 
 
 def test_spooled_run_is_flushed_later(live_service, tmp_path, threads_one):
@@ -143,15 +160,17 @@ def test_spooled_run_is_flushed_later(live_service, tmp_path, threads_one):
             "--spool",
         ],
     )  # offline on purpose
-    assert res.exit_code == 1 and Spool(spool_dir).rows() == 13
+    spooled = Spool(spool_dir).rows()
+    assert res.exit_code == 1 and spooled >= 13
     flush = ["agent", "flush", "--server", live_service.url, "--token", live_service.ingest_token, "--spool-dir", str(spool_dir)]
     res = CliRunner().invoke(app, flush)  # spooled for another server: kept unless asked
-    assert res.exit_code == 1 and Spool(spool_dir).rows() == 13
+    assert res.exit_code == 1 and Spool(spool_dir).rows() == spooled
     res = CliRunner().invoke(app, [*flush, "--all-servers"])
     assert res.exit_code == 0, res.output
     assert Spool(spool_dir).records() == []
     rows = stored(live_service, detect_platform("cpu").fingerprint())
-    assert len(rows) == len({r["uuid"] for r in rows}) == 13
+    assert len(rows) == spooled
+    assert_plan_stored(rows, loads_plan(TINY))
 
 
 def test_service_restart_mid_run_spools_then_drains(live_service, tmp_path, threads_one):
@@ -224,7 +243,7 @@ def test_agent_runs_a_queued_job(live_service, tmp_path, threads_one):
     job_id = _create_job(live_service, plan.to_document(), platform.fingerprint())
     res = CliRunner().invoke(cli_app(), f.agent_run_args(live_service, tmp_path / "spool", "--jobs", "--quiet"))
     assert res.exit_code == 0, res.output
-    assert len(stored(live_service, platform.fingerprint())) == plan.n_points()
+    assert_plan_stored(stored(live_service, platform.fingerprint()), plan)
     job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {live_service.read_token}"})
     assert job.status_code == 200, job.text
     assert job.json()["status"] == "done" and job.json()["points_done"] == plan.n_points()
@@ -276,7 +295,7 @@ def test_an_agent_passes_over_a_job_it_cannot_time_whole(live_service, tmp_path,
     assert (_job(live_service, only_fp32)["status"], _job(live_service, only_fp32)["points_done"]) == ("done", fp32.n_points())
     left = _job(live_service, both)
     assert (left["status"], left["attempts"]) == ("queued", 0)  # no attempt used: whole for the next agent
-    assert len(stored(live_service, platform.fingerprint())) == fp32.n_points()
+    assert_plan_stored(stored(live_service, platform.fingerprint()), fp32)
 
 
 def test_a_stop_signal_during_a_claim_gives_the_job_back(live_service):
@@ -559,4 +578,4 @@ def test_a_following_agent_waits_for_new_jobs_and_rides_out_a_service_restart(li
     for job_id in (first, second):
         job = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers=f.auth(live_service.read_token)).json()
         assert (job["status"], job["points_done"]) == ("done", plan.n_points()), job
-    assert len(stored(live_service, platform.fingerprint())) == 2 * plan.n_points()  # both jobs' points, each once
+    assert_plan_stored(stored(live_service, platform.fingerprint()), plan, runs=2)  # both jobs' points, each job once
