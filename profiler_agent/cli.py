@@ -116,6 +116,9 @@ def check_server(server: str, token: str, client: httpx.Client, need_server: boo
     or --spool); --jobs always needs the queue."""
     import httpx
 
+    if "://" not in server:
+        console.print(f"[red]--server {escape(server)}: give the URL with its scheme, e.g. http://{escape(server)}[/red]")
+        raise typer.Exit(2)
     try:
         r = client.get(f"{server.rstrip('/')}/v1/auth/token", headers={"Authorization": f"Bearer {token}"}, timeout=10)
     except httpx.TransportError as err:
@@ -135,7 +138,12 @@ def check_server(server: str, token: str, client: httpx.Client, need_server: boo
         console.print(f"[yellow]cannot reach {escape(server)} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
         return
     if r.status_code == 404:
-        return  # an older service without the check: the first upload will tell
+        # Every GAC service answers this path: a 404 is a wrong path in --server (".../v1") or another server.
+        console.print(
+            f"[red]{escape(server)} is not a GAC service's root: GET /v1/auth/token there answers 404. "
+            "--server is the address `gac serve` listens on, e.g. http://host:8000, with no path[/red]"
+        )
+        raise typer.Exit(2)
     if r.status_code == 401:
         console.print(f"[red]{escape(server)} refuses this token (unknown, malformed or revoked): check --token / GAC_TOKEN[/red]")
         raise typer.Exit(2)
@@ -896,7 +904,7 @@ def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:
     """Neither complete nor fail a job whose lease is gone (another agent may hold it now): say so; exit code 1."""
     console.print(
         f"[yellow]{line.label} (id {job.id}): its lease was lost while it ran ({escape(why)}); what it measured is "
-        "delivered, the job is left to whoever holds it now[/yellow]"
+        "delivered where the service took it (as said above), the job is left to whoever holds it now[/yellow]"
     )
     return 1
 
@@ -962,8 +970,8 @@ def agent_run(
         bool,
         typer.Option(
             "--follow",
-            help="with --jobs: when the queue is empty, wait for more jobs (and for a service that cannot be reached) "
-            "instead of stopping; Ctrl-C or SIGTERM stops it",
+            help="with --jobs: when the queue is empty, wait for more jobs (and for a service that goes away "
+            "once it has been reached: the first check at start still needs it up) instead of stopping; Ctrl-C or SIGTERM stops it",
         ),
     ] = False,
     poll_s: Annotated[float, typer.Option("--poll-s", min=0.1, help="with --follow: seconds between claims while idle")] = 5.0,

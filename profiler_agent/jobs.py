@@ -270,6 +270,7 @@ def heartbeat_every_s(lease_seconds: float) -> float:
 
 
 LEASE_GONE = (403, 404, 409)  # the job is another token's, gone, or no longer leased to this agent
+REVOKED = 401  # this agent's token: nothing it sends counts any more, the job's report included
 
 
 class Heartbeat:
@@ -294,6 +295,9 @@ class Heartbeat:
             except JobError as err:
                 if err.status in LEASE_GONE:
                     self.lost = str(err)
+                    return
+                if err.status == REVOKED:  # timing on would only fill the spool's rejected file
+                    self.lost = f"{err}; the service no longer takes this agent's token, and the job stays leased until its lease runs out"
                     return
                 ok = False
             except httpx.HTTPError:

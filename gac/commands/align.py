@@ -775,7 +775,8 @@ def align_command(
             )
             raise typer.Exit(2)
         estimated = sum(m.estimated_seconds or 0.0 for m in res.missing)
-        pm.confirm(len(pm.missing_points(stored.document)), len(res.missing), estimated, f"as a job for platform {res.platform[:16]}", yes)
+        where = f"as a job for platform {res.platform[:16]}"
+        pm.confirm(len(pm.missing_points(stored.document)), len(res.missing), estimated, where, yes, queue=True)
         if any(FIRST_PASS in m.reasons for m in res.missing):
             pm.say_first_pass()
         stored = run(platform, True)

@@ -75,8 +75,9 @@ def missing_points(result: dict[str, Any]) -> list[Point]:
 ESTIMATE_BASIS = "if they are as quiet as the platform's measured points (an upper bound where it has none)"
 
 
-def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, basis: str = ESTIMATE_BASIS) -> None:
-    """Say what will be timed; ask above the threshold. Exits when the user (or a non-interactive run) declines."""
+def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, basis: str = ESTIMATE_BASIS, queue: bool = False) -> None:
+    """Say what will be timed (here, or with `queue` by the platform's agents); ask above the threshold.
+    Exits when the user (or a non-interactive run) declines."""
     from gac.contracts.plans import Timing
     from gac.solver.profile_time import most_seconds
 
@@ -84,13 +85,14 @@ def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, b
     # An estimate over the bound holds an allowance for the points a first pass calls for next (say_first_pass).
     rest = "; the rest of the estimate is for the points they call for next" if estimated > bound else ""
     console.print(
-        f"profiling {points} missing points on {curves} curves {where}: about {duration(estimated)} "
+        f"{'queueing' if queue else 'profiling'} {points} missing points on {curves} curves {where}: about {duration(estimated)} "
         f"{basis}; these {points} at most about {duration(bound)} (each point to its {cap:g} s time cap){rest}"
     )
     if yes or estimated <= CONFIRM_ABOVE_S:
         return
     if not sys.stdin.isatty():
-        console.print(f"[red]that is more than {duration(CONFIRM_ABOVE_S)}: pass --yes to profile without asking[/red]")
+        action = "queue" if queue else "profile"
+        console.print(f"[red]that is more than {duration(CONFIRM_ABOVE_S)}: pass --yes to {action} without asking[/red]")
         raise typer.Exit(2)
     if not typer.confirm("go ahead?", default=True, err=True):
         raise typer.Exit(1)

@@ -29,8 +29,10 @@ from gac.agent.timing import CpuTimer
 from gac.contracts.measurements import RunInfo
 from gac.contracts.plans import SweepPlan, loads_plan
 from tests import factories as f
+from tests.fixtures.database import SECRET
 from tests.fixtures.lines import OutputLines
 from tests.fixtures.memory import HUGE, needs_refused_allocations
+from tests.fixtures.tokens import make_token
 
 pytestmark = pytest.mark.slow
 
@@ -386,6 +388,31 @@ def test_a_heartbeat_refused_for_a_lost_lease_says_so_and_stops(live_service):
     assert hb.lost is not None and "409" in hb.lost and "second" in hb.lost
 
 
+def test_a_heartbeat_refused_for_a_revoked_token_stops_the_job(live_service):
+    """`gac token revoke` while an agent times a job: its next beat is refused (401), and the agent
+    stops at the next point instead of timing the rest of the job for nothing."""
+    from gac.service.auth.tokens import revoke_token
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.settings import Settings
+
+    settings = Settings(database_url=live_service.db_url, secret_key=SECRET, data_dir=live_service.data_dir)
+    token = make_token(settings, "ingest", name="soon-revoked")
+    platform = detect_platform("cpu")
+    _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+    jc = JobClient(live_service.url, token, agent="first")
+    job = jc.claim(platform, lease_seconds=60)
+    assert job is not None
+    engine = make_engine(settings.url)
+    with make_sessionmaker(engine)() as session:
+        revoke_token(session, "soon-revoked")
+        session.commit()
+    engine.dispose()
+    with Heartbeat(jc, job.id, interval_s=0.05, lease_seconds=600) as hb:
+        hb._thread.join(30)  # the first refused beat ends the loop
+    assert not hb._thread.is_alive() and hb.sent == 0
+    assert hb.lost is not None and "401" in hb.lost and "no longer takes this agent's token" in hb.lost
+
+
 def test_a_refused_token_fails_before_any_timing(live_service, tmp_path):
     (tmp_path / "p.yaml").write_text(TINY)
     out = tmp_path / "r.jsonl"
@@ -427,6 +454,18 @@ def test_a_refused_token_fails_before_any_timing(live_service, tmp_path):
         ],
     )
     assert read_only.exit_code == 2 and "needs ingest" in read_only.output and not out.exists()
+
+
+@pytest.mark.parametrize(("suffix", "said"), [("/v1", "is not a GAC service's root"), ("", "give the URL with its scheme")])
+def test_a_wrong_server_url_fails_before_any_timing(live_service, tmp_path, suffix, said):
+    """A path after the service's root, or no scheme: refused before the profile, not batch by batch after it."""
+    (tmp_path / "p.yaml").write_text(TINY)
+    out = tmp_path / "r.jsonl"
+    server = live_service.url + suffix if suffix else live_service.url.removeprefix("http://")
+    args = ["agent", "run", "--server", server, "--token", live_service.ingest_token, "--plan", str(tmp_path / "p.yaml")]
+    res = CliRunner().invoke(cli_app(), [*args, "--out", str(out), "--threads", "1"])
+    assert res.exit_code == 2, res.output
+    assert said in " ".join(res.output.split()) and not out.exists()
 
 
 def test_ctrl_c_keeps_every_point_measured_so_far(live_service, tmp_path, monkeypatch, threads_one):

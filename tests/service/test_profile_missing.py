@@ -232,7 +232,7 @@ def test_enqueue_missing_is_sized_before_it_is_queued(live_service, tmp_path):
         return sum(j["source"] == "align-missing" for j in r.json()["items"])
 
     unasked = gac(args, os.environ.copy())  # nothing measured at these shapes: minutes, as an upper bound
-    assert unasked.returncode == 2 and "missing points" in unasked.stderr and "pass --yes" in unasked.stderr
+    assert unasked.returncode == 2 and "queueing" in unasked.stderr and "pass --yes to queue without asking" in unasked.stderr
     assert queued() == 0
     asked = gac([*args, "--yes", "--json"], os.environ.copy())
     assert asked.returncode == 0, asked.stderr
