@@ -35,6 +35,7 @@ _AGENT = ("torch", "tenacity", "filelock")
 COMPONENTS = {
     "gac.service.cli": ("service", ("serve", "db", "token"), _SERVICE),
     "gac.commands.align": ("service", ("align",), _SERVICE),
+    "gac.commands.jobs": ("", ("jobs",), ()),  # an HTTP client of the service: the base install has it
     "gac.agent.cli": ("agent", ("agent", "ingest"), _AGENT),
     "gac.commands.profile": ("agent,service", ("profile",), _AGENT + _SERVICE),
     "gac.proof.cli": ("proof", ("proof",), ("torch", "safetensors", "tokenizers")),

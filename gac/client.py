@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -531,21 +531,28 @@ class Client:
 
     # -- jobs
 
-    def jobs(self, status: JobStatus | None = None, *, page_size: int = 100) -> Listing[Job]:
-        """GET /v1/jobs, every page, optionally only those in one status."""
-        return self._listing("/v1/jobs", Job, {"status": status, "limit": page_size})
+    def jobs(self, status: JobStatus | Sequence[JobStatus] | None = None, *, page_size: int = 100) -> Listing[Job]:
+        """GET /v1/jobs, every page, optionally only those in one status or any of several."""
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        return self._listing("/v1/jobs", Job, {"status": statuses or None, "limit": page_size})
 
     def job(self, job_id: int) -> Job:
         """GET /v1/jobs/{id}."""
         return self._get(f"/v1/jobs/{int(job_id)}", Job)
 
+    def cancel_job(self, job_id: int) -> Job:
+        """DELETE /v1/jobs/{id} (admin token): a queued or leased job is cancelled (GacApiError 409 once finished)."""
+        return _parse(self._request("DELETE", f"/v1/jobs/{int(job_id)}"), Job)
+
 
 # -- helpers
 
 
-def _query_value(value: Any) -> str:
+def _query_value(value: Any) -> str | list[str]:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list | tuple):  # a parameter given once per value
+        return [str(v) for v in value]
     return str(value)  # Op and Dtype are str enums: str() is their value
 
 

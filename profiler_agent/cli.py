@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from gac.agent.cpu_load import Busy
     from gac.agent.delivery import BatchFileWriter, Deliverer, DeliveryStats, Spool
     from gac.agent.interrupt import StopSignals
-    from gac.agent.jobs import Job, JobClient, ProgressLine
+    from gac.agent.jobs import Job, JobClient, Poll, ProgressLine
     from gac.agent.resume import Known, Remaining
     from gac.agent.runner import PointOutcome, RunResult
     from gac.agent.timing import Timer, TimingResult
@@ -108,35 +108,40 @@ def client_settings(server: str | None, token: str | None) -> tuple[str | None, 
     return server or cfg.server, token or cfg.token
 
 
-def check_server(server: str, token: str, client: httpx.Client, need_server: bool, offline_ok: bool = False) -> None:
+def check_server(
+    server: str, token: str, client: httpx.Client, need_server: bool, offline_ok: bool = False, wait: Poll | None = None
+) -> None:
     """Before any timing: a token the service refuses fails now, not after the profile.
 
     An unreachable service stops the run before it times anything (a mistyped --server would
     otherwise cost a whole profile), unless the user asked to profile offline (`offline_ok`: --out
-    or --spool); --jobs always needs the queue."""
+    or --spool); --jobs always needs the queue. With `wait` (--follow: an agent started with its
+    machine, perhaps before the service) it is asked again until it answers, as `wait` paces."""
     import httpx
 
     if "://" not in server:
         console.print(f"[red]--server {escape(server)}: give the URL with its scheme, e.g. http://{escape(server)}[/red]")
         raise typer.Exit(2)
-    try:
-        r = client.get(f"{server.rstrip('/')}/v1/auth/token", headers={"Authorization": f"Bearer {token}"}, timeout=10)
-    except httpx.TransportError as err:
-        if need_server:
-            console.print(f"[red]cannot reach {escape(server)} ({type(err).__name__}): --jobs needs the service[/red]")
-            raise typer.Exit(1) from err
-        if not offline_ok:
-            console.print(
-                f"cannot reach {server} ({type(err).__name__}): nothing timed. Check --server (or GAC_SERVER); "
-                "to profile offline on purpose add --spool (results wait in the spool for `gac agent flush`) "
-                "or --out FILE (for `gac ingest`)",
-                style="red",
-                markup=False,
-                highlight=False,
-            )
-            raise typer.Exit(1) from err
-        console.print(f"[yellow]cannot reach {escape(server)} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
-        return
+    said = False
+    while True:
+        try:
+            r = client.get(f"{server.rstrip('/')}/v1/auth/token", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+            break
+        except httpx.TransportError as err:
+            if wait is None:
+                _unreachable(server, err, need_server, offline_ok)
+                return
+            if not said:
+                console.print(
+                    f"cannot reach {server} ({type(err).__name__}): waiting for it (--follow; waits double from {wait.every_s:g} s "
+                    f"up to {wait.max_s:g} s); Ctrl-C or SIGTERM stops",
+                    markup=False,
+                    highlight=False,
+                )
+                said = True
+            time.sleep(wait.next_wait(failed=True))
+    if said:
+        console.print(f"reached {server}", markup=False, highlight=False)
     if r.status_code == 404:
         # Every GAC service answers this path: a 404 is a wrong path in --server (".../v1") or another server.
         console.print(
@@ -151,6 +156,24 @@ def check_server(server: str, token: str, client: httpx.Client, need_server: boo
         name, scope = (escape(repr(r.json().get(k))) for k in ("name", "scope"))
         console.print(f"[red]token {name} has scope {scope}: delivering results needs ingest[/red]")
         raise typer.Exit(2)
+
+
+def _unreachable(server: str, err: Exception, need_server: bool, offline_ok: bool) -> None:
+    """The service did not answer at start: stop (exit 1) unless the user asked to profile offline."""
+    if need_server:
+        console.print(f"[red]cannot reach {escape(server)} ({type(err).__name__}): --jobs needs the service (--follow waits for it)[/red]")
+        raise typer.Exit(1) from err
+    if not offline_ok:
+        console.print(
+            f"cannot reach {server} ({type(err).__name__}): nothing timed. Check --server (or GAC_SERVER); "
+            "to profile offline on purpose add --spool (results wait in the spool for `gac agent flush`) "
+            "or --out FILE (for `gac ingest`)",
+            style="red",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(1) from err
+    console.print(f"[yellow]cannot reach {escape(server)} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
 
 
 def _agent_name() -> str:
@@ -206,15 +229,19 @@ class _Session:
     platform: PlatformDescriptor
 
 
-def open_session(device: str | None, threads: int | None, timing: bool = True, pinned: bool = False) -> _Session:
+FLEET_THREADS = "the jobs this agent takes are queued for this machine's platform at its thread count"
+
+
+def open_session(device: str | None, threads: int | None, timing: bool = True, pinned: str | None = None) -> _Session:
     """Device, timer and platform; `timing` False for commands that time nothing (no load warning);
-    `pinned`: the thread count is the one a platform being extended was timed with, not a choice."""
+    `pinned`: why the thread count is not the agent's to choose (a platform being extended was timed
+    with it; a fleet's jobs are queued for it), or None."""
     from gac.agent.platform import detect_platform, parse_device
     from gac.agent.timing import make_timer
 
     try:
         dev = parse_device(device_setting(device, threads))
-        if timing and dev.type == "cpu" and threads is None:
+        if timing and dev.type == "cpu" and threads is None and pinned is None:
             threads = _threads_for_load()
         timer = make_timer(dev, threads)  # sets the thread count before the platform reads it
         platform = detect_platform(dev)
@@ -251,7 +278,7 @@ def _threads_for_load(busy: Callable[[], Busy | None] | None = None) -> int | No
     return 1
 
 
-def _warn_if_busy(platform: PlatformDescriptor, pinned: bool = False, busy: Callable[[], Busy | None] | None = None) -> None:
+def _warn_if_busy(platform: PlatformDescriptor, pinned: str | None = None, busy: Callable[[], Busy | None] | None = None) -> None:
     """On a CPU that other work already uses, intra-op threads stall at every barrier
     (whole scheduler ticks, milliseconds): say so before the figures go wrong. Points timed
     while it was busy are re-timed or sent flagged (gac.agent.quality). A pinned count cannot
@@ -261,8 +288,7 @@ def _warn_if_busy(platform: PlatformDescriptor, pinned: bool = False, busy: Call
     if platform.device_kind != "cpu" or not platform.cores or not platform.threads or platform.threads <= 1:
         return  # one timing thread waits on no other: no need to sample the load
     advice = (
-        f"the platform being measured was timed with {platform.threads} threads, so the count stays "
-        "(fewer would be another platform): a quieter machine gives trustworthy figures"
+        f"{pinned}, so the count stays at {platform.threads} (fewer would be another platform): a quieter machine gives trustworthy figures"
         if pinned
         else QUIET_OR_ONE_THREAD
     )
@@ -649,11 +675,15 @@ def run_agent(opts: AgentRunOptions) -> int:
 
     from gac.agent.delivery import Spool
     from gac.agent.interrupt import stop_signals
+    from gac.agent.jobs import Poll
 
     with httpx.Client(timeout=30.0) as client:
         if opts.server is not None and opts.token is not None:
-            check_server(opts.server, opts.token, client, need_server=opts.jobs, offline_ok=opts.spool or opts.out is not None)
-        session = open_session(opts.device, opts.threads)
+            wait = Poll(opts.poll_s) if opts.follow else None  # an agent started with its machine may be up before the service
+            check_server(opts.server, opts.token, client, need_server=opts.jobs, offline_ok=opts.spool or opts.out is not None, wait=wait)
+        # A fleet's jobs are queued for the machine's platform at its usual thread count: an agent that
+        # dropped to one thread on a busy moment would be another platform and never claim them.
+        session = open_session(opts.device, opts.threads, pinned=FLEET_THREADS if opts.jobs else None)
         console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
         plan = None if (opts.jobs and opts.plan is None) else _load_plan(opts.plan, opts.dtypes, session.platform)
         agent = _Agent(opts, session, Spool(opts.spool_dir), client)
@@ -739,11 +769,17 @@ def _run_jobs(agent: _Agent) -> int:
         if job is None:
             if poll is None:
                 console.print("no (more) jobs for this platform")
+                _say_other_threads(jc, platform)
                 return code
             # Said once per change (an idle agent prints nothing more), the service's error each time it changes.
-            why = f"cannot claim a job ({failure}): trying again" if failure else "no jobs for this platform now: waiting for more"
+            if failure:
+                why = f"cannot claim a job ({failure}): trying again (waits double from {poll.every_s:g} s up to {poll.max_s:g} s)"
+            else:
+                why = f"no jobs for this platform now: waiting for more (about every {poll.every_s:g} s)"
             if why != said:
-                console.print(f"{why} (about every {poll.every_s:g} s; Ctrl-C or SIGTERM stops)", markup=False, highlight=False)
+                console.print(f"{why}; Ctrl-C or SIGTERM stops", markup=False, highlight=False)
+                if not failure:
+                    _say_other_threads(jc, platform)
                 said = why
             time.sleep(poll.next_wait(failed=failure is not None))
             continue
@@ -768,6 +804,16 @@ def _run_jobs(agent: _Agent) -> int:
         n = k + queued if queued is not None else None
         code = max(code, _run_job(agent, jc, job, k, n))
     return code
+
+
+def _say_other_threads(jc: JobClient, platform: PlatformDescriptor) -> None:
+    """Jobs queued for this very CPU at another thread count are another platform's: say which
+    --threads would take them, since an idle agent beside them looks broken."""
+    for threads, n in sorted(jc.queued_at_other_threads(platform, os.cpu_count()).items()):
+        console.print(
+            f"[yellow]{n} queued job(s) are for this machine timed with {threads} thread(s); this agent times with "
+            f"{platform.threads} (another platform): run an agent with --threads {threads} to take them[/yellow]"
+        )
 
 
 def _claim(
@@ -834,6 +880,9 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
             with shielded():
                 _give_back(jc, job.id)
             raise
+        if o.quiet:  # no live line: say which job it took, or a long job shows nothing until it ends
+            todo = left.plan.n_points() if left.plan is not None else 0
+            console.print(f"{line.label}: claimed, {todo} points to time {line.about}", markup=False, highlight=False)
         sinks = _Sinks.open(agent, run)
         if left.plan is None:  # an earlier attempt stored every point and was stopped before it reported
             with shielded():
@@ -845,7 +894,8 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
             sinks.report()
             _give_back(jc, job.id)  # at once, not after its lease, with what was measured delivered first
 
-        with Heartbeat(jc, job.id, heartbeat_every_s(o.lease_seconds), o.lease_seconds) as beat:
+        progress = lambda: left.skipped + line.done  # noqa: E731 - what the queue shows while the job runs
+        with Heartbeat(jc, job.id, heartbeat_every_s(o.lease_seconds), o.lease_seconds, progress) as beat:
             sinks.lost = lambda: beat.lost  # another agent may be timing it now: stop at the next point
             try:
                 # No step check here: a job is fleet work, and a stop during the check would give back a job already done.
@@ -970,8 +1020,8 @@ def agent_run(
         bool,
         typer.Option(
             "--follow",
-            help="with --jobs: when the queue is empty, wait for more jobs (and for a service that goes away "
-            "once it has been reached: the first check at start still needs it up) instead of stopping; Ctrl-C or SIGTERM stops it",
+            help="with --jobs: when the queue is empty, wait for more jobs instead of stopping, and wait for a service that "
+            "cannot be reached (at start too: an agent may boot before its service); Ctrl-C or SIGTERM stops it",
         ),
     ] = False,
     poll_s: Annotated[float, typer.Option("--poll-s", min=0.1, help="with --follow: seconds between claims while idle")] = 5.0,

@@ -13,7 +13,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -53,6 +53,7 @@ class JobClient:
         self._client = client or httpx.Client(timeout=timeout_s)
         self._own = client is None
         self._headers = {"Authorization": f"Bearer {token}"}
+        self._progress_taken = True  # False once a service older than heartbeat's points_done refused it
 
     def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         resp = self._client.post(f"{self.server}{path}", json=body, headers=self._headers)
@@ -72,10 +73,19 @@ class JobClient:
             return None
         return Job.model_validate(resp.json())
 
-    def heartbeat(self, job_id: int | str, lease_seconds: int | None = None) -> dict[str, Any]:
+    def heartbeat(self, job_id: int | str, lease_seconds: int | None = None, points_done: int | None = None) -> dict[str, Any]:
+        """Extend the lease; `points_done`: the job's points measured so far, shown in the queue while it runs.
+        A service older than that field refuses it (422): the beat is sent again without it, and so are the next."""
         body: dict[str, Any] = {"agent": self.agent}
         if lease_seconds is not None:
             body["lease_seconds"] = lease_seconds
+        if points_done is not None and self._progress_taken:
+            try:
+                return self._post(f"/v1/jobs/{job_id}/heartbeat", {**body, "points_done": points_done}).json()
+            except JobError as err:
+                if err.status != 422 or "points_done" not in str(err):
+                    raise
+                self._progress_taken = False
         return self._post(f"/v1/jobs/{job_id}/heartbeat", body).json()
 
     def complete(self, job_id: int | str, points: int, run_id: str | None = None, failures: str | None = None) -> dict[str, Any]:
@@ -111,27 +121,55 @@ class JobClient:
         match a platform, so its claim rule is applied here (job_matches). None when the
         queue cannot be read (an older service, a refused read, a network error) or is
         longer than max_pages pages before `limit` matches: unknown, never guessed."""
-        count, cursor = 0, 0
+        count = 0
         fingerprint = platform.fingerprint()
+        for item in self._queued(page_size, max_pages):
+            if item is None:
+                return None
+            if job_matches(item.get("match") or {}, platform, fingerprint) and _attempts_left(item):
+                count += 1
+                if count >= limit:
+                    return count
+        return count
+
+    def queued_at_other_threads(self, platform: PlatformDescriptor, cores: int | None = None, page_size: int = 500) -> dict[int, int]:
+        """Queued jobs bound to this machine timed with another thread count (the fingerprint of this
+        CPU at 2 threads, for an agent timing with 1), by that count: jobs it will never claim as it
+        is. Read from the queue's first page; empty when there are none or it cannot be read."""
+        found: dict[int, int] = {}
+        seen: dict[str, int | None] = {}  # a queue's jobs share a few fingerprints: each is tried once
+        for item in self._queued(page_size, max_pages=1):
+            fingerprint = ((item or {}).get("match") or {}).get("fingerprint")
+            if item is None or not fingerprint or not _attempts_left(item):
+                continue
+            if fingerprint not in seen:
+                seen[fingerprint] = platform.threads_for(fingerprint, cores)
+            threads = seen[fingerprint]
+            if threads is not None:
+                found[threads] = found.get(threads, 0) + 1
+        return found
+
+    def _queued(self, page_size: int, max_pages: int) -> Iterator[dict[str, Any] | None]:
+        """The queued jobs as the service lists them, page by page; None (last) when a page could not
+        be read, or more pages than max_pages remain."""
+        cursor = 0
         for _ in range(max_pages):
             try:
                 resp = self._client.get(
                     f"{self.server}/v1/jobs", headers=self._headers, params={"status": "queued", "limit": page_size, "cursor": cursor}
                 )
                 if resp.status_code != 200:
-                    return None
+                    yield None
+                    return
                 page = resp.json()
             except (httpx.HTTPError, ValueError):
-                return None
-            for item in page.get("items") or []:
-                if job_matches(item.get("match") or {}, platform, fingerprint) and item.get("attempts", 0) < item.get("max_attempts", 1):
-                    count += 1
-                    if count >= limit:
-                        return count
+                yield None
+                return
+            yield from page.get("items") or []
             cursor = page.get("next_cursor")
             if not cursor:
-                return count
-        return None
+                return
+        yield None
 
     def close(self) -> None:
         if self._own:
@@ -165,6 +203,10 @@ class Poll:
         self.failures = min(self.failures + 1, 64) if failed else 0  # the wait is capped long before; 2**failures is not
         base = min(max(self.max_s, self.every_s), self.every_s * 2**self.failures)
         return base * self.rng.uniform(0.75, 1.25)
+
+
+def _attempts_left(item: dict[str, Any]) -> bool:
+    return bool(item.get("attempts", 0) < item.get("max_attempts", 1))
 
 
 def job_matches(match: dict[str, Any], platform: PlatformDescriptor, fingerprint: str | None = None) -> bool:
@@ -239,6 +281,11 @@ class ProgressLine:
             text = f"{self.label}: {done}/{total} points, ETA {self._eta(done, total, at, now)}"
         return f"{text} {self.about}" if self.about else text
 
+    @property
+    def done(self) -> int:
+        """The most points noted done so far (0 before the first)."""
+        return self._reached[0] if self._reached is not None else 0
+
     def reached(self, done: int, now: float | None = None) -> tuple[int, float]:
         """Note that `done` points are done (at `now`, unless as many were noted before): the highest count noted, and when."""
         if self._reached is None or done > self._reached[0]:
@@ -278,8 +325,16 @@ class Heartbeat:
     refuses because the lease is no longer this agent's (it expired and another agent claimed the
     job, or the job was cancelled) ends the beating and says why in `lost`."""
 
-    def __init__(self, jobs: JobClient, job_id: int | str, interval_s: float, lease_seconds: int | None = None) -> None:
+    def __init__(
+        self,
+        jobs: JobClient,
+        job_id: int | str,
+        interval_s: float,
+        lease_seconds: int | None = None,
+        progress: Callable[[], int] | None = None,
+    ) -> None:
         self.jobs, self.job_id, self.interval_s, self.lease_seconds = jobs, job_id, interval_s, lease_seconds
+        self.progress = progress  # the job's points measured so far, sent with each beat
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{job_id}", daemon=True)
         self._counted = threading.Condition()
@@ -290,7 +345,7 @@ class Heartbeat:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                self.jobs.heartbeat(self.job_id, self.lease_seconds)
+                self.jobs.heartbeat(self.job_id, self.lease_seconds, self.progress() if self.progress else None)
                 ok = True
             except JobError as err:
                 if err.status in LEASE_GONE:

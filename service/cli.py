@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-console = Console()
+console = Console(soft_wrap=True)  # lines name database URLs: never broken mid-line
 err = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema (Alembic migrations).")
@@ -128,7 +128,7 @@ def db_current() -> None:
     engine = make_engine(settings.url)
     status = schema_status(engine)
     engine.dispose()
-    console.print(f"{_safe_url(settings.url)}: {', '.join(status.current) or 'empty'}")
+    console.print(f"{_safe_url(settings.url)}: {', '.join(status.current) or 'empty'}" + (" (up to date)" if status.up_to_date else ""))
     if not status.up_to_date:
         err.print(status.explain(), markup=False)
         raise typer.Exit(1)

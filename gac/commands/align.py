@@ -164,7 +164,8 @@ def _locally(db: str | None, manifest: Manifest, platform: str | None, enqueue: 
     ensure_schema(engine, settings)
     try:
         with make_sessionmaker(engine)() as session:
-            target = service.resolve_platform(session, manifest, platform)
+            local = f"in the local database {engine.url.render_as_string(hide_password=True)} (--server aligns on a service)"
+            target = service.resolve_platform(session, manifest, platform, where=local)
             result = service.run_alignment(session, manifest, target, exhaustive=exhaustive)
             jobs = service.enqueue_missing(session, settings, result, target) if enqueue and target else []
             row = service.store(session, manifest, target, result)
@@ -346,17 +347,17 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
 
     result = stored.document  # what profile_missing reads: the document as served
     target = stored.result.platform
-    pinned = False
+    pinned = None
     if threads is None and target != pm.RULES_ONLY:
         # The thread count is part of a CPU's platform: measure at the count the alignment's platform was
         # timed with (said when not torch's default), whatever the load would choose for a new profile.
         looked = pm.this_machine(device, None, timing=False).platform
         if looked.device_kind == "cpu" and looked.fingerprint() == target:
             threads = looked.threads
-        elif (same := pm.threads_of(target, looked)) is not None:
+        elif (same := looked.threads_for(target, os.cpu_count())) is not None:
             err.print(f"the alignment's platform is this machine timed with {same} thread(s): measuring with --threads {same}")
             threads = same
-        pinned = threads is not None
+        pinned = "the platform being measured was timed with it" if threads is not None else None
     session = pm.this_machine(device, threads, pinned=pinned)
     here = session.platform.fingerprint()
     if target not in (here, pm.RULES_ONLY):

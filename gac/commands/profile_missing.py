@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import random
 import sys
 import time
@@ -109,24 +108,12 @@ def say_first_pass() -> None:
     )
 
 
-def this_machine(device: str | None, threads: int | None, timing: bool = True, pinned: bool = False):  # noqa: ANN201 - the agent's session object
+def this_machine(device: str | None, threads: int | None, timing: bool = True, pinned: str | None = None):  # noqa: ANN201 - the agent's session object
     """The agent's session here; `timing` False only looks (no thread count chosen for the load, no load
-    warning); `pinned`: `threads` is the count of the platform being extended."""
+    warning); `pinned`: why `threads` is not this run's to choose (the platform being extended was timed with it)."""
     from gac.agent.cli import open_session
 
     return open_session(device, threads, timing, pinned)
-
-
-def threads_of(target: str, platform, cores: int | None = None) -> int | None:  # noqa: ANN001 - a PlatformDescriptor
-    """The thread count with which this CPU is the target platform, if another one than it has now: a run
-    timed with --threads 1 on a busy machine and resumed on a quiet one (or the other way round) is the
-    same platform only at the same count. None: no thread count makes it the target."""
-    if platform.device_kind != "cpu" or platform.fingerprint() == target:
-        return None
-    for threads in range(1, (cores or os.cpu_count() or 1) + 1):
-        if platform.model_copy(update={"threads": threads}).fingerprint() == target:
-            return threads
-    return None
 
 
 def measure(

@@ -192,6 +192,8 @@ class Job(_Out):
     lease_owner: str | None = None  # shown to callers with a token only
     lease_expires_at: datetime | None = None
     source: str
+    # Done: the points stored. Leased: the points measured so far, as of the agent's last heartbeat (null
+    # before it, and from agents older than the field).
     points_done: int | None = None
     run_id: UUID | None = None
     # Why it failed or was given back; on a done job, the points its agent could not time (device and kernels).

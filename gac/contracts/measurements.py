@@ -229,6 +229,16 @@ class PlatformDescriptor(_Strict):
         # The dtype fields hold a list and a dict, which the default frozen-model hash cannot take.
         return hash(self.fingerprint())
 
+    def threads_for(self, fingerprint: str, cores: int | None = None) -> int | None:
+        """The thread count at which this CPU is the platform `fingerprint`, when another than its own:
+        one machine timed with 1 and with 2 threads is two platforms. None: no count makes it that one."""
+        if self.device_kind != "cpu" or self.fingerprint() == fingerprint:
+            return None
+        for threads in range(1, (cores or self.cores or 1) + 1):
+            if self.model_copy(update={"threads": threads}).fingerprint() == fingerprint:
+                return threads
+        return None
+
     def label(self) -> str:
         parts = [self.device_name]
         if self.compute_capability:

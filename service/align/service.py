@@ -69,15 +69,16 @@ T = TypeVar("T")
 OUTAGE_RETRY_S = 2.0  # a finished alignment tries to store its result this often while the database is away
 
 
-def resolve_platform(session: Session, manifest: Manifest, override: str | None) -> Platform | None:
-    """The platform to align for: ?platform= beats the manifest's target; neither means rules only."""
+def resolve_platform(session: Session, manifest: Manifest, override: str | None, where: str = "on this service") -> Platform | None:
+    """The platform to align for: ?platform= beats the manifest's target; neither means rules only.
+    `where`: the database, as the message names it (`gac align` without --server: the local one)."""
     ref = override or (manifest.target.platform if manifest.target else None)
     if ref is None:
         return None
     platform = platforms.find(session, ref)
     if platform is None:
         field = "query.platform" if override else "body.target.platform"
-        raise Unprocessable([{"field": field, "message": f"no platform {ref!r} on this service (id, fingerprint or unique prefix)"}])
+        raise Unprocessable([{"field": field, "message": f"no platform {ref!r} {where} (id, fingerprint or unique prefix)"}])
     return platform
 
 

@@ -34,12 +34,12 @@ def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, _: A
 def list_jobs(
     session: SessionDep,
     reader: Reader,
-    status: JobStatus | None = None,
+    status: Annotated[list[JobStatus] | None, Query(description="only jobs in these states: ?status=queued&status=leased")] = None,
     cursor: AfterId = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> Page[JobOut]:
     # Open reads show the queue, not who holds which lease: lease_owner needs a token.
-    return service.list_jobs(session, status, cursor, limit, show_owner=reader is not None)
+    return service.list_jobs(session, status or (), cursor, limit, show_owner=reader is not None)
 
 
 @router.post(
@@ -66,7 +66,7 @@ def get_job(job_id: RowId, session: SessionDep, reader: Reader) -> JobOut:
 
 @router.post("/{job_id:int}/heartbeat", responses=errors(401, 403, 404, 409, 413, 422))
 def heartbeat(job_id: RowId, body: HeartbeatRequest, session: SessionDep, settings: SettingsDep, token: IngestToken) -> JobOut:
-    return service.to_out(service.heartbeat(session, settings, job_id, body.agent, body.lease_seconds, token.id))
+    return service.to_out(service.heartbeat(session, settings, job_id, body.agent, body.lease_seconds, token.id, body.points_done))
 
 
 @router.post("/{job_id:int}/complete", responses=errors(401, 403, 404, 409, 413, 422))

@@ -97,8 +97,9 @@ def active_with_key(session: Session, key: str) -> Job | None:
     return session.scalar(select(Job).where(Job.dedupe_key == key, Job.status.in_(ACTIVE)).order_by(Job.id).limit(1))
 
 
-def page(session: Session, status: str | None, after_id: int, limit: int) -> Slice[Job]:
+def page(session: Session, statuses: Sequence[str], after_id: int, limit: int) -> Slice[Job]:
+    """Jobs after `after_id` in any of `statuses` (every job when none)."""
     query = select(Job)
-    if status:
-        query = query.where(Job.status == status)
+    if statuses:
+        query = query.where(Job.status.in_(statuses))
     return keyset_page(session, query, key=Job.id, after=after_id, limit=limit)

@@ -61,6 +61,7 @@ class ClaimRequest(_In):
 class HeartbeatRequest(_In):
     agent: AgentName
     lease_seconds: LeaseSeconds | None = None
+    points_done: Annotated[int, Field(ge=0, le=10_000_000)] | None = None  # the job's points measured so far
 
 
 class CompleteRequest(_In):

@@ -127,6 +127,7 @@ def claim(
         job.lease_token_id = token_id
         job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)
         job.attempts += 1
+        job.points_done = None  # this attempt's count comes with its first heartbeat
         job.updated_at = now
     session.commit()
     ids.remember()
@@ -154,10 +155,15 @@ def _owned(session: Session, job_id: int, agent: str, token_id: int) -> Job:
     return job
 
 
-def heartbeat(session: Session, settings: Settings, job_id: int, agent: str, lease_seconds: int | None, token_id: int) -> Job:
+def heartbeat(
+    session: Session, settings: Settings, job_id: int, agent: str, lease_seconds: int | None, token_id: int, points_done: int | None = None
+) -> Job:
+    """Extend the lease; `points_done` (the points measured so far) is what the queue shows while the job runs."""
     job = _owned(session, job_id, agent, token_id)
     now = _now()
     job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)
+    if points_done is not None:
+        job.points_done = points_done
     job.updated_at = now
     session.commit()
     return job
@@ -228,7 +234,7 @@ def get(session: Session, job_id: int) -> Job:
     return job
 
 
-def list_jobs(session: Session, status: str | None, after_id: int, limit: int, *, show_owner: bool) -> Page[JobOut]:
-    found = repo.page(session, status, after_id, limit)
+def list_jobs(session: Session, statuses: Sequence[str], after_id: int, limit: int, *, show_owner: bool) -> Page[JobOut]:
+    found = repo.page(session, statuses, after_id, limit)
     nxt = str(found.rows[-1].id) if found.more else None
     return Page[JobOut](items=[to_out(j, show_owner=show_owner) for j in found.rows], total=found.total, next_cursor=nxt)

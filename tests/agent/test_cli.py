@@ -306,6 +306,33 @@ def test_a_job_done_with_failures_is_still_done_on_a_service_older_than_the_fiel
     assert len(bodies) == 4
 
 
+def test_a_heartbeat_with_progress_still_extends_the_lease_on_a_service_older_than_the_field():
+    """An older service refuses heartbeat's points_done (422, unknown field): the beat is sent again
+    without it, and later beats leave it out, rather than the lease running out."""
+    import httpx
+
+    from gac.agent.jobs import JobClient, JobError
+
+    bodies: list[dict] = []
+
+    def old_service(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        if body.get("lease_seconds", 60) < 5:
+            return httpx.Response(422, json={"error": "ValidationError", "detail": "lease_seconds: Input should be >= 5"})
+        if set(body) - {"agent", "lease_seconds"}:
+            return httpx.Response(422, json={"error": "ValidationError", "detail": "points_done: Extra inputs are not permitted"})
+        return httpx.Response(200, json={"id": 7, "status": "leased"})
+
+    jc = JobClient("http://old", "tok", agent="a", client=httpx.Client(transport=httpx.MockTransport(old_service)))
+    assert jc.heartbeat(7, 60, points_done=5)["status"] == "leased"
+    assert jc.heartbeat(7, 60, points_done=9)["status"] == "leased"
+    sent = [sorted(b) for b in bodies]
+    assert sent == [["agent", "lease_seconds", "points_done"], ["agent", "lease_seconds"], ["agent", "lease_seconds"]]
+    with pytest.raises(JobError, match="lease_seconds"):  # refused for another reason: raised
+        jc.heartbeat(7, 1)
+
+
 def test_a_lease_is_extended_every_third_of_it_and_at_least_every_30_s():
     """Two beats may fail before a lease lapses; and a beat is how a cancelled job is noticed, so a long lease still beats often."""
     from gac.agent.jobs import heartbeat_every_s

@@ -252,6 +252,43 @@ def test_agent_runs_a_queued_job(live_service, tmp_path, threads_one):
     assert JobClient(live_service.url, live_service.ingest_token, agent="after").claim(platform) is None
 
 
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a second core for a second thread count")
+def test_an_idle_agent_names_the_thread_count_that_would_take_the_jobs_queued_for_this_machine(live_service, tmp_path, threads_one):
+    # An operator's --enqueue-missing queued jobs for this CPU timed with 2 threads; an agent timing
+    # with 1 is another platform: it claims nothing, and says which --threads would.
+    two = detect_platform("cpu").model_copy(update={"threads": 2})
+    job_id = _create_job(live_service, loads_plan(TINY).to_document(), two.fingerprint())
+    res = CliRunner().invoke(cli_app(), f.agent_run_args(live_service, tmp_path / "spool", "--jobs", "--quiet"))
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "no (more) jobs for this platform" in said
+    assert "1 queued job(s) are for this machine timed with 2 thread(s); this agent times with 1" in said, said
+    assert "--threads 2 to take them" in said
+    assert _job(live_service, job_id)["status"] == "queued"
+
+
+def test_a_fleet_agent_on_a_busy_machine_keeps_its_thread_count(monkeypatch, capsys):
+    # Dropping to one thread for a busy moment would make the agent another platform than the one its
+    # jobs are queued for: with --jobs the count stays, and the warning says why.
+    from gac.agent import cpu_load
+    from gac.agent.cli import FLEET_THREADS, open_session
+    from gac.agent.cpu_load import Busy
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    monkeypatch.setattr(cpu_load, "busy_now", lambda: Busy(2.0, "2.0 cores busy with other work"))
+    try:
+        fleet = open_session("cpu", None, pinned=FLEET_THREADS)
+        said = " ".join(capsys.readouterr().err.split())
+        assert fleet.platform.threads == 2, said
+        assert "queued for this machine's platform at its thread count, so the count stays at 2" in said
+        alone = open_session("cpu", None)
+        assert alone.platform.threads == 1
+        assert "timing with --threads 1 instead of 2" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)
+
+
 def _job(svc, job_id) -> dict:
     r = httpx.get(f"{svc.url}/v1/jobs/{job_id}", headers=f.auth(svc.read_token))
     assert r.status_code == 200, r.text
@@ -361,10 +398,11 @@ def test_job_lease_heartbeat_and_failure(live_service):
     jc = JobClient(live_service.url, live_service.ingest_token, agent="hb")
     job = jc.claim(platform, lease_seconds=60)
     assert job is not None and job.id == job_id and job.plan == loads_plan(TINY)
-    with Heartbeat(jc, job.id, interval_s=0.05, lease_seconds=600) as hb:
+    with Heartbeat(jc, job.id, interval_s=0.05, lease_seconds=600, progress=lambda: 4) as hb:
         assert hb.wait_for(2, timeout=30), f"{hb.sent} heartbeats acknowledged, {hb.failures} failed"
     assert hb.failures == 0
     seen = httpx.get(f"{live_service.url}/v1/jobs/{job_id}", headers=f.auth(live_service.read_token)).json()
+    assert seen["points_done"] == 4  # the queue shows how far a running job is
     extended = datetime.fromisoformat(seen["lease_expires_at"])
     assert (extended - job.lease_expires_at).total_seconds() > 500  # the heartbeats took the 60 s lease to 600 s
     out = jc.fail(job.id, "disk on fire")
@@ -562,8 +600,8 @@ def test_an_agent_that_lost_its_lease_stops_timing_the_job_and_leaves_it_to_its_
     class QuickBeat(jobs.Heartbeat):  # the agent's beat is at least 5 s apart; the test needs no wait
         current: jobs.Heartbeat | None = None
 
-        def __init__(self, jc, job, interval_s, lease_seconds=None):  # type: ignore[no-untyped-def]
-            super().__init__(jc, job, 0.05, lease_seconds)
+        def __init__(self, jc, job, interval_s, lease_seconds=None, progress=None):  # type: ignore[no-untyped-def]
+            super().__init__(jc, job, 0.05, lease_seconds, progress)
             QuickBeat.current = self
 
     real_one, timed = runner.PlanRunner._one, {"n": 0}
@@ -595,11 +633,16 @@ def test_a_following_agent_waits_for_new_jobs_and_rides_out_a_service_restart(li
     command = [sys.executable, "-m", "gac", "agent", "run", "--jobs", "--follow", "--poll-s", "0.2", "--server", live_service.url,
                "--token", live_service.ingest_token, "--threads", "1", "--quiet", "--spool-dir", str(tmp_path / "spool")]  # fmt: skip
     env = {**os.environ, "COLUMNS": "250"}
+    live_service.stop()  # the agent's machine booted first: it waits for the service, it does not exit
     agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = OutputLines(agent)
     try:
+        assert "waiting for it" in out.wait_for(f"cannot reach {live_service.url}")
+        live_service.start()
+        out.wait_for(f"reached {live_service.url}")
         out.wait_for("no jobs for this platform now: waiting for more")  # an empty queue does not end it
         first = _create_job(live_service, plan.to_document(), platform.fingerprint())
+        assert f"(id {first}, plan e2e-tiny)" in out.wait_for("claimed, 13 points to time")  # --quiet still says what it took
         out.wait_for("points in")  # the job it found on its next claim, done
         out.wait_for("no jobs for this platform now: waiting for more")
         live_service.stop()

@@ -105,13 +105,12 @@ def test_an_objective_without_latency_data_says_so_on_the_terminal(objective, tm
 def test_a_cpu_profiled_with_other_threads_is_found_by_its_thread_count():
     # A run stopped on a busy machine (timed with one thread) and resumed on a quiet one (two): the
     # platform it measured is this machine at one thread, and the resumed run must time with one.
-    from gac.commands.profile_missing import threads_of
     from gac.contracts.measurements import PlatformDescriptor
 
     now = PlatformDescriptor(device_kind="cpu", device_name="AMD EPYC", cores=4, threads=2, torch_version="2.13.0")
     busy = now.model_copy(update={"threads": 1}).fingerprint()
-    assert threads_of(busy, now, cores=4) == 1
-    assert threads_of(now.fingerprint(), now, cores=4) is None  # already the target
-    assert threads_of("0" * 64, now, cores=4) is None  # another machine altogether
+    assert now.threads_for(busy) == 1
+    assert now.threads_for(now.fingerprint()) is None  # already the target
+    assert now.threads_for("0" * 64) is None  # another machine altogether
     gpu = PlatformDescriptor(device_kind="cuda", device_name="NVIDIA H100 80GB HBM3", torch_version="2.11.0")
-    assert threads_of(gpu.model_copy(update={"threads": 1}).fingerprint(), gpu) is None  # threads name CPUs only
+    assert gpu.threads_for(gpu.model_copy(update={"threads": 1}).fingerprint(), cores=16) is None  # threads name CPUs only

@@ -167,6 +167,7 @@ def test_align_and_read_it_back(live_service, tmp_path):
         assert [j.id for j in gac.jobs()] == [job.id]
         assert [j.id for j in gac.jobs(status="queued", page_size=1)] == [job.id]
         assert list(gac.jobs(status="done")) == []
+        assert [j.id for j in gac.jobs(status=["done", "queued"])] == [job.id]
 
 
 @pytest.mark.slow  # the real service under uvicorn

@@ -71,6 +71,9 @@ def test_align_names_an_unwritable_out_a_missing_gpu_and_a_queue_with_no_platfor
     assert_clean_failure(gac("align", str(MANIFEST), "--device", "cuda:7", env=env), "--device: cuda:7 is not here: torch ")
     queued = gac("align", str(MANIFEST), "--enqueue-missing", env=env)  # a job is one platform's: none is named
     assert_clean_failure(queued, "--enqueue-missing: no platform to queue the missing points for")
+    # A service's platform id named without --server: the local database is the one that lacks it.
+    elsewhere = gac("align", str(MANIFEST), "--platform", "9", "--enqueue-missing", env=env)
+    assert_clean_failure(elsewhere, "no platform '9' in the local database sqlite:///", "(--server aligns on a service)")
 
 
 @pytest.mark.slow

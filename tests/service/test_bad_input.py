@@ -182,6 +182,17 @@ def test_bad_query_parameters(client, ingest_token, path, params, field):
     assert r.json()["detail"][0]["field"] == field
 
 
+def test_a_scalar_query_parameter_given_twice_is_refused_not_read_as_its_last_value(client, ingest_token):
+    # Read as the last value, ?platform=a&platform=b would answer for b alone, as if a had been asked.
+    client.post("/v1/batches", json=f.body(f.batch(rows=2)), headers=f.auth(ingest_token))
+    r = client.get("/v1/measurements", params=[("limit", "5"), ("limit", "7"), ("op", "gemm")])
+    detail = f.refused(r, 422)["detail"]
+    assert [(d["field"], d["message"]) for d in detail] == [("query.limit", "given 2 times; this parameter takes one value")]
+    assert client.get("/v1/measurements", params=[("limit", "5"), ("op", "gemm")]).status_code == 200
+    r = client.get("/v1/jobs", params=[("status", "queued"), ("status", "leased")])  # a list: every value counts
+    assert r.status_code == 200, r.text
+
+
 def test_unknown_platform_is_404(client):
     r = client.get("/v1/platforms/" + "ab" * 32)
     assert r.status_code == 404 and r.json()["error"] == "NotFound"

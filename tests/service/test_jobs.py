@@ -171,6 +171,32 @@ def test_heartbeat_extends_the_lease(client, admin_token, ingest_token):
     assert hb.status_code == 200 and hb.json()["lease_expires_at"] > first["lease_expires_at"]
 
 
+def test_a_running_jobs_points_done_is_what_its_last_heartbeat_said(client, admin_token, ingest_token):
+    # Leased: the points measured so far (null before the first beat); claimed again after a
+    # give-back: null until the new attempt beats; a beat without it leaves it as it was.
+    job = enqueue(client, admin_token)
+    assert claim(client, ingest_token).json()["points_done"] is None
+    beat = lambda body: client.post(f"/v1/jobs/{job['id']}/heartbeat", json={"agent": "agent-1", **body}, headers=f.auth(ingest_token))  # noqa: E731
+    assert beat({"points_done": 3}).json()["points_done"] == 3
+    assert beat({}).json()["points_done"] == 3
+    assert client.get(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)).json()["points_done"] == 3
+    r = beat({"points_done": -1})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body.points_done"
+    client.post(f"/v1/jobs/{job['id']}/release", json={"agent": "agent-1"}, headers=f.auth(ingest_token))
+    assert claim(client, ingest_token).json()["points_done"] is None
+
+
+def test_the_queue_lists_jobs_in_any_of_several_states(client, admin_token, ingest_token):
+    first, second = enqueue(client, admin_token), enqueue(client, admin_token, match={"device_kind": "cpu"}, priority=-1)
+    assert claim(client, ingest_token).json()["id"] == first["id"]
+    listed = lambda *states: [j["id"] for j in client.get("/v1/jobs", params=[("status", s) for s in states]).json()["items"]]  # noqa: E731
+    assert listed("leased") == [first["id"]] and listed("queued") == [second["id"]]
+    assert listed("queued", "leased") == [first["id"], second["id"]]
+    assert listed() == [first["id"], second["id"]] and listed("done") == []
+    r = client.get("/v1/jobs", params=[("status", "queued"), ("status", "lost")])
+    assert r.status_code == 422 and r.json()["detail"][0]["field"].startswith("query.status")
+
+
 def test_job_input_errors(client, admin_token, ingest_token):
     bad_plan = {"name": "x", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "q", "fixed": {}, "values": [1]}]}
     r = client.post("/v1/jobs", json={"plan": bad_plan}, headers=f.auth(admin_token))

@@ -72,7 +72,7 @@ def test_service_refuses_to_start_on_an_out_of_date_postgres_schema(tmp_path):
         up = subprocess.run([sys.executable, "-m", "gac", "db", "upgrade"], env=env, capture_output=True, text=True, timeout=60)
         assert up.returncode == 0, up.stderr
         cur = subprocess.run([sys.executable, "-m", "gac", "db", "current"], env=env, capture_output=True, text=True, timeout=60)
-        assert cur.returncode == 0
+        assert cur.returncode == 0 and "(up to date)" in cur.stdout, cur.stdout
     finally:
         db.drop()
 

@@ -1,0 +1,169 @@
+"""`gac jobs list | show | cancel`: the service's profiling queue from a terminal, for the operators
+of a fleet (what `GET /v1/jobs` and `DELETE /v1/jobs/{id}` do, through gac.client)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, cast, get_args
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from gac.client import Client, GacApiError, GacClientError
+from gac.contracts.api import Job, JobStatus
+
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+out = Console(soft_wrap=True, highlight=False)
+STATUSES = get_args(JobStatus)
+
+ServerOpt = Annotated[str | None, typer.Option("--server", help="the service URL (default: $GAC_SERVER, else http://127.0.0.1:8000)")]
+TokenOpt = Annotated[str | None, typer.Option("--token", help="API token (default: $GAC_TOKEN); cancel needs an admin token")]
+
+jobs_app = typer.Typer(no_args_is_help=True, help="The service's profiling-job queue: list, show, cancel.")
+
+
+@contextmanager
+def _service(server: str | None, token: str | None) -> Iterator[Client]:
+    """A client of the service; its refusals and an unreachable service end the command with their
+    message (exit 1), not a traceback."""
+    try:
+        with Client(server, token) as client:
+            yield client
+    except GacApiError as exc:
+        hint = " (cancelling needs an admin token: --token or GAC_TOKEN)" if exc.status in (401, 403) else ""
+        err.print(f"[red]{escape(str(exc))}{hint}[/red]")
+        raise typer.Exit(1) from None
+    except GacClientError as exc:
+        err.print(f"[red]{escape(str(exc))}[/red]")
+        raise typer.Exit(1) from None
+
+
+def _statuses(values: list[str] | None) -> list[JobStatus]:
+    for value in values or []:
+        if value not in STATUSES:
+            err.print(f"[red]--status must be one of {', '.join(STATUSES)}, not {escape(repr(value))}[/red]")
+            raise typer.Exit(2)
+    return [cast(JobStatus, v) for v in values or []]
+
+
+def _ago(when: datetime | None, now: datetime) -> str:
+    """'in 42s' / '3m ago': when a lease runs out, or a job last changed."""
+    if when is None:
+        return ""
+    seconds = (when if when.tzinfo else when.replace(tzinfo=UTC)) - now
+    s = abs(seconds.total_seconds())
+    span = f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.0f}h"
+    return f"in {span}" if seconds.total_seconds() >= 0 else f"{span} ago"
+
+
+def _progress(job: Job) -> str:
+    """Points done of the job's points: a running job's as of its agent's last heartbeat."""
+    return f"{job.points_done if job.points_done is not None else '-'}/{job.points}"
+
+
+def _table(jobs: list[Job], now: datetime) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for name, justify in (("id", "right"), ("status", "left"), ("points", "right"), ("plan", "left"), ("for", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("prio", justify="right")
+    table.add_column("tries", justify="right")
+    table.add_column("lease", overflow="fold")
+    table.add_column("note", overflow="ellipsis", max_width=48)
+    for j in jobs:
+        lease = f"{j.lease_owner or '?'}, ends {_ago(j.lease_expires_at, now)}" if j.status == "leased" else ""
+        table.add_row(
+            str(j.id),
+            j.status,
+            _progress(j),
+            escape(j.plan_name),
+            escape(_for(j)),
+            str(j.priority),
+            f"{j.attempts}/{j.max_attempts}",
+            escape(lease),
+            escape((j.error or "").splitlines()[0] if j.error else ""),
+        )
+    return table
+
+
+def _for(job: Job) -> str:
+    """Which platforms may take the job: a fingerprint's first 16 characters, a device kind or name, or any."""
+    m = job.match
+    parts = [m.fingerprint[:16] if m.fingerprint else "", m.device_kind or "", m.device_name or ""]
+    return " ".join(p for p in parts if p) or "any"
+
+
+@jobs_app.command("list")
+def list_jobs(
+    status: Annotated[
+        list[str] | None, typer.Option("--status", metavar="STATE", help=f"only jobs in this state (repeatable): {', '.join(STATUSES)}")
+    ] = None,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+    limit: Annotated[int, typer.Option(min=1, help="list at most this many (the oldest first)")] = 200,
+    as_json: Annotated[bool, typer.Option("--json", help="print the jobs as JSON lines on stdout")] = False,
+) -> None:
+    """The queue, oldest job first: state, points done of the job's points, which platforms may take it,
+    who holds its lease and when that ends, and why it failed or was given back."""
+    states = _statuses(status)
+    with _service(server, token) as client:
+        listing = client.jobs(states or None, page_size=min(limit, 500))
+        jobs = [job for _, job in zip(range(limit), listing, strict=False)]
+        total = listing.total
+    if as_json:
+        for job in jobs:
+            sys.stdout.write(job.model_dump_json() + "\n")
+        return
+    which = f" ({', '.join(states)})" if states else ""
+    if not jobs:
+        out.print(f"no jobs{which} on {escape(client.url)}")
+        return
+    out.print(_table(jobs, datetime.now(UTC)))
+    more = f"; the first {len(jobs)} shown (--limit)" if total > len(jobs) else ""
+    out.print(f"{total} job(s){which} on {escape(client.url)}{more}")
+
+
+@jobs_app.command("show")
+def show_job(
+    job_id: Annotated[int, typer.Argument(help="the job's id")],
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """One job as the service holds it, its plan included (JSON)."""
+    with _service(server, token) as client:
+        job = client.job(job_id)
+    out.print_json(json.dumps(job.model_dump(mode="json")))
+
+
+@jobs_app.command("cancel")
+def cancel_jobs(
+    job_ids: Annotated[list[int], typer.Argument(metavar="ID...", help="the ids of the jobs to cancel")],
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Cancel queued or leased jobs (admin token). An agent timing a cancelled job stops at its next
+    heartbeat; what it measured so far is kept. Exit 1 if any could not be cancelled."""
+    failed = 0
+    with _service(server, token) as client:
+        for job_id in job_ids:
+            try:
+                job = client.cancel_job(job_id)
+            except GacApiError as exc:
+                if exc.status in (401, 403):
+                    raise
+                err.print(f"[red]job {job_id}: {escape(str(exc))}[/red]")
+                failed += 1
+                continue
+            out.print(f"cancelled job {job.id} (plan {escape(job.plan_name)}, {_progress(job)} points)")
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `gac jobs` to the `gac` application."""
+    app.add_typer(jobs_app, name="jobs")

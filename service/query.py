@@ -1,0 +1,53 @@
+"""One value per query parameter: a scalar given twice is refused, not silently the last one.
+
+Starlette keeps every value of a repeated parameter and FastAPI reads the last for a scalar, so
+`?platform=a&platform=b` would answer for b alone. A parameter typed as a list (`/v1/jobs?status=`)
+takes them all."""
+
+from __future__ import annotations
+
+import types
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, Union, get_args, get_origin
+
+from fastapi import Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+
+_MANY = (list, tuple, set, frozenset)
+
+
+def one_value_each(request: Request) -> None:
+    """A dependency of every route: 422 naming each scalar query parameter given more than once."""
+    counts = Counter(key for key, _ in request.query_params.multi_items())
+    repeated = {key for key, n in counts.items() if n > 1}
+    route = request.scope.get("route")
+    if not repeated or not isinstance(route, APIRoute):
+        return
+    errors = [
+        {
+            "type": "repeated",
+            "loc": ("query", param.alias),
+            "msg": f"given {counts[param.alias]} times; this parameter takes one value",
+            "input": request.query_params.getlist(param.alias),
+        }
+        for param in _query_params(route.dependant)
+        if param.alias in repeated and not _takes_many(param.field_info.annotation)
+    ]
+    if errors:
+        raise RequestValidationError(errors)
+
+
+def _query_params(dependant: Dependant) -> Iterator[Any]:
+    yield from dependant.query_params
+    for sub in dependant.dependencies:
+        yield from _query_params(sub)
+
+
+def _takes_many(annotation: Any) -> bool:
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return any(_takes_many(arg) for arg in get_args(annotation))
+    return origin in _MANY or annotation in _MANY
