@@ -580,6 +580,46 @@ def _say_this_machine(found: tuple[str, str, list[str]], manifest: Manifest) -> 
         )
 
 
+def _profiled_in(server: str | None, token: str | None, db: str | None, ref: str) -> list[str]:
+    """The dtypes a platform's curves were measured in, on the service or in the local database ([] when unknown)."""
+    if server:
+        from gac.client import Client, GacClientError
+
+        try:
+            with Client(server, token) as client:
+                return client.platform(ref).dtypes
+        except GacClientError:
+            return []
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.platforms import repository as platforms
+    from gac.service.settings import get_settings
+
+    engine = make_engine(get_settings(db).url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            row = platforms.find(session, ref)
+            return platforms.counts(session, [row.id])[row.id][3] if row is not None else []
+    except SQLAlchemyError:
+        return []
+    finally:
+        engine.dispose()
+
+
+def _say_profiled_in(dtypes: list[str], platform: str, wanted: str) -> None:
+    """Before points are queued in a dtype the platform was never profiled in: an agent profiles in its
+    platform's fast dtype unless told otherwise, so the others may run far slower there (bfloat16 emulated
+    on a CPU without it), and the job times what nobody would serve in."""
+    if dtypes and wanted not in dtypes:
+        err.print(
+            f"[yellow]platform {platform[:16]} was profiled in {', '.join(dtypes)}, the manifest asks for {wanted}: the job times "
+            f"{wanted} kernels there, which may run far slower than {dtypes[0]} (an agent profiles in its fast dtype); "
+            f"--dtype {dtypes[0]} aligns in what it measured[/yellow]",
+            highlight=False,
+        )
+
+
 def _say_what_was_not_solved(result: AlignmentResult, asked: Objective | None) -> None:
     """A latency or frontier objective asked for without latency data is solved for importance
     only: say so on the terminal, where --json leaves the stdout to the document."""
@@ -775,6 +815,7 @@ def align_command(
                 "name one with --platform or the manifest's target.platform, or measure on this machine with --profile-missing[/red]"
             )
             raise typer.Exit(2)
+        _say_profiled_in(_profiled_in(server, token, db, res.platform), res.platform, str(asked.workload.dtype))
         estimated = sum(m.estimated_seconds or 0.0 for m in res.missing)
         where = f"as a job for platform {res.platform[:16]}"
         pm.confirm(len(pm.missing_points(stored.document)), len(res.missing), estimated, where, yes, queue=True)

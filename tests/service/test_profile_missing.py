@@ -237,6 +237,10 @@ def test_enqueue_missing_is_sized_before_it_is_queued(live_service, tmp_path):
     asked = gac([*args, "--yes", "--json"], os.environ.copy())
     assert asked.returncode == 0, asked.stderr
     assert queued() == 1
+    # The platform was profiled in bfloat16, the manifest is float32: said before it is queued.
+    said = " ".join(asked.stderr.split())
+    assert f"platform {elsewhere.fingerprint()[:16]} was profiled in bfloat16, the manifest asks for float32" in said, said
+    assert "--dtype bfloat16 aligns in what it measured" in said
 
 
 def test_the_estimate_says_what_its_at_most_figure_covers(capsys):
