@@ -394,7 +394,7 @@ def test_job_match_rule_is_the_services():
 @pytest.mark.slow
 def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_path):
     """Two jobs for this platform and one for another: 'job 1 of 2', then 'job 2 of 2';
-    with --quiet (printed once per job) and without (the live line's final state)."""
+    with --quiet (a line when claimed, a line when done) and without (the live line's final state)."""
     import httpx
 
     from gac.agent.platform import detect_platform
@@ -422,6 +422,9 @@ def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_pa
         res = CliRunner().invoke(app, args + (["--quiet"] if quiet else []))
         assert res.exit_code == 0, res.output
         lines = [ln for ln in res.stderr.splitlines() if ln.startswith("job ")]
+        if quiet:  # no live line: which job it took is said when it is claimed
+            claimed = [rf"job {k} of 2: claimed, 5 points to time \(id {i}, plan tiny\)" for k, i in ((1, first), (2, second))]
+            assert re.fullmatch(claimed[0], lines.pop(0)) and re.fullmatch(claimed[1], lines.pop(1)), res.stderr
         assert len(lines) == 2, res.stderr  # one line per job, however many points
         assert re.fullmatch(rf"job 1 of 2: 5/5 points in [0-9.ms]+, [0-9.e+]+ points/s \(id {first}, plan tiny\)", lines[0]), lines
         assert re.fullmatch(rf"job 2 of 2: 5/5 points in [0-9.ms]+, [0-9.e+]+ points/s \(id {second}, plan tiny\)", lines[1]), lines
