@@ -28,6 +28,7 @@ from gac.solver.candidates import Item, LatencyModel, build_items
 RAISE = 4.0  # a slower token count's weight is multiplied by this each round
 MAX_ROUNDS = 8  # 4^8: from equal weights to one token count outweighing another 65,536 times
 REFINE = 4  # halvings of the last raise (in log space): the smallest raise that holds keeps the most of the rest
+STILL_SLOWER = "no-slower: still predicted slower"  # how a warning says the option did not hold
 MOST_SOLVES = 2 + MAX_ROUNDS + REFINE  # the first and the final solve, each round and each halving: the most it costs
 
 
@@ -61,8 +62,6 @@ def hold_no_slower(
     solve). When the weights were raised, the answer is solve's at the weights that held."""
     search = search or solve
     result = solve(manifest)
-    if len(manifest.workload.tokens) < 2:
-        return result  # one token count: the objective itself
     items = build_items(manifest)
     own = {item.name: max(1, math.floor(item.d_star)) for item in items}
     before = totals_by_tokens(model, items, own)
@@ -85,6 +84,12 @@ def hold_no_slower(
     slower = slowdowns(totals_by_tokens(model, items, {w.name: w.dim for w in result.weights}) or before, before)
     if not slower:
         return result
+    if len(tokens) < 2:  # no other token count to weigh against: the objective's epsilon is what trades speed
+        result.warnings.append(
+            f"{STILL_SLOWER} at M={tokens[0]} by {slower[tokens[0]]:+.1%}: with one token count there is nothing to re-weigh; "
+            "GAC keeps the importance its epsilon asks for, and a larger --epsilon gives up more of it for speed"
+        )
+        return result
     for _ in range(max_rounds):
         worst = max(slower, key=lambda m: slower[m])
         weights[worst] *= RAISE
@@ -100,7 +105,7 @@ def hold_no_slower(
             return result
     result = solve(at(weights))
     said = ", ".join(f"M={m} {s:+.1%}" for m, s in slower.items())
-    result.warnings.append(f"no-slower: still predicted slower after {max_rounds} rounds of raised token weights: {said}")
+    result.warnings.append(f"{STILL_SLOWER} after {max_rounds} rounds of raised token weights: {said}")
     return result
 
 

@@ -146,8 +146,12 @@ def _via_server(server: str, token: str | None, manifest: Manifest, platform: st
         if not exc.field_errors:
             err.print(f"[red]{exc.status}: {escape(str(exc.detail))}[/red]")
         if exc.status in (401, 403):  # what to change on this side
-            need = "an ingest or admin token (it queues jobs)" if enqueue else "a token"
-            err.print(f"{'no token was sent' if not token else 'check the token'}: --token or GAC_TOKEN, {need}", highlight=False)
+            need = "an ingest or admin token (it queues jobs)" if enqueue else "any token (read scope or above)"
+            err.print(
+                f"{'no token was sent' if not token else 'check the token'}: aligning on a service needs {need}, given with "
+                f"--token or GAC_TOKEN (its admin makes one: `gac token create --name NAME --scope {'ingest' if enqueue else 'read'}`)",
+                highlight=False,
+            )
         raise typer.Exit(2 if exc.status in (400, 422) else 1) from exc
     return _Stored(stored.result, stored.result.model_dump(mode="json", by_alias=True), str(stored.id), stored.jobs)
 
@@ -243,7 +247,10 @@ def _summary(res: AlignmentResult) -> None:
     if res.window == Window.PAPER:
         goal += ", over the paper's window (multiples of 8 within +/- 64)"
     if res.no_slower:
-        goal += "; no token count predicted slower than at the compressor's dims"
+        from gac.solver.no_slower import STILL_SLOWER
+
+        held = not any(w.startswith(STILL_SLOWER) for w in res.warnings)
+        goal += "; no token count predicted slower than at the compressor's dims" if held else "; --no-slower did not hold (warning below)"
     console.print(f"[bold]{escape(res.model)}[/bold] on platform {res.platform[:16]}")
     _say("optimized for", goal)
     if lat.complete and lat.unaligned_us and lat.aligned_us:
@@ -253,6 +260,13 @@ def _summary(res: AlignmentResult) -> None:
             f"unaligned {lat.unaligned_us:,.1f} µs -> GAC {lat.aligned_us:,.1f} µs "
             f"([bold]{lat.unaligned_us / lat.aligned_us:.3f}x[/bold]){orig} (the compressed weights' kernels)",
         )
+        if lat.aligned_us > lat.unaligned_us and not res.no_slower:
+            _say(
+                "[yellow]slower[/yellow]",
+                "GAC's dims are predicted slower than the compressor's: it keeps more importance with them; "
+                "--objective latency with a larger --epsilon gives up more of it for speed"
+                + (", and --no-slower holds every token count to the compressor's dims" if len(lat.by_tokens or {}) > 1 else ""),
+            )
         if lat.importance_only_us and kind != Objective.IMPORTANCE:
             _say(
                 "",
@@ -361,6 +375,12 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
     session = pm.this_machine(device, threads, pinned=pinned)
     here = session.platform.fingerprint()
     if target not in (here, pm.RULES_ONLY):
+        if (same := session.platform.threads_for(target, os.cpu_count())) is not None:  # --threads chose another count
+            err.print(
+                f"[red]the alignment's platform {target[:16]} is this machine timed with {same} thread(s), not {threads}: "
+                f"pass --threads {same} (or leave --threads out) to measure what it lacks[/red]"
+            )
+            raise typer.Exit(2)
         if not server:
             err.print(
                 f"[red]the alignment's platform {target[:16]} is not this machine's {escape(session.device)} "

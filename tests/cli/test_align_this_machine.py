@@ -55,6 +55,13 @@ def test_after_a_profile_align_uses_this_machine_and_says_so(tmp_path):
     assert result["platform"] == stored_as.fingerprint()
     assert result["latency"]["complete"] and result["latency"]["speedup"] > 0 and not result["missing"]
 
+    # --threads naming another count than the profile's: this machine all the same, and the count that is it is named.
+    other = 2 if stored_as.threads == 1 else 1
+    done = gac("align", str(MANIFEST), "--profile-missing", "--yes", "--threads", str(other), data=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and f"is this machine timed with {stored_as.threads} thread(s), not {other}" in said, said
+    assert f"pass --threads {stored_as.threads}" in said and "points in" not in said  # nothing timed
+
     # --platform still chooses: the rules alone here, as before any profile.
     done = gac("align", str(MANIFEST), "--platform", "0" * 64, data=tmp_path)
     assert done.returncode != 0 and "platform: this machine" not in done.stderr

@@ -220,10 +220,11 @@ def test_align_through_a_server_names_the_manifests_budget(live_service, tmp_pat
 def test_align_through_a_server_says_which_token_it_needs(live_service):
     env = {k: v for k, v in os.environ.items() if k != "GAC_TOKEN"}
     out = gac("align", str(MANIFEST), "--server", live_service.url, env=env)
-    assert_clean_failure(out, "401", "no token was sent: --token or GAC_TOKEN")
+    assert_clean_failure(out, "401", "no token was sent: aligning on a service needs any token (read scope or above)", "--scope read")
     read = ["--token", live_service.read_token]
     out = gac("align", str(MANIFEST), "--server", live_service.url, *read, "--enqueue-missing", "--yes", env=env)
-    assert_clean_failure(out, "403", "check the token: --token or GAC_TOKEN, an ingest or admin token (it queues jobs)")
+    needs = "check the token: aligning on a service needs an ingest or admin token (it queues jobs)"
+    assert_clean_failure(out, "403", needs, "--scope ingest")
 
 
 def test_import_reads_yaml_as_align_does(tmp_path):

@@ -70,6 +70,26 @@ def test_one_token_count_or_no_measurements_is_the_plain_alignment(tmp_path):
     assert any("no_slower holds the latency objective's token counts" in w for w in rules.warnings)
 
 
+def test_one_token_count_left_slower_says_so_instead_of_claiming_it_held(tmp_path):
+    # With one token count there is nothing to re-weigh: an answer slower than the compressor's dims
+    # (its epsilon kept more importance) is said as such, and what would trade it for speed.
+    manifest, lookup, *_ = setup(tmp_path, prefill_fast_decode_slow)
+    one = manifest.model_copy(update={"workload": manifest.workload.model_copy(update={"tokens": [1], "token_weights": None})})
+    model = LatencyModel(lookup, one)
+
+    def slower_dims(m):  # an answer a dim above each compressor's dim: slower at M = 1
+        got = align(m, lookup, OPTS)
+        for w, d in zip(got.weights, (101, 61), strict=True):
+            w.dim = d
+        return got
+
+    held = hold_no_slower(one, model, slower_dims)
+    said = [w for w in held.warnings if w.startswith("no-slower: still predicted slower at M=1 by +")]
+    assert said and "a larger --epsilon gives up more of it for speed" in said[0], held.warnings
+    quick = hold_no_slower(one, model, lambda m: align(m, lookup, OPTS))  # the objective's own answer: not slower here
+    assert not any(w.startswith("no-slower: still") for w in quick.warnings)
+
+
 def test_the_importance_objective_says_it_does_not_hold_token_counts(tmp_path):
     manifest, lookup, *_ = setup(tmp_path, prefill_fast_decode_slow)
     got = align(manifest, lookup, AlignOptions(cross_check="none", baselines=False, objective="importance", no_slower=True))
