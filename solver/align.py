@@ -173,7 +173,11 @@ def resolve_goal(manifest: Manifest, opts: AlignOptions, measured: bool, warning
     """The options' choices, else the manifest's (with_goal), else the defaults; without latency data
     (measured False: no lookup), importance only."""
     if not measured:
-        where = f" for target {manifest.target.platform!r}" if manifest.target is not None else ""
+        where = (
+            f" for target {manifest.target.platform!r}"
+            if manifest.target is not None and manifest.target.platform
+            else " (no platform named: the manifest's target.platform, or ?platform= / --platform, names one)"
+        )
         warnings.append(f"no latency data{where}: candidates from the rule d % {opts.candidates.align} == 0 only, none measured")
     asked = with_goal(manifest, opts)
     kind = Objective(asked.objective) if asked.objective else Objective.LATENCY if measured else Objective.IMPORTANCE
