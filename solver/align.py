@@ -381,7 +381,8 @@ def _align_for_latency(
             f"{best.gap:.2e} of the least latency possible (proven bound)"
         )
     latency = _predicted(inst.cands, chosen, inst.model)
-    latency.importance_only_us = _total_latency(inst.cands, ref_dims, inst.model)
+    # Beside the others only: a total over the measured items alone would read as the whole model's.
+    latency.importance_only_us = _total_latency(inst.cands, ref_dims, inst.model) if latency.complete else None
     latency.importance_kept = best.point.value / ref_value if ref_value else 1.0
     latency.proven_gap = best.gap
     solver = SolverInfo(

@@ -252,6 +252,21 @@ def test_default_objective_is_latency_with_data_and_importance_without(tmp_path)
     assert rules.objective_kind == "importance" and rules.frontier == []
 
 
+def test_an_incomplete_prediction_leaves_every_total_out(tmp_path):
+    # importance_only_us summed over the measured items alone read 0.0 beside null totals: a client's ratio divided by it.
+    lookup = _measured_lookup(tmp_path)
+    ws = [
+        {"name": "a", "kind": "lowrank", "out_features": 128, "in_features": 64, "dim": 50.3, "importance": 2},
+        {"name": "c", "kind": "lowrank", "out_features": 128, "in_features": 100, "dim": 41.7, "importance": 1},
+    ]
+    m = Manifest.model_validate({"model": "t", "budget": {"params": 200 * 192}, "target": {"platform": "x"},
+                                 "workload": {"tokens": [32]}, "weights": ws})  # fmt: skip
+    res = align(m, lookup, AlignOptions(candidates=CandidateOptions(window=20), cross_check="none", objective="latency"))
+    lat = res.latency
+    assert not lat.complete and lat.missing_points > 0
+    assert (lat.unaligned_us, lat.aligned_us, lat.importance_only_us) == (None, None, None)
+
+
 @pytest.mark.parametrize("objective_kind", ["importance", "latency"])
 def test_a_budget_from_fractional_dims_stays_feasible_when_steps_are_wide(objective_kind):
     """Steps 32 wide put every cliff-free dim above the compressor's (11.3 and 19.6): the budget,
