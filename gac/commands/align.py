@@ -587,14 +587,14 @@ def _this_machine(
         engine.dispose()
 
 
-def _say_this_machine(found: tuple[str, str, list[str]], manifest: Manifest) -> None:
+def _say_this_machine(found: tuple[str, str, list[str]], manifest: Manifest, asker: str = "the manifest") -> None:
     """Say which platform an alignment that named none uses, and whether its dtype was profiled there."""
     fingerprint, name, dtypes = found
     err.print(f"platform: this machine, {escape(name)} ({fingerprint[:16]}), as profiled here; --platform chooses another", highlight=False)
     wanted = str(manifest.workload.dtype)
     if dtypes and wanted not in dtypes:
         err.print(
-            f"[yellow]this machine was profiled in {', '.join(dtypes)}, the manifest asks for {wanted}: "
+            f"[yellow]this machine was profiled in {', '.join(dtypes)}, {asker} asks for {wanted}: "
             f"--dtype {dtypes[0]} aligns in what it measured, --profile-missing measures {wanted}[/yellow]",
             highlight=False,
         )
@@ -627,13 +627,13 @@ def _profiled_in(server: str | None, token: str | None, db: str | None, ref: str
         engine.dispose()
 
 
-def _say_profiled_in(dtypes: list[str], platform: str, wanted: str) -> None:
+def _say_profiled_in(dtypes: list[str], platform: str, wanted: str, asker: str = "the manifest") -> None:
     """Before points are queued in a dtype the platform was never profiled in: an agent profiles in its
     platform's fast dtype unless told otherwise, so the others may run far slower there (bfloat16 emulated
     on a CPU without it), and the job times what nobody would serve in."""
     if dtypes and wanted not in dtypes:
         err.print(
-            f"[yellow]platform {platform[:16]} was profiled in {', '.join(dtypes)}, the manifest asks for {wanted}: the job times "
+            f"[yellow]platform {platform[:16]} was profiled in {', '.join(dtypes)}, {asker} asks for {wanted}: the job times "
             f"{wanted} kernels there, which may run far slower than {dtypes[0]} (an agent profiles in its fast dtype); "
             f"--dtype {dtypes[0]} aligns in what it measured[/yellow]",
             highlight=False,
@@ -818,7 +818,7 @@ def align_command(
         here = _this_machine(server, token, db, device, threads)
         if here is not None:
             platform = here[0]
-            _say_this_machine(here, document)
+            _say_this_machine(here, document, names.flags.get("workload.dtype", "the manifest"))
     stored = run(platform, False)
     if enqueue_missing and not profile_missing and stored.result.missing:
         # Queue only what the user has seen sized: points and estimated time first, and a
@@ -835,7 +835,8 @@ def align_command(
                 "name one with --platform or the manifest's target.platform, or measure on this machine with --profile-missing[/red]"
             )
             raise typer.Exit(2)
-        _say_profiled_in(_profiled_in(server, token, db, res.platform), res.platform, str(asked.workload.dtype))
+        asker = names.flags.get("workload.dtype", "the manifest")  # --dtype, when it set the dtype
+        _say_profiled_in(_profiled_in(server, token, db, res.platform), res.platform, str(asked.workload.dtype), asker)
         estimated = sum(m.estimated_seconds or 0.0 for m in res.missing)
         where = f"as a job for platform {res.platform[:16]}"
         pm.confirm(len(pm.missing_points(stored.document)), len(res.missing), estimated, where, yes, queue=True)

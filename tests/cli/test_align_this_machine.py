@@ -55,6 +55,10 @@ def test_after_a_profile_align_uses_this_machine_and_says_so(tmp_path):
     assert result["platform"] == stored_as.fingerprint()
     assert result["latency"]["complete"] and result["latency"]["speedup"] > 0 and not result["missing"]
 
+    # --dtype set what is asked: the line names the flag, not the manifest.
+    done = gac("align", str(MANIFEST), "--dtype", "float16", data=tmp_path)
+    assert "profiled in float32, --dtype asks for float16: --dtype float32" in " ".join(done.stderr.split()), done.stderr
+
     # --threads naming another count than the profile's: this machine all the same, and the count that is it is named.
     other = 2 if stored_as.threads == 1 else 1
     done = gac("align", str(MANIFEST), "--profile-missing", "--yes", "--threads", str(other), data=tmp_path)
