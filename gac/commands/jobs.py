@@ -36,7 +36,11 @@ def _service(server: str | None, token: str | None) -> Iterator[Client]:
         with Client(server, token) as client:
             yield client
     except GacApiError as exc:
-        hint = " (cancelling needs an admin token: --token or GAC_TOKEN)" if exc.status in (401, 403) else ""
+        hints = {
+            401: " (give a token the service takes: --token or GAC_TOKEN)",
+            403: " (cancelling needs an admin token: --token or GAC_TOKEN)",
+        }
+        hint = hints.get(exc.status, "")
         err.print(f"[red]{escape(str(exc))}{hint}[/red]")
         raise typer.Exit(1) from None
     except GacClientError as exc:
