@@ -363,7 +363,8 @@ class Client:
         dtype: Dtype | str | None = None,
         timeout: float | None = ALIGN_TIMEOUT_S,
     ) -> StoredAlignment:
-        """POST /v1/align: align a manifest (a Manifest, its JSON document as a dict, or a path to a .json file).
+        """POST /v1/align: align a manifest (a Manifest, its JSON document as a dict, or a path to a .json,
+        .yaml or .yml file).
 
         platform (id, fingerprint or unique prefix) overrides the manifest's target; without
         either the alignment uses rules only. dtype overrides the manifest's workload dtype (as
@@ -578,6 +579,13 @@ def _manifest_body(manifest: ManifestLike) -> bytes:
             text = path.read_bytes()
         except OSError as exc:
             raise GacClientError(f"cannot read manifest {path}: {exc}") from exc
+        if path.suffix.lower() in (".yaml", ".yml"):  # as `gac align` reads a manifest
+            import yaml
+
+            try:
+                return json.dumps(yaml.safe_load(text), separators=(",", ":")).encode()
+            except yaml.YAMLError as exc:
+                raise GacClientError(f"manifest {path} is not YAML: {exc}") from exc
         try:
             json.loads(text)
         except ValueError as exc:

@@ -22,7 +22,6 @@ build live on the same device.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,7 +29,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from gac.contracts.manifest import Manifest
+from gac.contracts.manifest import Manifest, kept_params
 from gac.proof.bert import LowRankLinear
 from gac.proof.llama import HeadGroups, split_group
 
@@ -313,7 +312,7 @@ def compress_asvd(
     token_weights: Sequence[float] | None = None,
 ) -> Compression:
     comp = AsvdCompressor(model, calibration)
-    ranks = comp.allocate(math.floor((1.0 - ratio) * comp.original_params()))
+    ranks = comp.allocate(kept_params(ratio, comp.original_params()))
     return _lowrank_manifest(comp, ranks, model_name, ratio, tokens, token_weights, dtype)
 
 
@@ -329,7 +328,7 @@ def compress_palu(
 ) -> Compression:
     """PaLU-style ranks per KV head group (PaluCompressor); the budget is a share of the K/V projections' parameters."""
     comp = PaluCompressor(model, calibration, heads_per_group)
-    ranks = comp.allocate(math.floor((1.0 - ratio) * comp.original_params()))
+    ranks = comp.allocate(kept_params(ratio, comp.original_params()))
     return _lowrank_manifest(comp, ranks, model_name, ratio, tokens, token_weights, dtype)
 
 
@@ -398,7 +397,7 @@ def compress_prune(
     token_weights: Sequence[float] | None = None,
 ) -> Compression:
     comp = PruneCompressor(model, calibration)
-    budget = math.floor((1.0 - ratio) * comp.original_params())
+    budget = kept_params(ratio, comp.original_params())
     widths = comp.allocate(budget)
     importance = {comp.name(i): comp.marginal_importance(i, widths[comp.name(i)]) for i in range(len(comp.scores))}
     weights = [

@@ -25,7 +25,10 @@ done
 curl -fsS "$URL/readyz"; echo
 
 echo "== 2. an ingest token for this machine's agent"
-TOKEN=$(gac token create --name "demo-$(hostname)-$(date +%s)" --scope ingest)
+# The token goes to the agent below, not to the screen (the command prints it on stdout, its note on stderr).
+TOKEN=$(gac token create --name "demo-$(hostname)-$(date +%s)" --scope ingest 2> "${TMPDIR:-/tmp}/gac-demo-token.log") ||
+  { cat "${TMPDIR:-/tmp}/gac-demo-token.log"; exit 1; }
+echo "created token ${TOKEN:0:8}... (scope ingest)"
 
 echo "== 3. the agent: detect this platform (and its fast dtype), time the quick plan's kernels (about a minute)"
 # bf16 is emulated on CPUs without AVX512-BF16/AMX (many times slower than float32): profile

@@ -27,7 +27,7 @@ from gac.contracts.alignment import (
     TokenLatency,
 )
 from gac.contracts.goal import DEFAULT_EPSILON, Objective, Window, valid_epsilon
-from gac.contracts.manifest import Manifest
+from gac.contracts.manifest import Manifest, kept_params
 from gac.solver import baselines as bl
 from gac.solver.candidates import (
     PAPER_RADIUS,
@@ -613,9 +613,8 @@ def budget_params(manifest: Manifest) -> int:
     """The budget in parameters: B = floor((1 - rho) * original params of the listed weights)."""
     if manifest.budget.params is not None:
         return manifest.budget.params
-    total = sum(original_params(w) for w in manifest.weights)
     assert manifest.budget.ratio is not None  # the manifest gives one of the two
-    return math.floor((1.0 - manifest.budget.ratio) * total)
+    return kept_params(manifest.budget.ratio, sum(original_params(w) for w in manifest.weights))
 
 
 def integer_instance(cands: list[ItemCandidates], bits: int = 20) -> tuple[list[list[int]], list[list[int]]]:

@@ -64,10 +64,13 @@ def import_command(
     dtype: Annotated[Dtype | None, typer.Option("--dtype", help="workload dtype (default: the config's torch_dtype, else float16)")] = None,
 ) -> None:
     """Turn a compressor's output into a gac.manifest/v1 for `gac align`."""
+    from gac.contracts.manifest import MANIFEST_SCHEMA
     from gac.solver.importers import ImportErrorDetail, check_importance, import_asvd, import_palu, import_width_map, load_json
 
     try:
         data = load_json(file, "file")
+        if data.get("schema") == MANIFEST_SCHEMA or "weights" in data:
+            raise ImportErrorDetail(f"{file} is already a GAC manifest: align it with `gac align {file}`")
         shapes_cfg = load_json(config, "--config") if config is not None else None
         scores = check_importance(load_json(importance, "--importance"), str(importance)) if importance is not None else None
         cfg_for_dtype = shapes_cfg if shapes_cfg is not None else data

@@ -88,7 +88,7 @@ def _validation_exit(exc: Exception, names: _Names) -> typer.Exit:
 
     if isinstance(exc, ValidationError):
         for e in exc.errors():
-            err.print(f"[red]{escape(names.of(e['loc']))}[/red]: {escape(e['msg'])}", highlight=False)
+            err.print(f"[red]{escape(names.of(e['loc']))}[/red]: {escape(e['msg'].removeprefix('Value error, '))}", highlight=False)
     elif isinstance(exc, BudgetBelowFeasible):
         err.print(f"[red]{escape(names.of('body.budget'))}[/red]: {escape(str(exc))}", highlight=False)
     else:

@@ -7,6 +7,7 @@ never rename or drop. Every limit lives in the model so a 422 names the field.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -153,8 +154,16 @@ Weight = Annotated[
 ]
 
 
+def kept_params(ratio: float, original: int) -> int:
+    """The parameters a compression ratio rho (the share removed) keeps: floor((1 - rho) * original),
+    with rho read as the decimal it was written as, so 0.8 of 1,000 keeps 200, not the 199 that
+    (1 - 0.8) * 1000 = 199.99999999999994 floors to in binary floating point."""
+    return math.floor((1 - Fraction(repr(ratio))) * original)
+
+
 class Budget(_Model):
-    """Exactly one of: a compression ratio rho, or an absolute parameter count."""
+    """Exactly one of: a compression ratio rho (the share of the listed weights' parameters removed),
+    or an absolute parameter count to keep."""
 
     # The rule below, in the JSON Schema too: exactly one of the two is given and not null.
     model_config = ConfigDict(
@@ -176,6 +185,14 @@ class Budget(_Model):
         return self
 
 
+# Other spellings of a dtype that a manifest may use (the stored name is always Dtype's).
+DTYPE_SPELLINGS: Final = {
+    **{name: Dtype.float16 for name in ("fp16", "f16", "half", "torch.float16")},
+    **{name: Dtype.bfloat16 for name in ("bf16", "torch.bfloat16")},
+    **{name: Dtype.float32 for name in ("fp32", "f32", "float", "torch.float32")},
+}
+
+
 class Target(_Model):
     """The platform to align for (an id or fingerprint the service knows)."""
 
@@ -193,6 +210,12 @@ class Workload(_Model):
         # One per token count (checked below), not all zero: the schema says the latter.
         Field(default=None, max_length=MAX_TOKEN_SHAPES, json_schema_extra={"contains": {"exclusiveMinimum": 0}}),
     ] = None
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _common_spelling(cls, v: object) -> object:
+        # Compressors and configs write the short names (torch_dtype "bf16", "fp16"): read them as the canonical one.
+        return DTYPE_SPELLINGS.get(v.lower(), v) if isinstance(v, str) else v
 
     @field_validator("token_weights")
     @classmethod

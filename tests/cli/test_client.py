@@ -11,6 +11,7 @@ import uuid
 
 import httpx
 import pytest
+import yaml
 
 from gac.client import (
     AlignmentSummary,
@@ -139,6 +140,11 @@ def test_align_and_read_it_back(live_service, tmp_path):
         assert [s.id for s in summaries] == [rules.id, latency.id, stored.id]
         assert {s.id for s in gac.alignments(platform=fp)} == {latency.id, stored.id}
         assert gac.alignments(platform=fp).total == 2
+        # A YAML manifest file, as `gac align` reads one.
+        yaml_path = tmp_path / "manifest.yaml"
+        yaml_path.write_text(yaml.safe_dump(manifest()))
+        from_yaml = gac.align(yaml_path).result
+        assert [w.dim for w in from_yaml.weights] == [w.dim for w in rules.result.weights] and from_yaml.platform == "rules only"
 
         # dtype= overrides the manifest's workload dtype: this platform measured bfloat16 only.
         f32 = {**manifest(fp), "workload": {"tokens": [M], "dtype": "float32"}}

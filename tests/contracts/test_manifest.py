@@ -101,3 +101,22 @@ def test_weight_limit(monkeypatch):
 def test_extra_fields_are_refused():
     errors = _errors(_with(["weights", 0, "dimm"], 3))
     assert any("dimm" in [str(p) for p in loc] for loc, _ in errors)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "original", "kept"),
+    [(0.8, 1000, 200), (0.2, 1000, 800), (0.3, 1000, 700), (0.15, 4096 * 4096, 14260633), (0.0, 7, 7), (0.999, 10, 0)],
+)
+def test_a_ratio_keeps_the_decimal_share_it_names(ratio, original, kept):
+    # (1 - 0.8) * 1000 is 199.99999999999994 in binary floating point: flooring it loses a parameter.
+    assert mf.kept_params(ratio, original) == kept
+
+
+@pytest.mark.parametrize(("written", "read"), [("bf16", "bfloat16"), ("FP16", "float16"), ("half", "float16"), ("fp32", "float32"), ("bfloat16", "bfloat16")])
+def test_common_dtype_spellings_are_read_as_the_canonical_name(written, read):
+    m = Manifest.model_validate(_with(["workload", "dtype"], written))
+    assert m.workload.dtype == read and m.model_dump(by_alias=True)["workload"]["dtype"] == read
+
+
+def test_an_unknown_dtype_is_still_refused_by_name():
+    assert [loc for loc, _ in _errors(_with(["workload", "dtype"], "int8"))] == [("workload", "dtype")]

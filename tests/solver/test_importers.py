@@ -356,3 +356,9 @@ def test_walkthrough_from_the_shipped_asvd_output(tmp_path):
     assert m.workload.dtype.value == "bfloat16"  # the config's torch_dtype
     res = align(m, None, AlignOptions(cross_check="none", baselines=False))
     assert res.total_params <= res.budget and res.aligned_share_after == 1.0
+
+
+@pytest.mark.parametrize("compressor", ["asvd", "palu", "pruner"])
+def test_a_manifest_given_to_import_is_sent_to_align(compressor):
+    manifest = EXAMPLES / "cpu-demo-lowrank.json"
+    one_error_line(gac_import(compressor, manifest), "already a GAC manifest", f"gac align {manifest}")
