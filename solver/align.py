@@ -132,7 +132,9 @@ def _align(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions,
     """align() with the latency model given: the latency objective's reference and the budget's
     retry share it, so each curve is modelled once (on a large platform most of an alignment's time)."""
     warnings: list[str] = []
-    goal = resolve_goal(manifest, opts, lookup is not None, warnings)
+    # A platform with nothing measured for these kernels (another dtype, say) prices nothing either.
+    measured = lookup is not None and model.any_measured()
+    goal = resolve_goal(manifest, opts, measured, warnings, lookup.platform if lookup is not None else None)
     if goal.objective is Objective.IMPORTANCE:
         return _align_for_importance(manifest, lookup, opts, warnings, model)
     if not goal.no_slower:
@@ -169,15 +171,16 @@ def with_goal(manifest: Manifest, opts: AlignOptions) -> Manifest:
     return manifest.model_copy(update=update) if update else manifest
 
 
-def resolve_goal(manifest: Manifest, opts: AlignOptions, measured: bool, warnings: list[str]) -> Goal:
+def resolve_goal(manifest: Manifest, opts: AlignOptions, measured: bool, warnings: list[str], platform: str | None = None) -> Goal:
     """The options' choices, else the manifest's (with_goal), else the defaults; without latency data
-    (measured False: no lookup), importance only."""
+    (measured False: no lookup, or a platform that measured none of these kernels), importance only."""
     if not measured:
-        where = (
-            f" for target {manifest.target.platform!r}"
-            if manifest.target is not None and manifest.target.platform
-            else " (no platform named: the manifest's target.platform, or ?platform= / --platform, names one)"
-        )
+        if platform is not None:
+            where = f" in {manifest.workload.dtype} for platform {platform!r}: none of these kernels' curves is measured there"
+        elif manifest.target is not None and manifest.target.platform:
+            where = f" for target {manifest.target.platform!r}"
+        else:
+            where = " (no platform named: the manifest's target.platform, or ?platform= / --platform, names one)"
         warnings.append(f"no latency data{where}: candidates from the rule d % {opts.candidates.align} == 0 only, none measured")
     asked = with_goal(manifest, opts)
     kind = Objective(asked.objective) if asked.objective else Objective.LATENCY if measured else Objective.IMPORTANCE
@@ -466,6 +469,9 @@ def _result(
     opts, copts, n = inst.opts, inst.opts.candidates, len(inst.items)
     obj = objective(inst.items, chosen)
     missing = _missing(inst.cands, inst.model, copts)
+    # Counted from the merged list: items on one curve ask for some points alike, and a rules-only
+    # alignment (no prediction at all) still lists what would price it.
+    latency = latency.model_copy(update={"missing_points": sum(len(mc.dims) for mc in missing)})
     warnings.extend(w for w in _first_pass_note(missing) if w not in warnings)  # the latency objective's reference said it too
     return AlignmentResult(
         model=inst.manifest.model,
@@ -715,16 +721,14 @@ def _predicted(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
         orig += o
         unal += un
         alig += al
-    missing = sum(need.size for ic in cands for need in ic.missing)
     if not complete:
-        return PredictedLatency(complete=False, missing_points=missing)
+        return PredictedLatency(complete=False)
     return PredictedLatency(
         original_us=orig,
         unaligned_us=unal,
         aligned_us=alig,
         complete=True,
         speedup=unal / alig if alig > 0 else None,
-        missing_points=missing,
         by_tokens=_by_tokens(cands, chosen, model),
     )
 

@@ -197,6 +197,10 @@ class LatencyModel:
         other._terms, other._original, other._wanted = {}, {}, {}
         return other
 
+    def any_measured(self) -> bool:
+        """Whether any curve the manifest's kernels run on has a measured point."""
+        return any(self.curve(k) for k in self._kernels.values())
+
     def curve(self, k: Kernel) -> Mapping[int, PointLatency]:
         key = k.curve_key
         if key not in self._curves:

@@ -281,7 +281,7 @@ def _summary(res: AlignmentResult) -> None:
             slower = any(t.aligned_us > t.unaligned_us for t in lat.by_tokens)
             _say("", f"per token count: {each}" + (" (--no-slower: none slower)" if slower and not res.no_slower else ""))
     else:
-        n = lat.missing_points or sum(len(mc.dims) for mc in res.missing)
+        n = lat.missing_points or sum(len(mc.dims) for mc in res.missing)  # an older service counted rules-only as 0
         why = "no latency data" if res.platform == "rules only" else "incomplete"
         _say("predicted", f"{why}: {n:,} curve points missing (listed under `missing`; --profile-missing measures them)")
     _say("aligned dims", f"{res.aligned_share_before:.0%} before -> {res.aligned_share_after:.0%} after (% {res.align})")

@@ -108,7 +108,7 @@ class PredictedLatency(_Model):
     speedup: float | None = None  # unaligned_us / aligned_us
     importance_kept: float | None = None  # kept importance / the importance-only optimum's (1.0 = all of it)
     proven_gap: float | None = None  # latency objective: how far above the least latency possible, at most
-    missing_points: int = 0  # curve points the prediction lacks (see `missing`)
+    missing_points: int = 0  # curve points the alignment lacks: the dims `missing` lists, each once
     by_tokens: list[TokenLatency] = Field(default_factory=list)  # per token count, where the workload has several
 
 

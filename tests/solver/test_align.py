@@ -252,6 +252,16 @@ def test_default_objective_is_latency_with_data_and_importance_without(tmp_path)
     assert rules.objective_kind == "importance" and rules.frontier == []
 
 
+def test_a_platform_that_measured_another_dtype_prices_nothing(tmp_path):
+    # The staircase is float16 only: asked for latency in float32, there is nothing to price it with.
+    m = _stair_manifest(workload={"tokens": [32], "dtype": "float32"}, objective="latency")
+    res = align(m, _staircase_lookup(tmp_path), AlignOptions(cross_check="none"))
+    assert res.objective_kind == "importance" and not res.latency.complete
+    assert any("in float32 for platform" in w and "none of these kernels' curves is measured" in w for w in res.warnings), res.warnings
+    assert any("objective 'latency' needs latency data" in w for w in res.warnings)
+    assert res.latency.missing_points > 0
+
+
 def test_an_incomplete_prediction_leaves_every_total_out(tmp_path):
     # importance_only_us summed over the measured items alone read 0.0 beside null totals: a client's ratio divided by it.
     lookup = _measured_lookup(tmp_path)
@@ -265,6 +275,21 @@ def test_an_incomplete_prediction_leaves_every_total_out(tmp_path):
     lat = res.latency
     assert not lat.complete and lat.missing_points > 0
     assert (lat.unaligned_us, lat.aligned_us, lat.importance_only_us) == (None, None, None)
+
+
+def test_missing_points_count_each_point_once_even_without_a_platform():
+    # A rules-only result listed points under `missing` while missing_points said 0; and two weights
+    # of one shape ask for the same points of the same curves: they count once.
+    w = {"kind": "lowrank", "out_features": 128, "in_features": 64, "dim": 50.3, "importance": 1}
+    one, two = ({"model": "t", "budget": {"params": 192 * 50 * len(ws)}, "workload": {"tokens": [32]}, "weights": ws}
+                for ws in ([{**w, "name": "a"}], [{**w, "name": "a"}, {**w, "name": "b"}]))  # fmt: skip
+    counts = []
+    for doc in (one, two):
+        res = align(Manifest.model_validate(doc), None, AlignOptions(cross_check="none"))
+        assert res.platform == RULES_ONLY and res.missing
+        assert res.latency.missing_points == sum(len(mc.dims) for mc in res.missing) > 0
+        counts.append(res.latency.missing_points)
+    assert counts[0] == counts[1]
 
 
 @pytest.mark.parametrize("objective_kind", ["importance", "latency"])
