@@ -507,8 +507,12 @@ def _result(
 def _missing(cands: list[ItemCandidates], model: LatencyModel, copts: CandidateOptions) -> list[MissingCurve]:
     """The points to profile, each curve with the time profiling it should take on this platform."""
     missing = missing_curves(cands, model, copts)
-    for mc, seconds in zip(missing, estimate_profile(missing, model.lookup, later=later_points(cands, model, missing)).per_curve):
+    later = later_points(cands, model, missing)
+    estimate = estimate_profile(missing, model.lookup, later=later)
+    for mc, seconds, capped, more in zip(missing, estimate.per_curve, estimate.capped_per_curve, later):
         mc.estimated_seconds = round(seconds, 3)
+        mc.capped_dims = capped
+        mc.later_dims = more if FIRST_PASS in mc.reasons else None
     return missing
 
 

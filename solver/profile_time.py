@@ -43,6 +43,7 @@ class ProfileEstimate:
     seconds: float
     basis: str  # how the figure was obtained, for the user
     per_curve: tuple[float, ...] = ()  # seconds per missing curve, in order
+    capped_per_curve: tuple[int, ...] = ()  # per missing curve, the dims estimated at the time cap (nothing measured near)
 
 
 def point_seconds(latency_us: float, samples: int | None, timing: Timing) -> float:
@@ -104,6 +105,7 @@ def estimate(
     rates, needs = _rates_and_needs(missing, curves, timing)
     any_rate, any_need = _any_op(rates, needs)
     per_curve: list[float] = []
+    capped: list[int] = []
     tally = _Tally()
     for i, mc in enumerate(missing):
         rate = statistics.median(rates[mc.op]) if mc.op in rates else any_rate
@@ -115,7 +117,10 @@ def estimate(
             at_most = later[i] if later is not None and tally.capped - capped_before == len(mc.dims) else None
             seconds = tally.with_later_passes(seconds, at_most, timing)
         per_curve.append(seconds)
-    return ProfileEstimate(points=points, seconds=sum(per_curve), basis=tally.basis(timing), per_curve=tuple(per_curve))
+        capped.append(tally.capped - capped_before)
+    return ProfileEstimate(
+        points=points, seconds=sum(per_curve), basis=tally.basis(timing), per_curve=tuple(per_curve), capped_per_curve=tuple(capped)
+    )
 
 
 def _rates_and_needs(

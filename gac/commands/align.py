@@ -344,14 +344,34 @@ def _print(stored: _Stored, wide: bool = False) -> None:
     if res.frontier:
         _say("frontier", f"{len(res.frontier)} Pareto point{'s' if len(res.frontier) != 1 else ''} (--json or the dashboard shows them)")
     if res.missing:
-        secs = sum(m.estimated_seconds or 0 for m in res.missing)
-        from gac.commands.profile_missing import duration
-
-        _say("missing data", f"{len(res.missing)} curves, about {duration(secs)} to profile: --profile-missing measures them")
+        _say("missing data", _missing_line(res.missing))
     for warning in res.warnings:
         _say("[yellow]warning[/yellow]", warning)
     if stored.id:
         _say("stored as", f"{stored.id}" + (f"; jobs queued: {stored.jobs}" if stored.jobs else ""))
+
+
+def _missing_line(missing: list) -> str:  # MissingCurve
+    """What profiling the missing points should take, said as what it is: an estimate from the platform's
+    measured points, or a bound where nothing near them is measured (each point to its time cap)."""
+    from gac.commands.profile_missing import duration
+
+    secs = sum(m.estimated_seconds or 0 for m in missing)
+    points = sum(len(m.dims) for m in missing)
+    capped = sum(m.capped_dims or 0 for m in missing)
+    later = sum(m.later_dims or 0 for m in missing)
+    said = f"{points:,} points on {len(missing)} curves"
+    if capped and capped == points:
+        said += (
+            f", at most about {duration(secs)} to profile (nothing measured near them: each point to its time cap); "
+            "--profile-missing times a few first and says this machine's rate"
+        )
+    else:
+        said += f", about {duration(secs)} to profile" + (f" ({capped:,} of them at their time cap: a bound)" if capped else "")
+        said += "; --profile-missing measures them"
+    if later:
+        said += f"; a first pass: up to {later:,} more points of their windows may follow"
+    return said
 
 
 def _profile_and_realign(stored: _Stored, run, server, token, db, device, threads, yes, wait=False) -> _Stored:  # noqa: ANN001
@@ -401,6 +421,7 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
     # look-ahead past it. A few rounds settle it; each says what it adds.
     kept = 0  # what the earlier rounds measured: a stop in a later one says the command's total
     failed: frozenset = frozenset()  # points this machine could not time: another round would only fail them again
+    rounds: list[pm.Measured] = []
     for round_ in range(pm.MAX_ROUNDS):
         if round_:
             asked = pm.missing_points(result)
@@ -419,10 +440,16 @@ def _profile_and_realign(stored: _Stored, run, server, token, db, device, thread
         # The first round's estimate covered the later ones: they neither ask nor probe.
         done = pm.measure(result, session, yes or round_ > 0, server, token, db, probe=round_ == 0, kept_before=kept, skip=failed)
         kept, failed = kept + done.points, failed | done.failed
+        rounds.append(done)
         stored = run(here, False)
         result = stored.document
         if not stored.result.missing:
             break
+    if len(rounds) > 1:  # the first round's estimate counted the later ones: the whole against it
+        err.print(
+            f"in all: measured {kept} points in {pm.duration(sum(r.seconds for r in rounds))} over {len(rounds)} rounds "
+            f"(estimated {pm.duration(rounds[0].estimated_total)} before the first)"
+        )
     return stored
 
 

@@ -50,9 +50,10 @@ class Measured:
     points: int
     failures: int
     seconds: float
-    estimated_seconds: float
+    estimated_seconds: float  # this round's points
     platform: str  # fingerprint of this machine, to align against next
     failed: frozenset = frozenset()  # point_key of each point that could not be timed
+    estimated_total: float = 0.0  # with the points later rounds are expected to ask for (a first pass's)
 
 
 def point_key(op: str, dtype: str, shape: dict[str, int]) -> tuple:
@@ -97,15 +98,32 @@ def confirm(points: int, curves: int, estimated: float, where: str, yes: bool, b
         raise typer.Exit(1)
 
 
-def say_first_pass() -> None:
-    """What a first pass's estimate counts: the points it calls for next, which the alignment asks for after it."""
+def say_first_pass(later: int | None = None) -> None:
+    """What a first pass's estimate counts: the points it calls for next, which the alignment asks for after it.
+    later: the points the estimate counted for them (a CPU's: every other dim of the windows); None: the solver's allowance."""
     from gac.solver.profile_time import LATER_PASSES
 
+    if later is not None:
+        console.print(
+            f"these are each window's lattice and a sample; a CPU's curves are no lattice, so the next round asks for "
+            f"the other {later} dims of their windows (counted in the estimate; `--exhaustive` measures every dim at once)"
+        )
+        return
     console.print(
         f"these are each window's lattice and a sample: the estimate allows {LATER_PASSES:.0%} for the points "
         "they call for next (where nothing is measured yet, every other dim of their windows at its time cap), "
         "and a curve they do not explain as a lattice calls for every dim (`--exhaustive` measures every dim at once)"
     )
+
+
+def later_points_expected(missing: list[dict[str, Any]], points: int, device_kind: str) -> int:
+    """How many points the rounds after a first pass should ask for: on a CPU, whose curves are no lattice,
+    every other dim of the first passes' windows (`later_dims`); elsewhere the solver's allowance
+    (LATER_PASSES of this pass), never more than those dims."""
+    from gac.solver.profile_time import LATER_PASSES
+
+    at_most = sum(m.get("later_dims") or 0 for m in missing)
+    return at_most if device_kind == "cpu" else min(at_most, math.ceil(LATER_PASSES * points))
 
 
 def this_machine(device: str | None, threads: int | None, timing: bool = True, pinned: str | None = None):  # noqa: ANN201 - the agent's session object
@@ -137,7 +155,6 @@ def measure(
     points not to time (an earlier round could not: they would only fail again)."""
     from gac.agent.cli import left_to_time, run_info, run_keeping
     from gac.contracts.plans import plan_for_points
-    from gac.solver.profile_time import LATER_PASSES
     from gac.solver.sparse_needs import FIRST_PASS
 
     missing = _without(result.get("missing", []), skip)
@@ -162,6 +179,7 @@ def measure(
         failed_keys: set[tuple] = set()
         sinks = []
         first_pass = any(FIRST_PASS in m.get("reasons", ()) for m in missing)
+        estimated_total, later = 0.0, None  # the probe's figures, where it runs
         keep = functools.partial(run_keeping, session, adaptive=False, first_pass=first_pass)  # stopped, it says more may follow
         if probe and n > PROBE_WARMUP + PROBE_MIN_ROUNDS and (yes or sys.stdin.isatty()):
             # The solver's figure is a bound (each point to its time cap, where nothing near it is measured):
@@ -185,26 +203,29 @@ def measure(
             run = keep(probe_plan, sinks[-1], quiet=True, kept_before=kept, left_after=left)
             measured, failed = measured + len(run.measurements), failed + len(run.failures)
             failed_keys |= failed_in(run)
-            # A first pass calls for more points: as much allowance as the solver's own estimate makes.
-            per_point = (time.perf_counter() - rate_from) / k * (1 + LATER_PASSES if first_pass else 1)
-            estimated = per_point * n
+            per_point = (time.perf_counter() - rate_from) / k
             probed = PROBE_WARMUP + k
+            estimated = per_point * n
+            # A first pass calls for more points, timed at the same rate: the estimate counts them.
+            later = later_points_expected(missing, n, session.platform.device_kind) if first_pass else 0
+            estimated_total = per_point * (n + later)
             todo = points_plan(todo, order[probed:])
             asking = time.perf_counter()
             confirm(
                 n - probed,
                 curves,
-                per_point * (n - probed),
+                per_point * (n - probed + later),
                 f"on this machine ({label})",
                 yes,
-                basis=f"at the rate of the last {k} of the {probed} points just timed",
+                basis=f"at the rate of the last {k} of the {probed} points just timed"
+                + (f", with the {later} points the next round should ask for" if later else ""),
             )
             started += time.perf_counter() - asking  # the time the question waited for an answer is no timing
         else:
             confirm(n, curves, estimated, f"on this machine ({label})", yes)
             started = time.perf_counter()
         if first_pass:
-            say_first_pass()
+            say_first_pass(later if later and session.platform.device_kind == "cpu" else None)
         sinks.append(open_sink(run_info(plan.name)))
         run = keep(todo, sinks[-1], kept_before=kept_before + measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)
@@ -214,7 +235,7 @@ def measure(
         for sink in sinks:
             _check_delivered(sink, sink.committed)
     console.print(f"measured {measured} points in {duration(seconds)} (estimated {duration(estimated)}); {failed} failed")
-    return Measured(measured, failed, seconds, estimated, fingerprint, frozenset(failed_keys))
+    return Measured(measured, failed, seconds, estimated, fingerprint, frozenset(failed_keys), estimated_total or estimated)
 
 
 def _without(missing: list[dict[str, Any]], skip: frozenset) -> list[dict[str, Any]]:

@@ -132,6 +132,10 @@ class MissingCurve(_Model):
     items: list[str] = Field(default_factory=list)
     reasons: list[str] = Field(default_factory=list)  # why: window, look-ahead, original dim, compressor's dim
     estimated_seconds: float | None = None  # profiling these dims, estimated from the platform's measured points
+    capped_dims: int | None = None  # of dims, how many the estimate put at the time cap: nothing measured near them (a bound)
+    # A first pass (each window's lattice and a sample): at most this many more dims of the curve may
+    # follow once these are measured (all of them where the curve is no lattice, as on a CPU).
+    later_dims: int | None = None
 
 
 class AlignmentResult(_Model):

@@ -5,6 +5,7 @@ another platform's points are queued as a job instead; a long profile is not sta
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -91,9 +92,15 @@ def test_local_profile_missing_measures_exactly_the_missing_points(app, settings
     assert rate, out.stderr
     left, probe, probed = (int(g) for g in rate.groups())
     assert probed == PROBE_WARMUP + probe and left == wanted - probed
+    # A first pass on a CPU: its curves are no lattice, so the next round asks for the rest of the
+    # windows, and the estimate counts them at the probe's rate.
+    later = sum(m["later_dims"] or 0 for m in first["missing"])
+    assert later > 0 and f"with the {later} points the next round should ask for" in out.stderr, out.stderr
     # Each round measures what the alignment still lacks (new points can move the look-ahead).
-    rounds = [int(n) for n in re.findall(r"measured (\d+) points", out.stderr)]
+    rounds = [int(n) for n in re.findall(r"^measured (\d+) points in", out.stderr, re.M)]
     assert rounds and rounds[0] == wanted
+    if len(rounds) > 1:  # the whole, against the estimate made before the first round
+        assert re.search(rf"in all: measured {sum(rounds)} points in .* over {len(rounds)} rounds \(estimated .* before the first\)", out.stderr)
     doc = json.loads(out.stdout)
     assert doc["platform"] == this_fingerprint()
     assert doc["missing"] == [] and doc["latency"]["complete"] is True
@@ -254,3 +261,30 @@ def test_the_estimate_says_what_its_at_most_figure_covers(capsys):
     assert "the rest of the estimate is for the points they call for next" in said, said
     pm.confirm(28, 2, 30.0, "as a job", yes=True)  # under the bound: nothing else to account for
     assert "the rest of the estimate" not in capsys.readouterr().err
+
+
+def test_the_points_a_first_pass_calls_for_are_expected_by_device():
+    """A CPU's curves are no lattice: every other dim of the windows follows; a GPU's lattice rules most out."""
+    from gac.commands import profile_missing as pm
+    from gac.solver.profile_time import LATER_PASSES
+
+    missing = [{"later_dims": 300}, {"later_dims": None}, {"later_dims": 100}]
+    assert pm.later_points_expected(missing, 200, "cpu") == 400
+    assert pm.later_points_expected(missing, 200, "cuda") == math.ceil(LATER_PASSES * 200)
+    assert pm.later_points_expected([{"later_dims": 3}], 200, "cuda") == 3  # never more than the windows hold
+
+
+def test_the_missing_data_line_says_a_bound_where_nothing_is_measured():
+    from gac.commands.align import _missing_line
+    from gac.contracts.alignment import MissingCurve
+
+    def curve(dims, capped, later=None, seconds=100.0):
+        return MissingCurve(op="gemm", dtype="float32", fixed_shape={"m": 8, "k": 64}, axis="n", dims=dims,
+                            estimated_seconds=seconds, capped_dims=capped, later_dims=later)  # fmt: skip
+
+    bound = _missing_line([curve([1, 2, 3], 3, later=40), curve([5, 6], 2)])
+    assert bound.startswith("5 points on 2 curves, at most about 3.3 min") and "each point to its time cap" in bound, bound
+    assert "up to 40 more points" in bound
+    estimate = _missing_line([curve([1, 2, 3], 0), curve([5, 6], 1)])
+    assert "about 3.3 min to profile (1 of them at their time cap: a bound)" in estimate and "at most" not in estimate, estimate
+    assert "more points" not in estimate

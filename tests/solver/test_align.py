@@ -288,6 +288,8 @@ def test_missing_points_count_each_point_once_even_without_a_platform():
         res = align(Manifest.model_validate(doc), None, AlignOptions(cross_check="none"))
         assert res.platform == RULES_ONLY and res.missing
         assert res.latency.missing_points == sum(len(mc.dims) for mc in res.missing) > 0
+        # Nothing measured near any of them: each estimated at the time cap, and said to be a bound.
+        assert all(mc.capped_dims == len(mc.dims) and mc.later_dims is None for mc in res.missing)
         counts.append(res.latency.missing_points)
     assert counts[0] == counts[1]
 

@@ -103,3 +103,12 @@ def test_a_first_pass_with_nothing_measured_bounds_the_later_passes_too():
     first = [mc.model_copy(update={"reasons": [FIRST_PASS]}) for mc in _missing([96, 100, 104])]
     est = estimate(first, None, DEFAULT, later=[20])
     assert est.points == 3 and est.seconds == pytest.approx(most_seconds(3 + 20, DEFAULT)) and "at most" in est.basis
+    assert est.capped_per_curve == (3,)
+
+
+def test_the_estimate_counts_the_dims_it_put_at_the_time_cap_per_curve():
+    lookup = _curve(spread=0.02, n=10)
+    other = _missing([100, 101])[0].model_copy(update={"fixed_shape": {"m": 7, "k": 999}})  # a curve nothing measured
+    est = estimate([*_missing([100, 101]), other], lookup, DEFAULT)
+    assert est.capped_per_curve == (0, 0)  # the measured curve from its dims, the other from the op's time per FLOP
+    assert estimate([*_missing([100, 101]), other], None, DEFAULT).capped_per_curve == (2, 2)
