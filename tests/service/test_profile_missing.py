@@ -100,7 +100,8 @@ def test_local_profile_missing_measures_exactly_the_missing_points(app, settings
     rounds = [int(n) for n in re.findall(r"^measured (\d+) points in", out.stderr, re.M)]
     assert rounds and rounds[0] == wanted
     if len(rounds) > 1:  # the whole, against the estimate made before the first round
-        assert re.search(rf"in all: measured {sum(rounds)} points in .* over {len(rounds)} rounds \(estimated .* before the first\)", out.stderr)
+        whole = rf"in all: measured {sum(rounds)} points in .* over {len(rounds)} rounds \(estimated .* before the first\)"
+        assert re.search(whole, out.stderr), out.stderr
     doc = json.loads(out.stdout)
     assert doc["platform"] == this_fingerprint()
     assert doc["missing"] == [] and doc["latency"]["complete"] is True
