@@ -403,7 +403,7 @@ def _align_for_latency(
         solver,
         latency,
         warnings,
-        ref_dims,
+        reference,
         objective_kind=goal.objective,
         epsilon=goal.epsilon,
         frontier=_frontier_points(inst, front, best, ref_value),
@@ -459,10 +459,12 @@ def _result(
     solver: SolverInfo,
     latency: PredictedLatency,
     warnings: list[str],
-    importance_dims: list[int] | None = None,
+    reference: AlignmentResult | None = None,
     **by_objective: Any,
 ) -> AlignmentResult:
     """The result around one objective's answer: what every objective reports alike, then its own fields.
+    reference: the importance objective's answer, beside another objective's (its dims and candidates
+    are the importance-only and paper-dp baselines').
 
     The baselines run last among the warnings' writers: they add theirs (skipped, failed) at the end.
     """
@@ -490,7 +492,7 @@ def _result(
             copts.align,
             warnings,
             inst.model,
-            importance_dims,
+            reference,
             opts.paper_dp_max_items,
             defer=_deferred(opts, n),
         )
@@ -751,7 +753,8 @@ def _by_tokens(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
 
 @dataclass(frozen=True)
 class _Context:
-    """What every baseline is scored against: our objective, the budget, and the latency model."""
+    """What every baseline is scored against: our objective, the importance-only optimum's, the budget,
+    and the latency model."""
 
     items: list[Item]
     cands: list[ItemCandidates]
@@ -759,6 +762,14 @@ class _Context:
     ours: float
     align: int
     model: LatencyModel | None
+    reference: float | None = None  # importance-only GAC's objective (None: ours, an importance answer's)
+
+    def kept(self, obj: float) -> float | None:
+        """The importance an objective value keeps, as a share of what importance-only GAC keeps: the summary's
+        'GAC keeps K %' measure (the objective is the gain over the compressor's dims, a difference)."""
+        own = math.fsum(w.importance * unit_params(w) * w.dim for it in self.items for w in it.members)
+        whole = own + (self.ours if self.reference is None else self.reference)
+        return (own + obj) / whole if whole > 0 else None
 
     def unaligned_us(self) -> float | None:
         if self.model is None:
@@ -774,11 +785,12 @@ def _baselines(
     align: int,
     warnings: list[str],
     model: LatencyModel | None = None,
-    importance_dims: list[int] | None = None,
+    reference: AlignmentResult | None = None,
     max_paper_items: int = AlignOptions.paper_dp_max_items,
     defer: bool = False,
 ) -> list[Baseline]:
-    ctx = _Context(items, cands, budget, ours, align, model)
+    importance_dims = [w.dim for w in reference.weights] if reference is not None else None
+    ctx = _Context(items, cands, budget, ours, align, model, objective(items, importance_dims) if importance_dims else None)
     out = [
         _baseline(ctx, name, [rounder(it.d_star, 8, it.max_dim) for it in items])
         for name, rounder in (("nearest-8", bl.round_nearest), ("round-down-8", bl.round_down))
@@ -793,7 +805,13 @@ def _baselines(
         return out
     if defer:  # run later, by complete_pending (listed in the result's `pending`)
         return out
-    return out + _paper_dp_baselines(ctx, cands, warnings)
+    return out + _paper_dp_baselines(ctx, _candidates_of(reference, items) if reference is not None else cands, warnings)
+
+
+def _candidates_of(result: AlignmentResult, items: list[Item]) -> list[ItemCandidates]:
+    """An answer's candidate sets (its full form), per item."""
+    rules = set(result.rule_items)
+    return [ItemCandidates(it, list(w.candidates), it.name not in rules) for it, w in zip(items, result.weights)]
 
 
 def _beyond_our_window(items: list[Item], our_windows: list[list[int]], dims: list[int]) -> list[str]:
@@ -848,6 +866,7 @@ def _baseline(ctx: _Context, name: str, dims: list[int]) -> Baseline:
         within_budget=within,
         aligned_share=_share([d for it, d in zip(ctx.items, dims) for _ in it.members], ctx.align),
         gap_to_optimum=(ctx.ours - obj) / abs(ctx.ours) if within and ctx.ours != 0 else None,
+        importance_kept=ctx.kept(obj) if within else None,
         latency_us=latency,
         speedup=unaligned / latency if latency and unaligned else None,
     )
@@ -908,21 +927,25 @@ def complete_pending(
     warnings = notes
     baselines = list(result.baselines)
     if "baselines" in result.pending:
-        ctx = _Context(items, cands, inst.budget, result.objective, result.align, model if lookup is not None else None)
-        baselines += _paper_dp_baselines(ctx, cands, warnings)
+        reference = next((b.objective for b in baselines if b.method == "importance-only"), None)
+        ctx = _Context(items, cands, inst.budget, result.objective, result.align, model if lookup is not None else None, reference)
+        paper_cands = cands
+        if result.objective_kind != Objective.IMPORTANCE:  # the paper's knapsack is importance-only GAC's
+            paper_cands = _instance(manifest, lookup, opts, model).cands
+        baselines += _paper_dp_baselines(ctx, paper_cands, warnings)
     return Completed(cross, baselines, warnings)
 
 
 def _paper_dp_baselines(ctx: _Context, cands: list[ItemCandidates], warnings: list[str]) -> list[Baseline]:
-    """The paper's DP over our candidate sets, then over its own window (the pending part of _baselines)."""
+    """The paper's DP over importance-only GAC's candidate sets (`cands`: the knapsack the paper solves, whatever
+    the answer's objective), then over its own window (the pending part of _baselines)."""
     items = ctx.items
     u = 8 * min(row_count(w) for it in items for w in it.members)
-    our_windows = [[c.dim for c in ic.candidates] for ic in cands]
     out = []
-    for name, windows in (("paper-dp", our_windows), (PAPER_OWN, [paper_window(it) for it in items])):
+    for name, windows in (("paper-dp", [[c.dim for c in ic.candidates] for ic in cands]), (PAPER_OWN, [paper_window(it) for it in items])):
         found = _paper_dp_baseline(ctx, name, windows, u, warnings)
         if found is not None:
             out.append(found[0])
-            if name == PAPER_OWN and found[0].objective > ctx.ours:
-                warnings.extend(_beyond_our_window(items, our_windows, found[1]))
+            if name == PAPER_OWN and found[0].objective > ctx.ours:  # beyond the answer's own windows
+                warnings.extend(_beyond_our_window(items, [[c.dim for c in ic.candidates] for ic in ctx.cands], found[1]))
     return out

@@ -318,10 +318,10 @@ def _print(stored: _Stored, wide: bool = False) -> None:
     _say("solver", f"{res.solver.method} in {res.solver.seconds * 1000:.1f} ms, objective {res.objective:,.1f}; {check}")
     if res.baselines:
         table = Table(box=None)
-        # The objective is the importance kept against the compressor's dims; "vs GAC" is it relative to
-        # GAC's (negative: less kept; a latency-aware GAC keeps less than importance-only by design), shown
-        # only for a baseline within the budget.
-        for col in ("baseline", "params", "budget", "aligned", "speed-up", "objective", "vs GAC"):
+        # "kept" is the summary's measure: the importance kept as a share of what importance-only GAC keeps
+        # (the objective is a gain over the compressor's dims: a difference, whose ratios mislead), shown only
+        # for a baseline within the budget.
+        for col in ("baseline", "params", "budget", "aligned", "speed-up", "objective", "kept"):
             table.add_column(col, justify="left" if col in ("baseline", "budget") else "right", no_wrap=True)
         for b in res.baselines:
             table.add_row(
@@ -331,14 +331,15 @@ def _print(stored: _Stored, wide: bool = False) -> None:
                 f"{b.aligned_share:.0%}",
                 f"{b.speedup:.3f}x" if b.speedup else "-",
                 f"{b.objective:,.1f}",
-                f"{(0.0 - b.gap_to_optimum) or 0.0:+.2%}" if b.gap_to_optimum is not None else "-",  # no "-0.00%"
+                f"{b.importance_kept:.2%}" if b.importance_kept is not None else "-",
             )
         console.print(table)
         # The table's own legend: a reader sees a sum of signed scores, not a share of anything.
         _say(
             "",
             "objective: the solver's (above), the sum over weights of importance x parameters gained (negative: given up) "
-            "against the compressor's dims; higher keeps more. vs GAC: the difference as a share of GAC's"
+            "against the compressor's dims; higher keeps more. kept: the importance kept, as a share of what importance-only "
+            "GAC keeps (GAC's own share is in the summary)"
             + ("; OVER the budget: not compared" if any(not b.within_budget for b in res.baselines) else ""),
         )
     if res.frontier:

@@ -82,6 +82,8 @@ class Baseline(_Model):
     within_budget: bool
     aligned_share: float
     gap_to_optimum: float | None = None  # (ours - theirs) / |ours|, when within budget
+    # The importance it keeps as a share of what importance-only GAC keeps (latency.importance_kept's measure), within budget
+    importance_kept: float | None = None
     latency_us: float | None = None  # predicted, when every item is measured at its dims
     speedup: float | None = None  # predicted unaligned latency / this baseline's
     raw_total_params: int | None = None  # paper DP before repair

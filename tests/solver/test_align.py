@@ -245,6 +245,31 @@ def test_frontier_objective_reports_pareto_points_with_the_choice(tmp_path):
     assert all(b.speedup is not None for b in res.baselines if b.method == "importance-only")
 
 
+def test_baselines_read_alike_whatever_the_objective(tmp_path):
+    """paper-dp solves importance-only GAC's knapsack under every objective (it solved the answer's own
+    candidates, so its figures moved with --objective), and each baseline's importance_kept is the summary's
+    measure: the share of what importance-only GAC keeps (1.0 for importance-only itself)."""
+    from gac.solver.align import complete_pending
+
+    lookup, m = _staircase_lookup(tmp_path), _stair_manifest()
+    by = {}
+    for kind in ("importance", "latency"):
+        res = align(m, lookup, AlignOptions(cross_check="none", objective=kind, epsilon=0.05))
+        by[kind] = {b.method: b for b in res.baselines}
+        # Left for later (as the service does with large ones), the same baselines come out.
+        deferred = align(m, lookup, AlignOptions(cross_check="none", objective=kind, epsilon=0.05, defer_above=0))
+        assert "baselines" in deferred.pending
+        done = {b.method: b for b in complete_pending(m, deferred, lookup, AlignOptions(cross_check="none")).baselines}
+        for name in ("paper-dp", "paper-dp-64"):
+            assert done[name].model_dump(exclude={"seconds"}) == by[kind][name].model_dump(exclude={"seconds"})
+    assert by["latency"]["paper-dp"].objective == by["importance"]["paper-dp"].objective
+    assert by["latency"]["importance-only"].importance_kept == 1.0
+    lat = align(m, lookup, AlignOptions(cross_check="none", objective="latency", epsilon=0.05)).latency
+    assert lat.importance_kept < 1.0
+    for b in (b for b in by["latency"].values() if b.method != "importance-only"):
+        assert b.importance_kept == pytest.approx(by["importance"][b.method].importance_kept)  # one measure, one reference
+
+
 def test_default_objective_is_latency_with_data_and_importance_without(tmp_path):
     m = _stair_manifest()
     assert align(m, _staircase_lookup(tmp_path), AlignOptions(cross_check="none")).objective_kind == "latency"
