@@ -89,6 +89,10 @@ class Platform(Base):
     onednn_version: Mapped[str | None] = mapped_column(String(200))
     tf32_allowed: Mapped[bool | None] = mapped_column(Boolean)
     timing: Mapped[str | None] = mapped_column(String(200))
+    # What its agents last measured about dtypes (not identity: the fingerprint leaves them out).
+    native_dtypes: Mapped[list | None] = mapped_column(JSON)
+    fast_dtype: Mapped[str | None] = mapped_column(String(16))
+    dtype_speed: Mapped[dict | None] = mapped_column(JSON)
     first_seen: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 

@@ -628,16 +628,18 @@ def _say_this_machine(found: tuple[str, str, list[str]], manifest: Manifest, ask
         )
 
 
-def _profiled_in(server: str | None, token: str | None, db: str | None, ref: str) -> list[str]:
-    """The dtypes a platform's curves were measured in, on the service or in the local database ([] when unknown)."""
+def _profiled_in(server: str | None, token: str | None, db: str | None, ref: str) -> tuple[list[str], dict[str, float]]:
+    """The dtypes a platform's curves were measured in, and its agents' measured GEMM time of each dtype
+    against float32's, on the service or in the local database (empty when unknown)."""
     if server:
         from gac.client import Client, GacClientError
 
         try:
             with Client(server, token) as client:
-                return client.platform(ref).dtypes
+                found = client.platform(ref)
+                return found.dtypes, {str(d): r for d, r in (found.descriptor.dtype_speed or {}).items()}
         except GacClientError:
-            return []
+            return [], {}
     from sqlalchemy.exc import SQLAlchemyError
 
     from gac.service.db import make_engine, make_sessionmaker
@@ -648,24 +650,32 @@ def _profiled_in(server: str | None, token: str | None, db: str | None, ref: str
     try:
         with make_sessionmaker(engine)() as session:
             row = platforms.find(session, ref)
-            return platforms.counts(session, [row.id])[row.id][3] if row is not None else []
+            if row is None:
+                return [], {}
+            return platforms.counts(session, [row.id])[row.id][3], dict(row.dtype_speed or {})
     except SQLAlchemyError:
-        return []
+        return [], {}
     finally:
         engine.dispose()
 
 
-def _say_profiled_in(dtypes: list[str], platform: str, wanted: str, asker: str = "the manifest") -> None:
+def _say_profiled_in(profiled: tuple[list[str], dict[str, float]], platform: str, wanted: str, asker: str = "the manifest") -> None:
     """Before points are queued in a dtype the platform was never profiled in: an agent profiles in its
     platform's fast dtype unless told otherwise, so the others may run far slower there (bfloat16 emulated
-    on a CPU without it), and the job times what nobody would serve in."""
-    if dtypes and wanted not in dtypes:
-        err.print(
-            f"[yellow]platform {platform[:16]} was profiled in {', '.join(dtypes)}, {asker} asks for {wanted}: the job times "
-            f"{wanted} kernels there, which may run far slower than {dtypes[0]} (an agent profiles in its fast dtype); "
-            f"--dtype {dtypes[0]} aligns in what it measured[/yellow]",
-            highlight=False,
-        )
+    on a CPU without it), and the job times what nobody would serve in. By how much, where its agents measured it."""
+    dtypes, speed = profiled
+    if not dtypes or wanted in dtypes:
+        return
+    have = dtypes[0]
+    how = f"which may run far slower than {have} (an agent profiles in its fast dtype)"
+    if wanted in speed and have in speed and speed[have] > 0:
+        ratio = speed[wanted] / speed[have]
+        how = f"whose GEMMs its agent measured at {ratio:.3g}x the time of {have}'s" + (" (far slower)" if ratio >= 2 else "")
+    err.print(
+        f"[yellow]platform {platform[:16]} was profiled in {', '.join(dtypes)}, {asker} asks for {wanted}: the job times "
+        f"{wanted} kernels there, {how}; --dtype {have} aligns in what it measured[/yellow]",
+        highlight=False,
+    )
 
 
 def _say_what_was_not_solved(result: AlignmentResult, asked: Objective | None) -> None:

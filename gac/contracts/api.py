@@ -35,8 +35,8 @@ class Platform(_Out):
     curves: int = 0
     runs: int = 0
     agents: int = 0  # distinct agents that measured it
-    # The dtypes its curves were measured in: what it was profiled in (its fast dtype, unless
-    # an agent was told otherwise). The service does not keep the agent's fast_dtype itself.
+    # The dtypes its curves were measured in: what it was profiled in (its fast dtype, unless an agent
+    # was told otherwise). What its agents measured about dtypes is in the descriptor (fast_dtype, dtype_speed).
     dtypes: list[str] = []
 
 

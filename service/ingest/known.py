@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 
 from cachetools import LRUCache
 
+from gac.contracts.measurements import DTYPE_FIELDS, PlatformDescriptor
+
 # "Last seen" stamps are refreshed at most this often, so that concurrent batches from one
 # platform do not queue on one row lock; within it, a known id needs no statement at all.
 STAMP_EVERY = timedelta(seconds=30)
@@ -45,8 +47,9 @@ class KnownIds:
 KNOWN = KnownIds()
 
 
-def platform_key(db: str, fingerprint: str) -> tuple:
-    return (db, "platform", fingerprint)
+def platform_key(db: str, platform: PlatformDescriptor) -> tuple:
+    """Its fingerprint and its dtype facts (not identity, but stored): other facts miss, so they are written."""
+    return (db, "platform", platform.fingerprint(), platform.model_dump_json(include=set(DTYPE_FIELDS), exclude_none=True))
 
 
 def agent_key(db: str, name: str) -> tuple:

@@ -140,7 +140,7 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
     ids = IdResolver(now)
 
     begin_write(session)
-    platform_id = ids.resolve(platform_key(db, fingerprint), lambda: repo.upsert_platform(session, batch.platform, now))
+    platform_id = ids.resolve(platform_key(db, batch.platform), lambda: repo.upsert_platform(session, batch.platform, now))
     agent_id = ids.resolve(agent_key(db, batch.run.agent), lambda: repo.upsert_agent(session, batch.run, token_id, now))
     run_platform = ids.resolve(
         run_key(db, batch.run.id), lambda: repo.ensure_run(session, batch.run, agent_id, platform_id, now).platform_id

@@ -118,7 +118,7 @@ def claim(
     begin_write(session)
     now = _now()
     ids = IdResolver(now)
-    ids.resolve(platform_key(str(session.get_bind().engine.url), platform.fingerprint()), lambda: upsert_platform(session, platform, now))
+    ids.resolve(platform_key(str(session.get_bind().engine.url), platform), lambda: upsert_platform(session, platform, now))
     repo.fail_exhausted(session, now)
     job = repo.claimable(session, platform, now, skip)
     if job is not None:

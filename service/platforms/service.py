@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from gac.contracts.measurements import DTYPE_FIELDS, PlatformDescriptor
+from gac.contracts.measurements import PlatformDescriptor
 from gac.service.errors import NotFound
 from gac.service.models import Platform
 from gac.service.platforms import repository as repo
@@ -12,8 +12,8 @@ from gac.service.platforms.schemas import PlatformOut, PlatformQuality, RunQuali
 from gac.service.schemas import Page
 
 RECENT_RUNS = 20  # runs listed one by one on a platform's quality; the totals count every run
-# The stored columns: the dtype fields an agent reports are not kept (not identity).
-DESCRIPTOR_FIELDS = tuple(f for f in PlatformDescriptor.model_fields if f not in DTYPE_FIELDS)
+# The stored columns: every field of the descriptor (the dtype facts are the latest agent's report).
+DESCRIPTOR_FIELDS = tuple(PlatformDescriptor.model_fields)
 
 
 def get_platform(session: Session, ref: str) -> Platform:

@@ -111,7 +111,15 @@ def test_platform_dtype_fields_are_accepted_and_do_not_split_the_platform(client
     client.post("/v1/batches", json=f.body(f.batch(rows=2, start=5, plat=plain)), headers=f.auth(ingest_token))
     platforms = client.get("/v1/platforms").json()
     assert platforms["total"] == 1
-    assert platforms["items"][0]["descriptor"]["device_name"] == plain.device_name
+    descriptor = platforms["items"][0]["descriptor"]
+    assert descriptor["device_name"] == plain.device_name
+    # Kept (the latest report), and a batch without them leaves them as they were.
+    assert (descriptor["fast_dtype"], descriptor["dtype_speed"]) == ("float32", {"float32": 1.0, "bfloat16": 41.5})
+    # A later agent's measurement replaces them.
+    later = f.platform(native_dtypes=["bfloat16"], fast_dtype="bfloat16", dtype_speed={"float32": 1.0, "bfloat16": 0.4})
+    client.post("/v1/batches", json=f.body(f.batch(rows=2, start=9, plat=later)), headers=f.auth(ingest_token))
+    descriptor = client.get(f"/v1/platforms/{plain.fingerprint()}").json()["descriptor"]
+    assert (descriptor["native_dtypes"], descriptor["fast_dtype"], descriptor["dtype_speed"]["bfloat16"]) == (["bfloat16"], "bfloat16", 0.4)
 
 
 def test_text_fields_survive_storage_byte_for_byte(client, ingest_token):

@@ -228,7 +228,8 @@ def test_another_platforms_points_are_queued_not_measured_here(live_service, tmp
 
 
 def test_enqueue_missing_is_sized_before_it_is_queued(live_service, tmp_path):
-    elsewhere = f.platform(device_name="Unsized GPU", device_kind="cuda")
+    # Its agent measured float32 GEMMs at 2.5x bfloat16's time: the service keeps that (not identity).
+    elsewhere = f.platform(device_name="Unsized GPU", device_kind="cuda", fast_dtype="bfloat16", dtype_speed={"bfloat16": 0.4, "float32": 1.0})
     batch = Batch(id=uuid.uuid4(), platform=elsewhere, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=[f.measurement(64)])
     assert httpx.post(f"{live_service.url}/v1/batches", json=f.body(batch), headers=f.auth(live_service.ingest_token)).status_code == 201
     path = tmp_path / "m.json"
@@ -248,6 +249,7 @@ def test_enqueue_missing_is_sized_before_it_is_queued(live_service, tmp_path):
     # The platform was profiled in bfloat16, the manifest is float32: said before it is queued.
     said = " ".join(asked.stderr.split())
     assert f"platform {elsewhere.fingerprint()[:16]} was profiled in bfloat16, the manifest asks for float32" in said, said
+    assert "float32 kernels there, whose GEMMs its agent measured at 2.5x the time of bfloat16's (far slower)" in said, said
     assert "--dtype bfloat16 aligns in what it measured" in said
 
 
