@@ -208,7 +208,9 @@ def test_a_dense_curve_labels_its_largest_steps_and_shows_the_rest_on_hover(live
 
 def test_a_platform_page_shows_its_profile_quality_without_hovering(live_service, browser, database):
     """Flagged points (by reason), the timing threads and the load while profiling, in plain text on the page."""
-    plat = f.platform(device_name="Busy CPU", cores=8, threads=4)
+    plat = f.platform(
+        device_name="Busy CPU", cores=8, threads=4, native_dtypes=[], fast_dtype="float32", dtype_speed={"float32": 1, "bfloat16": 41.5}
+    )
     rows = []
     for x in range(1, 41):
         busy = 3.5 if x in (20, 30) else 0.25
@@ -227,6 +229,9 @@ def test_a_platform_page_shows_its_profile_quality_without_hovering(live_service
     page.goto(f"{live_service.url}/ui#/p/{plat.fingerprint()}")
     page.wait_for_selector("#profile-quality")
     assert page.locator("#profile-quality").get_attribute("data-flagged") == "3"
+    # What its agent measured about dtypes, as text (bfloat16 emulated: 41.5x float32's time).
+    facts = (page.locator("#fact-native_dtypes").inner_text(), page.locator("#fact-dtype_speed").inner_text())
+    assert facts == ("none", "float32 1.00x · bfloat16 41.50x"), facts
     summary = page.locator("#quality-summary").inner_text()
     assert summary == (
         "40 points stored · 3 flagged · 4 timing threads on 8 cores · "

@@ -299,6 +299,13 @@ function qualitySection(q, platform) {
     q.runs.length ? qualityRuns(q, Math.max(platform.runs, q.runs.length)) : null);
 }
 
+// A descriptor fact as text: lists joined, the measured dtype speeds as "bfloat16 2.50x · float32 1.00x".
+function factText(v) {
+  if (Array.isArray(v)) return v.length ? v.join(", ") : "none";
+  if (typeof v === "object") return Object.entries(v).map(([k, r]) => `${k} ${Number(r).toFixed(2)}x`).join(" · ");
+  return String(v);
+}
+
 async function platformView(ref, state) {
   const [platform, rules, cliffs, quality] = await Promise.all([
     api(`/v1/platforms/${ref}`), api(`/v1/platforms/${ref}/rules`),
@@ -307,7 +314,8 @@ async function platformView(ref, state) {
   const page = state.page || 0;
   const d = platform.descriptor;
   const facts = Object.entries(d).filter(([, v]) => v !== null && v !== undefined)
-    .flatMap(([k, v]) => [el("dt", {}, k), el("dd", { class: k.endsWith("isa") ? "mono" : "" }, String(v))]);
+    .flatMap(([k, v]) => [el("dt", {}, k === "dtype_speed" ? "dtype_speed (GEMM time / float32's)" : k),
+      el("dd", { class: k.endsWith("isa") ? "mono" : "", id: `fact-${k}` }, factText(v))]);
   const ruleRows = rules.map((r) => el("tr", {},
     el("td", {}, r.op), el("td", {}, r.dtype), el("td", {}, r.axis),
     el("td", {}, r.modulus ? el("span", { class: "pill" }, `% ${r.modulus}`) : el("span", { class: "muted" }, "none")),
