@@ -55,7 +55,7 @@ from gac.contracts.api import (
     StoredMeasurement,
 )
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
-from gac.contracts.manifest import Manifest
+from gac.contracts.manifest import Manifest, dtype_named
 from gac.contracts.measurements import DTYPE_FIELDS, Batch, BatchReceipt, Dtype, Op, PlatformDescriptor
 
 __all__ = [
@@ -377,7 +377,7 @@ class Client:
         """
         body = _manifest_body(manifest)
         if dtype is not None:
-            body = _with_dtype(body, Dtype(dtype))
+            body = _with_dtype(body, Dtype(dtype_named(dtype)))  # "bf16" as a manifest may write it
         response = self._request(
             "POST",
             "/v1/align",
@@ -583,9 +583,15 @@ def _manifest_body(manifest: ManifestLike) -> bytes:
             import yaml
 
             try:
-                return json.dumps(yaml.safe_load(text), separators=(",", ":")).encode()
+                doc = yaml.safe_load(text)
             except yaml.YAMLError as exc:
                 raise GacClientError(f"manifest {path} is not YAML: {exc}") from exc
+            if not isinstance(doc, dict):
+                raise GacClientError(f"manifest {path} is not a mapping (a manifest's fields), but {type(doc).__name__}")
+            try:
+                return json.dumps(doc, separators=(",", ":")).encode()
+            except (TypeError, ValueError) as exc:  # a YAML date or the like, which JSON has no type for
+                raise GacClientError(f"manifest {path} holds a value JSON cannot carry: {exc}") from exc
         try:
             json.loads(text)
         except ValueError as exc:

@@ -344,11 +344,17 @@ def _importance_notes(inst: _Instance) -> list[str]:
     """Warnings on what the importance answer rests on: rule candidates, importances all 0."""
     notes = []
     rules = [ic.item.name for ic in inst.cands if not ic.measured]
-    if inst.lookup is not None and rules:
+    # Where nothing is measured at all, resolve_goal's warning said so already.
+    if inst.lookup is not None and rules and inst.model.any_measured():
         notes.append(f"{len(rules)} of {len(inst.items)} items lack measurements and {_RULE_NOTE} (d % {inst.opts.candidates.align} == 0)")
     if all(w.importance == 0 for w in inst.manifest.weights):
         notes.append("every importance is 0: any allocation is optimal; the solver keeps the fewest parameters")
     return notes
+
+
+def _reference_options(opts: AlignOptions) -> AlignOptions:
+    """The options of the latency objective's reference: the importance objective over GAC's window, alone."""
+    return replace(opts, objective=Objective.IMPORTANCE, baselines=False, window=Window.GAC, no_slower=False)
 
 
 def _align_for_latency(
@@ -358,9 +364,7 @@ def _align_for_latency(
     (1 - epsilon) of the importance objective's kept importance (exact, gac.solver.tradeoff); epsilon 0
     keeps at least as much as that answer and is never slower. The frontier and the reference beside it."""
     # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
-    reference = _align(
-        manifest, lookup, replace(opts, objective=Objective.IMPORTANCE, baselines=False, window=Window.GAC, no_slower=False), model
-    )
+    reference = _align(manifest, lookup, _reference_options(opts), model)
     if goal.window is Window.PAPER:
         opts = replace(opts, candidates=replace(opts.candidates, paper_radius=max(opts.candidates.paper_radius, PAPER_RADIUS)))
     # The reference's notes on rule candidates are about its own candidates, not this answer's.
@@ -769,7 +773,7 @@ class _Context:
         'GAC keeps K %' measure (the objective is the gain over the compressor's dims, a difference)."""
         own = math.fsum(w.importance * unit_params(w) * w.dim for it in self.items for w in it.members)
         whole = own + (self.ours if self.reference is None else self.reference)
-        return (own + obj) / whole if whole > 0 else None
+        return (own + obj) / whole if whole > 0 else 1.0  # every importance 0: all of nothing, as latency.importance_kept says
 
     def unaligned_us(self) -> float | None:
         if self.model is None:
@@ -930,8 +934,11 @@ def complete_pending(
         reference = next((b.objective for b in baselines if b.method == "importance-only"), None)
         ctx = _Context(items, cands, inst.budget, result.objective, result.align, model if lookup is not None else None, reference)
         paper_cands = cands
-        if result.objective_kind != Objective.IMPORTANCE:  # the paper's knapsack is importance-only GAC's
-            paper_cands = _instance(manifest, lookup, opts, model).cands
+        if result.objective_kind != Objective.IMPORTANCE:
+            # The paper's knapsack is importance-only GAC's: its candidates as that answer ends up with them
+            # (widened, or with the compressor's own dims, where the budget asks), aligned again as inline.
+            reference = _align(manifest, lookup, replace(_reference_options(opts), cross_check="none"), model)
+            paper_cands = _candidates_of(reference, items)
         baselines += _paper_dp_baselines(ctx, paper_cands, warnings)
     return Completed(cross, baselines, warnings)
 

@@ -282,7 +282,8 @@ def _summary(res: AlignmentResult) -> None:
             _say("", f"per token count: {each}" + (" (--no-slower: none slower)" if slower and not res.no_slower else ""))
     else:
         n = lat.missing_points or sum(len(mc.dims) for mc in res.missing)  # an older service counted rules-only as 0
-        why = "no latency data" if res.platform == "rules only" else "incomplete"
+        # A platform that measured none of these kernels (another dtype, say) has no latency data for them either.
+        why = "no latency data" if res.platform == "rules only" or len(res.rule_items) == len(res.weights) else "incomplete"
         _say("predicted", f"{why}: {n:,} curve points missing (listed under `missing`; --profile-missing measures them)")
     _say("aligned dims", f"{res.aligned_share_before:.0%} before -> {res.aligned_share_after:.0%} after (% {res.align})")
     _say("budget", f"{res.budget:,} params; used {res.total_params:,} ({res.total_params / res.budget:.2%})")
@@ -339,7 +340,9 @@ def _print(stored: _Stored, wide: bool = False) -> None:
             "",
             "objective: the solver's (above), the sum over weights of importance x parameters gained (negative: given up) "
             "against the compressor's dims; higher keeps more. kept: the importance kept, as a share of what importance-only "
-            "GAC keeps (GAC's own share is in the summary)"
+            "GAC keeps ("
+            + ("GAC is importance-only here: 100 %" if res.objective_kind == Objective.IMPORTANCE else "GAC's own share is in the summary")
+            + ")"
             + ("; OVER the budget: not compared" if any(not b.within_budget for b in res.baselines) else ""),
         )
     if res.frontier:
@@ -362,16 +365,16 @@ def _missing_line(missing: list) -> str:  # MissingCurve
     capped = sum(m.capped_dims or 0 for m in missing)
     later = sum(m.later_dims or 0 for m in missing)
     said = f"{points:,} points on {len(missing)} curves"
+    # The figure counts the points a first pass calls for next: said as part of it, not on top of it.
+    then = f", with the up to {later:,} more of their windows that a first pass may call for next" if later else ""
     if capped and capped == points:
         said += (
-            f", at most about {duration(secs)} to profile (nothing measured near them: each point to its time cap); "
+            f": at most about {duration(secs)} to profile{then} (nothing measured near them: each point to its time cap); "
             "--profile-missing times a few first and says this machine's rate"
         )
     else:
-        said += f", about {duration(secs)} to profile" + (f" ({capped:,} of them at their time cap: a bound)" if capped else "")
+        said += f": about {duration(secs)} to profile{then}" + (f" ({capped:,} of the points at their time cap: a bound)" if capped else "")
         said += "; --profile-missing measures them"
-    if later:
-        said += f"; a first pass: up to {later:,} more points of their windows may follow"
     return said
 
 

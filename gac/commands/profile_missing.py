@@ -105,8 +105,8 @@ def say_first_pass(later: int | None = None) -> None:
 
     if later is not None:
         console.print(
-            f"these are each window's lattice and a sample; a CPU's curves are no lattice, so the next round asks for "
-            f"the other {later} dims of their windows (counted in the estimate; `--exhaustive` measures every dim at once)"
+            f"these are each window's lattice and a sample; a CPU's curves are seldom a lattice, so the next round should ask for "
+            f"up to the other {later} dims of their windows (counted in the estimate; `--exhaustive` measures every dim at once)"
         )
         return
     console.print(

@@ -158,7 +158,7 @@ def kept_params(ratio: float, original: int) -> int:
     """The parameters a compression ratio rho (the share removed) keeps: floor((1 - rho) * original),
     with rho read as the decimal it was written as, so 0.8 of 1,000 keeps 200, not the 199 that
     (1 - 0.8) * 1000 = 199.99999999999994 floors to in binary floating point."""
-    return math.floor((1 - Fraction(repr(ratio))) * original)
+    return math.floor((1 - Fraction(repr(float(ratio)))) * original)  # float(): a numpy float's repr names its type
 
 
 class Budget(_Model):
@@ -193,6 +193,13 @@ DTYPE_SPELLINGS: Final = {
 }
 
 
+def dtype_named(text: str) -> str:
+    """The canonical name of a dtype written another common way ("BF16", " float16", "torch.float32"), else the text
+    as given (for the validator to refuse by name)."""
+    key = text.strip().lower()
+    return DTYPE_SPELLINGS.get(key, key if key in Dtype.__members__ else text)
+
+
 class Target(_Model):
     """The platform to align for (an id or fingerprint the service knows)."""
 
@@ -215,7 +222,7 @@ class Workload(_Model):
     @classmethod
     def _common_spelling(cls, v: object) -> object:
         # Compressors and configs write the short names (torch_dtype "bf16", "fp16"): read them as the canonical one.
-        return DTYPE_SPELLINGS.get(v.lower(), v) if isinstance(v, str) else v
+        return dtype_named(v) if isinstance(v, str) else v
 
     @field_validator("token_weights")
     @classmethod

@@ -344,3 +344,14 @@ def test_the_client_needs_only_the_base_install():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("model: 2024-01-01\nweights: []\n", "a value JSON cannot carry"), ("- a\n- b\n", "not a mapping"), ("a: [\n", "is not YAML")],
+)
+def test_a_yaml_manifest_that_is_no_manifest_is_a_client_error(tmp_path, text, said):
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with Client("http://127.0.0.1:9", None) as gac, pytest.raises(GacClientError, match=said):
+        gac.align(path)

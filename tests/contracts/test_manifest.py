@@ -113,7 +113,17 @@ def test_a_ratio_keeps_the_decimal_share_it_names(ratio, original, kept):
 
 
 @pytest.mark.parametrize(
-    ("written", "read"), [("bf16", "bfloat16"), ("FP16", "float16"), ("half", "float16"), ("fp32", "float32"), ("bfloat16", "bfloat16")]
+    ("written", "read"),
+    [
+        ("bf16", "bfloat16"),
+        ("FP16", "float16"),
+        ("half", "float16"),
+        ("fp32", "float32"),
+        ("bfloat16", "bfloat16"),
+        ("Float16", "float16"),
+        (" bf16", "bfloat16"),
+        ("torch.float32", "float32"),
+    ],
 )
 def test_common_dtype_spellings_are_read_as_the_canonical_name(written, read):
     m = Manifest.model_validate(_with(["workload", "dtype"], written))

@@ -270,6 +270,31 @@ def test_baselines_read_alike_whatever_the_objective(tmp_path):
         assert b.importance_kept == pytest.approx(by["importance"][b.method].importance_kept)  # one measure, one reference
 
 
+def test_deferred_paper_dp_solves_the_widened_knapsack_too():
+    """A budget the cliff-free dims cannot meet widens importance-only GAC's candidates: the deferred paper-dp
+    (complete_pending) solves that widened knapsack as the inline one does, not the plain one (which it failed)."""
+    from gac.solver.align import complete_pending
+
+    m_, in_, out_, dims = 8, 48, 40, (11.3, 19.6)
+    rows = []
+    for x in range(1, 129):
+        lat = 10.0 + 5.0 * -(-x // 32)  # steps 32 wide: every cliff-free dim is above the compressor's
+        rows.append((Op.gemm, Dtype.float32, {"m": m_, "n": x, "k": in_}, "n", lat, lat, lat, 20))
+        rows.append((Op.gemm, Dtype.float32, {"m": m_, "n": out_, "k": x}, "k", lat, lat, lat, 20))
+    ws = [{"name": f"w{i}", "kind": "lowrank", "out_features": out_, "in_features": in_, "dim": d, "importance": 1.0 + i}
+          for i, d in enumerate(dims)]  # fmt: skip
+    manifest = Manifest.model_validate({"model": "wide", "budget": {"params": int(sum(dims) * (in_ + out_))}, "objective": "latency",
+                                        "workload": {"tokens": [m_], "dtype": "float32"}, "weights": ws})  # fmt: skip
+    lookup = FileLookup(rows, "wide")
+    inline = align(manifest, lookup, AlignOptions(cross_check="none"))
+    assert any("candidates widened" in w for w in inline.warnings)
+    done = complete_pending(manifest, align(manifest, lookup, AlignOptions(cross_check="none", defer_above=0)), lookup)
+    assert not [w for w in done.warnings if "paper-dp" in w], done.warnings
+    (late,) = [b for b in done.baselines if b.method == "paper-dp"]
+    (now,) = [b for b in inline.baselines if b.method == "paper-dp"]
+    assert late.model_dump(exclude={"seconds"}) == now.model_dump(exclude={"seconds"})
+
+
 def test_default_objective_is_latency_with_data_and_importance_without(tmp_path):
     m = _stair_manifest()
     assert align(m, _staircase_lookup(tmp_path), AlignOptions(cross_check="none")).objective_kind == "latency"
@@ -284,6 +309,7 @@ def test_a_platform_that_measured_another_dtype_prices_nothing(tmp_path):
     assert res.objective_kind == "importance" and not res.latency.complete
     assert any("in float32 for platform" in w and "none of these kernels' curves is measured" in w for w in res.warnings), res.warnings
     assert any("objective 'latency' needs latency data" in w for w in res.warnings)
+    assert not any("items lack measurements" in w for w in res.warnings), res.warnings  # said once, above
     assert res.latency.missing_points > 0
 
 
