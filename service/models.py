@@ -262,6 +262,9 @@ class Alignment(Base):
     aligned_share_after: Mapped[float] = mapped_column(Float)
     predicted_unaligned_us: Mapped[float | None] = mapped_column(Float)
     predicted_aligned_us: Mapped[float | None] = mapped_column(Float)
+    # What the predictions are for (the manifest's workload as aligned); NULL: stored before they were kept apart.
+    dtype: Mapped[str | None] = mapped_column(String(16))
+    tokens: Mapped[list | None] = mapped_column(JSON)
     manifest: Mapped[dict] = mapped_column(JSON)
     result: Mapped[dict] = mapped_column(JSON)  # as served by default: compact when result_full is set
     # zlib-compressed JSON of the whole result (every weight's candidates) when `result` is compact

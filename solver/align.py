@@ -16,6 +16,7 @@ from typing import Any
 
 from gac.contracts.alignment import (
     AlignedWeight,
+    AlignedWorkload,
     AlignmentResult,
     Baseline,
     Candidate,
@@ -125,7 +126,10 @@ def align(
     different optimum. model: the manifest's latency model over this lookup, when the caller keeps
     one (gac.solver.model_cache: curve models and candidates computed once per curve version).
     """
-    return _align(manifest, lookup, options or AlignOptions(), model or LatencyModel(lookup, manifest))
+    result = _align(manifest, lookup, options or AlignOptions(), model or LatencyModel(lookup, manifest))
+    w = manifest.workload
+    result.workload = AlignedWorkload(dtype=str(w.dtype), tokens=list(w.tokens), token_weights=w.token_weights)
+    return result
 
 
 def _align(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions, model: LatencyModel) -> AlignmentResult:
@@ -931,8 +935,10 @@ def complete_pending(
     warnings = notes
     baselines = list(result.baselines)
     if "baselines" in result.pending:
-        reference = next((b.objective for b in baselines if b.method == "importance-only"), None)
-        ctx = _Context(items, cands, inst.budget, result.objective, result.align, model if lookup is not None else None, reference)
+        reference_objective = next((b.objective for b in baselines if b.method == "importance-only"), None)
+        ctx = _Context(
+            items, cands, inst.budget, result.objective, result.align, model if lookup is not None else None, reference_objective
+        )
         paper_cands = cands
         if result.objective_kind != Objective.IMPORTANCE:
             # The paper's knapsack is importance-only GAC's: its candidates as that answer ends up with them

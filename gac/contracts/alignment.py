@@ -140,6 +140,14 @@ class MissingCurve(_Model):
     later_dims: int | None = None
 
 
+class AlignedWorkload(_Model):
+    """What the predicted latencies are for: the manifest's workload as aligned (after --dtype or ?dtype=)."""
+
+    dtype: str
+    tokens: list[int]
+    token_weights: list[float] | None = None  # the manifest's (None: equal)
+
+
 class AlignmentResult(_Model):
     """A gac.alignment/v1 document: the chosen dims, what they cost and keep, and how they were found."""
 
@@ -152,6 +160,7 @@ class AlignmentResult(_Model):
     solver: SolverInfo
     # Extras
     platform: str  # the platform id used, or "rules only"
+    workload: AlignedWorkload | None = None  # the dtype and token counts it was aligned for (None: from before it was said)
     align: int = 8  # the alignment the shares below are counted against
     aligned_share_before: float = 0.0
     aligned_share_after: float = 0.0

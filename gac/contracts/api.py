@@ -228,3 +228,5 @@ class AlignmentSummary(_Out):
     aligned_share_after: float
     predicted_unaligned_us: float | None = None
     predicted_aligned_us: float | None = None
+    dtype: str | None = None  # the dtype and token counts the predictions are for (None: stored before they were kept)
+    tokens: list[int] | None = None

@@ -29,11 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from gac.contracts.manifest import Manifest
+from gac.contracts.measurements import Dtype
+from gac.service import errors as service_errors
 from gac.service.align import limits, service
 from gac.service.align.schemas import AlignmentJobStatus, AlignmentSummary, CandidateLists, StoredAlignment
 from gac.service.auth.tokens import Scope
 from gac.service.deps import Credentials, Reader, SessionDep, require
-from gac.service.errors import Unprocessable, error_json, errors, field_errors
+from gac.service.errors import error_json, errors, field_errors
 from gac.service.platforms.service import get_platform
 from gac.service.schemas import NO_NUL, Offset, Page
 
@@ -91,6 +93,7 @@ def post_align(
     ] = None,
     enqueue_missing: Annotated[bool, Query(description="queue a profiling job for the curves the platform lacks (ingest token)")] = False,
     candidates: Annotated[CandidateLists | None, Query(description=CANDIDATES_DOC)] = None,
+    dtype: Annotated[Dtype | None, Query(description="the dtype to align for; overrides the manifest's workload.dtype")] = None,
 ) -> Response:
     """Re-select one cliff-free dimension per weight under the manifest's budget; the result is stored.
 
@@ -115,6 +118,7 @@ class _Query(BaseModel):
     platform: Annotated[str | None, Field(max_length=64, pattern=NO_NUL)] = None
     enqueue_missing: bool = False
     candidates: CandidateLists | None = None
+    dtype: Dtype | None = None
 
 
 _bearer = HTTPBearer(auto_error=False)
@@ -128,7 +132,9 @@ async def _post(request: Request, body: bytes, respond_async: bool) -> Response:
     try:
         query = _Query.model_validate(dict(request.query_params))
     except ValidationError as exc:
-        raise Unprocessable(field_errors([{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)])) from None
+        # Named as FastAPI's own 422 on any other route's query ("ValidationError").
+        named = [{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)]
+        raise service_errors.ValidationError(field_errors(named)) from None
     creds = await _bearer(request)
 
     def authorize() -> int | None:
@@ -156,6 +162,7 @@ async def _post(request: Request, body: bytes, respond_async: bool) -> Response:
         limits.INLINE_CHECK_MAX_ITEMS,
         limits.COMPACT_ABOVE_WEIGHTS,
         holder,
+        query.dtype,
     )
 
     def decide(report: dict) -> dict:

@@ -50,6 +50,8 @@ def insert_alignment(
             aligned_share_after=result.aligned_share_after,
             predicted_unaligned_us=result.latency.unaligned_us,
             predicted_aligned_us=result.latency.aligned_us,
+            dtype=str(manifest.workload.dtype),
+            tokens=list(manifest.workload.tokens),
             manifest=_json_text(session, manifest.model_dump_json(by_alias=True)),
             result=_json_text(session, result_text),
             result_full=result_full,

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from gac.contracts.alignment import AlignmentResult, CrossCheck
 from gac.contracts.manifest import Manifest
+from gac.contracts.measurements import Dtype
 from gac.contracts.plans import plan_for_points
 from gac.service.align import limits
 from gac.service.align import repository as repo
@@ -391,6 +392,7 @@ class AlignTask:
     defer_above: int | None = None  # limits.INLINE_CHECK_MAX_ITEMS
     compact_above: int | None = None  # limits.COMPACT_ABOVE_WEIGHTS
     token_id: int | None = None  # whose storage quota the result counts against
+    dtype: Dtype | None = None  # ?dtype=: in place of the manifest's workload.dtype
 
 
 _ENGINES: dict[str, Engine] = {}
@@ -498,6 +500,8 @@ def run_task(task: AlignTask) -> Answer:
     with make_sessionmaker(_engine(task.settings.url))() as session:
         try:
             manifest = parse_manifest(task.body, task.settings)
+            if task.dtype is not None:  # the stored manifest is the one aligned: its workload names the dtype
+                manifest = manifest.model_copy(update={"workload": manifest.workload.model_copy(update={"dtype": task.dtype})})
             cost = estimate_cost(manifest)
             if cost.work > task.settings.align_max_work:
                 raise PayloadTooLarge(

@@ -98,6 +98,23 @@ def test_latency_objective_round_trips(client, ingest_token):
     assert [d["field"] for d in f.refused(bad, 422)["detail"]] == ["body.objective"], bad.text
 
 
+def test_dtype_in_the_query_is_aligned_for_and_said_in_the_result_and_the_list(client, ingest_token):
+    """?dtype= aligns in that dtype (it used to be ignored: the manifest's bfloat16 was aligned); the result and the
+    list say which dtype and token counts the predictions are for."""
+    plat = measured_platform(client, ingest_token)  # bfloat16 only
+    r = client.post("/v1/align", params={"dtype": "float32"}, json=manifest(plat.fingerprint()), headers=f.auth(ingest_token))
+    assert r.status_code == 201, r.text
+    res = r.json()["result"]
+    assert res["workload"] == {"dtype": "float32", "tokens": [M], "token_weights": None}
+    assert res["objective_kind"] == "importance" and any("in float32 for platform" in w for w in res["warnings"])
+    kept = client.post("/v1/align", json=manifest(plat.fingerprint()), headers=f.auth(ingest_token)).json()["result"]
+    assert kept["workload"]["dtype"] == "bfloat16" and kept["latency"]["complete"] is True
+    listing = client.get("/v1/alignments", params={"platform": plat.fingerprint()}).json()["items"]
+    assert [(a["dtype"], a["tokens"]) for a in listing] == [("bfloat16", [M]), ("float32", [M])]  # newest first
+    bad = client.post("/v1/align", params={"dtype": "int8"}, json=manifest(plat.fingerprint()), headers=f.auth(ingest_token))
+    assert [d["field"] for d in f.refused(bad, 422)["detail"]] == ["query.dtype"], bad.text
+
+
 def test_rules_only_without_a_target(client, read_token):
     r = client.post("/v1/align", json=manifest(), headers=f.auth(read_token))
     res = r.json()["result"]

@@ -138,9 +138,12 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     page.goto(f"{live_service.url}/ui#/alignments")
     page.wait_for_selector("a.platform-name")
     assert page.locator("a.platform-name").all_text_contents() == [f"Sixteen-step CPU · bfloat16 · {a.fingerprint()[:8]}"]
+    # What the predictions are for: the alignment's dtype and token counts, beside the platform's name.
+    assert "bfloat16 · 128 tokens" in page.locator("table tbody tr").first.inner_text()
     page.get_by_text("browser-test-model").click()
     page.wait_for_selector("text=Weights")
     assert "w0" in page.locator("table").inner_text()
+    assert page.locator("#workload").inner_text() == "bfloat16 at 128 tokens"
     page.screenshot(path=str(SCREENSHOTS / f"alignment-{database.backend}.png"), full_page=True)
 
     # The API docs page works offline too: Swagger UI renders from local assets.
@@ -149,6 +152,10 @@ def test_dashboard_shows_cliffs_compares_and_alignments(live_service, browser, d
     assert page.locator(".swagger-ui .opblock").count() > 10
 
     assert problems == []
+    # A bad id reads as a sentence naming the field, not as an error body (the browser logs the 422 itself).
+    page.goto(f"{live_service.url}/ui#/alignments/not-an-id")
+    said = page.locator(".error").inner_text()
+    assert said.startswith("Could not load: alignment_id: ") and "{" not in said, said
 
 
 def test_a_dense_curve_labels_its_largest_steps_and_shows_the_rest_on_hover(live_service, browser, database):

@@ -14,6 +14,14 @@ const TOKEN_KEY = "gac-read-token";
 
 class NeedsToken extends Error {}
 
+// An error answer as a sentence: its detail, or each field's message ("alignment_id: Input should be a valid UUID").
+function errorText(status, body) {
+  const d = body.detail;
+  if (typeof d === "string") return d;
+  if (Array.isArray(d) && d.every((e) => e && e.message)) return d.map((e) => `${String(e.field || "").replace(/^(path|query|body)\./, "")}: ${e.message}`).join("; ");
+  return `${status} ${JSON.stringify(d || body)}`;
+}
+
 async function api(path, params) {
   const url = new URL(path, location.origin);
   for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
@@ -21,7 +29,7 @@ async function api(path, params) {
   const r = await fetch(url, token ? { headers: { Authorization: `Bearer ${token}` } } : {});
   const body = await r.json().catch(() => ({}));
   if (r.status === 401) throw new NeedsToken(typeof body.detail === "string" ? body.detail : "this service needs a token");
-  if (!r.ok) throw new Error(typeof body.detail === "string" ? body.detail : `${r.status} ${JSON.stringify(body.detail || body)}`);
+  if (!r.ok) throw new Error(errorText(r.status, body));
   return body;
 }
 
@@ -299,8 +307,17 @@ function qualitySection(q, platform) {
     q.runs.length ? qualityRuns(q, Math.max(platform.runs, q.runs.length)) : null);
 }
 
+// 85017493504 -> "79.2 GiB (85,017,493,504 bytes)": the size a reader knows, with the exact figure.
+function fmtBytes(n) {
+  const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+  let v = n, i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return i ? `${v.toFixed(v < 10 ? 2 : 1)} ${units[i]} (${n.toLocaleString()} bytes)` : `${n} bytes`;
+}
+
 // A descriptor fact as text: lists joined, the measured dtype speeds as "bfloat16 2.50x · float32 1.00x".
-function factText(v) {
+function factText(v, k) {
+  if (k && k.endsWith("_bytes") && typeof v === "number") return fmtBytes(v);
   if (Array.isArray(v)) return v.length ? v.join(", ") : "none";
   if (typeof v === "object") return Object.entries(v).map(([k, r]) => `${k} ${Number(r).toFixed(2)}x`).join(" · ");
   return String(v);
@@ -315,7 +332,7 @@ async function platformView(ref, state) {
   const d = platform.descriptor;
   const facts = Object.entries(d).filter(([, v]) => v !== null && v !== undefined)
     .flatMap(([k, v]) => [el("dt", {}, k === "dtype_speed" ? "dtype_speed (GEMM time / float32's)" : k),
-      el("dd", { class: k.endsWith("isa") ? "mono" : "", id: `fact-${k}` }, factText(v))]);
+      el("dd", { class: k.endsWith("isa") ? "mono" : "", id: `fact-${k}` }, factText(v, k))]);
   const ruleRows = rules.map((r) => el("tr", {},
     el("td", {}, r.op), el("td", {}, r.dtype), el("td", {}, r.axis),
     el("td", {}, r.modulus ? el("span", { class: "pill" }, `% ${r.modulus}`) : el("span", { class: "muted" }, "none")),
@@ -405,6 +422,9 @@ async function platformsById(ids) {
 const platformLink = (id, p) => el("a", { href: `#/p/${id}`, class: "platform-name", title: p ? `${p.label}\n${p.fingerprint}` : null },
   p ? platformName(p) : `platform ${id}`);
 
+// "1,024 and 1 tokens": the token counts (GEMM rows) a workload's latencies are predicted at.
+const tokensText = (tokens) => `${(tokens || []).map((t) => t.toLocaleString()).join(" and ")} token${(tokens || []).length === 1 && tokens[0] === 1 ? "" : "s"}`;
+
 async function alignmentsView(state) {
   const page = state.page || 0;
   const data = await api("/v1/alignments", { limit: PAGE, cursor: page * PAGE });
@@ -415,6 +435,7 @@ async function alignmentsView(state) {
       el("td", {}, el("a", { href: `#/alignments/${a.id}` }, a.model)),
       el("td", {}, a.compressor || "–"),
       el("td", {}, a.platform_id ? platformLink(a.platform_id, platforms.get(a.platform_id)) : el("span", { class: "muted" }, "rules only")),
+      el("td", {}, a.dtype ? `${a.dtype} · ${tokensText(a.tokens)}` : el("span", { class: "muted" }, "–")),
       el("td", { class: "num" }, a.weights),
       el("td", { class: "num" }, `${pct(a.aligned_share_before)} → ${pct(a.aligned_share_after)}`),
       el("td", { class: "num" }, `${fmtUs(a.predicted_unaligned_us)} → ${fmtUs(a.predicted_aligned_us)}`),
@@ -423,7 +444,7 @@ async function alignmentsView(state) {
   });
   show(el("h1", {}, "Alignments"),
     el("p", { class: "muted" }, "Manifests aligned by POST /v1/align or `gac align`; latencies are predicted from the measured curves."),
-    data.items.length ? table(["model", "compressor", "platform", { label: "weights", num: 1 }, { label: "aligned", num: 1 }, { label: "predicted latency", num: 1 }, { label: "speed-up", num: 1 }, "when"], rows)
+    data.items.length ? table(["model", "compressor", "platform", "workload", { label: "weights", num: 1 }, { label: "aligned", num: 1 }, { label: "predicted latency", num: 1 }, { label: "speed-up", num: 1 }, "when"], rows)
       : el("div", { class: "empty" }, "No alignments yet: `gac align manifest.json`."),
     pager(page, data.total, PAGE, (p) => alignmentsView({ page: p }).catch(fail)));
 }
@@ -460,6 +481,7 @@ const KEPT_ABOVE_100 = "Importance kept is relative to the importance-only optim
   + "parameters for other weights, so a point can keep more than 100 %, at a latency cost.";
 
 // "97–128, 131" for a sorted list of dims.
+const MAX_RUNS = 40; // runs of dims shown per missing curve: a sparse first pass lists hundreds (the JSON has them all)
 function dimRanges(dims) {
   const out = [];
   for (let i = 0; i < dims.length; ) {
@@ -468,7 +490,7 @@ function dimRanges(dims) {
     out.push(j > i ? `${dims[i]}–${dims[j]}` : String(dims[i]));
     i = j + 1;
   }
-  return out.join(", ");
+  return out.length > MAX_RUNS ? `${out.slice(0, MAX_RUNS).join(", ")}, … ${out.length - MAX_RUNS} more runs` : out.join(", ");
 }
 
 // What the latency prediction lacks: the count, then each missing curve and the weights that need it.
@@ -494,7 +516,8 @@ function missingNotice(stored) {
   });
   return el("div", { class: "notice", id: "frontier-missing" },
     el("b", {}, "Predicted latency is incomplete"), `: ${what.length ? what.join("; ") : "some points are missing"}. `,
-    "No chart is drawn rather than one with gaps; profile the missing points on this platform and align again.",
+    "No chart is drawn rather than one with gaps. To measure them: `gac align MANIFEST --profile-missing` on the platform's machine, "
+      + "or `gac align MANIFEST --server URL --enqueue-missing --wait` to queue a job for its agents; the alignment is then made again.",
     curves.length ? el("ul", { class: "missing" }, curves) : "",
     rules.length ? el("p", {}, "Weights on rule candidates: ", el("span", { class: "mono" }, rules.join(", "))) : "",
     stored.jobs && stored.jobs.length ? el("p", {}, `Profiling job${stored.jobs.length === 1 ? "" : "s"} queued: ${stored.jobs.map((j) => `#${j}`).join(", ")}`) : "");
@@ -612,6 +635,13 @@ function plotFrontier(div, r) {
   }, PLOT_CONFIG);
 }
 
+// "bfloat16 at 1,024 and 1 tokens (weighted 1 : 4)": what an alignment's latencies are predicted for.
+function workloadText(w) {
+  if (!w) return "–";
+  const weights = w.token_weights && w.token_weights.length > 1 ? ` (weighted ${w.token_weights.join(" : ")})` : "";
+  return `${w.dtype || "float16"} at ${tokensText(w.tokens)}${weights}`;
+}
+
 async function alignmentView(id) {
   const stored = await api(`/v1/alignments/${id}`);
   const platform = (await platformsById([stored.platform_id])).get(stored.platform_id);
@@ -632,9 +662,11 @@ async function alignmentView(id) {
     el("dl", { class: "kv" },
       el("dt", {}, "platform"), el("dd", {}, stored.platform_id
         ? [platformLink(stored.platform_id, platform), " ", el("span", { class: "mono muted" }, r.platform)] : r.platform),
+      el("dt", {}, "workload"), el("dd", { id: "workload" }, workloadText(r.workload || (stored.manifest || {}).workload)),
       el("dt", {}, "budget"), el("dd", {}, `${r.budget.toLocaleString()} params; used ${r.total_params.toLocaleString()}`),
       el("dt", {}, "objective"), el("dd", {}, kind === "importance" ? "importance (the paper's)" : `${kind}: the fastest choice keeping ≥ ${pctKept(1 - (r.epsilon ?? 0))} of the importance-only optimum's importance`),
-      el("dt", {}, "aligned"), el("dd", {}, `${pct(r.aligned_share_before)} → ${pct(r.aligned_share_after)} (% ${r.align})`),
+      el("dt", {}, `multiples of ${r.align}`), el("dd", {}, `${pct(r.aligned_share_before)} → ${pct(r.aligned_share_after)} of the dims `,
+        el("span", { class: "muted" }, "(GAC picks the dims this platform runs fastest, multiples or not)")),
       el("dt", {}, "predicted"), el("dd", {}, `original ${fmtUs(lat.original_us)}, unaligned ${fmtUs(lat.unaligned_us)}, aligned ${fmtUs(lat.aligned_us)}${lat.complete ? "" : " (partial data)"}`),
       el("dt", {}, "solver"), el("dd", {}, `${r.solver.method}, ${(1000 * r.solver.seconds).toFixed(1)} ms; cross-check ${cc.method} ${cc.status}${cc.agrees === true ? ", agrees" : cc.agrees === false ? ", DISAGREES" : ""}`),
       el("dt", {}, "warnings"), el("dd", {}, r.warnings.length ? r.warnings.join("; ") : "none")),
