@@ -131,7 +131,7 @@ class FileLookup:
         'k=4096,m=1024,n=512'. The spread columns are optional, and may be empty in a row.
 
         The service's curve download (`op,dtype,axis,fixed,<axis>,median_us,...`, one curve per
-        file) is read too."""
+        file) is read too, and the same with the swept value in a column `x` (several curves)."""
         rows: dict[str, list[Row]] = defaultdict(list)
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
@@ -145,8 +145,11 @@ class FileLookup:
                     op, dtype = Op(rec["op"]), Dtype(rec["dtype"])
                     if download:
                         axis = rec["axis"]
-                        shape = validate_shape(op, {**parse_shape_key(rec["fixed"]), axis: int(rec[axis])})
-                        rec = {**rec, "n": rec.get("samples") or ""}
+                        if axis not in rec and "x" not in rec:
+                            raise ValueError(f"no column {axis!r} (or 'x') holds the swept {axis}")
+                        x = rec[axis] if axis in rec else rec["x"]
+                        shape = validate_shape(op, {**parse_shape_key(rec["fixed"]), axis: int(x)})
+                        rec = {**rec, "n": rec.get("samples") or rec.get("n") or ""}
                     else:
                         shape = validate_shape(op, parse_shape_key(rec["shape"]))
                         axis = rec["sweep_axis"]

@@ -181,6 +181,23 @@ def test_csv_lookup(tmp_path):
         FileLookup.from_csv(bad)
 
 
+def test_csv_with_the_swept_value_in_an_x_column_is_read(tmp_path):
+    """A curve download's layout with the swept value in `x` (several curves in one file, as an export of many
+    curves has it) is read; a file with neither column says which it lacks."""
+    p = tmp_path / "x.csv"
+    p.write_text("op,dtype,axis,fixed,x,median_us,p10_us,p90_us,n\n"
+                 'gemm,bfloat16,n,"k=256,m=256",88,5.2,5.1,16.0,50\n'
+                 'gemm,bfloat16,k,"m=256,n=256",112,5.3,5.0,10.7,50\n')  # fmt: skip
+    lk = FileLookup.from_csv(p)
+    (point,) = lk.curve(Op.gemm, Dtype.bfloat16, {"m": 256, "k": 256}, "n").values()
+    assert (point.latency_us, point.p90_us, point.n) == (5.2, 16.0, 50)
+    assert list(lk.curve(Op.gemm, Dtype.bfloat16, {"m": 256, "n": 256}, "k")) == [112]
+    bad = tmp_path / "neither.csv"
+    bad.write_text('op,dtype,axis,fixed,dim,median_us\ngemm,bfloat16,n,"k=256,m=256",88,5.2\n')
+    with pytest.raises(ValueError, match=r"neither.csv:2: no column 'n' \(or 'x'\) holds the swept n"):
+        FileLookup.from_csv(bad)
+
+
 _runs = st.lists(
     st.one_of(
         st.builds(range, st.integers(0, 80), st.integers(-5, 120)),
