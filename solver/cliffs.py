@@ -30,6 +30,8 @@ class CurveAnalysis:
     points: int
     notes: list[str] = field(default_factory=list)
     smooth: bool = False  # no significant step: any dim is as fast as its size
+    # The comb's levels, shallowest first: (m, % less time than the dims around them; < 0: slower).
+    ladder: list[tuple[int, float]] = field(default_factory=list)
 
 
 def find_steps(points: Sequence[Point], opts: CliffOptions = CliffOptions()) -> list[Step]:
@@ -62,4 +64,5 @@ def analyze(points: Sequence[Point], opts: CliffOptions = CliffOptions()) -> Cur
         points=len(model.estimates),
         notes=model.notes,
         smooth=model.smooth,
+        ladder=[(lv.m, -100 * math.expm1(lv.log_offset)) for lv in model.comb.levels()] if model.comb is not None else [],
     )

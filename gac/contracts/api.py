@@ -157,6 +157,13 @@ class Modulus(_Out):
     agreement: float
 
 
+class CombLevel(_Out):
+    """Multiples of m run faster (another kernel): by this share of the time of the dims around them."""
+
+    m: int
+    pct_faster: float  # 82.0: multiples take 82 % less time than the dims around them; < 0: slower
+
+
 class CurveCliffs(_Out):
     """One curve's analysis: steps, cliff-free frontier, the modulus that explains it."""
 
@@ -167,6 +174,7 @@ class CurveCliffs(_Out):
     noise_pct: float
     tolerance: float
     notes: list[str] = Field(default_factory=list)
+    comb: list[CombLevel] = Field(default_factory=list)  # the multiples that run faster, shallowest first
 
 
 class JobMatch(_Out):

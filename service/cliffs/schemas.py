@@ -2,11 +2,22 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from gac.contracts.api import CurveCliffs, CurvePoint, CurveSummary
+from gac.contracts.api import CombLevel, CurveCliffs, CurvePoint, CurveSummary
 from gac.contracts.api import Modulus as ModulusOut
 from gac.contracts.api import Step as StepOut
 
-__all__ = ["Analysis", "ComparableCurve", "ComparedPoint", "Comparison", "CurveCliffs", "CurveSummary", "ModulusOut", "Rule", "StepOut"]
+__all__ = [
+    "Analysis",
+    "CombLevel",
+    "ComparableCurve",
+    "ComparedPoint",
+    "Comparison",
+    "CurveCliffs",
+    "CurveSummary",
+    "ModulusOut",
+    "Rule",
+    "StepOut",
+]
 
 
 class Analysis(BaseModel):
@@ -18,6 +29,7 @@ class Analysis(BaseModel):
     noise_pct: float
     tolerance: float
     notes: list[str]
+    comb: list[CombLevel] = []
 
 
 class Rule(BaseModel):
@@ -31,6 +43,10 @@ class Rule(BaseModel):
     support: int  # curves whose own modulus is this one
     agreement: float  # mean agreement of the supporting curves
     worst_step_pct: float  # the largest step seen on these curves
+    # The deepest multiple most of its curves run faster at, and by how much (median over those curves):
+    # it can hold most of the speed where the modulus (every cliff-free dim is a multiple of it) is small.
+    fastest_multiple: int | None = None
+    fastest_pct: float | None = None
     text: str
 
 

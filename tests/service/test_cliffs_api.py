@@ -53,6 +53,32 @@ def test_curve_cliffs_rules_and_recompute(client, ingest_token):
     assert "axis" in str(misspelt)  # named, not answered with an empty list
 
 
+def test_a_rule_names_the_multiple_that_holds_most_of_the_speed(client, ingest_token):
+    """An H100's fp16 GEMM curves (N and K swept, measured): every cliff-free dim is even, so the rule's modulus is 2,
+    yet multiples of 8 take about 80 % less time than the dims around them. The rule says both, and each curve
+    its comb; the SDPA curve's rule says multiples of 8 hold its speed too."""
+    from pathlib import Path
+
+    from gac.contracts.measurements import Measurement, parse_shape_key
+
+    plat = f.platform(device_kind="cuda", device_name="NVIDIA H100 80GB HBM3")
+    data = Path(__file__).resolve().parents[1] / "solver" / "data" / "h100_lattice.csv"
+    rows = [
+        Measurement(id=uuid.uuid4(), op=r["op"], dtype=r["dtype"], sweep_axis=r["axis"], timer="t", n=int(r["n"]),
+                    shape={**parse_shape_key(r["fixed"]), r["axis"]: int(r["x"])},
+                    median_us=float(r["median_us"]), p10_us=float(r["p10_us"]), p90_us=float(r["p90_us"]), mean_us=float(r["mean_us"]))
+        for r in csv.DictReader(data.open())
+    ]  # fmt: skip
+    post(client, ingest_token, Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows))
+    rules = {(r["op"], r["axis"]): r for r in client.get(f"/v1/platforms/{plat.fingerprint()}/rules").json()}
+    gemm_n = rules[("gemm", "n")]
+    assert gemm_n["modulus"] == 2 and gemm_n["fastest_multiple"] == 8 and 75 < gemm_n["fastest_pct"] < 90, gemm_n
+    assert "wants multiples of 2" in gemm_n["text"] and "multiples of 8 take 82 % less time than the dims around them" in gemm_n["text"]
+    assert rules[("gemm", "k")]["fastest_multiple"] == 8 and rules[("sdpa", "head_dim")]["fastest_multiple"] == 8
+    cliffs = client.get(f"/v1/platforms/{plat.fingerprint()}/cliffs", params={"op": "gemm", "axis": "n"}).json()
+    assert [lv["m"] for lv in cliffs[0]["comb"]][:3] == [2, 4, 8] and cliffs[0]["comb"][2]["pct_faster"] > 75
+
+
 def test_compare_two_platforms(client, ingest_token):
     a, b = f.platform(device_name="Old driver"), f.platform(device_name="New driver")
     post(client, ingest_token, staircase_batch(a, 16, range(1, 65)))

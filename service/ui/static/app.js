@@ -356,6 +356,7 @@ async function platformView(ref, state) {
         c.modulus ? [" · ", el("span", { class: "pill" }, `wants % ${c.modulus.m}`)] : "",
         " · ", el("a", { href: `/v1/curves/${c.curve.id}/download?format=csv` }, "CSV"),
         " · ", el("a", { href: `/v1/curves/${c.curve.id}/download?format=json` }, "JSON")),
+      (c.notes || []).length ? el("div", { class: "muted curve-notes" }, c.notes.join("; ")) : "",
       chart, cliffList(c));
     api(`/v1/curves/${c.curve.id}`).then((curve) => plotCurve(chart, curve, c)).catch((e) => chart.replaceWith(el("div", { class: "error" }, e.message)));
     return card;
