@@ -370,11 +370,11 @@ def _missing_line(missing: list) -> str:  # MissingCurve
     if capped and capped == points:
         said += (
             f": at most about {duration(secs)} to profile{then} (nothing measured near them: each point to its time cap); "
-            "--profile-missing times a few first and says this machine's rate"
+            "--profile-missing times a few first and says this machine's rate (--enqueue-missing queues them for its agents)"
         )
     else:
         said += f": about {duration(secs)} to profile{then}" + (f" ({capped:,} of the points at their time cap: a bound)" if capped else "")
-        said += "; --profile-missing measures them"
+        said += "; --profile-missing measures them here, --enqueue-missing queues them for the platform's agents"
     return said
 
 

@@ -16,6 +16,7 @@ from gac.service.curves.service import fixed_key_for, get_curve_by_id
 from gac.service.deps import Reader, SessionDep
 from gac.service.errors import errors
 from gac.service.http import VERSIONED, per_curve_json
+from gac.service.platforms.service import get_platform
 from gac.service.schemas import NO_NUL, Axis, AxisFilter, FixedShape, PlatformRef, RowId
 
 router = APIRouter(prefix="/v1", tags=["cliffs"])
@@ -84,7 +85,9 @@ def compare(
 def download_curve(curve_id: RowId, session: SessionDep, _: Reader, format: Literal["csv", "json"] = "csv") -> Response:
     curve = get_curve_by_id(session, curve_id)
     c = curve.curve
-    name = f"{c.op}-{c.dtype}-{c.axis}-{c.fixed_key.replace(',', '_').replace('=', '')}-platform{c.platform_id}"
+    # The file names its platform (a shared file outlives the database row id): the fingerprint, in the name and a column.
+    platform = get_platform(session, str(c.platform_id))
+    name = f"{c.op}-{c.dtype}-{c.axis}-{c.fixed_key.replace(',', '_').replace('=', '')}-{platform.fingerprint[:12]}"
     if format == "json":
         body, media = curve.model_dump_json(indent=2), "application/json"
     else:
@@ -92,8 +95,10 @@ def download_curve(curve_id: RowId, session: SessionDep, _: Reader, format: Lite
         writer = csv.writer(buf)
         # The swept value's column is named after the axis; the sample count is "samples", so an
         # axis named n (a GEMM's N) cannot collide with it.
-        writer.writerow(["op", "dtype", "axis", "fixed", c.axis, "median_us", "p10_us", "p90_us", "mean_us", "samples", "measurements"])
+        head = ["op", "dtype", "axis", "fixed", c.axis, "median_us", "p10_us", "p90_us", "mean_us", "samples", "measurements", "platform"]
+        writer.writerow(head)
         for p in curve.points:
-            writer.writerow([c.op, c.dtype, c.axis, c.fixed_key, p.x, p.median_us, p.p10_us, p.p90_us, p.mean_us, p.n, p.measurements])
+            values = [p.x, p.median_us, p.p10_us, p.p90_us, p.mean_us, p.n, p.measurements]
+            writer.writerow([c.op, c.dtype, c.axis, c.fixed_key, *values, platform.fingerprint])
         body, media = buf.getvalue(), "text/csv"
     return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}.{format}"'})

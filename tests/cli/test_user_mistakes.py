@@ -110,7 +110,9 @@ def test_a_curve_download_is_a_measurements_file(client, ingest_token, tmp_path)
         assert download.status_code == 200
         (tmp_path / "curve.csv").write_text(download.text)
         meta = curve["curve"]
-        read = FileLookup.from_csv(tmp_path / "curve.csv").curve(meta["op"], meta["dtype"], curve_fixed(meta), meta["axis"])
+        lookup = FileLookup.from_csv(tmp_path / "curve.csv")
+        assert lookup.platform == plat.fingerprint()  # the file names its platform
+        read = lookup.curve(meta["op"], meta["dtype"], curve_fixed(meta), meta["axis"])
         assert {x: p.latency_us for x, p in read.items()} == {p["x"]: p["median_us"] for p in curve["points"]}
         assert {p.n for p in read.values()} == {p["n"] for p in curve["points"]}
     path = tmp_path / "m.json"

@@ -114,6 +114,8 @@ def test_curve_downloads(client, ingest_token):
     rows = list(csv.DictReader(io.StringIO(r.text)))
     # The axis is n: its column holds the swept value, the sample count is "samples".
     assert len(rows) == 32 and rows[0]["n"] == "1" and rows[0]["samples"] == "20" and float(rows[16]["median_us"]) == 20.0 * 1.4
+    # A shared file names its platform: its fingerprint in the file name and in every row.
+    assert plat.fingerprint()[:12] in r.headers["content-disposition"] and {row["platform"] for row in rows} == {plat.fingerprint()}
     j = client.get(f"/v1/curves/{curve_id}/download", params={"format": "json"}).json()
     assert [p["x"] for p in j["points"]] == list(range(1, 33))
     bad = f.refused(client.get(f"/v1/curves/{curve_id}/download", params={"format": "xml"}), 422)

@@ -247,7 +247,7 @@ async function platformsView(state) {
     el("p", { class: "muted" }, "Every exact hardware + software stack that measurements came from."),
     el("div", { class: "toolbar" }, filter, kindSel, compare),
     data.items.length
-      ? table(["", "platform", "kind", "stack", { label: "curves", num: 1 }, { label: "runs", num: 1 }, { label: "agents", num: 1 }, "first seen", "last seen"], rows)
+      ? table(["", "platform", "kind", "stack", { label: "curves", num: 1 }, { label: "runs", num: 1 }, { label: "agents", num: 1 }, "first upload", "last upload"], rows)
       : el("div", { class: "empty" }, "No platforms yet: run `gac agent run --server … --token …` on a machine."),
     pager(page, data.total, PAGE, (p) => platformsView({ name, kind, page: p }).catch(fail)));
 }
@@ -365,7 +365,7 @@ async function platformView(ref, state) {
     el("h1", {}, platformName(platform)),
     el("p", { class: "muted" }, platform.label, " · ", el("span", { class: "mono" }, platform.fingerprint)),
     el("dl", { class: "kv" }, facts,
-      el("dt", {}, "seen"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)}; ${platform.runs} runs by ${platform.agents} agent(s)`)),
+      el("dt", {}, "uploads"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)} (when the service received them; each run says when it was measured); ${platform.runs} runs by ${platform.agents} agent(s)`)),
     qualitySection(quality, platform),
     el("h2", {}, "Learned alignment rules"),
     rules.length ? table(["op", "dtype", "axis", "modulus", { label: "curves", num: 1 }, { label: "worst step", num: 1 }, "what the data says"], ruleRows)
@@ -407,7 +407,7 @@ async function compareView(a, b, state) {
   ], {
     margin: { l: 60, r: 60, t: 24, b: 40 }, hovermode: "closest", shapes: [...sa.shapes, ...sb.shapes],
     xaxis: { title: { text: plotText(pair.axis) } }, yaxis: { title: { text: "latency (µs)" }, rangemode: "tozero" },
-    yaxis2: { title: { text: "B / A" }, overlaying: "y", side: "right", showgrid: false },
+    yaxis2: { title: { text: "B / A (time ratio)" }, overlaying: "y", side: "right", showgrid: false, ticksuffix: "×", tickformat: ".2f" },
     legend: { orientation: "h", y: -0.2 },
   }, PLOT_CONFIG);
 }
