@@ -330,9 +330,16 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     assert res["frontier"] and lat["complete"] and res["objective_kind"] == "frontier"
     # Another weight wider than the platform measured (n <= 96): the prediction lacks points.
     wider = out_weights([100.4], out_features=128, first=len(weights))
-    r = post(align_doc("incomplete-model", [*weights, *wider], fp, objective="frontier"))
+    r = httpx.post(  # and a profiling job queued for what it lacks
+        f"{live_service.url}/v1/align",
+        params={"enqueue_missing": "true"},
+        json=align_doc("incomplete-model", [*weights, *wider], fp, objective="frontier"),
+        headers=f.auth(live_service.ingest_token),
+        timeout=120,
+    )
     assert r.status_code == 201, r.text
     incomplete = r.json()
+    assert incomplete["jobs"], incomplete
     assert not incomplete["result"]["latency"]["complete"] and incomplete["result"]["frontier"]
     r = post(align_doc("importance-model", weights, fp, objective="importance"))
     assert r.status_code == 201, r.text
@@ -463,7 +470,15 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
         shown = ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
         assert f"{len(dims)} dims ({shown})" in missing, (shown, missing)
     assert page.locator(".main-svg").count() == 0 and page.locator("#frontier-chart").count() == 0
+    assert "--enqueue-missing" in missing and "--profile-missing" in missing  # how to measure them
     page.screenshot(path=str(SCREENSHOTS / f"alignment-incomplete-{database.backend}.png"), full_page=True)
+    # Its job, a click away: the queue says its state, its points and which platform's agents take it.
+    (job,) = incomplete["jobs"]
+    page.locator("#frontier-missing a", has_text=f"#{job}").click()
+    page.wait_for_selector(f"#job-{job}")
+    cells = page.locator(f"#job-{job} td").all_inner_texts()
+    points = httpx.get(f"{live_service.url}/v1/jobs/{job}").json()["points"]
+    assert cells[:3] == [f"#{job}", "queued", f"– / {points:,}"] and cells[4] == fp[:12] and cells[5] == "0 / 3", cells
 
     # No frontier stored (the importance objective): the summary, a note, no chart.
     page.goto(f"{live_service.url}/ui#/alignments/{importance['id']}")

@@ -521,7 +521,8 @@ function missingNotice(stored) {
       + "or `gac align MANIFEST --server URL --enqueue-missing --wait` to queue a job for its agents; the alignment is then made again.",
     curves.length ? el("ul", { class: "missing" }, curves) : "",
     rules.length ? el("p", {}, "Weights on rule candidates: ", el("span", { class: "mono" }, rules.join(", "))) : "",
-    stored.jobs && stored.jobs.length ? el("p", {}, `Profiling job${stored.jobs.length === 1 ? "" : "s"} queued: ${stored.jobs.map((j) => `#${j}`).join(", ")}`) : "");
+    stored.jobs && stored.jobs.length ? el("p", {}, `Profiling job${stored.jobs.length === 1 ? "" : "s"} queued: `,
+      stored.jobs.flatMap((j, i) => [i ? ", " : "", el("a", { href: "#/jobs" }, `#${j}`)]), " (their state: Jobs)") : "");
 }
 
 // "predicted unaligned X µs → GAC Y µs (Z×), keeping W % of the importance-only optimum's importance"
@@ -677,6 +678,38 @@ async function alignmentView(id) {
   await section.draw();
 }
 
+// ---------- the profiling queue ----------
+const JOB_STATE = { queued: "", leased: "good", done: "good", failed: "bad", cancelled: "bad" };
+
+// Which agents may take a job: a platform (its page), or any device of a kind and name.
+function jobFor(m) {
+  if (m.fingerprint) return el("a", { href: `#/p/${m.fingerprint}`, class: "mono" }, m.fingerprint.slice(0, 12));
+  return [m.device_kind, m.device_name].filter(Boolean).join(" ") || "any agent";
+}
+
+async function jobsView(state) {
+  const page = state.page || 0;
+  const data = await api("/v1/jobs", { limit: PAGE, cursor: state.cursors ? state.cursors[page] : undefined });
+  const cursors = [...(state.cursors || [undefined])];
+  if (data.next_cursor) cursors[page + 1] = data.next_cursor;
+  const rows = data.items.map((j) => el("tr", { id: `job-${j.id}` },
+    el("td", { class: "num" }, `#${j.id}`),
+    el("td", {}, el("span", { class: `pill ${JOB_STATE[j.status] || ""}` }, j.status)),
+    el("td", { class: "num" }, `${j.points_done ?? "–"} / ${j.points.toLocaleString()}`),
+    el("td", {}, j.plan_name),
+    el("td", {}, jobFor(j.match)),
+    el("td", { class: "num" }, `${j.attempts} / ${j.max_attempts}`),
+    el("td", {}, j.status === "leased" ? [j.lease_owner || "an agent", el("span", { class: "muted" }, ` until ${fmtDate(j.lease_expires_at)}`)] : "–"),
+    el("td", {}, fmtDate(j.created_at)),
+    el("td", { class: j.error ? "" : "muted" }, j.error || "–")));
+  show(el("h1", {}, "Profiling jobs"),
+    el("p", { class: "muted" }, "Points an alignment lacks, queued for the platform's agents (`gac agent run --jobs` there measures them); "
+      + "points done of the job's total, as of the agent's last heartbeat while it runs."),
+    data.items.length ? table([{ label: "job", num: 1 }, "state", { label: "points", num: 1 }, "plan", "for", { label: "tries", num: 1 }, "lease", "queued", "error"], rows)
+      : el("div", { class: "empty" }, "No profiling jobs: `gac align MANIFEST --server URL --enqueue-missing` queues the points an alignment lacks."),
+    pager(page, data.total, PAGE, (p) => jobsView({ page: p, cursors }).catch(fail)));
+}
+
 // ---------- router ----------
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -685,6 +718,7 @@ function route() {
   else if (parts[0] === "compare" && parts[1] && parts[2]) done = compareView(parts[1], parts[2], {});
   else if (parts[0] === "alignments" && parts[1]) done = alignmentView(parts[1]);
   else if (parts[0] === "alignments") done = alignmentsView({});
+  else if (parts[0] === "jobs") done = jobsView({});
   else done = platformsView({});
   show(el("p", { class: "muted" }, "loading…"));
   done.catch(fail);
