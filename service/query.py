@@ -1,6 +1,8 @@
-"""One value per query parameter: a scalar given twice is refused, not silently the last one.
+"""Query parameters as declared: one the route does not take is refused, not ignored, and a scalar
+given twice is refused, not silently the last one.
 
-Starlette keeps every value of a repeated parameter and FastAPI reads the last for a scalar, so
+`/v1/platforms?kind=gpu` (the parameter is device_kind) would list every platform, as if the filter
+held. Starlette keeps every value of a repeated parameter and FastAPI reads the last for a scalar, so
 `?platform=a&platform=b` would answer for b alone. A parameter typed as a list (`/v1/jobs?status=`)
 takes them all."""
 
@@ -20,21 +22,28 @@ _MANY = (list, tuple, set, frozenset)
 
 
 def one_value_each(request: Request) -> None:
-    """A dependency of every route: 422 naming each scalar query parameter given more than once."""
-    counts = Counter(key for key, _ in request.query_params.multi_items())
-    repeated = {key for key, n in counts.items() if n > 1}
+    """A dependency of every route: 422 naming each query parameter the route does not take, and each
+    scalar one given more than once."""
     route = request.scope.get("route")
-    if not repeated or not isinstance(route, APIRoute):
+    if not request.query_params or not isinstance(route, APIRoute):
         return
+    counts = Counter(key for key, _ in request.query_params.multi_items())
+    params = {param.alias: param for param in _query_params(route.dependant)}
+    takes = ", ".join(sorted(params)) or "none"
     errors = [
+        {"type": "unknown", "loc": ("query", key), "msg": f"this path takes no such parameter (it takes: {takes})", "input": None}
+        for key in counts
+        if key not in params
+    ]
+    errors += [
         {
             "type": "repeated",
-            "loc": ("query", param.alias),
-            "msg": f"given {counts[param.alias]} times; this parameter takes one value",
-            "input": request.query_params.getlist(param.alias),
+            "loc": ("query", key),
+            "msg": f"given {n} times; this parameter takes one value",
+            "input": request.query_params.getlist(key),
         }
-        for param in _query_params(route.dependant)
-        if param.alias in repeated and not _takes_many(param.field_info.annotation)
+        for key, n in counts.items()
+        if n > 1 and key in params and not _takes_many(params[key].field_info.annotation)
     ]
     if errors:
         raise RequestValidationError(errors)

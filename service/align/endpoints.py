@@ -111,9 +111,10 @@ def post_align(
 
 
 class _Query(BaseModel):
-    """POST /v1/align's query, for the bodies FastAPI does not see (the same names and limits)."""
+    """POST /v1/align's query, for the bodies FastAPI does not see (the same names and limits; no others,
+    as every other route refuses a parameter it does not take)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     platform: Annotated[str | None, Field(max_length=64, pattern=NO_NUL)] = None
     enqueue_missing: bool = False

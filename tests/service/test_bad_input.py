@@ -196,3 +196,15 @@ def test_a_scalar_query_parameter_given_twice_is_refused_not_read_as_its_last_va
 def test_unknown_platform_is_404(client):
     r = client.get("/v1/platforms/" + "ab" * 32)
     assert r.status_code == 404 and r.json()["error"] == "NotFound"
+
+
+def test_a_query_parameter_the_path_does_not_take_is_refused_not_ignored(client, read_token):
+    # Ignored, ?kind=gpu (the parameter is device_kind) listed every platform as if the filter held.
+    detail = f.refused(client.get("/v1/platforms", params={"kind": "gpu"}), 422)["detail"]
+    assert [d["field"] for d in detail] == ["query.kind"] and "it takes: cursor, device_kind, limit, name" in detail[0]["message"], detail
+    assert client.get("/v1/platforms", params={"device_kind": "cuda"}).status_code == 200
+    # POST /v1/align reads its query itself: the same rule.
+    doc = {"model": "m", "budget": {"ratio": 0.5}, "weights": [{"name": "a", "kind": "linear_out", "out_features": 8, "in_features": 8,
+                                                               "dim": 4, "importance": 1}]}  # fmt: skip
+    detail = f.refused(client.post("/v1/align", params={"dtpye": "float32"}, json=doc, headers=f.auth(read_token)), 422)["detail"]
+    assert [d["field"] for d in detail] == ["query.dtpye"], detail
