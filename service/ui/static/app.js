@@ -58,7 +58,7 @@ function el(tag, attrs, ...children) {
 }
 
 const fmtUs = (v) => (v === null || v === undefined ? "–" : v >= 1000 ? `${(v / 1000).toFixed(2)} ms` : `${v.toFixed(1)} µs`);
-const fmtDate = (s) => (s ? new Date(s).toLocaleString() : "–");
+const fmtDate = (s) => (s ? new Date(s).toLocaleString(undefined, { timeZoneName: "short" }) : "–"); // the reader's clock, named
 const pct = (v) => `${(100 * v).toFixed(0)} %`;
 // A signed percentage as people write it: "+25.0 %", "-17.4 %" (one sign, never "+-").
 const signedPct = (v, digits = 1) => `${Number(v.toFixed(digits)) < 0 ? "-" : "+"}${Math.abs(v).toFixed(digits)} %`;
