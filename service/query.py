@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import types
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Union, get_args, get_origin
 
 from fastapi import Request
@@ -22,31 +22,39 @@ _MANY = (list, tuple, set, frozenset)
 
 
 def one_value_each(request: Request) -> None:
-    """A dependency of every route: 422 naming each query parameter the route does not take, and each
-    scalar one given more than once."""
+    """A dependency of every API route: 422 naming each query parameter the route does not take, and
+    each scalar one given more than once. Pages and health checks (outside /v1) take any: a link's
+    tracking suffix or a monitor's cache-buster must not break them."""
     route = request.scope.get("route")
-    if not request.query_params or not isinstance(route, APIRoute):
+    if not request.query_params or not isinstance(route, APIRoute) or not route.path.startswith("/v1/"):
         return
-    counts = Counter(key for key, _ in request.query_params.multi_items())
-    params = {param.alias: param for param in _query_params(route.dependant)}
-    takes = ", ".join(sorted(params)) or "none"
-    errors = [
-        {"type": "unknown", "loc": ("query", key), "msg": f"this path takes no such parameter (it takes: {takes})", "input": None}
+    takes = {param.alias: _takes_many(param.field_info.annotation) for param in _query_params(route.dependant)}
+    if errors := query_errors(request.query_params.multi_items(), takes):
+        raise RequestValidationError(errors)
+
+
+def query_errors(items: Iterable[tuple[str, str]], takes: Mapping[str, bool]) -> list[dict[str, Any]]:
+    """Pydantic-style errors (loc ("query", name)) for a query's (name, value) pairs: each name not in
+    `takes` (name -> whether it takes several values), and each one-value name given more than once."""
+    pairs = list(items)
+    counts = Counter(key for key, _ in pairs)
+    known = ", ".join(sorted(takes)) or "none"
+    errors: list[dict[str, Any]] = [
+        {"type": "unknown", "loc": ("query", key), "msg": f"this path takes no such parameter (it takes: {known})", "input": None}
         for key in counts
-        if key not in params
+        if key not in takes
     ]
     errors += [
         {
             "type": "repeated",
             "loc": ("query", key),
             "msg": f"given {n} times; this parameter takes one value",
-            "input": request.query_params.getlist(key),
+            "input": [v for k, v in pairs if k == key],
         }
         for key, n in counts.items()
-        if n > 1 and key in params and not _takes_many(params[key].field_info.annotation)
+        if n > 1 and key in takes and not takes[key]
     ]
-    if errors:
-        raise RequestValidationError(errors)
+    return errors
 
 
 def _query_params(dependant: Dependant) -> Iterator[Any]:

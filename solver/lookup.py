@@ -147,7 +147,8 @@ class FileLookup:
                         axis = rec["axis"]
                         if axis not in rec and "x" not in rec:
                             raise ValueError(f"no column {axis!r} (or 'x') holds the swept {axis}")
-                        x = rec[axis] if axis in rec else rec["x"]
+                        # With an x column, a column named like the axis is something else (n: the sample count).
+                        x = rec["x"] if "x" in rec else rec[axis]
                         shape = validate_shape(op, {**parse_shape_key(rec["fixed"]), axis: int(x)})
                         rec = {**rec, "n": rec.get("samples") or rec.get("n") or ""}
                     else:

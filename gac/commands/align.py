@@ -187,7 +187,9 @@ def _locally(db: str | None, manifest: Manifest, platform: str | None, enqueue: 
         engine.dispose()
 
 
-def _from_file(measurements: Path, manifest: Manifest, options: AlignOptions, names: _Names, exhaustive: bool = False) -> _Stored:
+def _from_file(
+    measurements: Path, manifest: Manifest, options: AlignOptions, names: _Names, exhaustive: bool = False, platform: str | None = None
+) -> _Stored:
     from dataclasses import replace
 
     from gac.solver.align import BudgetBelowFeasible, align
@@ -195,7 +197,8 @@ def _from_file(measurements: Path, manifest: Manifest, options: AlignOptions, na
     from gac.solver.lookup import FileLookup
 
     try:
-        lookup = FileLookup.from_csv(measurements) if measurements.suffix == ".csv" else FileLookup.from_jsonl(measurements)
+        read = FileLookup.from_csv if measurements.suffix == ".csv" else FileLookup.from_jsonl
+        lookup = read(measurements, platform)
     except OSError as exc:
         err.print(f"[red]cannot read {escape(str(measurements))}: {escape(str(exc.strerror))}[/red]")
         raise typer.Exit(2) from exc
@@ -850,8 +853,8 @@ def align_command(
     def run(platform: str | None, enqueue: bool) -> _Stored:
         if server:
             return _via_server(server, token, asked, platform, enqueue, names)
-        if measurements:
-            return _from_file(measurements, document, options, names, exhaustive)
+        if measurements:  # a file of several platforms' rows: --platform picks one
+            return _from_file(measurements, document, options, names, exhaustive, platform)
         return _locally(db, asked, platform, enqueue, names, exhaustive)
 
     if platform is None and not measurements and not (document.target and document.target.platform):

@@ -25,10 +25,10 @@ from fastapi import APIRouter, FastAPI, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from gac.contracts.manifest import Manifest
+from gac.contracts.manifest import Manifest, dtype_named
 from gac.contracts.measurements import Dtype
 from gac.service import errors as service_errors
 from gac.service.align import limits, service
@@ -37,6 +37,7 @@ from gac.service.auth.tokens import Scope
 from gac.service.deps import Credentials, Reader, SessionDep, require
 from gac.service.errors import error_json, errors, field_errors
 from gac.service.platforms.service import get_platform
+from gac.service.query import query_errors
 from gac.service.schemas import NO_NUL, Offset, Page
 
 log = logging.getLogger("gac.service")
@@ -119,7 +120,7 @@ class _Query(BaseModel):
     platform: Annotated[str | None, Field(max_length=64, pattern=NO_NUL)] = None
     enqueue_missing: bool = False
     candidates: CandidateLists | None = None
-    dtype: Dtype | None = None
+    dtype: Annotated[Dtype | None, BeforeValidator(lambda v: dtype_named(v) if isinstance(v, str) else v)] = None  # bf16, as a manifest
 
 
 _bearer = HTTPBearer(auto_error=False)
@@ -130,6 +131,8 @@ async def _post(request: Request, body: bytes, respond_async: bool) -> Response:
     received = time.monotonic()
     app: FastAPI = request.app
     settings = app.state.settings
+    if named := query_errors(request.query_params.multi_items(), dict.fromkeys(_Query.model_fields, False)):
+        raise service_errors.ValidationError(field_errors(named))  # as every other route answers them
     try:
         query = _Query.model_validate(dict(request.query_params))
     except ValidationError as exc:

@@ -48,7 +48,9 @@ KNOWN = KnownIds()
 
 
 def platform_key(db: str, platform: PlatformDescriptor) -> tuple:
-    """Its fingerprint and its dtype facts (not identity, but stored): other facts miss, so they are written."""
+    """Its fingerprint and its dtype facts (not identity, but stored): other facts miss, so they are written.
+    Two agents of one platform reporting different facts by turns can each hit their own entry, so the
+    stored facts may be the other's for up to STAMP_EVERY: the latest report wins within that."""
     return (db, "platform", platform.fingerprint(), platform.model_dump_json(include=set(DTYPE_FIELDS), exclude_none=True))
 
 

@@ -207,4 +207,13 @@ def test_a_query_parameter_the_path_does_not_take_is_refused_not_ignored(client,
     doc = {"model": "m", "budget": {"ratio": 0.5}, "weights": [{"name": "a", "kind": "linear_out", "out_features": 8, "in_features": 8,
                                                                "dim": 4, "importance": 1}]}  # fmt: skip
     detail = f.refused(client.post("/v1/align", params={"dtpye": "float32"}, json=doc, headers=f.auth(read_token)), 422)["detail"]
-    assert [d["field"] for d in detail] == ["query.dtpye"], detail
+    assert [d["field"] for d in detail] == ["query.dtpye"] and "this path takes no such parameter" in detail[0]["message"], detail
+    twice = client.post("/v1/align", params=[("platform", "a"), ("platform", "b")], json=doc, headers=f.auth(read_token))
+    assert [(d["field"], d["message"]) for d in f.refused(twice, 422)["detail"]] == [
+        ("query.platform", "given 2 times; this parameter takes one value")
+    ]
+    # ?dtype= reads the spellings a manifest may use.
+    ok = client.post("/v1/align", params={"dtype": "BF16"}, json=doc, headers=f.auth(read_token))
+    assert ok.status_code == 201 and ok.json()["result"]["workload"]["dtype"] == "bfloat16", ok.text
+    # Pages and health checks take any query (a link's tracking suffix, a monitor's cache-buster).
+    assert client.get("/healthz", params={"ts": "1"}).status_code == 200

@@ -189,8 +189,10 @@ def test_csv_with_the_swept_value_in_an_x_column_is_read(tmp_path):
                  'gemm,bfloat16,n,"k=256,m=256",88,5.2,5.1,16.0,50\n'
                  'gemm,bfloat16,k,"m=256,n=256",112,5.3,5.0,10.7,50\n')  # fmt: skip
     lk = FileLookup.from_csv(p)
-    (point,) = lk.curve(Op.gemm, Dtype.bfloat16, {"m": 256, "k": 256}, "n").values()
-    assert (point.latency_us, point.p90_us, point.n) == (5.2, 16.0, 50)
+    # The axis is n, and so is the sample count's column: the dim is x's, the count n's.
+    assert {x: (p.latency_us, p.p90_us, p.n) for x, p in lk.curve(Op.gemm, Dtype.bfloat16, {"m": 256, "k": 256}, "n").items()} == {
+        88: (5.2, 16.0, 50)
+    }
     assert list(lk.curve(Op.gemm, Dtype.bfloat16, {"m": 256, "n": 256}, "k")) == [112]
     bad = tmp_path / "neither.csv"
     bad.write_text('op,dtype,axis,fixed,dim,median_us\ngemm,bfloat16,n,"k=256,m=256",88,5.2\n')

@@ -192,7 +192,7 @@ def test_a_comb_lifted_by_noise_bursts_is_read_from_all_its_teeth(seed):
     model = model_curve(pts)
     assert model.comb is not None and model.comb.m == 8
     assert abs(model.comb.log_offset - np.log(0.93)) < 3 * model.comb.se < 0.05  # as sure as it says
-    assert any("multiples of 8 are" in note and "faster" in note for note in model.notes)
+    assert any("multiples of 8 take" in note and "less time" in note for note in model.notes)
     inner = [t for t in teeth if t + 1 in model.estimates]
     assert all(model.estimates[t] < min(model.estimates[t - 1], model.estimates[t + 1]) for t in inner)
     raw = {p.x: p.median_us for p in pts}
@@ -219,7 +219,7 @@ def test_a_ladder_comb_is_read_level_by_level(seed, how):
     assert [lv.m for lv in levels][:3] == [4, 8, 16]
     for lv in levels:
         assert abs(math.exp(lv.log_offset) - LADDER[lv.m]) < 3 * lv.se + 0.03
-    assert model.notes[0].startswith("multiples of 4 are") and ", of 8 " in model.notes[0]
+    assert model.notes[0].startswith("multiples of 4 take") and ", of 8 " in model.notes[0]
     teeth = [x for x in xs if x % 4 == 0]
     assert np.median([abs(model.estimates[x] / truth(x) - 1) for x in teeth]) < 0.01
     assert model.estimates[304] < model.estimates[312] < model.estimates[300]  # 16 before 8 before 4

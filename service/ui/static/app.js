@@ -247,7 +247,7 @@ async function platformsView(state) {
     el("p", { class: "muted" }, "Every exact hardware + software stack that measurements came from."),
     el("div", { class: "toolbar" }, filter, kindSel, compare),
     data.items.length
-      ? table(["", "platform", "kind", "stack", { label: "curves", num: 1 }, { label: "runs", num: 1 }, { label: "agents", num: 1 }, "first upload", "last upload"], rows)
+      ? table(["", "platform", "kind", "stack", { label: "curves", num: 1 }, { label: "runs", num: 1 }, { label: "agents", num: 1 }, "first seen", "last seen"], rows)
       : el("div", { class: "empty" }, "No platforms yet: run `gac agent run --server … --token …` on a machine."),
     pager(page, data.total, PAGE, (p) => platformsView({ name, kind, page: p }).catch(fail)));
 }
@@ -365,7 +365,7 @@ async function platformView(ref, state) {
     el("h1", {}, platformName(platform)),
     el("p", { class: "muted" }, platform.label, " · ", el("span", { class: "mono" }, platform.fingerprint)),
     el("dl", { class: "kv" }, facts,
-      el("dt", {}, "uploads"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)} (when the service received them; each run says when it was measured); ${platform.runs} runs by ${platform.agents} agent(s)`)),
+      el("dt", {}, "seen"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)} (when the service heard from its agents; each run says when it was measured); ${platform.runs} runs by ${platform.agents} agent(s)`)),
     qualitySection(quality, platform),
     el("h2", {}, "Learned alignment rules"),
     rules.length ? table(["op", "dtype", "axis", "modulus", { label: "curves", num: 1 }, { label: "worst step", num: 1 }, "what the data says"], ruleRows)
@@ -522,7 +522,7 @@ function missingNotice(stored) {
     curves.length ? el("ul", { class: "missing" }, curves) : "",
     rules.length ? el("p", {}, "Weights on rule candidates: ", el("span", { class: "mono" }, rules.join(", "))) : "",
     stored.jobs && stored.jobs.length ? el("p", {}, `Profiling job${stored.jobs.length === 1 ? "" : "s"} queued: `,
-      stored.jobs.flatMap((j, i) => [i ? ", " : "", el("a", { href: "#/jobs" }, `#${j}`)]), " (their state: Jobs)") : "");
+      stored.jobs.flatMap((j, i) => [i ? ", " : "", el("a", { href: `#/jobs/${j}` }, `#${j}`)]), " (each link shows its state)") : "");
 }
 
 // "predicted unaligned X µs → GAC Y µs (Z×), keeping W % of the importance-only optimum's importance"
@@ -689,7 +689,9 @@ function jobFor(m) {
 
 async function jobsView(state) {
   const page = state.page || 0;
-  const data = await api("/v1/jobs", { limit: PAGE, cursor: state.cursors ? state.cursors[page] : undefined });
+  // One job (#/jobs/7, an alignment's link), else the queue, oldest first.
+  const data = state.only ? { items: [await api(`/v1/jobs/${state.only}`)], total: 1 }
+    : await api("/v1/jobs", { limit: PAGE, cursor: state.cursors ? state.cursors[page] : undefined });
   const cursors = [...(state.cursors || [undefined])];
   if (data.next_cursor) cursors[page + 1] = data.next_cursor;
   const rows = data.items.map((j) => el("tr", { id: `job-${j.id}` },
@@ -707,7 +709,7 @@ async function jobsView(state) {
       + "points done of the job's total, as of the agent's last heartbeat while it runs."),
     data.items.length ? table([{ label: "job", num: 1 }, "state", { label: "points", num: 1 }, "plan", "for", { label: "tries", num: 1 }, "lease", "queued", "error"], rows)
       : el("div", { class: "empty" }, "No profiling jobs: `gac align MANIFEST --server URL --enqueue-missing` queues the points an alignment lacks."),
-    pager(page, data.total, PAGE, (p) => jobsView({ page: p, cursors }).catch(fail)));
+    state.only ? el("p", {}, el("a", { href: "#/jobs" }, "every job")) : pager(page, data.total, PAGE, (p) => jobsView({ page: p, cursors }).catch(fail)));
 }
 
 // ---------- router ----------
@@ -718,7 +720,7 @@ function route() {
   else if (parts[0] === "compare" && parts[1] && parts[2]) done = compareView(parts[1], parts[2], {});
   else if (parts[0] === "alignments" && parts[1]) done = alignmentView(parts[1]);
   else if (parts[0] === "alignments") done = alignmentsView({});
-  else if (parts[0] === "jobs") done = jobsView({});
+  else if (parts[0] === "jobs") done = jobsView({ only: parts[1] });
   else done = platformsView({});
   show(el("p", { class: "muted" }, "loading…"));
   done.catch(fail);
