@@ -35,7 +35,7 @@ from gac.service.limits import RequestGuard
 from gac.service.measurements.endpoints import router as measurements_router
 from gac.service.metrics import MetricsMiddleware, metrics_endpoint
 from gac.service.platforms.endpoints import router as platforms_router
-from gac.service.query import one_value_each
+from gac.service.query import query_as_declared
 from gac.service.settings import Settings, get_settings
 from gac.service.startup import ensure_schema
 from gac.service.ui.endpoints import install_ui
@@ -131,7 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="Latency cliffs of GPU kernels per platform, and dimension alignment for compressed LLMs.",
         lifespan=lifespan,
-        dependencies=[Depends(one_value_each)],
+        dependencies=[Depends(query_as_declared)],
     )
     app.state.settings = settings
     app.state.engine = engine

@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 _MANY = (list, tuple, set, frozenset)
 
 
-def one_value_each(request: Request) -> None:
+def query_as_declared(request: Request) -> None:
     """A dependency of every API route: 422 naming each query parameter the route does not take, and
     each scalar one given more than once. Pages and health checks (outside /v1) take any: a link's
     tracking suffix or a monitor's cache-buster must not break them."""

@@ -905,8 +905,7 @@ def complete_pending(
     items = build_items(manifest)
     if [it.name for it in items] != [w.name for w in result.weights]:
         raise ValueError("the result's weights are not this manifest's items")
-    rules = set(result.rule_items)
-    cands = [ItemCandidates(it, list(w.candidates), it.name not in rules) for it, w in zip(items, result.weights)]
+    cands = _candidates_of(result, items)
     if any(not any(c.dim == w.dim for c in ic.candidates) for ic, w in zip(cands, result.weights)):
         raise ValueError("the result lists its chosen candidates only: complete its full form")
     model = model or LatencyModel(lookup, manifest)

@@ -23,7 +23,7 @@ from rich.text import Text
 from gac.contracts.goal import EPSILON_MAX, EPSILON_MIN, Objective, Window
 
 if TYPE_CHECKING:
-    from gac.contracts.alignment import AlignmentResult
+    from gac.contracts.alignment import AlignmentResult, MissingCurve
     from gac.contracts.manifest import Manifest
     from gac.solver.align import AlignOptions
 
@@ -358,7 +358,7 @@ def _print(stored: _Stored, wide: bool = False) -> None:
         _say("stored as", f"{stored.id}" + (f"; jobs queued: {stored.jobs}" if stored.jobs else ""))
 
 
-def _missing_line(missing: list) -> str:  # MissingCurve
+def _missing_line(missing: list[MissingCurve]) -> str:
     """What profiling the missing points should take, said as what it is: an estimate from the platform's
     measured points, or a bound where nothing near them is measured (each point to its time cap)."""
     from gac.commands.profile_missing import duration

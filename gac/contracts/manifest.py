@@ -10,7 +10,7 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from gac.contracts.goal import Epsilon, Objective, Window
 from gac.contracts.measurements import MAX_DIM, PRINTABLE, Dtype
@@ -200,6 +200,10 @@ def dtype_named(text: str) -> str:
     return DTYPE_SPELLINGS.get(key, key if key in Dtype.__members__ else text)
 
 
+# A dtype as compressors and configs write it (torch_dtype "bf16", "FP16"), read as Dtype's name.
+SpelledDtype = Annotated[Dtype, BeforeValidator(lambda v: dtype_named(v) if isinstance(v, str) else v)]
+
+
 class Target(_Model):
     """The platform to align for (an id or fingerprint the service knows)."""
 
@@ -210,19 +214,13 @@ class Workload(_Model):
     """What the model runs: the token counts (GEMM rows) its kernels see, their weights, and the dtype."""
 
     tokens: Annotated[list[PosDim], Field(min_length=1, max_length=MAX_TOKEN_SHAPES)]
-    dtype: Dtype = Dtype.float16
+    dtype: SpelledDtype = Dtype.float16
     # How much each token count matters (e.g. prefill vs decode share); default equal.
     token_weights: Annotated[
         list[Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]] | None,
         # One per token count (checked below), not all zero: the schema says the latter.
         Field(default=None, max_length=MAX_TOKEN_SHAPES, json_schema_extra={"contains": {"exclusiveMinimum": 0}}),
     ] = None
-
-    @field_validator("dtype", mode="before")
-    @classmethod
-    def _common_spelling(cls, v: object) -> object:
-        # Compressors and configs write the short names (torch_dtype "bf16", "fp16"): read them as the canonical one.
-        return dtype_named(v) if isinstance(v, str) else v
 
     @field_validator("token_weights")
     @classmethod

@@ -25,10 +25,10 @@ from fastapi import APIRouter, FastAPI, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from gac.contracts.manifest import Manifest, dtype_named
+from gac.contracts.manifest import Manifest, SpelledDtype
 from gac.contracts.measurements import Dtype
 from gac.service import errors as service_errors
 from gac.service.align import limits, service
@@ -120,7 +120,7 @@ class _Query(BaseModel):
     platform: Annotated[str | None, Field(max_length=64, pattern=NO_NUL)] = None
     enqueue_missing: bool = False
     candidates: CandidateLists | None = None
-    dtype: Annotated[Dtype | None, BeforeValidator(lambda v: dtype_named(v) if isinstance(v, str) else v)] = None  # bf16, as a manifest
+    dtype: SpelledDtype | None = None  # bf16, as a manifest may write it
 
 
 _bearer = HTTPBearer(auto_error=False)

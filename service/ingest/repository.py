@@ -27,14 +27,14 @@ def upsert_platform(session: Session, desc: PlatformDescriptor, now: datetime) -
     values = desc.model_dump(mode="json", exclude_none=True)
     values |= {"fingerprint": fingerprint, "first_seen": now, "last_seen": now}
     session.execute(insert_ignoring_conflicts(session, Platform.__table__, ["fingerprint"]).values(**values))
-    platform_id, *stored = session.execute(
+    platform_id, *facts = session.execute(
         select(Platform.id, *(getattr(Platform, f) for f in DTYPE_FIELDS)).where(Platform.fingerprint == fingerprint)
     ).one()
     session.execute(update(Platform).where(Platform.id == platform_id, Platform.last_seen < _stale(now)).values(last_seen=now))
     # The dtype facts are measurements, not identity: the latest agent's report replaces them (written only when they change).
-    reported = {f: values[f] for f in DTYPE_FIELDS if f in values}
-    if reported and any(values.get(f, old) != old for f, old in zip(DTYPE_FIELDS, stored)):
-        session.execute(update(Platform).where(Platform.id == platform_id).values(**reported))
+    stored = dict(zip(DTYPE_FIELDS, facts))
+    if changed := {f: values[f] for f in DTYPE_FIELDS if f in values and values[f] != stored[f]}:
+        session.execute(update(Platform).where(Platform.id == platform_id).values(**changed))
     return platform_id
 
 
