@@ -29,6 +29,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urlsplit
@@ -55,6 +56,7 @@ from gac.contracts.api import (
     StoredMeasurement,
 )
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
+from gac.contracts.goal import Objective, Window
 from gac.contracts.manifest import Manifest, dtype_named
 from gac.contracts.measurements import DTYPE_FIELDS, Batch, BatchReceipt, Dtype, Op, PlatformDescriptor
 
@@ -243,7 +245,7 @@ class Listing(Generic[T]):
 # -- the client
 
 
-ManifestLike = Manifest | Mapping[str, Any] | os.PathLike[str]
+ManifestLike = Manifest | Mapping[str, Any] | str | os.PathLike[str]
 BatchLike = Batch | ColumnBatch | Mapping[str, Any]
 
 
@@ -309,7 +311,9 @@ class Client:
         content_type: str | None = None,
         timeout: float | None = None,
     ) -> httpx.Response:
-        query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
+        # A dtype reads as a manifest reads it ("bf16", "fp16"): the service takes the canonical names.
+        given = {k: v for k, v in (params or {}).items() if v is not None}
+        query = {k: _query_value(dtype_named(v) if k == "dtype" and isinstance(v, str) else v) for k, v in given.items()}
         headers = (self._headers | {"Content-Type": content_type}) if content_type else self._headers
         try:
             response = self._http.request(
@@ -328,7 +332,12 @@ class Client:
             why = str(exc) or type(exc).__name__
             raise GacConnectionError(f"cannot reach the GAC service at {self.url} ({method} {path}): {why}", url=target) from exc
         if response.status_code >= 400:
-            raise GacApiError.from_response(response)
+            error = GacApiError.from_response(response)
+            if error.status == 401 and "Authorization" not in self._headers and isinstance(error.detail, str):
+                # The service asks for a header; a client's user sets a token.
+                error.detail += " (this client has no token: Client(url, token) or $GAC_TOKEN)"
+                error.args = (error._message(),)
+            raise error
         return response
 
     def _get(self, path: str, model: type[T], params: Mapping[str, Any] | None = None) -> T:
@@ -361,23 +370,30 @@ class Client:
         enqueue_missing: bool = False,
         *,
         dtype: Dtype | str | None = None,
+        objective: Objective | str | None = None,
+        epsilon: float | None = None,
+        window: Window | str | None = None,
+        no_slower: bool | None = None,
+        min_gain: float | None = None,
         timeout: float | None = ALIGN_TIMEOUT_S,
     ) -> StoredAlignment:
-        """POST /v1/align: align a manifest (a Manifest, its JSON document as a dict, or a path to a .json,
-        .yaml or .yml file).
+        """POST /v1/align: align a manifest (a Manifest, its JSON document as a dict, or a path, as a
+        str or Path, to a .json, .yaml or .yml file).
 
         platform (id, fingerprint or unique prefix) overrides the manifest's target; without
         either the alignment uses rules only. dtype overrides the manifest's workload dtype (as
         `gac align --dtype`): a platform is profiled in the dtype it runs fast, and a prediction
-        needs curves in the alignment's dtype. enqueue_missing queues a profiling job for the
-        curves the platform lacks (needs an ingest token); their ids are in the answer's jobs.
-        The manifest is checked by the service: bad fields come back as GacApiError 422 naming them.
-        A large manifest is aligned off the request (the service answers 202): this call polls the
-        stored alignment until it is done, within timeout seconds.
+        needs curves in the alignment's dtype. objective, epsilon, window, no_slower and min_gain override
+        the manifest's entries of those names (as `gac align`'s flags do). enqueue_missing queues a
+        profiling job for the curves the platform lacks (needs an ingest token); their ids are in
+        the answer's jobs. The manifest is checked by the service: bad fields come back as
+        GacApiError 422 naming them. A large manifest is aligned off the request (the service
+        answers 202): this call polls the stored alignment until it is done, within timeout seconds.
         """
         body = _manifest_body(manifest)
-        if dtype is not None:
-            body = _with_dtype(body, Dtype(dtype_named(dtype)))  # "bf16" as a manifest may write it
+        goal = {"objective": objective, "epsilon": epsilon, "window": window, "no_slower": no_slower, "min_gain": min_gain}
+        if dtype is not None or any(v is not None for v in goal.values()):
+            body = _with_fields(body, Dtype(dtype_named(dtype)) if dtype is not None else None, goal)  # "bf16" as a manifest may write it
         response = self._request(
             "POST",
             "/v1/align",
@@ -429,31 +445,34 @@ class Client:
         """The stored platform of the machine `machine` describes (what the agent's
         `gac.agent.platform.detect_platform()` or `gac agent platform` says of it).
 
-        The platform with its fingerprint, else the most recently seen one that differs only in
-        its thread count (a profile timed with --threads 1 on a busy machine is still this
-        machine's). Its descriptor carries `machine`'s native and fast dtypes, which the service
-        does not keep. GacApiError 404 when the service has no such platform.
+        The platform with its fingerprint where it has curves, else the most recently seen one with curves
+        that differs only in its thread count (a profile timed with --threads 1 on a busy machine is
+        still this machine's; an agent taking jobs at another count registers a platform with none
+        yet); where none has curves, its own, else the most recently seen. Its descriptor carries
+        `machine`'s native and fast dtypes, which the service does not keep. GacApiError 404 when the
+        service has no such platform.
         """
+        exact: Platform | None = None
         try:
-            found = self.platform(machine.fingerprint())
+            exact = self.platform(machine.fingerprint())
         except GacApiError as exc:
             if exc.status != 404:
                 raise
-            kin = (
-                p for p in self.platforms(device_kind=machine.device_kind, name=machine.device_name) if same_machine(p.descriptor, machine)
+        found = exact
+        if exact is None or not exact.curves:
+            listed = self.platforms(device_kind=machine.device_kind, name=machine.device_name)
+            kin = [p for p in listed if p.fingerprint != machine.fingerprint() and same_machine(p.descriptor, machine)]
+            found = profiled_first([*([exact] if exact else []), *kin], lambda p: p.curves > 0)
+        if found is None:
+            raise GacApiError(
+                404,
+                "NotFound",
+                f"no platform on {self.url} is this machine ({machine.label()}, "
+                f"fingerprint {machine.fingerprint()[:16]}): profile it first (`gac agent run --server "
+                f"{self.url} --token T --plan quick`)",
+                method="GET",
+                url=f"{self.url}/v1/platforms",
             )
-            nearest = next(kin, None)
-            if nearest is None:
-                raise GacApiError(
-                    404,
-                    "NotFound",
-                    f"no platform on {self.url} is this machine ({machine.label()}, "
-                    f"fingerprint {machine.fingerprint()[:16]}): profile it first (`gac agent run --server "
-                    f"{self.url} --token T --plan quick`)",
-                    method="GET",
-                    url=f"{self.url}/v1/platforms",
-                ) from exc
-            found = nearest
         dtypes = {f: getattr(machine, f) for f in DTYPE_FIELDS if getattr(machine, f) is not None}
         return found.model_copy(update={"descriptor": found.descriptor.model_copy(update=dtypes)})
 
@@ -545,6 +564,11 @@ class Client:
         """DELETE /v1/jobs/{id} (admin token): a queued or leased job is cancelled (GacApiError 409 once finished)."""
         return _parse(self._request("DELETE", f"/v1/jobs/{int(job_id)}"), Job)
 
+    def requeue_job(self, job_id: int) -> Job:
+        """POST /v1/jobs/{id}/requeue (admin token): a leased job back in the queue before its lease ends
+        (its agent was killed, or is stuck); GacApiError 409 unless it is leased."""
+        return _parse(self._request("POST", f"/v1/jobs/{int(job_id)}/requeue"), Job)
+
 
 # -- helpers
 
@@ -573,7 +597,7 @@ def _manifest_body(manifest: ManifestLike) -> bytes:
         return manifest.model_dump_json(by_alias=True, exclude_none=True).encode()
     if isinstance(manifest, Mapping):
         return json.dumps(manifest, separators=(",", ":")).encode()
-    if isinstance(manifest, os.PathLike):
+    if isinstance(manifest, str | os.PathLike):  # a str is a file's path, as `gac align FILE` takes one
         path = Path(manifest)
         try:
             text = path.read_bytes()
@@ -582,10 +606,14 @@ def _manifest_body(manifest: ManifestLike) -> bytes:
         if path.suffix.lower() in (".yaml", ".yml"):  # as `gac align` reads a manifest
             import yaml
 
+            from gac.documents import DuplicateKey, load_yaml
+
             try:
-                doc = yaml.safe_load(text)
+                doc = load_yaml(text)  # YAML 1.2's numbers (1e-3 is one), a key twice refused, as `gac align` reads it
             except yaml.YAMLError as exc:
                 raise GacClientError(f"manifest {path} is not YAML: {exc}") from exc
+            except DuplicateKey as exc:
+                raise GacClientError(f"manifest {path}: {exc}") from exc
             if not isinstance(doc, dict):
                 raise GacClientError(f"manifest {path} is not a mapping (a manifest's fields), but {type(doc).__name__}")
             try:
@@ -597,17 +625,30 @@ def _manifest_body(manifest: ManifestLike) -> bytes:
         except ValueError as exc:
             raise GacClientError(f"manifest {path} is not JSON: {exc}") from exc
         return text
-    raise TypeError(f"align takes a Manifest, its document (dict) or a path, not {type(manifest).__name__}")
+    raise TypeError(f"align takes a Manifest, its document (dict) or a file's path, not {type(manifest).__name__}")
 
 
-def _with_dtype(body: bytes, dtype: Dtype) -> bytes:
-    """The manifest document with its workload in `dtype` (a workload is added if it had none)."""
+def _with_fields(body: bytes, dtype: Dtype | None, goal: Mapping[str, Any]) -> bytes:
+    """The manifest document with its workload in `dtype` (a workload is added if it had none) and
+    the goal's entries (objective, epsilon, ...) given in place of its own; the service checks them."""
     doc = json.loads(body)
     if not isinstance(doc, dict):
         raise GacClientError(f"a manifest is a JSON object, not a {type(doc).__name__}")
-    workload = doc.get("workload")
-    doc["workload"] = {**(workload if isinstance(workload, dict) else {"tokens": [1024]}), "dtype": dtype.value}
+    if dtype is not None:
+        workload = doc.get("workload")
+        doc["workload"] = {**(workload if isinstance(workload, dict) else {"tokens": [1024]}), "dtype": dtype.value}
+    doc.update({k: (str(v) if isinstance(v, StrEnum) else v) for k, v in goal.items() if v is not None})
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+P = TypeVar("P")
+
+
+def profiled_first(candidates: Sequence[P], has_curves: Callable[[P], bool]) -> P | None:
+    """This machine's platform among `candidates` (its own fingerprint's first, then the others of the same
+    machine, most recently seen first): the first with curves, else the first. An agent taking jobs at
+    another thread count registers a platform with no curves; the profile with curves is the one meant."""
+    return next((c for c in candidates if has_curves(c)), candidates[0] if candidates else None)
 
 
 def same_machine(a: PlatformDescriptor, b: PlatformDescriptor) -> bool:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from gac.agent.resume import Known, Remaining
     from gac.agent.runner import PointOutcome, RunResult
     from gac.agent.timing import Timer, TimingResult
-    from gac.contracts.measurements import Measurement, PlatformDescriptor, RunInfo
+    from gac.contracts.measurements import Batch, Measurement, PlatformDescriptor, RunInfo
     from gac.contracts.plans import SweepPlan
 
 console = Console(stderr=True, soft_wrap=True)  # messages name files: never broken mid-line
@@ -58,13 +58,15 @@ DeviceOpt = Annotated[
 
 def _known_dtypes(values: list[str] | None) -> list[str] | None:
     """--dtype checked before anything is detected or timed."""
+    from gac.contracts.manifest import dtype_named
     from gac.contracts.plans import Dtype
 
     known = [d.value for d in Dtype]
-    for v in values or []:
-        if v not in known:
+    named = [dtype_named(v) for v in values or []]  # bf16, fp16, half, fp32 as a manifest reads them
+    for v, name in zip(values or [], named):
+        if name not in known:
             raise typer.BadParameter(f"{v!r} is not a dtype GAC times: choose from {', '.join(known)}")
-    return values
+    return named if values is not None else None
 
 
 DtypeOpt = Annotated[
@@ -176,14 +178,28 @@ def _unreachable(server: str, err: Exception, need_server: bool, offline_ok: boo
     console.print(f"[yellow]cannot reach {escape(server)} now ({type(err).__name__}): results will be spooled and sent later[/yellow]")
 
 
-def _agent_name() -> str:
-    return socket.gethostname()[:200] or "agent"
+def _agent_name(device: str | None = None) -> str:
+    """GAC_AGENT_NAME, else the host, and the GPU when it times one: a host with several GPUs runs an
+    agent per GPU, and the runs each sent should not read as one agent's."""
+    from gac.agent.settings import AgentSettings
+
+    named = (AgentSettings().agent_name or "").strip()
+    if named:
+        return named[:200]
+    host = socket.gethostname()[:180] or "agent"
+    if not device or not device.startswith("cuda"):
+        return host
+    # cuda:0 of an agent started with CUDA_VISIBLE_DEVICES=3 is the host's GPU 3 (an index, or a GPU-... UUID).
+    index = int(device.partition(":")[2] or 0)
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    gpu = f"cuda:{visible[index]}" if index < len(visible) else device
+    return f"{host}/{gpu}"[:200]
 
 
 def _lease_name() -> str:
     """Who holds a job's lease: the host and this process, so that two agents on one host (one GPU
-    each) never report on each other's jobs."""
-    return f"{_agent_name()[:190]}:{os.getpid()}"
+    each) never report on each other's jobs; not GAC_AGENT_NAME, which replicas may share."""
+    return f"{socket.gethostname()[:190] or 'agent'}:{os.getpid()}"
 
 
 def _agent_version() -> str | None:
@@ -313,22 +329,27 @@ def run_with_progress(
     quiet: bool = False,
     line: ProgressLine | None = None,
     confirm_steps: int = 0,
+    stored: Known | None = None,
 ) -> RunResult:
     """Run a plan showing one progress line, '<label>: done/total points, ETA ...' (`line`, else
     'plan NAME: ...'), then the last point timed as far as the width allows; the line's final
     state stays on screen (and is written once to a log that is not a terminal). confirm_steps:
-    each curve's largest steps timed again before the summary shows one (gac.agent.steps)."""
+    each curve's largest steps timed again before the summary shows one (gac.agent.steps). stored:
+    the medians the plan's adaptive sweeps continue from (gac.agent.resume.Remaining.known)."""
     from rich.progress import Progress, ProgressColumn, Task
     from rich.text import Text
 
     from gac.agent.jobs import ProgressLine
+    from gac.agent.resume import planned_points
     from gac.agent.runner import PlanRunner
     from gac.agent.runner import Progress as RunProgress
 
     line = line or ProgressLine(f"plan {plan.name}")
     per_round = int(getattr(session.timer, "points_per_round", 1))
     line.first_round, line.per_round = first_round(plan, adaptive, per_round), max(1, per_round)
-    state: tuple[int, int, str] = (0, plan.n_points(), "")  # done, total, the last point timed
+    line.total = planned_points(plan, adaptive, stored)
+    line.refining = adaptive and any(s.adaptive for s in plan.sweeps)  # the runner times adaptive sweeps first
+    state: tuple[int, int, str] = (0, line.total, "")  # done, total, the last point timed
 
     def text(done: int, total: int, last: str = "") -> str:
         head = line.line(done, total)
@@ -352,11 +373,19 @@ def run_with_progress(
                 else ""
             )
             state = (p.done, p.total, last)
+            line.total = max(line.total, p.total)
+            line.refining = line.refining and plan.sweeps[p.point.sweep].adaptive is not None  # past them: none can refine more
             line.reached(p.done)  # the countdown starts when the point finished, not at the next refresh
             bar.update(task, completed=p.done, total=p.total)
 
         runner = PlanRunner(
-            session.timer, session.device, on_progress=on_progress, on_measurement=sink, adaptive=adaptive, confirm_steps=confirm_steps
+            session.timer,
+            session.device,
+            on_progress=on_progress,
+            on_measurement=sink,
+            adaptive=adaptive,
+            confirm_steps=confirm_steps,
+            stored=stored,
         )
         result = runner.run(plan)
         state = (len(result.outcomes), len(result.outcomes), "")  # the final state, without the last point
@@ -392,27 +421,31 @@ def run_keeping(
     confirm_steps: int = 0,
     left_after: int = 0,
     first_pass: bool = False,
+    stored: Known | None = None,
 ) -> RunResult:
     """run_with_progress into a sink that commits as it goes. Stopped by Ctrl-C or SIGTERM, it commits
     what was measured, calls on_stop (a job is given back), says how many points it kept (with
     `kept_before`, those an earlier run of the same command kept) and how many it did not measure (with
     `left_after`, those the command would time after this plan; `first_pass`: more may follow them), and exits
-    130 (SIGINT) or 143 (SIGTERM). Run to the end, it names each point that could not be timed."""
-    from gac.agent.interrupt import interrupted_line, stop_signals
-    from gac.agent.resume import planned_points
+    130 (SIGINT) or 143 (SIGTERM). Run to the end, it names each point that could not be timed. stored: as
+    run_with_progress's."""
+    from gac.agent.interrupt import FIRST_PASS_MORE, REFINING_MORE, interrupted_line, stop_signals
+    from gac.agent.jobs import ProgressLine
 
+    line = line or ProgressLine(f"plan {plan.name}")
     with stop_signals() as stop:
         try:
-            by = {"line": line} if line is not None else {}
-            result = run_with_progress(session, plan, sink.add, adaptive, quiet, confirm_steps=confirm_steps, **by)
+            result = run_with_progress(session, plan, sink.add, adaptive, quiet, line=line, confirm_steps=confirm_steps, stored=stored)
             sink.close()
         except KeyboardInterrupt:
             sink.close()  # a second signal now waits for each commit, then stops the command as it stands
             if on_stop is not None:
                 on_stop(stop)
-            # In points, not rows: a point the quality gate timed again has a row per run.
-            left = max(0, planned_points(plan, adaptive) - sink.committed_points) + left_after
-            said = interrupted_line(kept_before + sink.committed_points, left, sink.kept_where(), first_pass)
+            # In points, not rows: a point the quality gate timed again has a row per run. The total is the
+            # run's own, which adaptive sweeps' refinement grew; an adaptive sweep not done may refine more.
+            left = max(0, line.total - sink.committed_points) + left_after
+            more = FIRST_PASS_MORE if first_pass else REFINING_MORE if adaptive and line.refining else ""
+            said = interrupted_line(kept_before + sink.committed_points, left, sink.kept_where(), more)
             console.print(said, style="yellow", markup=False, highlight=False)
             raise typer.Exit(stop.exit_code) from None
     _print_failures(result, session)  # whichever command ran the plan
@@ -526,18 +559,19 @@ def _delivery_line(s: DeliveryStats) -> str:
     if s.drained_batches:
         parts.append(f"drained {s.drained_batches} from spool")
     if s.spooled_batches:
-        left = f"{s.waiting_rows} rows still there" if s.waiting else "all sent since"
+        left = f"{s.waiting_rows} rows still there (`gac agent flush` sends them)" if s.waiting else "all sent since"
         parts.append(f"[yellow]spooled {s.spooled_rows} rows in {s.spooled_batches} batch(es): {left}[/yellow]")
     if s.rejected_batches:
         parts.append(f"[red]rejected {s.rejected_rows} rows[/red]")
     return "; ".join(parts)
 
 
-def run_info(plan_name: str, run_id: uuid.UUID | None = None) -> RunInfo:
+def run_info(plan_name: str, device: str | None = None, run_id: uuid.UUID | None = None) -> RunInfo:
+    """A new run of `plan_name` by this agent timing on `device` (names it: _agent_name)."""
     from gac.contracts.ids import new_id
     from gac.contracts.measurements import RunInfo
 
-    return RunInfo(id=run_id or new_id(), agent=_agent_name(), plan=plan_name[:200], agent_version=_agent_version())
+    return RunInfo(id=run_id or new_id(), agent=_agent_name(device), plan=plan_name[:200], agent_version=_agent_version())
 
 
 # ---------------------------------------------------------------- gac agent run
@@ -668,16 +702,20 @@ class _Sinks:
             return None
         return f"{st.waiting_rows} rows spooled, {st.rejected_rows} rejected"
 
+    def rejected(self) -> str | None:
+        """'M rows rejected' when the service refused any, else None."""
+        st = self.deliverer.stats if self.deliverer is not None else None
+        return f"{st.rejected_rows} rows rejected" if st is not None and st.rejected_batches else None
+
 
 def run_agent(opts: AgentRunOptions) -> int:
     """`gac agent run` once its options are valid: the plan (unless only --jobs), then the queue; the exit code."""
-    import httpx
-
     from gac.agent.delivery import Spool
+    from gac.agent.http_client import StopSafeClient
     from gac.agent.interrupt import stop_signals
     from gac.agent.jobs import Poll
 
-    with httpx.Client(timeout=30.0) as client:
+    with StopSafeClient(timeout=30.0) as client:
         if opts.server is not None and opts.token is not None:
             wait = Poll(opts.poll_s) if opts.follow else None  # an agent started with its machine may be up before the service
             check_server(opts.server, opts.token, client, need_server=opts.jobs, offline_ok=opts.spool or opts.out is not None, wait=wait)
@@ -728,7 +766,7 @@ def _known_before(agent: _Agent, plan: SweepPlan) -> tuple[Known, str]:
 
 
 def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
-    sinks = _Sinks.open(agent, run_info(plan.name))
+    sinks = _Sinks.open(agent, run_info(plan.name, agent.session.device))
     if sinks.deliverer is not None:
         sinks.deliverer.drain()  # what an earlier run could not send goes first
     known, where = _known_before(agent, plan)
@@ -744,10 +782,30 @@ def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
         agent.opts.quiet,
         on_stop=lambda _: sinks.report(),
         confirm_steps=_confirm_steps(),
+        stored=left.known,
     )
     out_console.print(_summary_table(result, left.plan))
     sinks.report()
     return 1 if sinks.undelivered() else 0
+
+
+def _drain_spool(agent: _Agent) -> None:
+    """Send what the spool holds for this agent's service (a job's run drains it first anyway): an agent
+    that finds no job would otherwise keep an earlier run's points from the service until it gets one."""
+    from gac.agent.delivery import BatchSender, DeliveryStats, RetryPolicy
+
+    o = agent.opts
+    if o.server is None or o.token is None or not agent.spool.records():
+        return
+    stats = DeliveryStats()
+    try:
+        # One quick try per batch: an idle agent polls often, and the next job's run drains (and says) the rest.
+        with BatchSender(o.server, o.token, RetryPolicy(0), client=agent.client) as sender:
+            agent.spool.drain(sender.send_document, sender.server, stats)
+    except Exception:  # noqa: BLE001 - an answer that is no receipt, a spool it cannot rewrite: it stays for the next try
+        return
+    if stats.drained_batches or stats.rejected_batches:
+        console.print(f"spooled earlier: {_delivery_line(stats)}")
 
 
 def _run_jobs(agent: _Agent) -> int:
@@ -767,6 +825,8 @@ def _run_jobs(agent: _Agent) -> int:
             console.print(f"[red]cannot claim a job: {escape(str(failure))}[/red]")
             return 1
         if job is None:
+            if failure is None:
+                _drain_spool(agent)  # the service answers and there is no job: what an earlier run spooled goes now
             if poll is None:
                 console.print("no (more) jobs for this platform")
                 _say_other_threads(jc, platform)
@@ -870,7 +930,8 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
     o, p = agent.opts, job.plan
     # A job is timed whole, whatever this platform has stored: it may have been queued to measure those
     # points again. Only what its own earlier attempts stored (one run per job and platform) is left out.
-    run = run_info(f"job:{job.id}:{p.name}", job_run_id(jc.server, job.id, agent.session.platform.fingerprint()))
+    run_id = job_run_id(jc.server, job.id, agent.session.platform.fingerprint())
+    run = run_info(f"job:{job.id}:{p.name}", agent.session.device, run_id)
     line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
     try:
         try:
@@ -880,7 +941,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
             with shielded():
                 _give_back(jc, job.id)
             raise
-        if o.quiet:  # no live line: say which job it took, or a long job shows nothing until it ends
+        if o.quiet or not console.is_terminal:  # no live line: say which job it took, or a long job shows nothing until it ends
             todo = left.plan.n_points() if left.plan is not None else 0
             console.print(f"{line.label}: claimed, {todo} points to time {line.about}", markup=False, highlight=False)
         sinks = _Sinks.open(agent, run)
@@ -888,7 +949,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
             with shielded():
                 sinks.close()  # what of it waits in this spool is sent first
                 sinks.report()
-                return _report_job(jc, job, _undelivered(agent, sinks, run.id), left.skipped, str(run.id))
+                return _report_through_outage(agent, jc, job, sinks, run.id, left.skipped)
 
         def stopped(_: StopSignals) -> None:
             sinks.report()
@@ -899,7 +960,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
             sinks.lost = lambda: beat.lost  # another agent may be timing it now: stop at the next point
             try:
                 # No step check here: a job is fleet work, and a stop during the check would give back a job already done.
-                result = run_keeping(agent.session, left.plan, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped)
+                result = run_keeping(agent.session, left.plan, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped, stored=left.known)
             except LeaseLost as lost:
                 with shielded():
                     sinks.close()  # what it measured is delivered all the same
@@ -912,9 +973,8 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
                 sinks.report()
                 if beat.lost:
                     return _say_lease_lost(line, job, beat.lost)
-                missing = _undelivered(agent, sinks, run.id)
                 points = left.skipped + len(result.measurements)
-                return _report_job(jc, job, missing, points, str(run.id), failures_note(result, agent.session))
+                return _report_through_outage(agent, jc, job, sinks, run.id, points, failures_note(result, agent.session))
     except typer.Exit:
         raise
     except Exception as err:  # report the job as failed, then stop
@@ -939,7 +999,8 @@ def _undelivered(agent: _Agent, sinks: _Sinks, run: uuid.UUID) -> str | None:
     """What of the job the service does not have: this attempt's rows not delivered, or an earlier attempt's
     still waiting in this spool (the drain on close could not send them); None when it has everything."""
     assert agent.opts.server is not None
-    return sinks.undelivered() or job_waiting_in_spool(agent.spool, agent.opts.server, agent.session.platform.fingerprint(), run)
+    # The spool says what waits (another agent on this machine may have sent what this one spooled), the stats what was refused.
+    return sinks.rejected() or job_waiting_in_spool(agent.spool, agent.opts.server, agent.session.platform.fingerprint(), run)
 
 
 def job_waiting_in_spool(spool: Spool, server: str, fingerprint: str, run: uuid.UUID) -> str | None:
@@ -959,14 +1020,91 @@ def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:
     return 1
 
 
-def _report_job(jc: JobClient, job: Job, missing: str | None, points: int, run_id: str, failures: str | None = None) -> int:
+def _report_through_outage(
+    agent: _Agent, jc: JobClient, job: Job, sinks: _Sinks, run: uuid.UUID, points: int, failures: str | None = None
+) -> int:
+    """Report the job (_report_job). A following agent that cannot reach the service waits for it, up to
+    the job's lease, sends what the spool holds, and reports then: else the job would stay leased to an
+    agent that is alive and idle. A stop signal ends the wait; the lease's end gives the job to another."""
+    from gac.agent.delivery import BatchSender, DeliveryStats, RetryPolicy
+    from gac.agent.interrupt import stop_pending
+    from gac.agent.jobs import Poll, retryable
+
+    o = agent.opts
+    assert o.server is not None and o.token is not None
+    poll = Poll(o.poll_s) if o.follow else None
+    until = time.monotonic() + (o.lease_seconds or 600)
+    waited = False
+    while True:
+        missing = _undelivered(agent, sinks, run)
+        try:
+            return _report_job(jc, job, missing, points, str(run), failures, quiet=True)
+        except Exception as err:  # noqa: BLE001 - a failed report is said, never raised: the lease's end is the fallback
+            status = getattr(err, "status", None)
+            if waited and status == 409 and (took := _report_took(jc, job, failed=bool(missing))) is not None:
+                return took  # an earlier try was stored, its answer lost on the way back
+            if not retryable(err):  # refused (the lease lost, the job cancelled): asking again changes nothing
+                console.print(f"[yellow]could not report job {job.id}: {escape(str(err))}[/yellow]")
+                return 1
+            if poll is None or time.monotonic() > until or stop_pending():
+                console.print(
+                    f"[yellow]could not report job {job.id} ({escape(str(err))}): it stays leased to this agent until its "
+                    "lease ends, then the queue gives it to another, which skips what the service stored[/yellow]"
+                )
+                return 1
+        if not waited:
+            console.print(
+                f"the service cannot be reached to report job {job.id}: waiting for it (up to the job's lease, "
+                f"{o.lease_seconds or 600} s; Ctrl-C or SIGTERM stops), then sending the spool first",
+                markup=False,
+                highlight=False,
+            )
+            waited = True
+        while True:  # until the service takes the spool: only then is the job's report true
+            end = time.monotonic() + poll.next_wait(failed=True)
+            while time.monotonic() < end and not stop_pending():
+                time.sleep(0.2)
+            if time.monotonic() > until or stop_pending():
+                break  # the report above says why it ends here
+            # Counted in the job's own delivery stats: what they say is still waiting is what the report reads.
+            stats = sinks.deliverer.stats if sinks.deliverer is not None else DeliveryStats()
+            errors, drained = len(stats.errors), stats.drained_batches
+            try:
+                with BatchSender(o.server, o.token, RetryPolicy(0)) as sender:
+                    agent.spool.drain(sender.send_document, sender.server, stats)
+            except Exception as err:  # noqa: BLE001 - an answer that is no receipt (a proxy's page): not drained, wait on
+                stats.errors.append(str(err))
+            if stats.drained_batches > drained:
+                console.print(_delivery_line(stats))
+            if len(stats.errors) == errors:
+                break
+
+
+def _report_took(jc: JobClient, job: Job, failed: bool) -> int | None:
+    """After a 409 to a report tried again: whether an earlier try was stored (its answer lost): the exit code it
+    stands for (0 done by this agent, 1 failed back to the queue), else None."""
+    try:
+        now = jc.job(job.id)
+    except Exception:  # noqa: BLE001 - unknown: the 409 is said as it is
+        return None
+    if not failed and now.get("status") == "done" and now.get("lease_owner") == jc.agent:
+        return 0
+    if failed and now.get("status") in ("queued", "failed") and now.get("lease_owner") != jc.agent:
+        return 1
+    return None
+
+
+def _report_job(
+    jc: JobClient, job: Job, missing: str | None, points: int, run_id: str, failures: str | None = None, quiet: bool = False
+) -> int:
     """Complete the job, or fail it (queued again) when rows did not reach the service; the exit code: 1 unless completed.
     `failures`: the points that could not be timed, kept with the done job (timing it again here would fail them again)."""
-    if missing:
-        _safe(jc.fail, job.id, missing)
-        return 1
-    _safe(jc.complete, job.id, points, run_id, failures)
-    return 0
+    report = (lambda: jc.fail(job.id, missing)) if missing else (lambda: jc.complete(job.id, points, run_id, failures))
+    if quiet:  # the caller says what it could not report
+        report()
+    else:
+        _safe(report)
+    return 1 if missing else 0
 
 
 def _give_back(jc: JobClient, job_id: int | str) -> None:
@@ -984,7 +1122,10 @@ def _give_back(jc: JobClient, job_id: int | str) -> None:
             return
         _safe(jc.fail, job_id, reason)
     except Exception as err:  # noqa: BLE001 - best effort: the lease expiry is the fallback
-        console.print(f"[yellow]{escape(str(err))}[/yellow]")
+        console.print(
+            f"[yellow]could not give job {job_id} back ({escape(str(err))}): it stays leased to this agent until its lease "
+            "ends, then the queue gives it to another (`gac jobs requeue` with an admin token takes it back sooner)[/yellow]"
+        )
 
 
 def _safe(fn: Callable[..., object], *args: object) -> None:
@@ -1100,6 +1241,13 @@ def agent_flush(
     console.print(_delivery_line(stats).replace("sent", "flushed", 1) + f"; {len(left)} batch(es) left in {spool.path}")
     for e in stats.errors[:5]:
         console.print(f"[yellow]{escape(str(e))}[/yellow]")
+    if stats.rejected_batches:
+        console.print(
+            f"rejected batches are kept in {spool.rejected_path}: once the cause is fixed, "
+            f"`gac ingest {spool.rejected_path} --server {server}` sends them",
+            markup=False,
+            highlight=False,
+        )
     raise typer.Exit(0 if not left and not stats.rejected_batches else 1)
 
 
@@ -1128,32 +1276,36 @@ def agent_selftest(
 
 
 def ingest(
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="results.jsonl written by `gac agent run --out`")],
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="results.jsonl written by `gac agent run --out`, or a CSV of measurements")
+    ],
+    platform_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--platform-file",
+            exists=True,
+            dir_okay=False,
+            help="a CSV's platform: the JSON `gac agent platform` printed on the machine that timed it",
+        ),
+    ] = None,
     server: ServerOpt = None,
     token: TokenOpt = None,
     retries: RetriesOpt = 4,
 ) -> None:
-    """Upload a results file (one batch per line); safe to repeat: ingest is idempotent."""
-    from gac.agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy, read_batch_file
-    from gac.agent.delivery.files import NotAResultsFile, check_results_file
+    """Upload a results file (one batch per line), or a CSV of measurements timed on --platform-file's platform
+    (a curve downloaded as CSV, another tool's table: `gac align --measurements` reads the same); safe to repeat:
+    ingest is idempotent."""
+    from gac.agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy
 
     server, token = client_settings(server, token)
     if server is None or not token:
         console.print("[red]--server and --token (or GAC_SERVER / GAC_TOKEN) are required[/red]")
         raise typer.Exit(2)
-    try:
-        check_results_file(file)
-    except (NotAResultsFile, OSError) as err:
-        console.print(
-            str(err) if isinstance(err, NotAResultsFile) else f"cannot read {file}: {err.strerror}",
-            style="red",
-            markup=False,
-            highlight=False,
-        )
-        raise typer.Exit(2) from err
-    stats, bad = DeliveryStats(), 0
+    items = _csv_items(file, platform_file) if file.suffix.lower() == ".csv" else _results_items(file, platform_file)
+    stats, bad, batches = DeliveryStats(), 0, 0
     with BatchSender(server, token, RetryPolicy(retries)) as sender:
-        for lineno, batch, error in read_batch_file(file):
+        for where, batch, error in items:
+            batches += batch is not None
             if batch is None:
                 bad += 1
                 if bad <= SHOWN_BAD_LINES:  # a file of bad lines says so in a few, not one per line
@@ -1164,18 +1316,60 @@ def ingest(
             except RejectedError as err:
                 bad += 1
                 if err.status in (401, 403):  # the token, not the line: every later line would be refused too
-                    console.print(f"[red]line {lineno}: {escape(str(err))}; stopping: check --token / GAC_TOKEN (an ingest token)[/red]")
+                    console.print(f"[red]{where}: {escape(str(err))}; stopping: check --token / GAC_TOKEN (an ingest token)[/red]")
                     break
                 if bad <= SHOWN_BAD_LINES:
-                    console.print(f"[red]line {lineno}: batch {batch.id} rejected: {escape(str(err))}[/red]")
+                    console.print(f"[red]{where}: batch {batch.id} rejected: {escape(str(err))}[/red]")
             except DeliveryError as err:
-                console.print(f"[red]line {lineno}: {escape(str(err))}; stopping (re-run the command later: it is idempotent)[/red]")
+                console.print(f"[red]{where}: {escape(str(err))}; stopping (re-run the command later: it is idempotent)[/red]")
                 bad += 1
                 break
     if bad > SHOWN_BAD_LINES:
         console.print(f"{file}: ... and {bad - SHOWN_BAD_LINES} more bad line(s)", style="red", markup=False, highlight=False)
+    if bad and not batches:  # not one line was a batch: the wrong file, not a few bad lines
+        said = (
+            f"{file}: none of its lines is a batch this gac reads (above): not a results file "
+            "(`gac agent run --out` writes one), or one of another version"
+        )
+        console.print(said, style="red", markup=False)
+        raise typer.Exit(2)
     console.print(_delivery_line(stats))
     raise typer.Exit(1 if bad else 0)
+
+
+def _results_items(file: Path, platform_file: Path | None) -> Iterator[tuple[str, Batch | None, str | None]]:
+    """A results file's batches, as (where, batch or None, why not)."""
+    from gac.agent.delivery import read_batch_file
+    from gac.agent.delivery.files import NotAResultsFile, check_results_file
+
+    if platform_file is not None:
+        console.print("[red]--platform-file is for a CSV: a results file names its platform in every batch[/red]")
+        raise typer.Exit(2)
+    try:
+        check_results_file(file)
+    except (NotAResultsFile, OSError) as err:
+        said = str(err) if isinstance(err, NotAResultsFile) else f"cannot read {file}: {err.strerror}"
+        console.print(said, style="red", markup=False, highlight=False)
+        raise typer.Exit(2) from err
+    return ((f"line {lineno}", batch, error) for lineno, batch, error in read_batch_file(file))
+
+
+def _csv_items(file: Path, platform_file: Path | None) -> list[tuple[str, Batch | None, str | None]]:
+    """A CSV's rows as batches, every row read (and checked) before any is sent."""
+    from gac.agent.delivery.csv_rows import CsvError, csv_batches, platform_from_file
+
+    if platform_file is None:
+        console.print(
+            f"[red]{escape(str(file))}: a CSV names no platform: give --platform-file, the JSON `gac agent platform` "
+            "printed on the machine that timed it[/red]"
+        )
+        raise typer.Exit(2)
+    try:
+        batches = list(csv_batches(file, platform_from_file(platform_file)))
+    except (CsvError, OSError, UnicodeDecodeError) as err:
+        console.print(str(err), style="red", markup=False, highlight=False)
+        raise typer.Exit(2) from err
+    return [(f"batch {k} of {len(batches)}", b, None) for k, b in enumerate(batches, 1)]
 
 
 SHOWN_BAD_LINES = 3  # gac ingest: bad lines shown one by one; the rest are counted

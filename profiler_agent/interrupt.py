@@ -64,6 +64,11 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
     _State.pending = True
 
 
+def stop_pending() -> bool:
+    """A stop signal arrived inside a shielded() block and waits for the block's end."""
+    return _State.pending
+
+
 def stop_cuts_short() -> bool:
     """A stop signal is held back, and every open shielded() block only waits: what is left of the
     waiting (a retry's backoff, the next spooled batch) is not worth doing."""
@@ -75,6 +80,11 @@ def shielded(breakable: bool = False) -> Iterator[Shield]:
     """A stop signal that arrives inside the block is raised (as KeyboardInterrupt) at its end. A breakable
     block (set it on the yielded Shield once the block's durable part is done) gives in to a second one."""
     shield = Shield(breakable)
+    if threading.current_thread() is not threading.main_thread():
+        # Signals reach the main thread only: another thread's block (a job's heartbeat) holds none back,
+        # and must not raise the main thread's stop in its own.
+        yield shield
+        return
     _State.open.append(shield)
     try:
         yield shield
@@ -143,19 +153,24 @@ def stop_signals() -> Iterator[StopSignals]:
         stop.release()
 
 
-def interrupted_line(kept: int, not_measured: int, where: str, first_pass: bool = False) -> str:
+FIRST_PASS_MORE = "a first pass: what it measures may call for more points"
+REFINING_MORE = "adaptive sweeps: what they measure may call for more points between their coarse ones"
+
+
+def interrupted_line(kept: int, not_measured: int, where: str, more: str = "") -> str:
     """What an interrupted command says last, e.g. 'interrupted: kept 27 measured points (stored), 3 points not
-    measured; run the same command again to continue'. `first_pass`: what is not measured is a first pass's,
-    whose measurements decide what else to measure."""
+    measured; run the same command again to continue'. `more`: why what is not measured may not be all that
+    is left (FIRST_PASS_MORE, REFINING_MORE)."""
     return (
         f"interrupted: kept {kept} measured point{'s' if kept != 1 else ''} ({where}), {not_measured} "
-        f"point{'s' if not_measured != 1 else ''} not measured; run the same command again to continue"
-        + (" (a first pass: what it measures may call for more points)" if first_pass else "")
+        f"point{'s' if not_measured != 1 else ''} not measured; run the same command again to continue" + (f" ({more})" if more else "")
     )
 
 
 __all__ = [
     "COMMIT_ROWS",
+    "FIRST_PASS_MORE",
+    "REFINING_MORE",
     "EXIT_CODES",
     "Shield",
     "StopSignals",

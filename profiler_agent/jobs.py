@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict
 
+from gac.agent.http_client import StopSafeClient
 from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 
@@ -50,7 +51,7 @@ class JobClient:
     def __init__(self, server: str, token: str, agent: str = "agent", client: httpx.Client | None = None, timeout_s: float = 30.0) -> None:
         self.server = server.rstrip("/")
         self.agent = agent
-        self._client = client or httpx.Client(timeout=timeout_s)
+        self._client = client or StopSafeClient(timeout=timeout_s)
         self._own = client is None
         self._headers = {"Authorization": f"Bearer {token}"}
         self._progress_taken = True  # False once a service older than heartbeat's points_done refused it
@@ -103,6 +104,13 @@ class JobClient:
                 raise
             # A service older than the field refuses it: the job is done all the same, as that service knew it.
             return self._post(f"/v1/jobs/{job_id}/complete", body).json()
+
+    def job(self, job_id: int | str) -> dict[str, Any]:
+        """The job as the service holds it now (its status and lease owner)."""
+        resp = self._client.get(f"{self.server}/v1/jobs/{job_id}", headers=self._headers, timeout=10)
+        if resp.status_code >= 400:
+            raise JobError(f"GET /v1/jobs/{job_id}: HTTP {resp.status_code}: {resp.text[:500]}", resp.status_code)
+        return dict(resp.json())
 
     def fail(self, job_id: int | str, error: str) -> dict[str, Any]:
         return self._post(f"/v1/jobs/{job_id}/fail", {"agent": self.agent, "error": (error or "unknown error")[:2000]}).json()
@@ -177,8 +185,9 @@ class JobClient:
 
 
 def retryable(err: Exception) -> bool:
-    """Whether a failed claim may succeed later: the service unreachable, busy or failing (a
-    transport error, 408, 429, 5xx), not a refusal that asking again cannot change (401, 403, 422)."""
+    """Whether a failed claim or report may succeed later: the service unreachable, busy, failing or
+    answering oddly (a transport error, 408, 429, 5xx, a body that is not the API's), not a refusal
+    that asking again cannot change (401, 403, 409, 422)."""
     if isinstance(err, httpx.HTTPError):
         return True
     from gac.agent.delivery.sender import RETRYABLE_STATUS
@@ -264,6 +273,8 @@ class ProgressLine:
     started: float = field(default_factory=time.monotonic)
     first_round: int = 1  # points timed together at first: their one-time costs are left out of the rate
     per_round: int = 1  # the most points timed together later (a GPU timer's round, after adaptive sweeps' single points)
+    total: int = 0  # the points the run has set out to time so far (adaptive sweeps' refinement grows it)
+    refining: bool = False  # an adaptive sweep may still add points (they are timed first: false once past them)
     # (done, when): the highest count noted, and the first that completed the first round. Counts only move
     # forward, so a refresh drawing a count the run has passed already cannot move them back.
     _reached: tuple[int, float] | None = field(default=None, init=False, repr=False)

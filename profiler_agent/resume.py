@@ -9,8 +9,8 @@ shape), with each stored point's median: the local database answers for `gac pro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
 
@@ -51,66 +51,74 @@ def _add_point(known: Known, op: str, dtype: str, axis: str, shape: dict[str, in
 class Remaining:
     plan: SweepPlan | None  # what is left to time; None when every point is stored
     skipped: int  # points of the plan already stored, left out
-    retimed: int = 0  # stored points timed again (see _left_of)
+    # The stored medians of the adaptive sweeps left whole in `plan` (their coarse grids partly stored):
+    # the runner times the rest of each grid and refines from all of it (PlanRunner's `stored`).
+    known: Known = field(default_factory=dict)
 
     def skip_line(self, stored: str = "already stored for this platform") -> str | None:
         """'skipping 27 points already stored for this platform', or None when there are none."""
-        if not self.skipped and not self.retimed:
+        if not self.skipped:
             return None
-        line = f"skipping {self.skipped} point{'s' if self.skipped != 1 else ''} {stored}"
-        if self.retimed:
-            line += (
-                f" ({self.retimed} other stored points are timed again: their adaptive sweeps' coarse grids "
-                "were only partly measured, and refinement is decided from a whole coarse grid timed in one run)"
-            )
-        return line
+        return f"skipping {self.skipped} point{'s' if self.skipped != 1 else ''} {stored}"
 
 
 def remaining(plan: SweepPlan, known: Known, adaptive: bool) -> Remaining:
     """The plan without its stored points. A sweep with none stored is kept as it is; otherwise each of its
-    dtypes becomes a sweep over the values still to time."""
+    dtypes becomes a sweep over the values still to time, or, where an adaptive sweep's coarse grid is
+    partly stored, stays adaptive with its stored medians in Remaining.known."""
     sweeps: list[Sweep] = []
-    skipped = retimed = 0
+    skipped = 0
+    carried: Known = {}
     for sweep in plan.sweeps:
         if not any(known.get(sweep_curve(sweep, d)) for d in sweep.dtypes):
             sweeps.append(sweep)
             continue
         for dtype in sweep.dtypes:
-            left, skip, again = _left_of(sweep, dtype, known.get(sweep_curve(sweep, dtype), {}), adaptive)
-            skipped, retimed = skipped + skip, retimed + again
+            have = known.get(sweep_curve(sweep, dtype), {})
+            left, skip, whole = _left_of(sweep, dtype, have, adaptive)
+            skipped += skip
+            if whole:
+                carried[sweep_curve(sweep, dtype)] = have
             if left is not None:
                 sweeps.append(left)
-    return Remaining(plan.model_copy(update={"sweeps": sweeps}) if sweeps else None, skipped, retimed)
+    return Remaining(plan.model_copy(update={"sweeps": sweeps}) if sweeps else None, skipped, carried)
 
 
-def _left_of(sweep: Sweep, dtype: Dtype, have: dict[int, float], adaptive: bool) -> tuple[Sweep | None, int, int]:
-    """(the sweep left to time in this dtype or None, points skipped, stored points timed again)."""
+def _left_of(sweep: Sweep, dtype: Dtype, have: dict[int, float], adaptive: bool) -> tuple[Sweep | None, int, bool]:
+    """(the sweep left to time in this dtype or None, points skipped, whether it stays adaptive with `have` carried)."""
     from gac.agent.runner import values_to_refine
 
     one = sweep.model_copy(update={"dtypes": [dtype]})
     full = sweep.value_list()
     stored = sum(v in have for v in full)
     if not stored:
-        return one, 0, 0
+        return one, 0, False
     values = full
     if adaptive and sweep.adaptive is not None:
         coarse = sweep.coarse_values()
         if not all(v in have for v in coarse):
-            # The runner decides where to refine from the coarse medians it timed in the same run, and
-            # cannot be handed stored ones: a partly stored coarse grid is timed again whole (its stored
-            # points twice, combined by median). The runner times adaptive sweeps one after another, so
-            # an interrupted run leaves at most one sweep like this.
-            return one, 0, stored
+            # Where to refine depends on coarse medians not measured yet: the runner times the rest
+            # of the grid and refines from the whole of it, the stored medians handed to it.
+            return one, stored, True
         # The whole coarse grid is stored: refine from its stored medians, as the runner would have.
         values = sorted(set(coarse) | set(values_to_refine(full, coarse, have, sweep.adaptive.jump)))
     todo = [v for v in values if v not in have]
     left = one.model_copy(update={"values": todo, "adaptive": None}) if todo else None
-    return left, stored, 0
+    return left, stored, False
 
 
-def planned_points(plan: SweepPlan, adaptive: bool) -> int:
-    """Points the runner sets out to time (an adaptive sweep's coarse grid; its refinement adds more)."""
-    return sum(len(s.coarse_values() if adaptive and s.adaptive else s.value_list()) * len(s.dtypes) for s in plan.sweeps)
+def planned_points(plan: SweepPlan, adaptive: bool, known: Mapping[CurveKey, Mapping[int, float]] | None = None) -> int:
+    """Points the runner sets out to time (an adaptive sweep's coarse grid, less its `known` points; its
+    refinement adds more)."""
+    known = known or {}
+
+    def todo(s: Sweep, d: Dtype) -> int:
+        if not (adaptive and s.adaptive):
+            return len(s.value_list())
+        have = known.get(sweep_curve(s, d), {})
+        return sum(v not in have for v in s.coarse_values())
+
+    return sum(todo(s, d) for s in plan.sweeps for d in s.dtypes)
 
 
 def known_in_spool(spool: Spool, server: str, fingerprint: str, run: UUID | None = None) -> Known:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -16,6 +16,7 @@ import torch
 
 from gac.agent.kernels import Kernel, build_kernel, release_weight_pools
 from gac.agent.quality import QualityGate, for_timer, isolated
+from gac.agent.resume import CurveKey, planned_points, sweep_curve
 from gac.agent.steps import RETIME_CAP_MS, StepCheck, check_steps
 from gac.agent.timing import Timer, TimingResult
 from gac.contracts.ids import new_id
@@ -128,7 +129,7 @@ class _Seen:
 
     median_us: float
     spread: float
-    index: int  # in RunResult.outcomes
+    index: int  # in RunResult.outcomes (-1: stored by an earlier run)
     judged: bool = False  # checked against measured neighbours on both sides
 
 
@@ -161,8 +162,12 @@ class PlanRunner:
         build: KernelBuilder = build_kernel,
         gate: QualityGate | None = None,
         confirm_steps: int = 0,
+        stored: Mapping[CurveKey, Mapping[int, float]] | None = None,
     ) -> None:
         self.timer = timer
+        # Medians stored by an earlier, stopped run, per curve (gac.agent.resume.Known): an adaptive
+        # sweep times only the rest of its coarse grid and refines from the whole of it.
+        self.stored = stored or {}
         self.confirm_steps = confirm_steps
         self.build = build
         self.gate = gate if gate is not None else for_timer(timer)
@@ -183,7 +188,7 @@ class PlanRunner:
         out = RunResult(plan=plan.name)
         self._done = 0
         self._seen = {}
-        self._total = sum(len(s.coarse_values() if (self.adaptive and s.adaptive) else s.value_list()) * len(s.dtypes) for s in plan.sweeps)
+        self._total = planned_points(plan, self.adaptive, self.stored)
         rng = random.Random(self.shuffle_seed)
         fixed: list[tuple[PlanPoint, Timing]] = []  # every point of the non-adaptive sweeps, timed together
         for i, sweep in enumerate(plan.sweeps):
@@ -371,12 +376,18 @@ class PlanRunner:
         assert sweep.adaptive is not None
         full = sweep.value_list()
         coarse = sweep.coarse_values()
-        medians: dict[int, float] = {}
-        for v in self._ordered(coarse, rng):
+        have = self.stored.get(sweep_curve(sweep, dtype), {})
+        medians: dict[int, float] = {v: have[v] for v in coarse if v in have}
+        # The stored points are neighbours the new ones are judged against (a spike beside them is still
+        # timed again); judged already, in the run that stored them.
+        seen = self._seen.setdefault((i, dtype), {})
+        for v, us in have.items():
+            seen.setdefault(v, _Seen(us, 0.0, -1, judged=True))
+        for v in self._ordered([v for v in coarse if v not in have], rng):
             o = self._one(PlanPoint(sweep=i, op=sweep.op, dtype=dtype, shape=sweep.shape_at(v), axis=sweep.axis), timing, out)
             if o.result is not None:
                 medians[v] = o.result.median_us
-        fill = values_to_refine(full, coarse, medians, sweep.adaptive.jump)
+        fill = [v for v in values_to_refine(full, coarse, medians, sweep.adaptive.jump) if v not in have]
         self._total += len(fill)
         for v in self._ordered(fill, rng):
             self._one(PlanPoint(sweep=i, op=sweep.op, dtype=dtype, shape=sweep.shape_at(v), axis=sweep.axis), timing, out)

@@ -22,6 +22,7 @@ class AgentSettings(BaseSettings):
     agent_spool_dir: Path | None = None  # GAC_AGENT_SPOOL_DIR: overrides GAC_DATA_DIR/spool
     # GAC_COMMIT_EVERY_S: at most this long between a measured row and its commit (plus one point's timing)
     commit_every_s: float = Field(default=1.0, ge=0.0)
+    agent_name: str | None = None  # GAC_AGENT_NAME: the agent's name in runs and the dashboard (default: see gac.agent.cli)
     device: str = "auto"  # GAC_DEVICE: what --device means when not given (cpu, cuda:N, or auto: the first GPU, else the CPU)
 
     @property

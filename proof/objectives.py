@@ -70,6 +70,7 @@ def point_dims(manifest: Manifest, lookup: LatencyLookup, opts: AlignOptions, pt
             baselines=False,
             cross_check="none",
             frontier_points=0,
+            min_gain=0,  # this point, whatever it gains over the next
         ),
     )
     kept = res.latency.importance_kept

@@ -18,14 +18,17 @@ db_app = typer.Typer(no_args_is_help=True, help="Database schema (Alembic migrat
 token_app = typer.Typer(no_args_is_help=True, help="API tokens for agents and users.")
 
 
-def _settings():
-    from pydantic import ValidationError
+def _settings(schema_only: bool = False):
+    """The service's settings; schema_only (`gac db`): migrations hash no tokens, so no GAC_SECRET_KEY is asked for."""
+    from pydantic import SecretStr, ValidationError
 
-    from gac.service.settings import get_settings
+    from gac.service.settings import Settings, get_settings
 
     try:
         return get_settings()
     except ValidationError as exc:
+        if schema_only and all("GAC_SECRET_KEY" in e["msg"] for e in exc.errors(include_url=False)):
+            return Settings(secret_key=SecretStr("unused: migrations hash no tokens"))
         for e in exc.errors(include_url=False):
             where = f"GAC_{'_'.join(str(p) for p in e['loc']).upper()}: " if e["loc"] else ""
             err.print(f"[red]configuration error:[/red] {escape(where + e['msg'].removeprefix('Value error, '))}")
@@ -112,7 +115,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] 
     """Migrate the database to the latest schema (or to REVISION)."""
     from gac.service.db import make_engine, schema_status, upgrade
 
-    settings = _settings()
+    settings = _settings(schema_only=True)
     upgrade(settings.url, revision)
     engine = make_engine(settings.url)
     console.print(f"{_safe_url(settings.url)} is at {', '.join(schema_status(engine).current) or 'base'}")
@@ -124,7 +127,7 @@ def db_current() -> None:
     """Show the schema revision of the database and whether it is current."""
     from gac.service.db import make_engine, schema_status
 
-    settings = _settings()
+    settings = _settings(schema_only=True)
     engine = make_engine(settings.url)
     status = schema_status(engine)
     engine.dispose()

@@ -24,7 +24,7 @@ class FieldError(BaseModel):
     """One bad input."""
 
     field: str = Field(description="where, as a dotted path: body.measurements.3.median_us, query.limit, path.job_id")
-    message: str
+    message: str = Field(description="what is wrong with it, in words")
     type: str | None = Field(
         default=None,
         description="pydantic's error type (missing, greater_than, value_error, ...), when pydantic found it",
@@ -96,6 +96,7 @@ ERROR_STATUSES: dict[int, dict[str, Any]] = {
         "description": "The body is over GAC_MAX_BODY_BYTES (or the manifest over GAC_ALIGN_MAX_WEIGHTS, its estimated work over "
         "GAC_ALIGN_MAX_WORK with the estimate in the detail, or it needed more than GAC_ALIGN_MEMORY_MB)."
     },
+    415: {"description": "The body is declared as another format than JSON (YAML, text, a multipart form)."},
     422: {"description": "The request does not validate: detail lists each bad field."},
     429: {
         "description": "This token runs its GAC_ALIGN_CONCURRENCY_PER_TOKEN alignments already, or the service its "
@@ -154,6 +155,22 @@ class Conflict(GacError):
 
 class PayloadTooLarge(GacError):
     status_code = 413
+
+
+class UnsupportedMediaType(GacError):
+    status_code = 415
+
+
+# Bodies read as JSON: a declared type that says so, none, or a form's (what `curl -d` sends unless told otherwise).
+_READ_AS_JSON = ("application/json", "application/x-www-form-urlencoded", "text/json")
+
+
+def require_json_body(content_type: str | None, what: str, also: Sequence[str] = (), hint: str = "") -> None:
+    """415 for a body declared as another format (YAML, text, a multipart form) rather than reading it as JSON."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if not media or media in _READ_AS_JSON or media.endswith("+json") or media in also:
+        return
+    raise UnsupportedMediaType(f"{what} is read as JSON (Content-Type: application/json), not {media}{hint}")
 
 
 class Unprocessable(GacError):

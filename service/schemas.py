@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Path, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from gac.contracts.measurements import PRINTABLE, SHAPE_FIELD_NAMES
 
@@ -13,14 +13,22 @@ T = TypeVar("T")
 
 
 class Page(BaseModel, Generic[T]):
+    """One page of a listing."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     items: list[T]
+    """This page's items."""
     total: int
-    next_cursor: str | None = None  # pass back as ?cursor= for the next page; null on the last page
+    """Items the listing holds over all pages."""
+    next_cursor: str | None = None
+    """Pass back as ?cursor= for the next page; null on the last page."""
 
 
 # Bounds on every integer that reaches SQL: the databases' INTEGER columns stop at 2**31 - 1.
 MAX_ID = 2_147_483_647
-RowId = Annotated[int, Path(ge=1, le=MAX_ID)]
+CurveId = Annotated[int, Path(ge=1, le=MAX_ID, description="the curve's id")]
+JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="the job's id")]
 Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="next_cursor of the previous page")]
 AfterId = Annotated[int, Query(ge=0, le=MAX_ID, description="next_cursor of the previous page")]
 AfterBigId = Annotated[int, Query(ge=0, le=2**62, description="next_cursor of the previous page")]  # measurements

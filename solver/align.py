@@ -27,7 +27,7 @@ from gac.contracts.alignment import (
     SolverInfo,
     TokenLatency,
 )
-from gac.contracts.goal import DEFAULT_EPSILON, Objective, Window, valid_epsilon
+from gac.contracts.goal import DEFAULT_EPSILON, DEFAULT_MIN_GAIN, Objective, Window, valid_epsilon
 from gac.contracts.manifest import Manifest, kept_params
 from gac.solver import baselines as bl
 from gac.solver.candidates import (
@@ -74,7 +74,8 @@ class BudgetBelowFeasible(InfeasibleBudget):
         )
         self.args = (
             f"budget {budget:,} params is below the smallest feasible total {smallest_feasible:,} params "
-            f"(every weight at its smallest candidate); raise the budget to at least {smallest_feasible}{own}",
+            f"(every weight at its smallest candidate); raise the budget to at least {smallest_feasible:,} "
+            f'({{"params": {smallest_feasible}}}){own}',
         )
 
 
@@ -94,6 +95,9 @@ class AlignOptions:
     epsilon: float | None = None  # None: the manifest's, else DEFAULT_EPSILON; at most EPSILON_MAX, may be negative
     no_slower: bool | None = None  # the latency objective: no token count slower (gac.solver.no_slower); None: the manifest's
     frontier_points: int = 50  # for objective "frontier"; "latency" reports a few around its choice
+    # The latency objective gives up importance only for a predicted gain at least this large (a share of the
+    # priced total; 0: any gain); None: the manifest's, else DEFAULT_MIN_GAIN.
+    min_gain: float | None = None
     # The service answers first and checks after: above this many items the OR-Tools cross-check and
     # the paper-DP baselines are not run; the result lists them in `pending` (cross-check status
     # "pending"), and the caller runs align() again without this option to fill them in. None: inline.
@@ -107,6 +111,8 @@ class AlignOptions:
             object.__setattr__(self, "window", Window(self.window))
         if self.epsilon is not None:
             valid_epsilon(self.epsilon, below_zero=True)
+        if self.min_gain is not None and not 0.0 <= self.min_gain < 1.0:  # NaN fails too
+            raise ValueError(f"min_gain must be in [0, 1), not {self.min_gain!r}")
 
 
 LATENCY_UNITS = 1 << 24  # integer latency resolution: the slowest total maps to about this many units
@@ -141,17 +147,35 @@ def _align(manifest: Manifest, lookup: LatencyLookup | None, opts: AlignOptions,
     goal = resolve_goal(manifest, opts, measured, warnings, lookup.platform if lookup is not None else None)
     if goal.objective is Objective.IMPORTANCE:
         return _align_for_importance(manifest, lookup, opts, warnings, model)
-    if not goal.no_slower:
-        return _align_for_latency(manifest, lookup, opts, goal, model)
+    try:
+        if not goal.no_slower:
+            return _align_for_latency(manifest, lookup, opts, goal, model)
 
-    def solve(m: Manifest, o: AlignOptions = opts) -> AlignmentResult:  # one solve at the token weights m carries
-        return _align_for_latency(m, lookup, o, goal, model if m is manifest else model.reweighted(m))
+        def solve(m: Manifest, o: AlignOptions = opts) -> AlignmentResult:  # one solve at the token weights m carries
+            return _align_for_latency(m, lookup, o, goal, model if m is manifest else model.reweighted(m))
 
-    # The rounds only read the choice: no cross-check, no baselines until the answer's own solve.
-    search = replace(opts, baselines=False, cross_check="none")
-    result = hold_no_slower(manifest, model, solve, lambda m: solve(m, search))
-    result.no_slower = True
-    return result
+        # The rounds only read the choice: no cross-check, no baselines until the answer's own solve.
+        search = replace(opts, baselines=False, cross_check="none")
+        result = hold_no_slower(manifest, model, solve, lambda m: solve(m, search))
+        result.no_slower = True
+        return result
+    except _NothingPriced as nothing:
+        # Curves of these kernels exist, but none near any item's dims: nothing to trade latency for.
+        warnings.append(
+            f"objective {goal.objective.value!r} needs latency data: no item's window is measured in "
+            f"{manifest.workload.dtype} on platform {nothing.platform!r} ({nothing.items} items): solved for importance only"
+        )
+        result = _align_for_importance(manifest, lookup, replace(opts, objective=Objective.IMPORTANCE), warnings, model)
+        result.warnings = [w for w in result.warnings if _RULE_NOTE not in w]  # said above, of every item
+        return result
+
+
+class _NothingPriced(Exception):
+    """The latency objective found no item with measured candidates (the platform measured other shapes)."""
+
+    def __init__(self, platform: str, items: int) -> None:
+        super().__init__(platform, items)
+        self.platform, self.items = platform, items
 
 
 @dataclass(frozen=True)
@@ -162,15 +186,22 @@ class Goal:
     epsilon: float
     window: Window
     no_slower: bool = False
+    min_gain: float = DEFAULT_MIN_GAIN
 
 
 def with_goal(manifest: Manifest, opts: AlignOptions) -> Manifest:
-    """The manifest with the options' objective, epsilon and window in place of its own, where given.
+    """The manifest with the options' objective, epsilon, window, no_slower and min_gain in place of its own, where given.
 
     The one place the two carriers of each (AlignOptions' and the manifest's public fields) meet:
     resolve_goal reads the manifest through it, and `gac align` sends a service (which takes a
     manifest) the manifest it makes of its flags."""
-    given = {"objective": opts.objective, "epsilon": opts.epsilon, "window": opts.window, "no_slower": opts.no_slower}
+    given = {
+        "objective": opts.objective,
+        "epsilon": opts.epsilon,
+        "window": opts.window,
+        "no_slower": opts.no_slower,
+        "min_gain": opts.min_gain,
+    }
     update = {k: v for k, v in given.items() if v is not None}
     return manifest.model_copy(update=update) if update else manifest
 
@@ -202,7 +233,8 @@ def resolve_goal(manifest: Manifest, opts: AlignOptions, measured: bool, warning
     if no_slower and kind is not Objective.LATENCY:
         warnings.append(f"no_slower holds the latency objective's token counts: objective {kind.value!r} is solved without it")
         no_slower = False
-    return Goal(kind, epsilon, window, no_slower)
+    min_gain = DEFAULT_MIN_GAIN if asked.min_gain is None else asked.min_gain
+    return Goal(kind, epsilon, window, no_slower, min_gain)
 
 
 @dataclass(frozen=True)
@@ -369,6 +401,8 @@ def _align_for_latency(
     keeps at least as much as that answer and is never slower. The frontier and the reference beside it."""
     # The reference: the importance objective's own answer (cliff-free candidates, the paper's).
     reference = _align(manifest, lookup, _reference_options(opts), model)
+    if lookup is not None and len(reference.rule_items) == len(reference.weights):
+        raise _NothingPriced(lookup.platform, len(reference.weights))
     if goal.window is Window.PAPER:
         opts = replace(opts, candidates=replace(opts.candidates, paper_radius=max(opts.candidates.paper_radius, PAPER_RADIUS)))
     # The reference's notes on rule candidates are about its own candidates, not this answer's.
@@ -378,12 +412,12 @@ def _align_for_latency(
     try:
         titems = _tradeoff_items(inst.cands, opts.importance_bits)
         ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
-        trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value)
+        trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value, warnings)
     except BudgetBelowFeasible:  # raised before any search: the instance's smallest total is over the budget
         inst = _own_dims_for_budget(inst, warnings)
         titems = _tradeoff_items(inst.cands, opts.importance_bits)
         ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
-        trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value)
+        trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value, warnings)
     chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, best.point.choice)]
     cross = _cross_check_point(opts, titems, inst.budget, best)  # the reference's knapsack was checked in its own align()
     if not best.optimal:
@@ -431,15 +465,29 @@ def _tradeoff_items(cands: list[ItemCandidates], importance_bits: int) -> list[T
 
 
 def _solve_tradeoff(
-    inst: _Instance, titems: list[TradeoffItem], goal: Goal, ref_value: int
+    inst: _Instance, titems: list[TradeoffItem], goal: Goal, ref_value: int, warnings: list[str]
 ) -> tuple[Tradeoff, Fastest, list[Point], float]:
-    """The fastest choice keeping (1 - epsilon) of the reference's importance, a few frontier points, and the seconds taken."""
+    """The fastest choice keeping (1 - epsilon) of the reference's importance, a few frontier points, and the seconds taken.
+
+    Importance is given up only for a gain the measurements can show: when the fastest choice that keeps
+    all of the reference's importance is within the goal's min_gain of the epsilon point, it is the answer."""
     t0 = time.perf_counter()
     try:
         trade = Tradeoff(titems, inst.budget)
     except InfeasibleBudget as exc:
         raise BudgetBelowFeasible(inst.budget, exc.smallest_feasible, _own_params(inst)) from None
     best: Fastest = trade.fastest(min(trade.max_value, math.ceil((1 - Fraction(goal.epsilon)) * ref_value)))
+    if best.point.value < ref_value <= trade.max_value and goal.min_gain > 0:
+        keeping = trade.fastest(ref_value)
+        gain = 1 - best.point.latency / keeping.point.latency if keeping.point.latency else 0.0
+        if gain < goal.min_gain:
+            given_up = 1 - best.point.value / ref_value
+            warnings.append(
+                f"latency objective: giving up {given_up:.2%} of the importance would take {gain:.2%} off the predicted "
+                f"time, under the {goal.min_gain:.1%} it must save (min_gain): kept all of "
+                "importance-only GAC's importance (the frontier shows the trade)"
+            )
+            best = keeping
     n_points = inst.opts.frontier_points if goal.objective is Objective.FRONTIER else min(12, inst.opts.frontier_points)
     front = trade.frontier(n_points) if n_points > 0 else []
     return trade, best, front, time.perf_counter() - t0
@@ -448,6 +496,9 @@ def _solve_tradeoff(
 def _frontier_points(inst: _Instance, front: list[Point], best: Fastest, ref_value: int) -> list[FrontierPoint]:
     """The frontier in predicted µs and kept importance (relative to the reference), the chosen point marked."""
     cands = inst.cands
+    # The chosen point is a frontier point, though a sample of a few may pass it by.
+    if all(pt.choice != best.point.choice for pt in front):
+        front = sorted([*front, best.point], key=lambda pt: pt.value)
     points = [
         FrontierPoint(
             latency_us=_total_latency(cands, [ic.candidates[j].dim for ic, j in zip(cands, pt.choice)], inst.model) or 0.0,
@@ -482,7 +533,8 @@ def _result(
     # Counted from the merged list: items on one curve ask for some points alike, and a rules-only
     # alignment (no prediction at all) still lists what would price it.
     latency = latency.model_copy(update={"missing_points": sum(len(mc.dims) for mc in missing)})
-    warnings.extend(w for w in _first_pass_note(missing) if w not in warnings)  # the latency objective's reference said it too
+    # The latency objective's reference said these too.
+    warnings.extend(w for w in [*_budget_note(inst), *_first_pass_note(missing)] if w not in warnings)
     return AlignmentResult(
         model=inst.manifest.model,
         budget=inst.budget,
@@ -512,6 +564,23 @@ def _result(
         pending=_pending(opts, n, solver.cross_check),
         **by_objective,
     )
+
+
+BUDGET_NOTE_ABOVE = 0.01  # a budget this far from the compressor's own total is said to move every dim
+
+
+def _budget_note(inst: _Instance) -> list[str]:
+    """Where the budget is not what the compressor's dims take, the dims move for the budget, not only for
+    alignment: say so, and which budget aligns them alone."""
+    own = _unaligned_params(inst.manifest)
+    if own <= 0 or abs(inst.budget - own) <= BUDGET_NOTE_ABOVE * own:
+        return []
+    below = inst.budget < own
+    return [
+        f"the budget ({inst.budget:,} params) is {abs(inst.budget - own) / own:.1%} {'below' if below else 'above'} what the "
+        f"compressor's dims take ({round(own):,}): the dims {'shrink to fit it' if below else 'grow into the difference'}; "
+        f'a budget of {{"params": {round(own)}}} aligns them alone'
+    ]
 
 
 def _missing(cands: list[ItemCandidates], model: LatencyModel, copts: CandidateOptions) -> list[MissingCurve]:
@@ -625,8 +694,13 @@ def _shared_fields(manifest: Manifest, lookup: LatencyLookup | None, items: list
         "aligned_share_before": _share([w.dim for w in manifest.weights], align),
         "aligned_share_after": _share([d for it, d in zip(items, chosen) for _ in it.members], align),
         "original_params": sum(original_params(w) for w in manifest.weights),
-        "unaligned_params": math.fsum(unit_params(w) * w.dim for w in manifest.weights),
+        "unaligned_params": _unaligned_params(manifest),
     }
+
+
+def _unaligned_params(manifest: Manifest) -> float:
+    """What the compressor's own dims take (fractional where its dims are)."""
+    return math.fsum(unit_params(w) * w.dim for w in manifest.weights)
 
 
 def budget_params(manifest: Manifest) -> int:
@@ -698,6 +772,8 @@ def _aligned_weight(ic: ItemCandidates, d: int, model: LatencyModel, align: int)
         params_before = math.fsum(unit_params(w) * w.dim for w in it.members)
         importance = math.fsum(w.importance * unit_params(w) for w in it.members) / unit
     lat = next((c.latency_us for c in ic.candidates if c.dim == d), None) if ic.measured else None
+    # At the compressor's dim, as the unaligned total counts it (a dim it lacks is a missing point: null).
+    before = model.latency(it, round(it.d_star)) if ic.measured else None
     # Built unvalidated: every field is computed here from validated input (a 100,000-weight result
     # spent a fifth of its time validating them again).
     return AlignedWeight.model_construct(
@@ -712,6 +788,7 @@ def _aligned_weight(ic: ItemCandidates, d: int, model: LatencyModel, align: int)
         importance=importance,
         latency_us=lat,
         aligned=d % align == 0,
+        latency_before_us=before,
     )
 
 

@@ -61,7 +61,10 @@ def import_command(
         list[int] | None,
         typer.Option("--tokens", min=1, metavar="M", help="token count M of the workload; repeat for several (default 1024)"),
     ] = None,
-    dtype: Annotated[Dtype | None, typer.Option("--dtype", help="workload dtype (default: the config's torch_dtype, else float16)")] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option("--dtype", help="workload dtype: float16, bfloat16 or float32 (default: the config's torch_dtype, else float16)"),
+    ] = None,
 ) -> None:
     """Turn a compressor's output into a gac.manifest/v1 for `gac align`."""
     from gac.contracts.manifest import MANIFEST_SCHEMA
@@ -88,6 +91,8 @@ def import_command(
         raise _fail(f"{exc}") from None
 
     text = json.dumps(got.manifest.model_dump(mode="json", by_alias=True, exclude_none=True), indent=1) + "\n"
+    if out is not None and str(out) == "-":  # the usual spelling of standard output
+        out = None
     if out is not None:
         try:
             out.write_text(text, encoding="utf-8")
@@ -103,7 +108,10 @@ def import_command(
     say("assumed:")
     say(f"  model config: {config if config is not None else file} ({got.shapes.describe() if got.shapes else '?'})")
     if scores is None:
-        say("  importance: uniform, every weight 1.0 (no --importance): the solver only trades parameters")
+        say(
+            "  importance: uniform, every weight 1.0 (no --importance): the solver only trades parameters, and any "
+            "choice of the same total is as good, so a dim may move far from the compressor's; --importance keeps what matters"
+        )
     else:
         say(f"  importance: {importance} ({len(scores)} scores)")
     for note in got.notes:
@@ -117,13 +125,19 @@ def import_command(
         say(f"next: gac align {out}")
 
 
-def _workload(tokens: list[int] | None, dtype: Dtype | None, cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _workload(tokens: list[int] | None, dtype: str | None, cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    from gac.contracts.manifest import dtype_named
+    from gac.solver.importers import ImportErrorDetail
+
     toks = list(tokens) if tokens else [1024]
     how = "--tokens" if tokens else "default; --tokens to change"
+    known = {d.value for d in Dtype}
     if dtype is not None:
-        chosen, why = dtype.value, "--dtype"
-    elif cfg.get("torch_dtype") in {d.value for d in Dtype}:
-        chosen, why = cfg["torch_dtype"], "the config's torch_dtype; --dtype to change"
+        if dtype_named(dtype) not in known:
+            raise ImportErrorDetail(f"--dtype {dtype!r}: choose from {', '.join(sorted(known))} (or bf16, fp16, fp32)")
+        chosen, why = dtype_named(dtype), "--dtype"
+    elif isinstance(cfg.get("torch_dtype"), str) and dtype_named(cfg["torch_dtype"]) in known:
+        chosen, why = dtype_named(cfg["torch_dtype"]), "the config's torch_dtype; --dtype to change"
     else:
         chosen, why = Dtype.float16.value, "default; --dtype to change"
     return {"tokens": toks, "dtype": chosen}, f"M = {', '.join(map(str, toks))} tokens ({how}), {chosen} ({why})"

@@ -52,17 +52,38 @@ def frontier_margin(model: CurveModel, opts: CliffOptions) -> float:
     return max(opts.frontier_tol_min, opts.frontier_z * math.sqrt(2) * rel)
 
 
+# A jump between two measured dims further apart than this many typical spacings, and more than the smaller dim
+# itself, says nothing of where it happens (a sweep of 1216..1421 and the dense original at 4096): it is no step.
+# A doubling sweep's steps, or a dense sweep's next coarse point, stay steps.
+GAP_SPACINGS = 8
+
+
+def located_steps(steps: Sequence[Step], xs: Sequence[int]) -> tuple[list[Step], list[Step]]:
+    """(the steps, the jumps across gaps wider than GAP_SPACINGS typical spacings and than the dim before them)."""
+    gaps = [b - a for a, b in zip(xs, xs[1:])]
+    spacing = statistics.median(gaps) if gaps else math.inf
+
+    def across(s: Step) -> bool:
+        return s.x - s.x_before > max(GAP_SPACINGS * spacing, s.x_before)
+
+    return [s for s in steps if not across(s)], [s for s in steps if across(s)]
+
+
 def analyze(points: Sequence[Point], opts: CliffOptions = CliffOptions()) -> CurveAnalysis:
     """Steps, frontier and modulus of one curve."""
     model = shared_model_curve(points, opts)  # the same computation an alignment of this curve reads
+    steps, across = located_steps(model.steps, sorted(model.estimates))
+    notes = model.notes + [
+        f"{s.x_before} -> {s.x} ({s.size_pct:+.0f} %) is a jump across {s.x - s.x_before - 1:,} unmeasured dims, not a step" for s in across
+    ]
     return CurveAnalysis(
-        steps=model.steps,
+        steps=steps,
         frontier=model.frontier,
         modulus=model.period,
         noise_pct=model.noise_pct,
         tolerance=frontier_margin(model, opts),
         points=len(model.estimates),
-        notes=model.notes,
+        notes=notes,
         smooth=model.smooth,
         ladder=[(lv.m, -100 * math.expm1(lv.log_offset)) for lv in model.comb.levels()] if model.comb is not None else [],
     )

@@ -5,7 +5,8 @@ Why a model and not raw medians: a staircase's plateau of 24 noisy dims has a ra
 and a raw-median frontier keeps every dim that happens to be faster than all larger ones, so
 noise invents cliffs (and hides real ones). The model instead
 
-1. gives each point a noise sigma: its median's standard error (from p10..p90 and n), at least
+1. gives each point a noise sigma: its median's standard error (from p10..p90 and n; the samples'
+   own sigma when they spread over half the median: such runs move whole), at least
    the curve's typical point's and its own point-to-point jitter (medians that drift more
    than their spread admits);
 2. looks for a period first: the m (any m >= 2, not only powers of two) whose "jump right
@@ -43,6 +44,10 @@ from gac.solver.multiples import Multiples, batches, measured_counts, multiples
 P10_P90_SIGMAS = 2.5631
 MEDIAN_SE = 1.2533
 _MAD_TO_SIGMA = 1.4826
+# Samples spread this widely are no independent draws around one median: host stalls or a launch-bound
+# stretch move a whole run (an H100's 5 µs GEMM read medians of 5.2 to 17.9 µs in three runs, each
+# from 2,000 samples), so the next run's median may land anywhere among them, whatever n is.
+UNSTEADY_SPREAD = 0.5
 MIN_LINE_POINTS = 4  # a slope through 2 or 3 points would let a spike pass for a trend
 MIN_POINTS = 8  # fewer points than this tell too little about the curve's own noise
 JITTER_LAGS = 4  # the jitter estimate sees through patterns repeating every 2, 3 or 4 dims
@@ -58,10 +63,13 @@ class Point:
     n: int | None = 1
 
     def median_sigma(self) -> float:
-        """Standard error of the median, from the point's own spread (0 when unknown)."""
+        """Standard error of the median, from the point's own spread (0 when unknown); a point whose
+        samples spread over UNSTEADY_SPREAD of its median gets the samples' own sigma."""
         if self.p10_us is None or self.p90_us is None:
             return 0.0
         sigma = max(0.0, self.p90_us - self.p10_us) / P10_P90_SIGMAS
+        if self.p90_us - self.p10_us > UNSTEADY_SPREAD * self.median_us:
+            return sigma
         return MEDIAN_SE * sigma / math.sqrt(max(1, self.n or 1))
 
 

@@ -133,15 +133,6 @@ def _positive_int(value: Any, what: str) -> int:
     return int(value)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ImportErrorDetail(f"key {key!r} appears twice")
-        out[key] = value
-    return out
-
-
 def load_json(path: str | Path, what: str = "") -> dict[str, Any]:
     """A JSON object from a file (YAML when its name ends in .yaml or .yml, as `gac align` reads a
     manifest); every problem (unreadable, malformed, not an object) is ImportErrorDetail."""
@@ -152,13 +143,20 @@ def load_json(path: str | Path, what: str = "") -> dict[str, Any]:
         raise ImportErrorDetail(f"cannot read {label}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ImportErrorDetail(f"{label} is not UTF-8 text") from None
-    if Path(path).suffix.lower() in (".yaml", ".yml"):
+    return parse_document(text, label, as_yaml=Path(path).suffix.lower() in (".yaml", ".yml"))
+
+
+def parse_document(text: str, label: str, as_yaml: bool = False) -> dict[str, Any]:
+    """A JSON (or YAML) object from its text: malformed, a key twice, or not an object is ImportErrorDetail naming `label`."""
+    if as_yaml:
         return _load_yaml(text, label)
+    from gac.documents import DuplicateKey, no_duplicate_keys
+
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        data = json.loads(text, object_pairs_hook=no_duplicate_keys)
     except json.JSONDecodeError as exc:
         raise ImportErrorDetail(f"{label} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    except ImportErrorDetail as exc:
+    except DuplicateKey as exc:
         raise ImportErrorDetail(f"{label}: {exc}") from None
     except RecursionError:
         raise ImportErrorDetail(f"{label} is nested too deeply") from None
@@ -171,23 +169,18 @@ def _load_yaml(text: str, label: str) -> dict[str, Any]:
     """load_json's YAML reading: the same checks (a duplicate key is an error, the top level an object)."""
     import yaml
 
-    class _Strict(yaml.SafeLoader):
-        pass
+    from gac.documents import DuplicateKey, load_yaml
 
-    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-        return _no_duplicates([(loader.construct_object(k, deep=True), loader.construct_object(v, deep=True)) for k, v in node.value])
-
-    _Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        data = yaml.load(text, Loader=_Strict)  # noqa: S506 - a SafeLoader subclass
+        data = load_yaml(text)  # YAML 1.2's numbers (1e-3 is one), a key twice refused
+    except DuplicateKey as exc:
+        raise ImportErrorDetail(f"{label}: {exc}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ImportErrorDetail(f"{label} is not valid YAML: {exc.problem}{where}") from None
     except yaml.YAMLError as exc:
         raise ImportErrorDetail(f"{label} is not valid YAML: {exc}") from None
-    except ImportErrorDetail as exc:
-        raise ImportErrorDetail(f"{label}: {exc}") from None
     if not isinstance(data, dict):
         raise ImportErrorDetail(f"{label}: expected a mapping (object) at the top level, got {_json_type(data)}")
     return data

@@ -18,7 +18,8 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
-from gac.contracts.measurements import Batch, Dtype, Measurement, Op, parse_shape_key, shape_key, validate_shape
+from gac.contracts.measurement_csv import layout_problem, row_point
+from gac.contracts.measurements import Batch, Dtype, Measurement, Op, shape_key, validate_shape
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,11 @@ class FileLookup:
     def __len__(self) -> int:
         return len(self._curves)
 
+    @property
+    def dtypes(self) -> list[str]:
+        """The dtypes the curves were measured in, sorted."""
+        return sorted({str(dtype) for _, dtype, _, _ in self._curves})
+
     @classmethod
     def from_measurements(cls, measurements: Iterable[Measurement], platform: str) -> FileLookup:
         """Rows the agent flagged (quality) are left out, as the service leaves them out of its curves."""
@@ -127,42 +133,30 @@ class FileLookup:
 
     @classmethod
     def from_csv(cls, path: str | Path, platform: str | None = None) -> FileLookup:
-        """Read rows `op,dtype,shape,sweep_axis,median_us[,p10_us,p90_us,n][,platform]`; shape as
-        'k=4096,m=1024,n=512'. The spread columns are optional, and may be empty in a row.
-
-        The service's curve download (`op,dtype,axis,fixed,<axis>,median_us,...`, one curve per
-        file) is read too, and the same with the swept value in a column `x` (several curves)."""
+        """Read either CSV layout of gac.contracts.measurement_csv (a table, or curve downloads); a
+        `platform` column names each row's platform. The spread columns (p10_us, p90_us, and n or
+        samples) are optional, and may be empty in a row."""
         rows: dict[str, list[Row]] = defaultdict(list)
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
-            columns = set(reader.fieldnames or ())
-            download = {"op", "dtype", "axis", "fixed", "median_us"} <= columns
-            needed = {"op", "dtype", "shape", "sweep_axis", "median_us"}
-            if not download and not needed <= columns:
-                raise ValueError(f"{path}: CSV needs columns {sorted(needed)} (or a curve download's), got {reader.fieldnames}")
-            for lineno, rec in enumerate(reader, 2):
+            if problem := layout_problem(reader.fieldnames):
+                raise ValueError(f"{path}: {problem}")
+            for raw in reader:
+                rec = {k: v or "" for k, v in raw.items() if k is not None}  # a short row's missing cells read as empty
                 try:
                     op, dtype = Op(rec["op"]), Dtype(rec["dtype"])
-                    if download:
-                        axis = rec["axis"]
-                        if axis not in rec and "x" not in rec:
-                            raise ValueError(f"no column {axis!r} (or 'x') holds the swept {axis}")
-                        # With an x column, a column named like the axis is something else (n: the sample count).
-                        x = rec["x"] if "x" in rec else rec[axis]
-                        shape = validate_shape(op, {**parse_shape_key(rec["fixed"]), axis: int(x)})
-                        rec = {**rec, "n": rec.get("samples") or rec.get("n") or ""}
-                    else:
-                        shape = validate_shape(op, parse_shape_key(rec["shape"]))
-                        axis = rec["sweep_axis"]
+                    shape, axis, samples = row_point(rec)
+                    shape = validate_shape(op, shape)
                     if axis not in shape:
                         raise ValueError(f"sweep_axis {axis!r} not in shape")
                     median = float(rec["median_us"])
                     if not 0 < median < float("inf"):
                         raise ValueError(f"median_us must be positive and finite, got {median}")
-                    p10, p90, n = _optional_spread(rec, median)
+                    p10, p90, n = _optional_spread({**rec, "n": samples}, median)
                 except (ValueError, KeyError) as exc:
-                    raise ValueError(f"{path}:{lineno}: {exc}") from exc
-                rows[rec.get("platform") or "file"].append((op, dtype, shape, axis, median, p10, p90, n))
+                    # line_num: the file's line, blank lines and quoted line breaks counted
+                    raise ValueError(f"{path}:{reader.line_num}: {exc}") from exc
+                rows[rec.get("platform") or Path(path).name].append((op, dtype, shape, axis, median, p10, p90, n))
         chosen = _choose_platform(sorted(rows), platform, str(path))
         return cls(rows[chosen], chosen)
 

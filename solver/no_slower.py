@@ -87,7 +87,7 @@ def hold_no_slower(
     if len(tokens) < 2:  # no other token count to weigh against: the objective's epsilon is what trades speed
         result.warnings.append(
             f"{STILL_SLOWER} at M={tokens[0]} by {slower[tokens[0]]:+.1%}: with one token count there is nothing to re-weigh; "
-            "GAC keeps the importance its epsilon asks for, and a larger --epsilon gives up more of it for speed"
+            "GAC keeps the importance its epsilon asks for, and a larger --epsilon gives up more of it for speed (a 2 % gain or more)"
         )
         return result
     for _ in range(max_rounds):

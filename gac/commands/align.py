@@ -33,8 +33,6 @@ err = Console(stderr=True, soft_wrap=True)  # messages name files: never broken 
 
 
 def _load_manifest(path: Path) -> dict[str, Any]:
-    import yaml
-
     try:
         text = path.read_text()
     except OSError as exc:
@@ -48,15 +46,13 @@ def _load_manifest(path: Path) -> dict[str, Any]:
             highlight=False,
         )
         raise typer.Exit(2) from exc
-    try:
-        body = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        err.print(f"[red]{escape(str(path))} is not valid JSON/YAML: {escape(str(exc))}[/red]")
+    from gac.solver.importers import ImportErrorDetail, parse_document
+
+    try:  # as `gac import` reads its files: a key given twice is an error, not the last one winning
+        return parse_document(text, str(path), as_yaml=path.suffix != ".json")
+    except ImportErrorDetail as exc:
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
-    if not isinstance(body, dict):
-        err.print(f"[red]{escape(str(path))}: a manifest is a JSON/YAML object, not a {type(body).__name__}[/red]")
-        raise typer.Exit(2)
-    return body
 
 
 @dataclass(frozen=True)
@@ -146,9 +142,13 @@ def _via_server(server: str, token: str | None, manifest: Manifest, platform: st
         if not exc.field_errors:
             err.print(f"[red]{exc.status}: {escape(str(exc.detail))}[/red]")
         if exc.status in (401, 403):  # what to change on this side
-            need = "an ingest or admin token (it queues jobs)" if enqueue else "any token (read scope or above)"
+            need = (
+                "aligning needs any token, queueing jobs (--enqueue-missing) an ingest or admin one"
+                if enqueue
+                else ("aligning on a service needs any token (read scope or above)")
+            )
             err.print(
-                f"{'no token was sent' if not token else 'check the token'}: aligning on a service needs {need}, given with "
+                f"{'no token was sent' if not token else 'check the token'}: {need}, given with "
                 f"--token or GAC_TOKEN (its admin makes one: `gac token create --name NAME --scope {'ingest' if enqueue else 'read'}`)",
                 highlight=False,
             )
@@ -213,6 +213,13 @@ def _from_file(
     except ValueError as exc:  # the readers name the file and line
         err.print(str(exc).splitlines()[0], style="red", markup=False)
         raise typer.Exit(2) from exc
+    if lookup.dtypes and str(manifest.workload.dtype) not in lookup.dtypes:
+        err.print(
+            f"[yellow]{escape(str(measurements))} holds curves in {', '.join(lookup.dtypes)}, "
+            f"{names.flags.get('workload.dtype', 'the manifest')} asks for "
+            f"{manifest.workload.dtype}: --dtype {lookup.dtypes[0]} aligns in what it measured[/yellow]",
+            highlight=False,
+        )
     from gac.service.align.limits import COMPACT_ABOVE_WEIGHTS
     from gac.service.align.service import compact_json
 
@@ -267,14 +274,15 @@ def _summary(res: AlignmentResult) -> None:
             _say(
                 "[yellow]slower[/yellow]",
                 "GAC's dims are predicted slower than the compressor's: it keeps more importance with them; "
-                "--objective latency with a larger --epsilon gives up more of it for speed"
+                "--objective latency with a larger --epsilon gives up more of it for speed (when the speed is 2 % or more)"
                 + (", and --no-slower holds every token count to the compressor's dims" if len(lat.by_tokens or {}) > 1 else ""),
             )
         if lat.importance_only_us and kind != Objective.IMPORTANCE:
             _say(
                 "",
                 f"importance-only GAC {lat.importance_only_us:,.1f} µs ({lat.unaligned_us / lat.importance_only_us:.3f}x); "
-                f"GAC keeps {lat.importance_kept:.2%} of the importance that importance-only GAC keeps",
+                f"GAC keeps {lat.importance_kept:.2%} of the importance that importance-only GAC keeps"
+                + (MORE_KEPT if (lat.importance_kept or 0) > 1 else ""),
             )
         if lat.by_tokens:
             each = ", ".join(
@@ -298,21 +306,21 @@ TABLE_ROWS = 50  # weights listed in the table; --out or --json give every one
 def _print(stored: _Stored, wide: bool = False) -> None:
     res = stored.result
     _summary(res)
-    name_width = 200 if wide else max(12, console.width - 48)
-    table = Table(show_lines=False, box=None)
-    for col in ("weight", "before", "after", "params", "source", "latency µs"):
-        table.add_column(col, justify="left" if col in ("weight", "source") else "right", no_wrap=True)
+    heads = ("before", "after", "params", "source", "µs before", "µs after")
+    rows = []
     for w in res.weights[:TABLE_ROWS]:
         chosen = next((c for c in w.candidates if c.dim == w.dim), None)
-        lat = w.latency_us
-        table.add_row(
-            escape(_short(w.name, name_width)),  # a weight's name is text
-            f"{w.dim_before:g}",
-            str(w.dim),
-            f"{w.params:,}",
-            chosen.source if chosen is not None else "?",
-            f"{lat:,.1f}" if lat is not None else "-",
-        )
+        source = chosen.source if chosen is not None else "?"
+        lats = [f"{x:,.1f}" if x is not None else "-" for x in (w.latency_before_us, w.latency_us)]
+        rows.append((w.name, f"{w.dim_before:g}", str(w.dim), f"{w.params:,}", source, *lats))
+    # The numbers keep their width; the names take what is left of the line, shortened from the left.
+    numbers = sum(max(len(h), *(len(r[i + 1]) for r in rows)) + 2 for i, h in enumerate(heads)) if rows else 0
+    name_width = 200 if wide else max(12, console.width - numbers - 2)
+    table = Table(show_lines=False, box=None)
+    for col in ("weight", *heads):
+        table.add_column(col, justify="left" if col in ("weight", "source") else "right", no_wrap=True)
+    for name, *cells in rows:
+        table.add_row(escape(_short(name, name_width)), *cells)  # a weight's name is text
     console.print(table)
     if len(res.weights) > TABLE_ROWS:
         console.print(f"… and {len(res.weights) - TABLE_ROWS:,} more weights: --out FILE or --json gives every one")
@@ -348,7 +356,9 @@ def _print(stored: _Stored, wide: bool = False) -> None:
             + ")"
             + ("; OVER the budget: not compared" if any(not b.within_budget for b in res.baselines) else ""),
         )
-    if res.frontier:
+    if res.frontier and res.objective_kind == Objective.FRONTIER:
+        _frontier_table(res)
+    elif res.frontier:
         _say("frontier", f"{len(res.frontier)} Pareto point{'s' if len(res.frontier) != 1 else ''} (--json or the dashboard shows them)")
     if res.missing:
         _say("missing data", _missing_line(res.missing))
@@ -356,6 +366,39 @@ def _print(stored: _Stored, wide: bool = False) -> None:
         _say("[yellow]warning[/yellow]", warning)
     if stored.id:
         _say("stored as", f"{stored.id}" + (f"; jobs queued: {stored.jobs}" if stored.jobs else ""))
+
+
+# Why a share can pass 100 %: importance-only GAC chooses among cliff-free dims, latency-aware GAC among every measured one.
+MORE_KEPT = " (above 100 %: any measured dim may be chosen, where importance-only GAC takes cliff-free dims only)"
+FRONTIER_ROWS = 15  # frontier points the table lists (the ends, the chosen one, and evenly between); --json gives all
+
+
+def _frontier_table(res: AlignmentResult) -> None:
+    """The trade-off the frontier objective was asked for: predicted latency against importance kept."""
+    points = res.frontier
+    keep = {0, len(points) - 1, *(i for i, p in enumerate(points) if p.chosen)}
+    keep |= (
+        {round(i * (len(points) - 1) / (FRONTIER_ROWS - 1)) for i in range(FRONTIER_ROWS)}
+        if len(points) > FRONTIER_ROWS
+        else set(range(len(points)))
+    )
+    table = Table(box=None)
+    for col in ("frontier", "latency µs", "speed-up", "kept", "params"):
+        table.add_column(col, justify="right", no_wrap=True)
+    unaligned = res.latency.unaligned_us
+    for i in sorted(keep):
+        p = points[i]
+        table.add_row(
+            "chosen" if p.chosen else "",
+            f"{p.latency_us:,.1f}",
+            f"{unaligned / p.latency_us:.3f}x" if unaligned and p.latency_us else "-",
+            f"{p.importance_kept:.2%}",
+            f"{p.params:,}",
+        )
+    console.print(table)
+    shown = f"{len(keep)} of {len(points)} Pareto points" if len(keep) < len(points) else f"{len(points)} Pareto points"
+    more = MORE_KEPT if any(p.importance_kept > 1 for p in points) else ""
+    _say("", f"{shown}: each is the fastest keeping its share of importance-only GAC's importance{more}; --json lists all")
 
 
 def _missing_line(missing: list[MissingCurve]) -> str:
@@ -542,6 +585,8 @@ def _wait_for(
             states = [_job_state(j) for j in ended]
             kinds = ("queued", "expired", "leased", "done", "failed", "cancelled")
             counts = ", ".join(f"{states.count(s)} {'lease expired' if s == 'expired' else s}" for s in kinds if s in states)
+            # Points as the agents' last heartbeats said: a job measured for minutes shows it moving.
+            counts += f"; {sum(j.points_done or 0 for j in ended):,}/{sum(j.points for j in ended):,} points"
             if counts != said:
                 err.print(f"jobs {jobs}: {counts}")
                 said = counts
@@ -556,7 +601,15 @@ def _wait_for(
                 hinted = True
             if all(s in ("done", "failed", "cancelled") for s in states):
                 return ended
-            time.sleep(every_s)
+            try:
+                time.sleep(every_s)
+            except KeyboardInterrupt:
+                left = [j.id for j, s in zip(ended, states) if s not in ("done", "failed", "cancelled")]
+                err.print(
+                    f"stopped waiting: job(s) {left} stay on the service for its agents (`gac jobs list`); "
+                    "this alignment again, once they are done, uses what they measured"
+                )
+                raise typer.Exit(130) from None
 
 
 def _this_machine(
@@ -574,7 +627,7 @@ def _this_machine(
         from gac.agent.platform import detect_platform
     except ImportError:  # a solver-only install cannot tell what this machine is
         return None
-    from gac.client import Client, GacClientError, same_machine
+    from gac.client import Client, GacClientError, profiled_first, same_machine
 
     def detect():  # noqa: ANN202 - a PlatformDescriptor; --device and --threads name what was profiled
         machine = detect_platform(device_setting(device, threads), dtypes=False)
@@ -607,14 +660,15 @@ def _this_machine(
             if not session.scalar(select(func.count()).select_from(Platform)):
                 return None  # nothing profiled: no need to look at this machine (importing torch takes a while)
             machine = detect()
-            row = platforms.find(session, machine.fingerprint())
-            if row is None:
-                kin = platforms.page(session, device_kind=machine.device_kind, name=machine.device_name, offset=0, limit=100).rows
-                row = next((p for p in kin if same_machine(describe(p), machine)), None)
+            exact = platforms.find(session, machine.fingerprint())
+            listed = platforms.page(session, device_kind=machine.device_kind, name=machine.device_name, offset=0, limit=100).rows
+            others = [p for p in listed if p.fingerprint != machine.fingerprint() and same_machine(describe(p), machine)]
+            kin = [*([exact] if exact else []), *others]
+            counts = platforms.counts(session, [p.id for p in kin])
+            row = profiled_first(kin, lambda p: counts[p.id][0] > 0)
             if row is None:
                 return None
-            dtypes = platforms.counts(session, [row.id])[row.id][3]
-            return row.fingerprint, describe(row).label(), dtypes
+            return row.fingerprint, describe(row).label(), counts[row.id][3]
     except (SQLAlchemyError, SchemaOutOfDate, ValueError, RuntimeError):
         return None  # the alignment reports the database's (or the device's) trouble itself
     finally:
@@ -743,6 +797,15 @@ def align_command(
             help="latency objective: importance it may give up (default 0.005)",
         ),
     ] = None,
+    min_gain: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=0.99,
+            help="latency objective: the least share of predicted time it must save to give up importance "
+            "(default: the manifest's min_gain, else 0.02, about timing noise; 0: any gain)",
+        ),
+    ] = None,
     window: Annotated[
         Window | None,
         typer.Option(
@@ -846,7 +909,7 @@ def align_command(
             raise typer.Exit(2) from None
     # The flags, typed, go to the solver as its options; a service takes a manifest, so it gets the
     # manifest with the flags in place of its own entries (with_goal: where the two meet).
-    options = AlignOptions(objective=objective, epsilon=epsilon, window=window, no_slower=no_slower)
+    options = AlignOptions(objective=objective, epsilon=epsilon, window=window, no_slower=no_slower, min_gain=min_gain)
     document = _manifest(body, names)
     asked = with_goal(document, options)
 

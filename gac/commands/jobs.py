@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Annotated, cast, get_args
@@ -25,7 +25,7 @@ STATUSES = get_args(JobStatus)
 ServerOpt = Annotated[str | None, typer.Option("--server", help="the service URL (default: $GAC_SERVER, else http://127.0.0.1:8000)")]
 TokenOpt = Annotated[str | None, typer.Option("--token", help="API token (default: $GAC_TOKEN); cancel needs an admin token")]
 
-jobs_app = typer.Typer(no_args_is_help=True, help="The service's profiling-job queue: list, show, cancel.")
+jobs_app = typer.Typer(no_args_is_help=True, help="The service's profiling-job queue: list, show, cancel, requeue.")
 
 
 @contextmanager
@@ -38,7 +38,7 @@ def _service(server: str | None, token: str | None) -> Iterator[Client]:
     except GacApiError as exc:
         hints = {
             401: " (give a token the service takes: --token or GAC_TOKEN)",
-            403: " (cancelling needs an admin token: --token or GAC_TOKEN)",
+            403: " (cancelling and requeueing need an admin token: --token or GAC_TOKEN)",
         }
         hint = hints.get(exc.status, "")
         err.print(f"[red]{escape(str(exc))}{hint}[/red]")
@@ -67,11 +67,13 @@ def _ago(when: datetime | None, now: datetime) -> str:
 
 
 def _progress(job: Job) -> str:
-    """Points done of the job's points: a running job's as of its agent's last heartbeat."""
-    return f"{job.points_done if job.points_done is not None else '-'}/{job.points}"
+    """Points done of the job's points: a running job's as of its agent's last heartbeat; a done job's flagged
+    ones said (stored, but no curve or alignment uses them)."""
+    flagged = f" ({job.points_flagged} flagged)" if job.points_flagged else ""
+    return f"{job.points_done if job.points_done is not None else '-'}/{job.points}{flagged}"
 
 
-def _table(jobs: list[Job], now: datetime) -> Table:
+def _table(jobs: list[Job], now: datetime, named: dict[str, str] | None = None) -> Table:
     table = Table(box=None, pad_edge=False)
     for name, justify in (("id", "right"), ("status", "left"), ("points", "right"), ("plan", "left"), ("for", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -86,20 +88,45 @@ def _table(jobs: list[Job], now: datetime) -> Table:
             j.status,
             _progress(j),
             escape(j.plan_name),
-            escape(_for(j)),
+            escape(_for(j, named)),
             str(j.priority),
             f"{j.attempts}/{j.max_attempts}",
             escape(lease),
-            escape((j.error or "").splitlines()[0] if j.error else ""),
+            escape(_note(j)),
         )
     return table
 
 
-def _for(job: Job) -> str:
-    """Which platforms may take the job: a fingerprint's first 16 characters, a device kind or name, or any."""
+def _note(job: Job) -> str:
+    """The job's error or reason, first line; on a running job it is an earlier attempt's (why it was queued again)."""
+    note = job.error.splitlines()[0] if job.error else ""
+    return f"earlier attempt: {note}" if note and job.status == "leased" else note
+
+
+def _for(job: Job, named: dict[str, str] | None = None) -> str:
+    """Which platforms may take the job: a fingerprint's first 12 characters (and the platform it names, where
+    known: two thread counts of one CPU are two platforms), a device kind or name, or any."""
     m = job.match
-    parts = [m.fingerprint[:16] if m.fingerprint else "", m.device_kind or "", m.device_name or ""]
+    fp = (
+        f"{m.fingerprint[:12]} ({(named or {})[m.fingerprint]})"
+        if m.fingerprint and m.fingerprint in (named or {})
+        else (m.fingerprint or "")[:16]
+    )
+    parts = [fp, m.device_kind or "", m.device_name or ""]
     return " ".join(p for p in parts if p) or "any"
+
+
+def _platform_names(client: Client, jobs: list[Job]) -> dict[str, str]:
+    """Each matched fingerprint's device and thread count, as the service knows them (a lookup that fails leaves it out)."""
+    named: dict[str, str] = {}
+    for fp in {j.match.fingerprint for j in jobs if j.match.fingerprint}:
+        try:
+            d = client.platform(fp).descriptor
+        except (GacApiError, GacClientError):
+            continue
+        threads = f", {d.threads} thread{'s' if d.threads != 1 else ''}" if d.device_kind == "cpu" and d.threads else ""
+        named[fp] = f"{d.device_name}{threads}"
+    return named
 
 
 @jobs_app.command("list")
@@ -119,6 +146,7 @@ def list_jobs(
         listing = client.jobs(states or None, page_size=min(limit, 500))
         jobs = [job for _, job in zip(range(limit), listing, strict=False)]
         total = listing.total
+        named = {} if as_json else _platform_names(client, jobs)
     if as_json:
         for job in jobs:
             sys.stdout.write(job.model_dump_json() + "\n")
@@ -127,7 +155,7 @@ def list_jobs(
     if not jobs:
         out.print(f"no jobs{which} on {escape(client.url)}")
         return
-    out.print(_table(jobs, datetime.now(UTC)))
+    out.print(_table(jobs, datetime.now(UTC), named))
     more = f"; the first {len(jobs)} shown (--limit)" if total > len(jobs) else ""
     out.print(f"{total} job(s){which} on {escape(client.url)}{more}")
 
@@ -152,18 +180,38 @@ def cancel_jobs(
 ) -> None:
     """Cancel queued or leased jobs (admin token). An agent timing a cancelled job stops at its next
     heartbeat; what it measured so far is kept. Exit 1 if any could not be cancelled."""
+    _each_job(job_ids, server, token, Client.cancel_job, lambda j: f"cancelled job {j.id} (plan {j.plan_name}, {_progress(j)} points)")
+
+
+@jobs_app.command("requeue")
+def requeue_jobs(
+    job_ids: Annotated[list[int], typer.Argument(metavar="ID...", help="the ids of the leased jobs to take back")],
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Put leased jobs back in the queue now (admin token), as when their leases run out: for an agent
+    killed or stuck mid-job. The attempt is given back; what was measured is kept, and the next agent
+    skips it. Exit 1 if any could not be requeued."""
+    _each_job(job_ids, server, token, Client.requeue_job, lambda j: f"requeued job {j.id} (plan {j.plan_name}): {j.error or ''}")
+
+
+def _each_job(
+    job_ids: list[int], server: str | None, token: str | None, act: Callable[[Client, int], Job], said: Callable[[Job], str]
+) -> None:
+    """`act` on each job, saying what became of it; one refused is said and the rest go on (exit 1 at the end),
+    a token refused stops them all."""
     failed = 0
     with _service(server, token) as client:
         for job_id in job_ids:
             try:
-                job = client.cancel_job(job_id)
+                job = act(client, job_id)
             except GacApiError as exc:
                 if exc.status in (401, 403):
                     raise
                 err.print(f"[red]job {job_id}: {escape(str(exc))}[/red]")
                 failed += 1
                 continue
-            out.print(f"cancelled job {job.id} (plan {escape(job.plan_name)}, {_progress(job)} points)")
+            out.print(escape(said(job)))
     if failed:
         raise typer.Exit(1)
 

@@ -54,8 +54,8 @@ def profile(
         left = left_to_time(p, stored_points(db, session.platform, p), adaptive)
         if left.plan is None:
             return
-        store = LocalStore(db, session.platform, run_info(p.name))
-        result = run_keeping(session, left.plan, store, adaptive, quiet, confirm_steps=CONFIRM_STEPS)
+        store = LocalStore(db, session.platform, run_info(p.name, session.device))
+        result = run_keeping(session, left.plan, store, adaptive, quiet, confirm_steps=CONFIRM_STEPS, stored=left.known)
     out_console.print(_summary_table(result, left.plan))
     console.print(f"stored {store.inserted} new rows ({store.duplicates} duplicates) for platform {fingerprint[:16]}")
 

@@ -189,7 +189,7 @@ def measure(
             # The first points pay once for what the rest do not (a GPU's clocks ramping, library set-up):
             # the rate is that of the points after them.
             warm_from = time.perf_counter()
-            sinks.append(open_sink(run_info(plan.name)))
+            sinks.append(open_sink(run_info(plan.name, session.device)))
             warmup = points_plan(todo, order[:PROBE_WARMUP])
             run = keep(warmup, sinks[-1], quiet=True, kept_before=kept_before, left_after=n - PROBE_WARMUP)
             measured, failed = len(run.measurements), len(run.failures)
@@ -197,7 +197,7 @@ def measure(
             rate_from = time.perf_counter()
             per_round = max(1, int(getattr(session.timer, "points_per_round", 1)))
             k = probe_size((rate_from - warm_from) / PROBE_WARMUP, n - PROBE_WARMUP, per_round)
-            sinks.append(open_sink(run_info(plan.name)))
+            sinks.append(open_sink(run_info(plan.name, session.device)))
             probe_plan = points_plan(todo, order[PROBE_WARMUP : PROBE_WARMUP + k])
             kept, left = kept_before + measured, n - PROBE_WARMUP - k
             run = keep(probe_plan, sinks[-1], quiet=True, kept_before=kept, left_after=left)
@@ -226,7 +226,7 @@ def measure(
             started = time.perf_counter()
         if first_pass:
             say_first_pass(later if later and session.platform.device_kind == "cpu" else None)
-        sinks.append(open_sink(run_info(plan.name)))
+        sinks.append(open_sink(run_info(plan.name, session.device)))
         run = keep(todo, sinks[-1], kept_before=kept_before + measured)
         measured, failed = measured + len(run.measurements), failed + len(run.failures)
         failed_keys |= failed_in(run)
@@ -291,9 +291,8 @@ def _destination(server: str | None, token: str | None, db: str | None, platform
         with LocalDatabase(db) as local:
             yield stored_points(local, platform, plan), lambda run: LocalStore(local, platform, run)
         return
-    import httpx
-
     from gac.agent.delivery import Deliverer, Spool
+    from gac.agent.http_client import StopSafeClient
     from gac.agent.interrupt import commit_every_s
     from gac.agent.resume import known_in_spool, known_on_server, merge, plan_curves
 
@@ -301,7 +300,7 @@ def _destination(server: str | None, token: str | None, db: str | None, platform
         console.print("[red]sending measurements to --server needs an ingest token (--token or GAC_TOKEN)[/red]")
         raise typer.Exit(2)
     fingerprint, spool = platform.fingerprint(), Spool()
-    with httpx.Client(timeout=30.0) as client:
+    with StopSafeClient(timeout=30.0) as client:
         stored = known_on_server(client, server, token, fingerprint, plan_curves(plan))
         known = merge(stored or {}, known_in_spool(spool, server, fingerprint))
         yield (

@@ -51,28 +51,49 @@ OPTIONAL = tuple(name for name, f in Measurement.model_fields.items() if not f.i
 class MeasurementColumns(BaseModel):
     """Every Measurement field as a list, same length as `id`; the same checks as row by row."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Each field's docstring is its description in the JSON Schema (and the service's OpenAPI document).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     id: Annotated[list[UUID], Field(min_length=1, max_length=MAX_BATCH_ROWS)]
+    """Each row's id, made by the agent; its length is the number of rows."""
     op: list[Op]
+    """Each row's kernel family."""
     dtype: list[Dtype]
-    shape: dict[ShapeField, list[Dim | None]]  # one list per shape field, null where a row's op has no such field
+    """Each row's element type."""
+    shape: dict[ShapeField, list[Dim | None]]
+    """One list per shape field, null where a row's op has no such field."""
     sweep_axis: list[Annotated[str, Field(json_schema_extra=AXIS_SCHEMA)]]
+    """Each row's swept shape field."""
     median_us: list[Latency]
+    """Each row's median latency, in µs."""
     p10_us: list[Latency]
+    """Each row's 10th percentile, in µs."""
     p90_us: list[Latency]
+    """Each row's 90th percentile, in µs."""
     mean_us: list[Latency]
+    """Each row's mean latency, in µs."""
     n: list[Count]
+    """Each row's sample count."""
     timer: list[Text]
+    """How each row was timed."""
     backend: list[OptText] | None = None
+    """Each row's implementation that actually ran; left out or null: not said."""
     kernel: list[OptText] | None = None
+    """What each row's kernel called; left out or null: not said."""
     measured_at: list[Timestamp | None] | None = None
+    """When each row was timed; left out or null: when the service read it."""
     stop: list[StopReason | None] | None = None
+    """Why each row's sampling stopped; left out or null: not said."""
     samples_discarded: list[SampleCount | None] | None = None
+    """Samples each row's timer threw away; left out or null: not said."""
     sm_clock_mhz: list[ClockMhz | None] | None = None
+    """The SM clock during each row, in MHz; left out or null: not read."""
     throttle_reasons: list[ThrottleMask | None] | None = None
+    """NVML's clocks-throttle bitmask during each row; left out or null: not read."""
     quality: list[Quality | None] | None = None
+    """Each row's quality flags; left out or null: the row passed the agent's quality gate."""
     busy_cores: list[BusyCores | None] | None = None
+    """Cores other work kept busy while each row was timed; left out or null: not read."""
 
     @model_validator(mode="after")
     def _consistent(self) -> MeasurementColumns:
@@ -131,13 +152,18 @@ class MeasurementColumns(BaseModel):
 class ColumnBatch(BaseModel):
     """The unit of upload, laid out by column; stored exactly as the same Batch sent by rows."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True)
 
     schema_: Literal["gac.batch-columns/v1"] = Field(alias="schema")
+    """The document's schema name."""
     id: UUID
+    """The batch's id, made by the agent: the same batch sent by rows has the same id."""
     platform: PlatformDescriptor
+    """The platform the rows were measured on."""
     run: RunInfo
+    """The agent run the rows belong to."""
     measurements: MeasurementColumns
+    """The rows, by column."""
 
     @classmethod
     def of(cls, batch: Batch) -> ColumnBatch:

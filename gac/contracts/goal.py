@@ -40,6 +40,10 @@ Epsilon = Annotated[float, Field(ge=EPSILON_MIN, le=EPSILON_MAX, allow_inf_nan=F
 # A library caller (gac.solver.align.AlignOptions) may also ask for more than that optimum keeps: a
 # negative epsilon (the proof re-aligns a frontier point that keeps more than it).
 LibraryEpsilon = Annotated[float, Field(le=EPSILON_MAX, allow_inf_nan=False)]
+# The least share of predicted time the latency objective must save to give up importance: runs of one
+# kernel on one GPU differ by about 2 % (docs/alignment.md), so a smaller gain is not one the measurements show.
+DEFAULT_MIN_GAIN: Final = 0.02
+MinGain = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 _EPSILON: TypeAdapter[float] = TypeAdapter(Epsilon)
 _LIBRARY_EPSILON: TypeAdapter[float] = TypeAdapter(LibraryEpsilon)
 

@@ -6,20 +6,30 @@ never rename or drop. Every limit lives in the model so a 422 names the field.
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from gac.contracts.goal import Epsilon, Objective, Window
+from gac.contracts.goal import Epsilon, MinGain, Objective, Window
 from gac.contracts.measurements import MAX_DIM, PRINTABLE, Dtype
 
 MANIFEST_SCHEMA: Final = "gac.manifest/v1"
 MAX_WEIGHTS = 100_000  # a 400-layer model with 100+ weights per layer is still below this
 MAX_TOKEN_SHAPES = 64
 
-PosDim = Annotated[int, Field(ge=1, le=MAX_DIM, description=f"a dimension: at most {MAX_DIM:,}")]
+
+def _a_number(value: object) -> object:
+    """JSON's true/false and numbers written as text are not numbers, though pydantic's lax mode would read them."""
+    if isinstance(value, bool | str):
+        raise ValueError(f"must be a number, not {'a boolean' if isinstance(value, bool) else 'text'} ({json.dumps(value)})")
+    return value
+
+
+ANumber = BeforeValidator(_a_number)  # in each numeric field's Annotated: true and "0.2" are refused by name
+PosDim = Annotated[int, Field(ge=1, le=MAX_DIM, description=f"a dimension: at most {MAX_DIM:,}"), ANumber]
 # What a model can have, generously: each bound is far above any released model (hidden 16,384 to
 # 25,600, 128 query heads, head size 256, a 256k vocabulary as out_features) yet keeps one weight's
 # parameters, its kernels' shapes and the service's cost estimate (service/align/cost.py) finite.
@@ -28,26 +38,30 @@ MAX_HIDDEN = 1 << 17
 MAX_HEADS = 4096
 MAX_HEAD_SIZE = 4096
 MAX_BATCH = 1 << 16
-Hidden = Annotated[int, Field(ge=1, le=MAX_HIDDEN, description=f"a model width: at most {MAX_HIDDEN:,}")]
-Heads = Annotated[int, Field(ge=1, le=MAX_HEADS, description=f"attention heads: at most {MAX_HEADS:,}")]
-HeadSize = Annotated[int, Field(ge=1, le=MAX_HEAD_SIZE, description=f"an attention head's size: at most {MAX_HEAD_SIZE:,}")]
-Batch = Annotated[int, Field(ge=1, le=MAX_BATCH, description=f"sequences per batch: at most {MAX_BATCH:,}")]
+Hidden = Annotated[int, Field(ge=1, le=MAX_HIDDEN, description=f"a model width: at most {MAX_HIDDEN:,}"), ANumber]
+Heads = Annotated[int, Field(ge=1, le=MAX_HEADS, description=f"attention heads: at most {MAX_HEADS:,}"), ANumber]
+HeadSize = Annotated[int, Field(ge=1, le=MAX_HEAD_SIZE, description=f"an attention head's size: at most {MAX_HEAD_SIZE:,}"), ANumber]
+Batch = Annotated[int, Field(ge=1, le=MAX_BATCH, description=f"sequences per batch: at most {MAX_BATCH:,}"), ANumber]
 Name = Annotated[str, Field(min_length=1, max_length=300, pattern=PRINTABLE)]
 # Bounded so that sums over 100,000 weights stay finite and exact solvers stay in int64.
-Importance = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
+Importance = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False), ANumber]
 MAX_PARAMS = 10**15
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Each field's docstring is its description in the JSON Schema (and the service's OpenAPI document).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class _WeightBase(_Model):
     # Each kind declares `dim` after its shape fields, so the dim check below sees them.
     # dim is continuous on purpose: a compressor's allocation is often fractional (1510.4).
     name: Name
+    """The weight's name, unique in the manifest."""
     importance: Importance  # required: silently defaulting it would change the answer
+    """How much the weight's kept parameters are worth, per parameter (relative; 1.0 for every weight when unknown)."""
     group: Annotated[str | None, Field(default=None, min_length=1, max_length=300, pattern=PRINTABLE)] = None
+    """Weights with the same group name share one dim (one knapsack item); null: the weight stands alone."""
 
     if TYPE_CHECKING:
         dim: float
@@ -73,9 +87,11 @@ class LowRankWeight(_WeightBase):
     """W (out x in) replaced by A (in x d) and B (d x out)."""
 
     kind: Literal["lowrank"]
+    """The weight's kind."""
     out_features: PosDim
     in_features: PosDim
-    dim: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    dim: Annotated[float, Field(gt=0, allow_inf_nan=False), ANumber]
+    """The compressor's rank d (may be fractional): at most min(out_features, in_features)."""
 
     @classmethod
     def _original_from(cls, data: dict) -> int | None:
@@ -92,9 +108,11 @@ class LinearOutWeight(_WeightBase):
     """A linear layer whose output features are pruned to d."""
 
     kind: Literal["linear_out"]
+    """The weight's kind."""
     out_features: PosDim
     in_features: PosDim
-    dim: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    dim: Annotated[float, Field(gt=0, allow_inf_nan=False), ANumber]
+    """The compressor's output features kept (may be fractional): at most out_features."""
 
     @classmethod
     def _original_from(cls, data: dict) -> int | None:
@@ -109,10 +127,13 @@ class MlpWidthWeight(_WeightBase):
     """An MLP block whose intermediate width (`full`) is pruned to d."""
 
     kind: Literal["mlp_width"]
+    """The weight's kind."""
     hidden: Hidden
     full: PosDim
     gated: bool = True
-    dim: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    """Whether the block is gated (gate, up and down projections: 3 x d x hidden params; else 2 x d x hidden)."""
+    dim: Annotated[float, Field(gt=0, allow_inf_nan=False), ANumber]
+    """The compressor's intermediate width (may be fractional): at most full."""
 
     @classmethod
     def _original_from(cls, data: dict) -> int | None:
@@ -127,13 +148,17 @@ class HeadDimWeight(_WeightBase):
     """An attention layer whose head size (`full`) is reduced to d for q/k/v/o alike."""
 
     kind: Literal["head_dim"]
+    """The weight's kind."""
     heads: Heads
-    kv_heads: Heads | None = None  # GQA; defaults to heads
+    kv_heads: Heads | None = None
+    """Key/value heads (GQA); null: as many as heads."""
     hidden: Hidden
     full: HeadSize
     batch: Batch = 1
-    seq: PosDim | None = None  # SDPA sequence length; defaults to each workload token count
-    dim: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    seq: PosDim | None = None
+    """The SDPA sequence length; null: each workload token count."""
+    dim: Annotated[float, Field(gt=0, allow_inf_nan=False), ANumber]
+    """The compressor's head size (may be fractional): at most full."""
 
     @classmethod
     def _original_from(cls, data: dict) -> int | None:
@@ -175,8 +200,10 @@ class Budget(_Model):
         }
     )
 
-    ratio: Annotated[float | None, Field(default=None, ge=0, lt=1, allow_inf_nan=False)] = None
-    params: Annotated[int | None, Field(default=None, ge=1, le=MAX_PARAMS)] = None
+    ratio: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False), ANumber] | None = None
+    """The share of the listed weights' original parameters removed: the budget is floor((1 - ratio) x original)."""
+    params: Annotated[int, Field(ge=1, le=MAX_PARAMS), ANumber] | None = None
+    """The parameters the aligned weights may take in all."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Budget:
@@ -208,19 +235,22 @@ class Target(_Model):
     """The platform to align for (an id or fingerprint the service knows)."""
 
     platform: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
+    """The platform's id, fingerprint or a unique fingerprint prefix (8 characters or more)."""
 
 
 class Workload(_Model):
     """What the model runs: the token counts (GEMM rows) its kernels see, their weights, and the dtype."""
 
     tokens: Annotated[list[PosDim], Field(min_length=1, max_length=MAX_TOKEN_SHAPES)]
+    """The token counts (the GEMMs' M) the model runs at, e.g. [1024] for prefill, [1] for decode."""
     dtype: SpelledDtype = Dtype.float16
-    # How much each token count matters (e.g. prefill vs decode share); default equal.
+    """The dtype its kernels are priced in (fp16, bf16, fp32 and the like are read as these)."""
     token_weights: Annotated[
-        list[Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]] | None,
+        list[Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False), ANumber]] | None,
         # One per token count (checked below), not all zero: the schema says the latter.
         Field(default=None, max_length=MAX_TOKEN_SHAPES, json_schema_extra={"contains": {"exclusiveMinimum": 0}}),
     ] = None
+    """How much each token count matters (e.g. prefill vs decode share), one per count; null: equal."""
 
     @field_validator("token_weights")
     @classmethod
@@ -243,25 +273,35 @@ class Manifest(_Model):
     """A gac.manifest/v1 document: a compressor's output (model, budget, weights and their dims) to align."""
 
     schema_: Literal["gac.manifest/v1"] = Field(default=MANIFEST_SCHEMA, alias="schema")
+    """The document's schema name."""
     model: Annotated[str, Field(min_length=1, max_length=300, pattern=PRINTABLE)]
+    """A name for the model, shown in results and the dashboard."""
     compressor: Annotated[str | None, Field(default=None, max_length=100, pattern=PRINTABLE)] = None
+    """Which compressor chose the dims (asvd, palu, llm-pruner, ...); informative."""
     budget: Budget
+    """How many parameters the aligned weights may take."""
     target: Target | None = None
+    """The platform to align for; null: gac align's machine or POST /v1/align's ?platform=, else rules only."""
     workload: Workload = Workload(tokens=[1024])
+    """The token counts, their weights and the dtype the kernels are priced at."""
     weights: Annotated[list[Weight], Field(min_length=1, max_length=MAX_WEIGHTS)]
-    # Optional: what to optimize (default: latency when the platform has measurements) and how much
-    # kept importance the latency objective may give up, as a fraction of the importance-only optimum's.
+    """The weights and their compressor-chosen dims; names unique."""
     # (gac.contracts.goal: the types the solver's options and the command line share.)
     objective: Objective | None = None
-    epsilon: Epsilon | None = None
-    # The latency objective's candidates: "gac" (default) every measured dim within +/- max(16, 5 %)
-    # of the compressor's, not below half of it; "paper" also the multiples of 8 within +/- 64 (the paper's window). Kept
-    # importance is linear in the dim, a proxy that holds near the compressor's choice: the wider
+    """What to optimize; null: latency when the platform has measurements, else importance."""
+    epsilon: Annotated[Epsilon, ANumber] | None = None
+    """The share of the importance-only optimum's kept importance the latency objective may give up; null: 0.005."""
+    # Kept importance is linear in the dim, a proxy that holds near the compressor's choice: the wider
     # window can trade one weight's rank for another's at little cost in that proxy.
     window: Window | None = None
-    # The latency objective with two or more token counts may buy a faster prefill with a slower
-    # decode; true holds every token count to no slower than the compressor's dims predict.
+    """The latency objective's candidates: gac (null) every measured dim within +/- max(16, 5 %) of the compressor's,
+    not below half of it; paper also the multiples of 8 within +/- 64 (the paper's window)."""
+    # The latency objective with two or more token counts may buy a faster prefill with a slower decode.
     no_slower: bool | None = None
+    """True holds every token count to no slower than the compressor's dims predict; null: false."""
+    min_gain: Annotated[MinGain, ANumber] | None = None
+    """The least share of predicted time the latency objective must save to give up any importance (below it, the
+    fastest choice keeping all of importance-only GAC's importance is the answer); null: 0.02, timing noise."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -175,7 +175,8 @@ Timestamp = Annotated[datetime, Field(ge=EARLIEST, le=LATEST), AfterValidator(_a
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Each field's docstring is its description in the JSON Schema (and the service's OpenAPI document).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 DtypeRatio = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
@@ -187,33 +188,54 @@ class PlatformDescriptor(_Strict):
     """Everything that decides which kernels run; its fingerprint names the platform (docs/architecture.md, "Data flow")."""
 
     device_kind: Literal["cuda", "cpu", "rocm"]
+    """The kind of device the kernels run on."""
     device_name: Text
-    compute_capability: OptText = None  # "8.0" on CUDA
-    isa: OptText = None  # CPU ISA flags that matter, e.g. "avx2,avx512f,amx"
+    """The device's name as its driver or the CPU reports it."""
+    compute_capability: OptText = None
+    """The GPU's compute capability, e.g. "8.0" on CUDA; null on a CPU."""
+    isa: OptText = None
+    """CPU ISA flags that matter, e.g. "avx2,avx512f,amx"; null on a GPU."""
     sm_count: Annotated[int | None, Field(default=None, ge=1, le=100_000)] = None
+    """The GPU's streaming multiprocessors; null on a CPU."""
     cores: Annotated[int | None, Field(default=None, ge=1, le=100_000)] = None
+    """The CPU's logical cores; null on a GPU."""
     threads: Annotated[int | None, Field(default=None, ge=1, le=100_000)] = None
+    """The CPU threads the kernels are timed with (one machine at 1 and at 2 threads is two platforms); null on a GPU."""
     memory_bytes: Annotated[int | None, Field(default=None, ge=0, le=MAX_INT64)] = None  # BIGINT
+    """The GPU's memory, in bytes."""
     l2_bytes: Annotated[int | None, Field(default=None, ge=0, le=MAX_INT64)] = None  # BIGINT
+    """The L2 cache, in bytes."""
     driver_version: OptText = None
+    """The GPU driver's version."""
     cuda_runtime: OptText = None
+    """The CUDA runtime torch was built with (the HIP version on ROCm)."""
     cublas_version: OptText = None
+    """cuBLAS's version (CUDA only)."""
     cudnn_version: OptText = None
+    """cuDNN's version, when torch has it."""
     torch_version: OptText = None
+    """PyTorch's version."""
     triton_version: OptText = None
+    """Triton's version, when installed."""
     flash_attn_version: OptText = None
+    """flash-attn's version, when installed."""
     mkl_version: OptText = None
+    """The MKL version torch uses on a CPU, when available."""
     onednn_version: OptText = None
+    """The oneDNN version torch uses on a CPU, when available."""
     tf32_allowed: bool | None = None
-    # How the agent's timer treats caches where that changes the figures, e.g. "cold-weights/256MiB" (CPU
-    # kernels read their weights from beyond the caches, as inside a model): curves timed another
-    # way belong to another platform and never mix with these.
+    """Whether torch may run float32 matrix products in TF32 (CUDA)."""
     timing: OptText = None
+    """How the agent's timer treats caches where that changes the figures, e.g. "cold-weights/256MiB" (CPU kernels read
+    their weights from beyond the caches, as inside a model): curves timed another way belong to another platform."""
     # What the agent found out about dtypes on this platform (see profiler_agent/dtypes.py).
     # Not identity: the fingerprint ignores these, and the service does not store them.
-    native_dtypes: list[Dtype] | None = None  # low-precision dtypes with native arithmetic here
-    fast_dtype: Dtype | None = None  # the dtype to profile and run in by default
-    dtype_speed: dict[Dtype, DtypeRatio] | None = None  # measured GEMM time of each dtype / float32's
+    native_dtypes: list[Dtype] | None = None
+    """Low-precision dtypes with native arithmetic here (not part of the fingerprint)."""
+    fast_dtype: Dtype | None = None
+    """The dtype to profile and run in by default (not part of the fingerprint)."""
+    dtype_speed: dict[Dtype, DtypeRatio] | None = None
+    """Measured GEMM time of each dtype / float32's (not part of the fingerprint)."""
 
     def fingerprint(self) -> str:
         """Stable hash over the identity fields that are set: the same stack always gives the same id.
@@ -257,10 +279,15 @@ class RunInfo(_Strict):
     platform, so that the next attempt finds what a stopped one stored (each batch names the agent that sent it)."""
 
     id: UUID
-    agent: Text  # the agent's stable name, e.g. its hostname
+    """The run's id, made by the agent (a job's attempts on one platform share it)."""
+    agent: Text
+    """The agent's stable name, e.g. its hostname."""
     plan: Text = "adhoc"
+    """The name of the plan being timed."""
     agent_version: OptText = None
+    """The agent's gac version."""
     started_at: Timestamp = Field(default_factory=lambda: datetime.now(UTC))
+    """When the run began (UTC when sent without an offset)."""
 
 
 # What _consistent checks of a measurement's op, stated in its JSON Schema: one branch per op,
@@ -284,27 +311,46 @@ class Measurement(_Strict):
 
     model_config = ConfigDict(json_schema_extra=_SHAPE_PER_OP)
 
-    id: UUID  # client-made, so a re-send is recognised row by row
+    id: UUID
+    """The row's id, made by the agent, so a re-send is recognised row by row."""
     op: Op
+    """The kernel family timed."""
     dtype: Dtype
-    shape: Annotated[dict[str, Dim], Field(json_schema_extra=SHAPE_KEYS_SCHEMA)]  # exactly the op's SHAPE_FIELDS
-    sweep_axis: Annotated[str, Field(json_schema_extra=AXIS_SCHEMA)]  # which shape field this point's curve sweeps
+    """The element type it was timed in."""
+    shape: Annotated[dict[str, Dim], Field(json_schema_extra=SHAPE_KEYS_SCHEMA)]
+    """The kernel's shape: exactly the op's shape fields, by name."""
+    sweep_axis: Annotated[str, Field(json_schema_extra=AXIS_SCHEMA)]
+    """Which shape field this point's curve sweeps."""
     median_us: Latency
+    """The median latency of one kernel call, in µs."""
     p10_us: Latency
+    """The 10th percentile of the samples, in µs (at most median_us)."""
     p90_us: Latency
+    """The 90th percentile of the samples, in µs (at least median_us)."""
     mean_us: Latency
+    """The mean of the samples, in µs."""
     n: Count
-    timer: Text  # how it was timed, e.g. "cpu-perf-counter" or "cuda-events+l2-flush"
-    backend: OptText = None  # the implementation that actually ran (e.g. SDPA "flash")
+    """The samples taken."""
+    timer: Text
+    """How it was timed, e.g. "cpu-perf-counter" or "cuda-events+l2-flush"."""
+    backend: OptText = None
+    """The implementation that actually ran (e.g. SDPA "flash")."""
     kernel: OptText = None
+    """What the agent's kernel called, for the record."""
     measured_at: Timestamp = Field(default_factory=lambda: datetime.now(UTC))
-    # How the timer got its figure, when it says (the stopping rule: gac.contracts.plans.Timing).
+    """When it was timed (UTC when sent without an offset); left out: when it was read."""
     stop: StopReason | None = None
-    samples_discarded: SampleCount | None = None  # e.g. samples preempted off-CPU
-    sm_clock_mhz: ClockMhz | None = None  # NVML, during the point
+    """Why sampling stopped, when the timer says (the stopping rule: gac.contracts.plans.Timing)."""
+    samples_discarded: SampleCount | None = None
+    """Samples the timer threw away, e.g. preempted off-CPU."""
+    sm_clock_mhz: ClockMhz | None = None
+    """The GPU's SM clock during the point (NVML), in MHz."""
     throttle_reasons: ThrottleMask | None = None
-    quality: Quality | None = None  # None: the point passed the agent's quality gate (or predates it)
-    busy_cores: BusyCores | None = None  # the load while it was timed (optional: agents before it send none)
+    """NVML's clocks-throttle bitmask during the point."""
+    quality: Quality | None = None
+    """The agent's quality flags, comma-separated; null: the point passed the agent's quality gate (or predates it)."""
+    busy_cores: BusyCores | None = None
+    """Cores other work kept busy while it was timed (optional: agents before it send none)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Measurement:
@@ -327,10 +373,15 @@ class Batch(_Strict):
     sent as a new row with a new id, best in a new run. Times without an offset are UTC."""
 
     schema_: Literal["gac.batch/v1"] = Field(default=BATCH_SCHEMA, alias="schema")
+    """The document's schema name."""
     id: UUID
+    """The batch's id, made by the agent: a re-sent batch is recognised by it."""
     platform: PlatformDescriptor
+    """The platform the rows were measured on."""
     run: RunInfo
+    """The agent run the rows belong to."""
     measurements: Annotated[list[Measurement], Field(min_length=1, max_length=MAX_BATCH_ROWS)]
+    """The rows, in any order."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -338,9 +389,17 @@ class Batch(_Strict):
 class BatchReceipt(BaseModel):
     """The service's answer to an upload."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     batch_id: UUID
+    """The batch's id, as sent."""
     platform_id: int
+    """The service's id of the batch's platform (stored on first sight)."""
     fingerprint: str
+    """The platform's fingerprint."""
     inserted: int
+    """Rows stored by this upload."""
     duplicates: int
-    replay: bool  # true when this batch id had been stored before
+    """Rows stored before (by this batch or another) with the same values: not stored again."""
+    replay: bool
+    """True when this batch id had been stored before."""

@@ -24,7 +24,8 @@ MAX_PLAN_POINTS = 100_000  # points over all sweeps and dtypes; a bigger plan is
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Each field's docstring is its description in the JSON Schema (and the service's OpenAPI document).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 # The stopping rule's batch-means interval of the median: this many consecutive batches, each of
@@ -44,11 +45,17 @@ class Timing(_Strict):
     """
 
     min_samples: Annotated[int, Field(ge=10, le=100_000)] = 10
+    """The samples a point takes at least."""
     max_samples: Annotated[int, Field(ge=10, le=1_000_000)] = 2_000
+    """The samples a point takes at most."""
     target_spread: Annotated[float, Field(gt=0, le=10)] = 0.05
-    median_ci: Annotated[float, Field(ge=0, le=1)] = 0.01  # 0 turns this test off
+    """A point stops once its relative spread (p90 - p10) / median is below this."""
+    median_ci: Annotated[float, Field(ge=0, le=1)] = 0.01
+    """A point stops once the 95 % confidence interval of its median is within +/- this share of it; 0 turns this test off."""
     time_cap_ms: Annotated[float, Field(gt=0, le=600_000)] = 2_000.0
+    """The most time a point takes samples for, in ms."""
     warmup_ms: Annotated[float, Field(ge=0, le=60_000)] = 30.0
+    """The time a point runs before its samples are taken, in ms."""
 
     @model_validator(mode="after")
     def _samples_ordered(self) -> Timing:
@@ -61,8 +68,11 @@ class ValueRange(_Strict):
     """An arithmetic range of dimensions; stop is inclusive (64..160 step 8 includes 160)."""
 
     start: Annotated[int, Field(ge=1, le=MAX_DIM)]
+    """The first dimension."""
     stop: Annotated[int, Field(ge=1, le=MAX_DIM)]
+    """The last dimension (inclusive, when the steps reach it)."""
     step: Annotated[int, Field(ge=1, le=MAX_DIM)] = 1
+    """The distance between dimensions."""
 
     @model_validator(mode="after")
     def _ordered(self) -> ValueRange:
@@ -99,7 +109,9 @@ class Adaptive(_Strict):
     than `jump` (relative), i.e. around steps."""
 
     coarse_step: Annotated[int, Field(ge=2, le=MAX_DIM)] = 8
+    """The first pass times one value every coarse_step dims along the range (and its last value)."""
     jump: Annotated[float, Field(gt=0, le=10)] = 0.08
+    """The relative latency difference between coarse neighbours above which the values between them are timed."""
 
 
 # What _shape_consistent checks, stated in the JSON Schema: one branch per op and axis, naming
@@ -131,17 +143,25 @@ class Sweep(_Strict):
     model_config = ConfigDict(json_schema_extra=_SWEEP_RULES)
 
     op: Op
+    """The kernel family to time."""
     dtypes: Annotated[list[Dtype], Field(min_length=1, max_length=3, json_schema_extra={"uniqueItems": True})]
+    """The element types to time it in, each at every value."""
     # Which names fit which op is checked below; the schema says which names exist.
     axis: Annotated[str, Field(json_schema_extra=AXIS_SCHEMA)]
+    """The shape field that takes the values."""
     fixed: Annotated[
         dict[str, Annotated[int, Field(ge=1, le=MAX_DIM, strict=True)]],
         Field(json_schema_extra={"propertyNames": AXIS_SCHEMA}),
     ] = Field(default_factory=dict)
+    """The op's other shape fields and their values."""
     values: SweepValues
+    """The axis values: a list of dimensions, or a range {start, stop, step}."""
     timing: Timing | None = None
+    """This sweep's timing settings; null: the plan's."""
     adaptive: Adaptive | None = None
+    """Adaptive refinement of a range; null: every value is timed."""
     label: Annotated[str | None, Field(max_length=200, pattern=PRINTABLE)] = None
+    """A name for the sweep, for people."""
 
     @field_validator("dtypes")
     @classmethod
@@ -202,11 +222,16 @@ class Sweep(_Strict):
 class PlanPoint(_Strict):
     """One thing to time: an op at one shape in one dtype."""
 
-    sweep: int  # index of the sweep in its plan
+    sweep: int
+    """The index of the sweep in its plan."""
     op: Op
+    """The kernel family."""
     dtype: Dtype
+    """The element type."""
     shape: dict[str, int]
+    """The full shape."""
     axis: str
+    """The shape field its sweep varies."""
 
     def key(self) -> tuple[str, str, str, str]:
         """(op, dtype, axis, canonical shape): identifies the point across plans."""
@@ -217,10 +242,15 @@ class SweepPlan(_Strict):
     """A named list of sweeps, with default timing settings for all of them."""
 
     schema_: Literal["gac.plan/v1"] = Field(default=PLAN_SCHEMA, alias="schema")
+    """The document's schema name."""
     name: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]  # a text column: no NUL
+    """The plan's name (the runs and jobs that time it carry it)."""
     description: Annotated[str | None, Field(max_length=2_000, pattern=PRINTABLE)] = None
+    """What the plan is for, for people."""
     timing: Timing = Field(default_factory=Timing)
+    """The timing settings of every sweep that has none of its own."""
     sweeps: Annotated[list[Sweep], Field(min_length=1, max_length=MAX_SWEEPS)]
+    """The sweeps, at least one."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

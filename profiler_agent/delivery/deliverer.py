@@ -88,6 +88,15 @@ class Deliverer(BatchBuffer):
             self._online = False
             return False
         except RejectedError as err:
+            if err.about_the_token:  # a token revoked mid-run: the batch waits in the spool for a good one
+                self.stats.count_spooled(batch.id, len(batch.measurements))
+                if self._online:
+                    self.log(
+                        f"the service refuses this token ({err}): batches kept in {self.spool.path}; "
+                        "`gac agent flush` with an ingest token sends them"
+                    )
+                self._online = False
+                return False
             self.spool.remove(entry)
             self.spool.reject(self.server, doc, str(err))
             self.stats.count_rejected(batch.id, len(batch.measurements), err)
@@ -107,6 +116,8 @@ class Deliverer(BatchBuffer):
     def kept_where(self) -> str:
         """Where the committed rows are: 'sent to URL', and how many of them wait in the spool."""
         spooled = self.stats.waiting_rows
+        if spooled and spooled >= self.committed:  # none of this run's reached the service (an earlier sink's may have)
+            return f"{spooled} of them spooled for {self.server}: `gac agent flush` sends them"
         return f"sent to {self.server}" + (f", {spooled} of them spooled: `gac agent flush` sends them" if spooled else "")
 
     def drain(self) -> int:

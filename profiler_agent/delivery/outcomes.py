@@ -19,6 +19,11 @@ class RejectedError(Exception):
         self.status = status
         self.detail = detail
 
+    @property
+    def about_the_token(self) -> bool:
+        """401/403: the token was refused, not the batch; every later batch would be too, and a good token takes them all."""
+        return self.status in (401, 403)
+
 
 @dataclass
 class DeliveryStats:

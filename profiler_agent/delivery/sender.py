@@ -16,6 +16,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from gac.agent.delivery.codec import by_row, compact_json, is_by_column
 from gac.agent.delivery.outcomes import DeliveryError, RejectedError
 from gac.agent.delivery.spool import norm_server
+from gac.agent.http_client import StopSafeClient
 from gac.agent.interrupt import sleep_unless_stopped
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE
 from gac.contracts.measurements import BatchReceipt
@@ -75,7 +76,7 @@ class BatchSender:
         self.server = norm_server(server)
         self.policy = policy
         self.log = log or (lambda msg: None)
-        self._client = client or httpx.Client(timeout=timeout_s)
+        self._client = client or StopSafeClient(timeout=timeout_s)
         self._own_client = client is None
         self._headers = {"Authorization": f"Bearer {token}"}
         self._rows_only = False  # set once the service turns down the column layout

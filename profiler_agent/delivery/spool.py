@@ -141,6 +141,11 @@ class Spool:
                     stats.count_drained(rec["batch"].get("id"), send(rec["batch"]))
                     delivered += 1
                 except RejectedError as err:
+                    if err.about_the_token:  # kept, in order: flushed again with a token the service takes
+                        keep.append(rec)
+                        offline = True
+                        stats.errors.append(f"{err}: the service refuses this token; nothing set aside, flush again with an ingest token")
+                        continue
                     self.reject(server, rec["batch"], str(err))
                     stats.count_rejected(rec["batch"].get("id"), document_rows(rec["batch"]), err)
                 except DeliveryError as err:

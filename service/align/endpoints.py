@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response, status
+from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
@@ -35,7 +35,7 @@ from gac.service.align import limits, service
 from gac.service.align.schemas import AlignmentJobStatus, AlignmentSummary, CandidateLists, StoredAlignment
 from gac.service.auth.tokens import Scope
 from gac.service.deps import Credentials, Reader, SessionDep, require
-from gac.service.errors import error_json, errors, field_errors
+from gac.service.errors import error_json, errors, field_errors, require_json_body
 from gac.service.platforms.service import get_platform
 from gac.service.query import query_errors
 from gac.service.schemas import NO_NUL, Offset, Page
@@ -43,6 +43,7 @@ from gac.service.schemas import NO_NUL, Offset, Page
 log = logging.getLogger("gac.service")
 
 _JSON = "application/json"
+AlignmentId = Annotated[uuid.UUID, Path(description="the alignment's id")]
 CANDIDATES_DOC = (
     "every candidate of every weight (full), or each weight's chosen one (compact); "
     f"default: full up to {limits.COMPACT_ABOVE_WEIGHTS:,} weights, compact above"
@@ -78,7 +79,7 @@ router = APIRouter(prefix="/v1", tags=["align"], route_class=_AlignRoute)
     "/align",
     status_code=status.HTTP_201_CREATED,
     response_model=StoredAlignment,
-    responses={**errors(401, 403, 410, 413, 422, 429, 500, 504), **ACCEPTED},
+    responses={**errors(401, 403, 410, 413, 415, 422, 429, 500, 504), **ACCEPTED},
 )
 def post_align(
     manifest: Manifest,
@@ -139,6 +140,8 @@ async def _post(request: Request, body: bytes, respond_async: bool) -> Response:
         # Named as FastAPI's own 422 on any other route's query ("ValidationError").
         named = [{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)]
         raise service_errors.ValidationError(field_errors(named)) from None
+    hint = ": `gac align FILE` and Client.align(path) read a YAML manifest and send it as JSON"
+    require_json_body(request.headers.get("content-type"), "a manifest", hint=hint)
     creds = await _bearer(request)
 
     def authorize() -> int | None:
@@ -317,7 +320,7 @@ def _complete_later(app: FastAPI, alignment_id: uuid.UUID | None, answer_key: st
 
 
 @router.post("/alignments/{alignment_id}/checks", status_code=status.HTTP_202_ACCEPTED, responses=errors(401, 404, 413, 422))
-def rerun_checks(alignment_id: uuid.UUID, session: SessionDep, _: Reader, request: Request) -> dict[str, Any]:
+def rerun_checks(alignment_id: AlignmentId, session: SessionDep, _: Reader, request: Request) -> dict[str, Any]:
     """Run a stored alignment's pending checks again (they were stopped: the service stopped, or
     their deadline passed). 202: they run after the answer; GET the alignment to see them."""
     pending = service.pending_of(session, alignment_id)
@@ -330,17 +333,20 @@ def rerun_checks(alignment_id: uuid.UUID, session: SessionDep, _: Reader, reques
 def list_alignments(
     session: SessionDep,
     _: Reader,
-    platform: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
+    platform: Annotated[
+        str | None, Query(max_length=64, pattern=NO_NUL, description="only alignments for this platform (id, fingerprint or prefix)")
+    ] = None,
     cursor: Offset = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=500, description="the most alignments on this page")] = 50,
 ) -> Page[AlignmentSummary]:
+    """Stored alignments, newest first, without their results."""
     pid = get_platform(session, platform).id if platform else None
     return service.list_alignments(session, pid, cursor, limit)
 
 
 @router.get("/alignments/{alignment_id}", response_model=StoredAlignment, responses={**errors(401, 404, 413, 422, 500), **ACCEPTED})
 def get_alignment(
-    alignment_id: uuid.UUID,
+    alignment_id: AlignmentId,
     session: SessionDep,
     _: Reader,
     candidates: Annotated[CandidateLists | None, Query(description=CANDIDATES_DOC)] = None,

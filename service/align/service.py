@@ -79,7 +79,8 @@ def resolve_platform(session: Session, manifest: Manifest, override: str | None,
     platform = platforms.find(session, ref)
     if platform is None:
         field = "query.platform" if override else "body.target.platform"
-        raise Unprocessable([{"field": field, "message": f"no platform {ref!r} {where} (id, fingerprint or unique prefix)"}])
+        said = f"no platform {ref!r} {where} (give its id, fingerprint, or a unique fingerprint prefix of 8+ characters)"
+        raise Unprocessable([{"field": field, "message": said}])
     return platform
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from fastapi import APIRouter
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from gac.service.auth.tokens import Scope
 from gac.service.deps import Credentials, SessionDep, SettingsDep, require
@@ -15,9 +15,16 @@ router = APIRouter(prefix="/v1/auth", tags=["auth"])
 
 
 class TokenInfo(BaseModel):
+    """The token the caller holds."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     name: str
+    """The name it was created with."""
     scope: str
+    """What it may do: read, ingest (uploads and reads) or admin (everything)."""
     created_at: datetime
+    """When it was created."""
 
 
 @router.get("/token", responses=errors(401))

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from gac.contracts.measurement_csv import curve_header
 from gac.contracts.measurements import Dtype, Op
 from gac.service.cliffs import service
 from gac.service.cliffs.schemas import ComparableCurve, Comparison, CurveCliffs, Rule
@@ -17,14 +18,14 @@ from gac.service.deps import Reader, SessionDep
 from gac.service.errors import errors
 from gac.service.http import VERSIONED, per_curve_json
 from gac.service.platforms.service import get_platform
-from gac.service.schemas import NO_NUL, Axis, AxisFilter, FixedShape, PlatformRef, RowId
+from gac.service.schemas import NO_NUL, Axis, AxisFilter, CurveId, FixedShape, PlatformRef
 
 router = APIRouter(prefix="/v1", tags=["cliffs"])
 Ref = Annotated[str, Query(max_length=64, pattern=NO_NUL, description="platform id, fingerprint or unique prefix")]
 
 
 @router.get("/curves/{curve_id}/cliffs", response_model=CurveCliffs, responses={**VERSIONED, **errors(401, 404, 422)})
-async def curve_cliffs(curve_id: RowId, _: Reader, request: Request) -> Response:
+async def curve_cliffs(curve_id: CurveId, _: Reader, request: Request) -> Response:
     """Steps (position, size, confidence), cliff-free frontier and explaining modulus of one curve."""
     return await per_curve_json(request, "cliffs", curve_id, service.curve_cliffs_json)
 
@@ -34,10 +35,11 @@ def platform_cliffs(
     ref: PlatformRef,
     session: SessionDep,
     _: Reader,
-    op: Op | None = None,
-    dtype: Dtype | None = None,
+    op: Annotated[Op | None, Query(description="only curves of this kernel family")] = None,
+    dtype: Annotated[Dtype | None, Query(description="only curves timed in this dtype")] = None,
     axis: AxisFilter = None,
 ) -> list[CurveCliffs]:
+    """The cliff analysis of every curve of a platform (or those the filters keep)."""
     return service.platform_cliffs(session, ref, op and op.value, dtype and dtype.value, axis)
 
 
@@ -59,8 +61,8 @@ def compare(
     b: Ref,
     session: SessionDep,
     _: Reader,
-    op: Op,
-    dtype: Dtype,
+    op: Annotated[Op, Query(description="the kernel family")],
+    dtype: Annotated[Dtype, Query(description="the dtype it was timed in")],
     axis: Axis,
     fixed: FixedShape,
 ) -> Comparison:
@@ -82,7 +84,15 @@ def compare(
         **errors(401, 404, 422),
     },
 )
-def download_curve(curve_id: RowId, session: SessionDep, _: Reader, format: Literal["csv", "json"] = "csv") -> Response:
+def download_curve(
+    curve_id: CurveId,
+    session: SessionDep,
+    _: Reader,
+    format: Annotated[
+        Literal["csv", "json"], Query(description="the file's format: one row per point (csv), or the curve as JSON")
+    ] = "csv",
+) -> Response:
+    """One curve as a file to save, named after its sweep and its platform's fingerprint."""
     curve = get_curve_by_id(session, curve_id)
     c = curve.curve
     # The file names its platform (a shared file outlives the database row id): the fingerprint, in the name and a column.
@@ -93,10 +103,7 @@ def download_curve(curve_id: RowId, session: SessionDep, _: Reader, format: Lite
     else:
         buf = io.StringIO()
         writer = csv.writer(buf)
-        # The swept value's column is named after the axis; the sample count is "samples", so an
-        # axis named n (a GEMM's N) cannot collide with it.
-        head = ["op", "dtype", "axis", "fixed", c.axis, "median_us", "p10_us", "p90_us", "mean_us", "samples", "measurements", "platform"]
-        writer.writerow(head)
+        writer.writerow(curve_header(c.axis))  # the layout gac ingest and gac align --measurements read
         for p in curve.points:
             values = [p.x, p.median_us, p.p10_us, p.p90_us, p.mean_us, p.n, p.measurements]
             writer.writerow([c.op, c.dtype, c.axis, c.fixed_key, *values, platform.fingerprint])

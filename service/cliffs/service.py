@@ -87,18 +87,26 @@ def rules(session: Session, platform: str) -> list[Rule]:
     for (op, dtype, axis), cs in sorted(groups.items()):
         votes = Counter(c.modulus.m for c in cs if c.modulus)
         worst = max((s.size_pct for c in cs for s in c.steps), default=0.0)
+        any_step = any(c.steps for c in cs)
         fastest, pct = _fastest_multiple(cs)
         m, support = max(votes.items(), key=lambda kv: (kv[1], -kv[0])) if votes else (None, 0)
         which = "they" if fastest == m else f"multiples of {fastest}"
         faster = f"; {which} take {pct:.0f} % less time than the dims around them" if fastest else ""
         if votes:
             agreement = mean(c.modulus.agreement for c in cs if c.modulus and c.modulus.m == m)
-            text = f"{op} {dtype}: {axis} wants multiples of {m} ({support} of {len(cs)} curves; steps up to {worst:.0f} %){faster}"
+            rises = f"steps up to +{worst:.0f} %" if worst > 0 else "steps down only" if any_step else "no steps"
+            text = f"{op} {dtype}: {axis} wants multiples of {m} ({support} of {len(cs)} curves; {rises}){faster}"
         else:
             agreement = 0.0
             text = (
                 f"{op} {dtype}: no alignment rule explains the {axis} curves"
-                + (f" (steps up to {worst:.0f} %)" if worst else " (no steps: any dimension is cliff-free)")
+                + (
+                    f" (steps up to +{worst:.0f} %)"
+                    if worst > 0
+                    else " (steps down only)"
+                    if any_step
+                    else " (no steps: any dimension is cliff-free)"
+                )
                 + faster
             )
         out.append(

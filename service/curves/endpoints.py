@@ -13,7 +13,7 @@ from gac.service.curves.schemas import Curve, CurveSummary
 from gac.service.deps import Reader, SessionDep
 from gac.service.errors import errors
 from gac.service.http import VERSIONED, per_curve_json, versioned_json
-from gac.service.schemas import NO_NUL, Axis, FixedShape, PlatformRef, RowId
+from gac.service.schemas import NO_NUL, Axis, CurveId, FixedShape, PlatformRef
 
 router = APIRouter(prefix="/v1", tags=["curves"])
 
@@ -23,9 +23,9 @@ def list_curves(
     ref: PlatformRef,
     session: SessionDep,
     _: Reader,
-    op: Op | None = None,
-    dtype: Dtype | None = None,
-    axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL)] = None,
+    op: Annotated[Op | None, Query(description="only curves of this kernel family")] = None,
+    dtype: Annotated[Dtype | None, Query(description="only curves timed in this dtype")] = None,
+    axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL, description="only curves swept along this shape field")] = None,
 ) -> list[CurveSummary]:
     """Every curve measured on a platform, with its point count and range."""
     return service.list_curves(session, ref, op and op.value, dtype and dtype.value, axis)
@@ -36,8 +36,8 @@ def get_curve(
     ref: PlatformRef,
     session: SessionDep,
     _: Reader,
-    op: Op,
-    dtype: Dtype,
+    op: Annotated[Op, Query(description="the kernel family")],
+    dtype: Annotated[Dtype, Query(description="the dtype it was timed in")],
     axis: Axis,
     fixed: FixedShape,
     request: Request,
@@ -48,6 +48,6 @@ def get_curve(
 
 
 @router.get("/curves/{curve_id}", response_model=Curve, responses={**VERSIONED, **errors(401, 404, 422)})
-async def get_curve_by_id(curve_id: RowId, _: Reader, request: Request) -> Response:
+async def get_curve_by_id(curve_id: CurveId, _: Reader, request: Request) -> Response:
     """One curve by id: latency against the swept dimension, repeated measurements combined."""
     return await per_curve_json(request, "curve", curve_id, service.curve_json)

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.measurements import BATCH_SCHEMA, Batch, BatchReceipt
 from gac.service.deps import IngestToken, SessionDep, SettingsDep
-from gac.service.errors import errors
+from gac.service.errors import errors, require_json_body
 from gac.service.ingest.incoming import Incoming
 from gac.service.ingest.service import ingest_batch
 
@@ -58,11 +58,12 @@ def parse_batch(body: bytes, content_type: str) -> Incoming:
     openapi_extra=BATCH_BODY,
     responses={
         200: {"model": BatchReceipt, "description": "The batch had been stored before: nothing new stored."},
-        **errors(401, 403, 409, 413, 422),
+        **errors(401, 403, 409, 413, 415, 422),
     },
 )
 async def post_batch(request: Request, session: SessionDep, settings: SettingsDep, token: IngestToken, response: Response) -> BatchReceipt:
     """Upload one batch of measurements: stored whole or not at all; re-sending it is safe."""
+    require_json_body(request.headers.get("content-type"), "a batch", also=(COLUMNS_MEDIA_TYPE,))
     batch = parse_batch(await request.body(), request.headers.get("content-type", ""))
     receipt = await run_in_threadpool(ingest_batch, session, batch, token_id=token.id, max_rows=settings.max_batch_rows)
     if receipt.inserted:

@@ -19,13 +19,14 @@ from gac.service.jobs.schemas import (
     JobStatus,
     ReleaseRequest,
 )
-from gac.service.schemas import AfterId, Page, RowId
+from gac.service.schemas import AfterId, JobId, Page
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=errors(401, 403, 413, 422))
 def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, _: AdminToken) -> JobOut:
+    """Queue a profiling job (admin token)."""
     job, _created = service.enqueue(session, settings, body.plan, body.match, priority=body.priority, max_attempts=body.max_attempts)
     return service.to_out(job)
 
@@ -36,8 +37,9 @@ def list_jobs(
     reader: Reader,
     status: Annotated[list[JobStatus] | None, Query(description="only jobs in these states: ?status=queued&status=leased")] = None,
     cursor: AfterId = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    limit: Annotated[int, Query(ge=1, le=500, description="the most jobs on this page")] = 100,
 ) -> Page[JobOut]:
+    """The queue's jobs by id, oldest first; lease_owner is shown to callers with a token only."""
     # Open reads show the queue, not who holds which lease: lease_owner needs a token.
     return service.list_jobs(session, status or (), cursor, limit, show_owner=reader is not None)
 
@@ -60,31 +62,42 @@ def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, to
 
 
 @router.get("/{job_id:int}", responses=errors(401, 404, 422))
-def get_job(job_id: RowId, session: SessionDep, reader: Reader) -> JobOut:
+def get_job(job_id: JobId, session: SessionDep, reader: Reader) -> JobOut:
+    """One job; lease_owner is shown to callers with a token only."""
     return service.to_out(service.get(session, job_id), show_owner=reader is not None)
 
 
 @router.post("/{job_id:int}/heartbeat", responses=errors(401, 403, 404, 409, 413, 422))
-def heartbeat(job_id: RowId, body: HeartbeatRequest, session: SessionDep, settings: SettingsDep, token: IngestToken) -> JobOut:
+def heartbeat(job_id: JobId, body: HeartbeatRequest, session: SessionDep, settings: SettingsDep, token: IngestToken) -> JobOut:
+    """The lease holder extends its lease, and may say how many points it has measured so far."""
     return service.to_out(service.heartbeat(session, settings, job_id, body.agent, body.lease_seconds, token.id, body.points_done))
 
 
 @router.post("/{job_id:int}/complete", responses=errors(401, 403, 404, 409, 413, 422))
-def complete(job_id: RowId, body: CompleteRequest, session: SessionDep, token: IngestToken) -> JobOut:
+def complete(job_id: JobId, body: CompleteRequest, session: SessionDep, token: IngestToken) -> JobOut:
+    """The lease holder reports the job done, with the points stored and those it could not time."""
     return service.to_out(service.complete(session, job_id, body.agent, body.points, body.run_id, token.id, body.failures))
 
 
 @router.post("/{job_id:int}/fail", responses=errors(401, 403, 404, 409, 413, 422))
-def fail(job_id: RowId, body: FailRequest, session: SessionDep, token: IngestToken) -> JobOut:
+def fail(job_id: JobId, body: FailRequest, session: SessionDep, token: IngestToken) -> JobOut:
+    """The lease holder gives up: the job is queued again while attempts remain, else failed."""
     return service.to_out(service.fail(session, job_id, body.agent, body.error, token.id))
 
 
 @router.post("/{job_id:int}/release", responses=errors(401, 403, 404, 409, 413, 422))
-def release(job_id: RowId, body: ReleaseRequest, session: SessionDep, token: IngestToken) -> JobOut:
+def release(job_id: JobId, body: ReleaseRequest, session: SessionDep, token: IngestToken) -> JobOut:
     """The lease holder gives the job back unfinished: queued again, without using up an attempt."""
     return service.to_out(service.release(session, job_id, body.agent, body.reason, token.id))
 
 
+@router.post("/{job_id:int}/requeue", responses=errors(401, 403, 404, 409, 413, 422))
+def requeue(job_id: JobId, session: SessionDep, _: AdminToken) -> JobOut:
+    """Take a leased job back from its agent (admin token): queued again at once, its attempt given back; 409 unless leased."""
+    return service.to_out(service.requeue(session, job_id))
+
+
 @router.delete("/{job_id:int}", responses=errors(401, 403, 404, 409, 413, 422))
-def cancel(job_id: RowId, session: SessionDep, _: AdminToken) -> JobOut:
+def cancel(job_id: JobId, session: SessionDep, _: AdminToken) -> JobOut:
+    """Cancel a job that has not finished (admin token); 409 for one that has."""
     return service.to_out(service.cancel(session, job_id))

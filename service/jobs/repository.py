@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from uuid import UUID
 
 from sqlalchemy import ColumnElement, and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from gac.contracts.measurements import PlatformDescriptor
-from gac.service.models import Job
+from gac.service.models import Job, Measurement
 from gac.service.repository import Slice, keyset_page
 
 ACTIVE = ("queued", "leased")
@@ -97,9 +98,30 @@ def active_with_key(session: Session, key: str) -> Job | None:
     return session.scalar(select(Job).where(Job.dedupe_key == key, Job.status.in_(ACTIVE)).order_by(Job.id).limit(1))
 
 
+def flagged_points(session: Session, run_ids: Sequence[UUID]) -> dict[UUID, int]:
+    """{run id: the points of the run stored only flagged (every row of the point has quality set)}."""
+    if not run_ids:
+        return {}
+    per_point = (
+        select(Measurement.run_id)
+        .where(Measurement.run_id.in_(run_ids))
+        .group_by(Measurement.run_id, Measurement.curve_id, Measurement.x)
+        .having(func.count(Measurement.quality) == func.count())
+        .subquery()
+    )
+    return {run_id: n for run_id, n in session.execute(select(per_point.c.run_id, func.count()).group_by(per_point.c.run_id))}
+
+
 def page(session: Session, statuses: Sequence[str], after_id: int, limit: int) -> Slice[Job]:
     """Jobs after `after_id` in any of `statuses` (every job when none)."""
     query = select(Job)
     if statuses:
         query = query.where(Job.status.in_(statuses))
     return keyset_page(session, query, key=Job.id, after=after_id, limit=limit)
+
+
+def queue_counts(session: Session, now: datetime) -> tuple[dict[str, int], int]:
+    """Jobs by status, and how many leased ones have a lease that ran out (their agent stopped reporting)."""
+    by_status = {str(status): int(n) for status, n in session.execute(select(Job.status, func.count()).group_by(Job.status))}
+    expired = session.scalar(select(func.count()).where(Job.status == "leased", Job.lease_expires_at < now)) or 0
+    return by_status, int(expired)

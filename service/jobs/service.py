@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import SweepPlan
@@ -30,8 +30,11 @@ def _now() -> datetime:
 # The id of the token that claimed a leased job: only that token may heartbeat, complete or fail
 # it. Kept in the stored plan document under a key no plan has (jobs has no column for it yet;
 # adding one needs service/models.py) and never shown: to_out takes it out.
-def to_out(job: Job, *, show_owner: bool = True) -> JobOut:
-    """The API view; without show_owner (an anonymous reader) the lease holder's name is left out."""
+def to_out(job: Job, *, show_owner: bool = True, flagged: dict[uuid.UUID, int] | None = None) -> JobOut:
+    """The API view; without show_owner (an anonymous reader) the lease holder's name is left out.
+    flagged: repo.flagged_points of the done jobs' runs, when the caller read them for many (else read here)."""
+    if flagged is None and job.status == "done" and job.run_id is not None and (session := object_session(job)) is not None:
+        flagged = repo.flagged_points(session, [job.run_id])
     match = {"fingerprint": job.match_fingerprint, "device_kind": job.match_device_kind, "device_name": job.match_device_name}
     return JobOut.model_validate(
         {  # the stored strings are checked against the view's literals
@@ -48,6 +51,7 @@ def to_out(job: Job, *, show_owner: bool = True) -> JobOut:
             "lease_expires_at": job.lease_expires_at,
             "source": job.source,
             "points_done": job.points_done,
+            "points_flagged": (flagged or {}).get(job.run_id, 0) if job.status == "done" and job.run_id is not None else None,
             "run_id": job.run_id,
             "error": job.error,
             "created_at": job.created_at,
@@ -211,6 +215,27 @@ def release(session: Session, job_id: int, agent: str, reason: str | None, token
     return job
 
 
+def requeue(session: Session, job_id: int) -> Job:
+    """An operator takes a leased job back from its agent (killed, or stuck) before the lease runs out:
+    queued again at once, the attempt given back (the job did not fail). The agent, if it still runs,
+    is refused (409) at its next report, as when its lease expires."""
+    begin_write(session)
+    job = session.get(Job, job_id, with_for_update=True)
+    if job is None:
+        session.rollback()
+        raise NotFound(f"no job {job_id}")
+    if job.status != "leased":
+        session.rollback()
+        raise Conflict(f"job {job_id} is {job.status}: only a leased job is requeued")
+    now = _now()
+    owner = job.lease_owner
+    job.status, job.attempts = "queued", max(0, job.attempts - 1)
+    job.lease_owner, job.lease_expires_at, job.lease_token_id, job.updated_at = None, None, None, now
+    job.error = f"requeued by an operator from agent {owner}"
+    session.commit()
+    return job
+
+
 def cancel(session: Session, job_id: int) -> Job:
     begin_write(session)
     job = session.get(Job, job_id, with_for_update=True)
@@ -237,4 +262,6 @@ def get(session: Session, job_id: int) -> Job:
 def list_jobs(session: Session, statuses: Sequence[str], after_id: int, limit: int, *, show_owner: bool) -> Page[JobOut]:
     found = repo.page(session, statuses, after_id, limit)
     nxt = str(found.rows[-1].id) if found.more else None
-    return Page[JobOut](items=[to_out(j, show_owner=show_owner) for j in found.rows], total=found.total, next_cursor=nxt)
+    flagged = repo.flagged_points(session, [j.run_id for j in found.rows if j.status == "done" and j.run_id is not None])
+    items = [to_out(j, show_owner=show_owner, flagged=flagged) for j in found.rows]
+    return Page[JobOut](items=items, total=found.total, next_cursor=nxt)

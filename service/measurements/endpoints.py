@@ -22,11 +22,14 @@ def list_measurements(
     session: SessionDep,
     _: Reader,
     platform: Annotated[str | None, Query(max_length=64, pattern=NO_NUL, description="platform id, fingerprint or prefix")] = None,
-    op: Op | None = None,
-    dtype: Dtype | None = None,
-    axis: Annotated[str | None, Query(max_length=32, pattern=NO_NUL)] = None,
-    run: uuid.UUID | None = None,
+    op: Annotated[Op | None, Query(description="only points of this kernel family")] = None,
+    dtype: Annotated[Dtype | None, Query(description="only points timed in this dtype")] = None,
+    axis: Annotated[
+        str | None, Query(max_length=32, pattern=NO_NUL, description="only points of curves swept along this shape field")
+    ] = None,
+    run: Annotated[uuid.UUID | None, Query(description="only points of this agent run")] = None,
     cursor: AfterBigId = 0,
-    limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+    limit: Annotated[int, Query(ge=1, le=5000, description="the most points on this page")] = 500,
 ) -> Page[MeasurementOut]:
+    """Stored points, flagged ones included, ordered by id."""
     return service.list_measurements(session, platform=platform, op=op, dtype=dtype, axis=axis, run=run, after_id=cursor, limit=limit)

@@ -20,11 +20,12 @@ router = APIRouter(prefix="/v1/platforms", tags=["platforms"])
 def list_platforms(
     session: SessionDep,
     _: Reader,
-    device_kind: Literal["cuda", "cpu", "rocm"] | None = None,
+    device_kind: Annotated[Literal["cuda", "cpu", "rocm"] | None, Query(description="only platforms of this device kind")] = None,
     name: Annotated[str | None, Query(max_length=200, pattern=NO_NUL, description="substring of the device name")] = None,
     cursor: Offset = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=500, description="the most platforms on this page")] = 50,
 ) -> Page[PlatformOut]:
+    """The platforms the service knows, with their counts of curves, runs and agents."""
     return service.list_platforms(session, device_kind=device_kind, name=name, offset=cursor, limit=limit)
 
 

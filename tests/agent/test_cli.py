@@ -205,9 +205,12 @@ def test_quick_plan_follows_a_platform_that_says_bfloat16(app, planned, monkeypa
     assert "dtype bfloat16: bfloat16 is native on this CPU (0.40x float32's time)" in res.output
 
 
-@pytest.mark.parametrize("override", ["bfloat16", "float32"])
-def test_dtype_option_overrides_the_fast_dtype(app, planned, tmp_path, override):
-    res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--dtype", override, "--out", str(tmp_path / "r.jsonl"), "--quiet"])
+@pytest.mark.parametrize(
+    ("spelled", "override"), [("bfloat16", "bfloat16"), ("float32", "float32"), ("bf16", "bfloat16"), ("FP32", "float32")]
+)
+def test_dtype_option_overrides_the_fast_dtype(app, planned, tmp_path, spelled, override):
+    # bf16, fp16 and fp32 read as a manifest reads them
+    res = CliRunner().invoke(app, ["agent", "run", "--plan", "quick", "--dtype", spelled, "--out", str(tmp_path / "r.jsonl"), "--quiet"])
     assert res.exit_code == 0, res.output
     dts = _dtypes(planned[0])
     assert dts[0] == [override] and all(d in ([override], ["float32"]) for d in dts)
@@ -393,8 +396,8 @@ def test_job_match_rule_is_the_services():
 
 @pytest.mark.slow
 def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_path):
-    """Two jobs for this platform and one for another: 'job 1 of 2', then 'job 2 of 2';
-    with --quiet (a line when claimed, a line when done) and without (the live line's final state)."""
+    """Two jobs for this platform and one for another: 'job 1 of 2', then 'job 2 of 2'; in a log (not a
+    terminal), with --quiet or without, a line when claimed and a line when done."""
     import httpx
 
     from gac.agent.platform import detect_platform
@@ -422,10 +425,52 @@ def test_jobs_progress_is_one_line_per_job_with_k_of_n(live_service, app, tmp_pa
         res = CliRunner().invoke(app, args + (["--quiet"] if quiet else []))
         assert res.exit_code == 0, res.output
         lines = [ln for ln in res.stderr.splitlines() if ln.startswith("job ")]
-        if quiet:  # no live line: which job it took is said when it is claimed
-            claimed = [rf"job {k} of 2: claimed, 5 points to time \(id {i}, plan tiny\)" for k, i in ((1, first), (2, second))]
-            assert re.fullmatch(claimed[0], lines.pop(0)) and re.fullmatch(claimed[1], lines.pop(1)), res.stderr
+        # No live line (--quiet, or a log that is not a terminal, as here): which job it took is said when claimed.
+        claimed = [rf"job {k} of 2: claimed, 5 points to time \(id {i}, plan tiny\)" for k, i in ((1, first), (2, second))]
+        assert re.fullmatch(claimed[0], lines.pop(0)) and re.fullmatch(claimed[1], lines.pop(1)), res.stderr
         assert len(lines) == 2, res.stderr  # one line per job, however many points
         assert re.fullmatch(rf"job 1 of 2: 5/5 points in [0-9.ms]+, [0-9.e+]+ points/s \(id {first}, plan tiny\)", lines[0]), lines
         assert re.fullmatch(rf"job 2 of 2: 5/5 points in [0-9.ms]+, [0-9.e+]+ points/s \(id {second}, plan tiny\)", lines[1]), lines
     assert httpx.get(f"{live_service.url}/v1/jobs/{elsewhere}").json()["status"] == "queued"
+
+
+@pytest.mark.parametrize(
+    ("device", "env", "expected"),
+    [("cpu", None, "{host}"), ("cuda:3", None, "{host}/cuda:3"), ("cuda:3", "rack4-gpu3", "rack4-gpu3"), ("cpu", "  ", "{host}")],
+)
+def test_runs_name_the_agent_by_host_and_gpu_unless_it_is_named(app, tmp_path, monkeypatch, device, env, expected):
+    """A host runs one agent per GPU: each names its runs after its GPU, or GAC_AGENT_NAME (blank: unset)."""
+    import socket
+
+    from gac.agent.cli import run_info
+
+    if env is None:
+        monkeypatch.delenv("GAC_AGENT_NAME", raising=False)
+    else:
+        monkeypatch.setenv("GAC_AGENT_NAME", env)
+    assert run_info("quick", device).agent == expected.format(host=socket.gethostname())
+    if device == "cpu":  # what an offline run writes in its results file
+        (tmp_path / "p.yaml").write_text(TINY)
+        out = tmp_path / "r.jsonl"
+        args = ["agent", "run", "--plan", str(tmp_path / "p.yaml"), "--out", str(out), "--threads", "1", "--dtype", "float32"]
+        assert CliRunner().invoke(app, [*args, "--quiet"]).exit_code == 0
+        assert {b.run.agent for _, b, _ in read_batch_file(out)} == {expected.format(host=socket.gethostname())}
+
+
+def test_an_agent_started_on_one_visible_gpu_names_the_hosts_gpu_and_its_lease_stays_host_and_process(monkeypatch):
+    """CUDA_VISIBLE_DEVICES=3 makes the host's GPU 3 the agent's cuda:0; replicas sharing GAC_AGENT_NAME (and pid 1 in
+    their containers) still hold leases apart by host."""
+    import os
+    import socket
+
+    from gac.agent.cli import _agent_name, _lease_name
+
+    host = socket.gethostname()
+    monkeypatch.delenv("GAC_AGENT_NAME", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert _agent_name("cuda:0") == f"{host}/cuda:3"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f3c, 5")
+    names = (_agent_name("cuda:0"), _agent_name("cuda:1"), _agent_name("cuda:2"))
+    assert names == (f"{host}/cuda:GPU-8f3c", f"{host}/cuda:5", f"{host}/cuda:2")
+    monkeypatch.setenv("GAC_AGENT_NAME", "replica")
+    assert _agent_name("cuda:0") == "replica" and _lease_name() == f"{host}:{os.getpid()}"

@@ -12,12 +12,15 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
+from gac.agent.http_client import StopSafeClient
 from gac.agent.interrupt import shielded, stop_signals
 from tests import factories as f
 from tests.fixtures.database import BACKENDS
@@ -31,6 +34,8 @@ timing: {{time_cap_ms: 30, warmup_ms: 1, min_samples: 10, max_samples: 100000, t
 sweeps:
   - {{op: gemm, dtypes: [float32], axis: n, fixed: {{m: 8, k: 16}}, values: {{start: 8, stop: {8 * POINTS}, step: 8}}}}
 """  # every point runs to its 30 ms cap: a few points a second, each a real float32 GEMM on this CPU
+# The same points as an adaptive sweep's coarse grid (a jump of 1000 %: nothing between them is refined).
+ADAPTIVE_PLAN = PLAN.replace("step: 8}}", "step: 1}, adaptive: {coarse_step: 8, jump: 10}}")
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -signal.SIGKILL}
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 KEPT = re.compile(
@@ -144,13 +149,20 @@ def test_a_stopped_profile_keeps_every_point_it_showed_done(app, settings, tmp_p
 
 
 @pytest.mark.parametrize("database", [LOCAL_BACKEND], indirect=True)
-def test_the_same_command_again_skips_what_is_stored_and_finishes(app, settings, tmp_path, plan_file):
+@pytest.mark.parametrize("adaptive", [False, True], ids=["grid", "adaptive"])
+def test_the_same_command_again_skips_what_is_stored_and_finishes(app, settings, tmp_path, plan_file, adaptive):
+    """An adaptive sweep stopped in its coarse grid continues from its stored points too (none timed twice)."""
+    if adaptive:
+        plan_file.write_text(ADAPTIVE_PLAN)
     env = f.cli_env(settings, tmp_path)
     first = Gac(["profile", "--plan", str(plan_file), "--threads", "1"], env, tmp_path / "out1")
     first.stop(signal.SIGINT, after_points=3)
     assert first.finish() == 130, first.text[-3000:]
     before, _ = stored(settings.url)
     assert 3 <= before < POINTS
+    n, _, not_measured = kept(first)
+    assert n == before and n + not_measured == POINTS
+    assert first.text.rstrip().endswith("what they measure may call for more points between their coarse ones)") == adaptive
 
     again = Gac(["profile", "--plan", str(plan_file), "--threads", "1", "--quiet"], env, tmp_path / "out2")
     assert again.finish() == 0, again.text[-3000:]
@@ -288,11 +300,69 @@ def test_a_stop_signal_waits_for_the_commit_under_way():
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler was for the command's duration only
 
 
+def test_a_block_in_another_thread_holds_no_stop_back():
+    """Signals reach the main thread only: a heartbeat's block open in another thread leaves a stop to be raised in the
+    main thread at once (held back, it would be raised in the other thread as its block ends, and the run would go on)."""
+    inside, leave = threading.Event(), threading.Event()
+    raised_there: list[BaseException] = []
+
+    def heartbeat() -> None:
+        try:
+            with shielded():
+                inside.set()
+                leave.wait()
+        except BaseException as err:  # noqa: BLE001 - what the test looks for
+            raised_there.append(err)
+
+    beat = threading.Thread(target=heartbeat)
+    with stop_signals():
+        beat.start()
+        inside.wait()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGTERM)
+        finally:
+            leave.set()
+            beat.join()
+    assert raised_there == []
+
+
+def test_a_stop_signal_during_a_call_to_the_service_waits_for_its_answer():
+    """A stop cut inside httpx can leave its connection pool's lock taken (the command then hangs closing the client):
+    the agent's client raises it once the answer is in. The server sends the signal before it answers."""
+    answered: list[int] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/stop":
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        hook = {"response": [lambda r: answered.append(r.status_code)]}
+        with stop_signals(), StopSafeClient(timeout=10, event_hooks=hook) as client:
+            with pytest.raises(KeyboardInterrupt):
+                client.get(f"http://127.0.0.1:{server.server_port}/stop")
+            assert answered == [200]  # the answer came in before the stop was raised
+            assert client.get(f"http://127.0.0.1:{server.server_port}/").status_code == 200  # and the client still works
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_stopped_first_pass_says_more_points_may_follow():
     """A first pass's 'not measured' is not the whole of what is left: its measurements decide the next pass."""
-    from gac.agent.interrupt import interrupted_line
+    from gac.agent.interrupt import FIRST_PASS_MORE, interrupted_line
 
     plain = interrupted_line(55, 54, "stored")
     assert KEPT.fullmatch(plain) and "first pass" not in plain
-    first = interrupted_line(55, 54, "stored", first_pass=True)
+    first = interrupted_line(55, 54, "stored", FIRST_PASS_MORE)
     assert KEPT.match(first) and first.endswith("(a first pass: what it measures may call for more points)")

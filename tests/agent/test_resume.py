@@ -32,7 +32,7 @@ def values(plan, sweep: int = 0) -> list[int]:  # noqa: ANN001
 def test_stored_points_are_left_out_per_dtype():
     bf16, fp32 = (sweep_curve(FLAT, d) for d in FLAT.dtypes)
     left = remaining(PLAN, {bf16: {8: 1.0, 24: 1.0, 99: 1.0}, fp32: {8: 2.0, 16: 2.0, 24: 2.0, 32: 2.0}}, adaptive=True)
-    assert left.skipped == 6 and left.retimed == 0  # 99 is no point of the plan
+    assert left.skipped == 6 and left.known == {}  # 99 is no point of the plan
     assert left.plan is not None
     first = left.plan.sweeps[0]
     assert [d.value for d in first.dtypes] == ["bfloat16"] and first.value_list() == [16, 32]  # fp32: all stored
@@ -55,12 +55,45 @@ def test_a_stored_coarse_grid_decides_the_refinement_as_the_runner_would():
     assert exhaustive.plan is not None and exhaustive.plan.sweeps[0].value_list() == [v for v in range(1, 34) if v not in medians]
 
 
-def test_a_partly_stored_coarse_grid_is_timed_again_whole_and_said():
+def test_a_partly_stored_coarse_grid_stays_adaptive_and_carries_its_stored_medians():
     key = sweep_curve(ADAPTIVE, ADAPTIVE.dtypes[0])
     left = remaining(PLAN.model_copy(update={"sweeps": [ADAPTIVE]}), {key: {1: 10.0, 9: 10.1}}, adaptive=True)
     assert left.plan is not None and left.plan.sweeps[0] == ADAPTIVE  # still adaptive: the runner refines it
-    assert (left.skipped, left.retimed) == (0, 2) and "2 other stored points are timed again" in (left.skip_line() or "")
-    assert planned_points(left.plan, adaptive=True) == len(COARSE)
+    assert left.skipped == 2 and left.known == {key: {1: 10.0, 9: 10.1}}
+    assert left.skip_line() == "skipping 2 points already stored for this platform"
+    assert planned_points(left.plan, adaptive=True, known=left.known) == len(COARSE) - 2
+
+
+def test_a_stopped_adaptive_sweep_continues_where_it_stopped_and_refines_as_a_whole_run():
+    """On a simulated GPU's lattice: the re-run times only the coarse values not stored, and refines
+    the same stretches as one uninterrupted run, no stored point timed twice."""
+    from gac.agent.runner import PlanRunner
+    from gac.agent.simulated_gpu import SimulatedGpu
+    from gac.agent.timing import CudaTimer
+
+    plan = loads_plan("""
+name: lattice
+sweeps:
+  - {op: gemm, dtypes: [float16], axis: n, fixed: {m: 256, k: 256}, values: {start: 64, stop: 160, step: 1},
+     adaptive: {coarse_step: 6, jump: 0.1}}
+""")
+    coarse = plan.sweeps[0].coarse_values()
+
+    def run(plan, stored=None):  # noqa: ANN001, ANN202
+        sim = SimulatedGpu(seed=3)
+        result = PlanRunner(CudaTimer(queue=sim), "cpu", build=sim.build_kernel, stored=stored).run(plan)
+        return {m.shape["n"]: m.median_us for m in result.measurements}
+
+    whole = run(plan)
+    refined = set(whole) - set(coarse)
+    assert set(coarse) <= set(whole) and refined  # the lattice's steps were refined
+    key = sweep_curve(plan.sweeps[0], plan.sweeps[0].dtypes[0])
+    stopped = {x: whole[x] for x in coarse[: len(coarse) // 2]}  # the first half of the grid, then a stop
+    left = remaining(plan, {key: stopped}, adaptive=True)
+    assert left.plan is not None and left.skipped == len(stopped)
+    again = run(left.plan, left.known)
+    assert not set(again) & set(stopped)  # nothing stored is timed again
+    assert set(again) == set(whole) - set(stopped)  # the rest of the grid, and the same refinement
 
 
 def test_points_waiting_in_the_spool_count_as_stored_for_their_server_only(tmp_path):

@@ -144,7 +144,7 @@ def test_unreachable_server_spools_everything(tmp_path):
 
 def test_a_stop_mid_send_leaves_the_batch_spooled_says_so_and_does_not_wait_on_the_service(tmp_path):
     """A signal while a batch waits on a service that went down: the batch stays in the spool and counts as
-    waiting there (the 'kept N (sent to URL, M of them spooled)' line), and closing on the way out does not
+    waiting there (the 'kept N (M of them spooled for URL)' line), and closing on the way out does not
     drain the spool through the whole retry schedule (seconds of backoff after the user asked to stop)."""
     platform = detect_platform("cpu")
     run = RunInfo(id=uuid.uuid4(), agent="test")
@@ -165,7 +165,7 @@ def test_a_stop_mid_send_leaves_the_batch_spooled_says_so_and_does_not_wait_on_t
     d.close()  # what a stopped run does
     assert len(calls) == 1  # no drain on the way out: the next run (or `gac agent flush`) sends it
     assert d.stats.waiting_rows == 2 and len(spool.records()) == 1
-    assert d.kept_where() == "sent to http://svc, 2 of them spooled: `gac agent flush` sends them"
+    assert d.kept_where() == "2 of them spooled for http://svc: `gac agent flush` sends them"  # none of it reached the service
 
 
 def _accepted(request: httpx.Request) -> httpx.Response:
@@ -226,7 +226,7 @@ def test_a_second_stop_while_a_batch_is_sent_stops_at_once_and_leaves_it_spooled
     d, spool = _stopped_while_sending(tmp_path, answer)
     assert len(calls) == 1 and d.stats.sent_batches == 0
     assert d.stats.waiting_rows == 2 and len(spool.records()) == 1
-    assert d.kept_where() == "sent to http://svc, 2 of them spooled: `gac agent flush` sends them"
+    assert d.kept_where() == "2 of them spooled for http://svc: `gac agent flush` sends them"  # none of it reached the service
 
 
 def test_a_stop_while_a_batch_is_sent_does_not_wait_to_try_it_again(tmp_path):
@@ -472,3 +472,18 @@ def test_retry_after_is_waited_for_and_4xx_is_never_retried(monkeypatch):
         sender.send_document({"id": "c"})
     assert len(calls) == 5  # one retry, then given up
     assert len(waits) == 2 and waits[1] < 0.3  # no Retry-After on that 500: the policy's own short backoff
+
+
+def test_a_run_whose_service_went_away_midway_says_what_was_sent_and_what_waits(tmp_path):
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            return _accepted(request)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    d, spool = _deliverer(tmp_path, answer, retries=0)
+    d.add_many(_measurements(4))  # two batches: the first stored, the second spooled
+    assert d.stats.sent_batches == 1 and d.stats.waiting_rows == 2 and len(spool.records()) == 1
+    assert d.kept_where() == "sent to http://svc, 2 of them spooled: `gac agent flush` sends them"

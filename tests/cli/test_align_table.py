@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,40 @@ def test_piped_output_is_not_cut_to_80_columns(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "…" not in out.stdout and " budget " in out.stdout and "speed-up" in out.stdout, out.stdout
     assert max(len(line) for line in out.stdout.splitlines()) > 80  # the wide table, on one line each row
+
+
+def test_at_80_columns_the_names_give_way_and_the_numbers_stay_whole(monkeypatch):
+    """Weights of 8B size have 10-digit params and long names: the names are shortened from the left, never a number."""
+    weights = [
+        {"name": f"model.language_model.layers.{i}.mlp.gate_proj", "kind": "mlp_width", "hidden": 4096, "full": 14336, "dim": 12185.5 - i}
+        for i in range(3)
+    ]
+    doc = {"model": "m", "budget": {"ratio": 0.12}, "workload": {"tokens": [128]}, "weights": [{**w, "importance": 1.0} for w in weights]}
+    result = align(Manifest.model_validate(doc), None, AlignOptions(cross_check="none", baselines=False))
+    monkeypatch.setattr(cmd.console, "width", 80)
+    text = _printed(cmd._Stored(result, result.model_dump(mode="json", by_alias=True)))
+    rows = [line for line in text.splitlines() if "gate_proj" in line]
+    assert len(rows) == 3 and all(len(line) <= 80 for line in rows), text
+    for w, row in zip(result.weights, rows):
+        assert f"{w.params:,}" in row and f"{w.dim_before:g}" in row and row.lstrip().startswith("…"), row
+    assert "µs before" in text and "µs after" in text, text
+
+
+def test_the_frontier_objective_prints_its_trade_off():
+    """--objective frontier is asked for the trade-off: a table of points (the chosen one marked), not a count."""
+    from gac.solver.lookup import FileLookup
+    from tests.solver.synthetic import Measure, llama_like_manifest, lowrank_curves, platform_rows
+
+    doc = llama_like_manifest(2, hidden=512, seed=3, tokens=128, objective="frontier")
+    manifest = Manifest.model_validate({"schema": "gac.manifest/v1", **doc})
+    rows, _ = platform_rows(lowrank_curves(doc), 32, Measure(seed=3))
+    result = align(manifest, FileLookup(rows, "f" * 64), AlignOptions(cross_check="none"))
+    assert len(result.frontier) >= 3
+    text = _printed(cmd._Stored(result, result.model_dump(mode="json", by_alias=True)))
+    lines = text.splitlines()
+    (chosen,) = [line for line in lines if line.split() and line.split()[0] == "chosen"]
+    point = next(p for p in result.frontier if p.chosen)
+    assert f"{point.latency_us:,.1f}" in chosen and f"{point.importance_kept:.2%}" in chosen and f"{point.params:,}" in chosen
+    shown = min(len(result.frontier), cmd.FRONTIER_ROWS)
+    assert sum(1 for line in lines if re.match(r"^\s*(chosen)?\s+[\d,]+\.\d\s", line)) >= shown - 1, text
+    assert "Pareto points: each is the fastest keeping its share" in " ".join(text.split())

@@ -66,6 +66,24 @@ def test_after_a_profile_align_uses_this_machine_and_says_so(tmp_path):
     assert done.returncode == 2 and f"is this machine timed with {stored_as.threads} thread(s), not {other}" in said, said
     assert f"pass --threads {stored_as.threads}" in said and "points in" not in said  # nothing timed
 
+    # An agent taking jobs at this machine's own count registered that platform, with no curves yet: the
+    # profile with curves is still the one aligned against.
+    from datetime import UTC, datetime
+
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.ingest.repository import upsert_platform
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'gac.db'}")
+    try:
+        with make_sessionmaker(engine)() as session:
+            upsert_platform(session, machine, datetime.now(UTC))
+            session.commit()
+    finally:
+        engine.dispose()
+    done = gac("align", str(MANIFEST), "--dtype", "float32", "--json", data=tmp_path)
+    assert done.returncode == 0 and stored_as.fingerprint()[:16] in done.stderr, done.stderr
+    assert json.loads(done.stdout)["latency"]["complete"]
+
     # --platform still chooses: the rules alone here, as before any profile.
     done = gac("align", str(MANIFEST), "--platform", "0" * 64, data=tmp_path)
     assert done.returncode != 0 and "platform: this machine" not in done.stderr

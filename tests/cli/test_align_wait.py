@@ -141,7 +141,7 @@ def test_waiting_on_jobs_no_agent_claims_says_once_what_would(live_service, monk
     hints = [s for s in said if "no agent has claimed" in s]
     assert len(hints) == 1, said
     assert OTHER.fingerprint()[:16] in hints[0] and "--jobs --follow" in hints[0]
-    assert said[-1] == f"jobs [{job}]: 1 cancelled"
+    assert said[-1].startswith(f"jobs [{job}]: 1 cancelled; 0/") and said[-1].endswith(" points"), said
 
 
 def _job_doc(**kw):  # type: ignore[no-untyped-def]
@@ -260,4 +260,24 @@ def test_the_wait_rides_out_a_service_restart(live_service, monkeypatch):
     restarter.join()
     assert [j.status for j in ended] == ["cancelled"]
     assert sum("cannot read jobs" in s for s in said) == 1 and "reached the service again" in said, said
-    assert said[-1] == f"jobs [{job}]: 1 cancelled"
+    assert said[-1].startswith(f"jobs [{job}]: 1 cancelled; 0/") and said[-1].endswith(" points"), said
+
+
+def test_ctrl_c_while_waiting_says_which_jobs_stay_queued(live_service, monkeypatch):
+    import typer
+
+    import gac.commands.align as align_cmd
+
+    job = _queue_for_other(live_service, "nobody")
+    said: list[str] = []
+    monkeypatch.setattr(align_cmd.err, "print", lambda text, *a, **k: said.append(str(text)))
+
+    def interrupted(_: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(align_cmd.time, "sleep", interrupted)
+    with pytest.raises(typer.Exit) as stopped:
+        align_cmd._wait_for([job], live_service.url, live_service.read_token, every_s=0.05, platform=OTHER.fingerprint())
+    assert stopped.value.exit_code == 130
+    assert said[0].startswith(f"jobs [{job}]: 1 queued; 0/") and said[0].endswith(" points"), said
+    assert f"stopped waiting: job(s) [{job}] stay on the service for its agents (`gac jobs list`)" in said[-1], said

@@ -24,6 +24,7 @@ from gac.client import (
     StoredAlignment,
 )
 from gac.contracts.alignment import AlignmentResult
+from gac.contracts.goal import Objective
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Batch, BatchReceipt, RunInfo
 from tests import factories as f
@@ -104,6 +105,7 @@ def test_upload_platforms_curve_and_cliffs(live_service):
         assert cliffs.frontier == list(range(16, OUT + 1, 16))
         assert cliffs.modulus is not None and cliffs.modulus.m == 16
         assert gac.cliffs(fp, op="gemm", dtype="bfloat16", axis="n") == [cliffs]
+        assert gac.cliffs(fp, op="gemm", dtype="BF16", axis="n") == [cliffs]  # as a manifest spells it
         assert gac.cliffs(fp, axis="k") == []
 
 
@@ -151,12 +153,34 @@ def test_align_and_read_it_back(live_service, tmp_path):
         assert gac.align(f32, dtype="bfloat16").result.latency.speedup is not None
         unmeasured = gac.align(f32)
         assert unmeasured.result.latency.speedup is None and unmeasured.result.missing
+        # The goal's entries as keywords, in place of the manifest's (as gac align's flags); a path as a str.
+        frontier = gac.align(str(path), platform=fp, objective="frontier", epsilon=0.02).result
+        assert (frontier.objective_kind, frontier.epsilon) == ("frontier", 0.02) and frontier.frontier
+        assert gac.align({**manifest(fp), "objective": "frontier"}, objective=Objective.IMPORTANCE).result.objective_kind == "importance"
+        with pytest.raises(GacApiError) as bad:
+            gac.align(path, platform=fp, epsilon=0.9)
+        assert bad.value.status == 422 and bad.value.fields == ["body.epsilon"], bad.value
 
         # platform_of: a machine's stored platform from its descriptor, whatever thread count it was
         # timed with, carrying the descriptor's dtype facts (the service keeps only its curves' dtypes).
         here = gac.platform_of(plat.model_copy(update={"threads": 7, "fast_dtype": "bfloat16"}))
         assert here.fingerprint == fp and here.descriptor.fast_dtype == "bfloat16" and here.dtypes == ["bfloat16"]
         assert gac.platform_of(plat).descriptor.fast_dtype is None
+        # An agent taking jobs at 7 threads registers that platform with no curves: the one profiled is still the answer.
+        from gac.agent.jobs import JobClient
+
+        # Where no profile of the machine has curves yet, its registration is still the machine's (jobs are queued for it).
+        only = f.platform(device_name="Only Registered CPU")
+        jobs = JobClient(live_service.url, live_service.ingest_token)
+        try:
+            assert jobs.claim(plat.model_copy(update={"threads": 7})) is None
+            assert jobs.claim(only.model_copy(update={"threads": 3})) is None
+        finally:
+            jobs.close()
+        empty = plat.model_copy(update={"threads": 7}).fingerprint()
+        assert gac.platform(empty).curves == 0 and gac.platform_of(plat.model_copy(update={"threads": 7})).fingerprint == fp
+        registered = only.model_copy(update={"threads": 3}).fingerprint()
+        assert gac.platform_of(only.model_copy(update={"threads": 5})).fingerprint == registered
         for other in (plat.model_copy(update={"torch_version": "2.0.0"}), f.platform(device_name="Never Profiled CPU")):
             with pytest.raises(GacApiError) as refused:
                 gac.platform_of(other)
@@ -266,7 +290,7 @@ def test_bad_input_is_a_gac_api_error_naming_the_field(live_service, monkeypatch
         assert anon.value.status == 401
         with pytest.raises(GacApiError) as anon:
             anonymous.upload(f.batch(2))
-        assert anon.value.status == 401 and "token" in str(anon.value.detail)
+        assert anon.value.status == 401 and "this client has no token: Client(url, token) or $GAC_TOKEN" in str(anon.value)
     # Without a token argument the client sends $GAC_TOKEN, as the CLI does.
     monkeypatch.setenv("GAC_TOKEN", live_service.read_token)
     with Client(live_service.url) as from_env:
@@ -348,7 +372,12 @@ def test_the_client_needs_only_the_base_install():
 
 @pytest.mark.parametrize(
     ("text", "said"),
-    [("model: 2024-01-01\nweights: []\n", "a value JSON cannot carry"), ("- a\n- b\n", "not a mapping"), ("a: [\n", "is not YAML")],
+    [
+        ("model: 2024-01-01\nweights: []\n", "a value JSON cannot carry"),
+        ("- a\n- b\n", "not a mapping"),
+        ("a: [\n", "is not YAML"),
+        ("model: a\nmodel: b\n", "key 'model' appears twice"),
+    ],
 )
 def test_a_yaml_manifest_that_is_no_manifest_is_a_client_error(tmp_path, text, said):
     path = tmp_path / "m.yaml"

@@ -1,4 +1,4 @@
-"""`gac jobs list | show | cancel` against the real service over HTTP: what an operator of a fleet
+"""`gac jobs list | show | cancel | requeue` against the real service over HTTP: what an operator of a fleet
 reads and does to the queue from a terminal."""
 
 from __future__ import annotations
@@ -41,17 +41,22 @@ def test_an_operator_lists_shows_and_cancels_jobs(live_service):
     beat = {"agent": "box-7", "points_done": 2}
     assert httpx.post(f"{svc.url}/v1/jobs/{leased}/heartbeat", json=beat, headers=f.auth(svc.ingest_token)).status_code == 200
 
+    box = f.platform(device_kind="cpu", device_name="Some CPU")  # known to the service since its claim above
+    pinned = _queue(svc, {"fingerprint": box.fingerprint()})
     code, said = gac(svc, "list")
     assert code == 0, said
+    threads = f", {box.threads} thread{'s' if box.threads != 1 else ''}" if box.threads else ""
+    # Which machine, in words (the cell may wrap onto a second line at 80 columns).
+    assert f"{pinned} queued -/3 ops-check {box.fingerprint()[:12]}" in said and f"(Some CPU{threads})" in said, said
     assert f"{queued} queued 0/3" not in said and f"{queued} queued -/3 ops-check H200" in said, said
     assert f"{leased} leased 2/3 ops-check cpu" in said and "box-7, ends in" in said
-    assert "2 job(s) on" in said
+    assert "3 job(s) on" in said
     code, said = gac(svc, "list", "--status", "leased", "--status", "done")
     assert code == 0 and f"{leased} leased" in said and f"{queued} queued" not in said and "1 job(s) (leased, done)" in said, said
     code, said = gac(svc, "list", "--limit", "1")
     assert code == 0 and "the first 1 shown (--limit)" in said, said
     res = CliRunner().invoke(app, ["jobs", "list", "--json", "--server", svc.url, "--token", svc.read_token])
-    assert [json.loads(line)["id"] for line in res.stdout.splitlines()] == [queued, leased]
+    assert [json.loads(line)["id"] for line in res.stdout.splitlines()] == [queued, leased, pinned]
 
     code, said = gac(svc, "show", str(leased))
     assert code == 0 and '"points_done": 2' in said and '"lease_owner": "box-7"' in said, said
@@ -65,6 +70,22 @@ def test_an_operator_lists_shows_and_cancels_jobs(live_service):
     code, said = gac(svc, "list", "--status", "cancelled")
     assert code == 0 and f"{queued} cancelled" in said and f"{leased} leased" not in said, said
 
+    # An agent killed mid-job holds its lease until it runs out: an operator takes the job back now.
+    code, said = gac(svc, "requeue", str(leased))
+    assert code == 1 and "admin token" in said, said
+    code, said = gac(svc, "requeue", str(leased), str(queued), token=svc.admin_token)
+    assert code == 1 and f"requeued job {leased} (plan ops-check): requeued by an operator from agent box-7" in said, said
+    assert f"job {queued}:" in said and "is cancelled: only a leased job is requeued" in said, said
+    job = httpx.get(f"{svc.url}/v1/jobs/{leased}", headers=f.auth(svc.read_token)).json()
+    assert (job["status"], job["attempts"], job["lease_owner"]) == ("queued", 0, None), job
+    late = httpx.post(f"{svc.url}/v1/jobs/{leased}/heartbeat", json=beat, headers=f.auth(svc.ingest_token))
+    assert late.status_code == 409, late.text  # the old agent, if it still runs, has no lease
+    again = httpx.post(f"{svc.url}/v1/jobs/claim", json={**claim, "agent": "box-8"}, headers=f.auth(svc.ingest_token)).json()
+    assert (again["id"], again["lease_owner"], again["attempts"]) == (leased, "box-8", 1), again
+    code, said = gac(svc, "list", "--status", "leased")  # why it was queued again is no longer what happens to it
+    said = " ".join(said.split())  # the lease and note cells wrap onto two lines side by side
+    assert code == 0 and "earlier" in said and "attempt: requeued by an operator from agent box-7" in said, said
+
 
 def test_a_mistyped_state_or_an_unreachable_service_is_named(live_service):
     code, said = gac(live_service, "list", "--status", "running")
@@ -72,3 +93,20 @@ def test_a_mistyped_state_or_an_unreachable_service_is_named(live_service):
     res = CliRunner().invoke(app, ["jobs", "list", "--server", "http://127.0.0.1:9", "--token", "x"])
     said = " ".join(res.output.split())
     assert res.exit_code == 1 and "cannot reach the GAC service at http://127.0.0.1:9" in said, said
+
+
+def test_a_done_jobs_flagged_points_are_said_beside_its_count(live_service):
+    import uuid
+
+    svc = live_service
+    job = _queue(svc, {"device_kind": "cpu"})
+    claim = {"platform": f.platform(device_kind="cpu", device_name="Some CPU").model_dump(mode="json"), "agent": "box-7"}
+    assert httpx.post(f"{svc.url}/v1/jobs/claim", json=claim, headers=f.auth(svc.ingest_token)).json()["id"] == job
+    run_id = uuid.uuid4()
+    rows = [f.measurement(8), f.measurement(16, quality="busy"), f.measurement(24)]
+    b = f.batch(1, run_id=run_id).model_copy(update={"measurements": rows})
+    assert httpx.post(f"{svc.url}/v1/batches", json=f.body(b), headers=f.auth(svc.ingest_token)).status_code == 201
+    done = {"agent": "box-7", "points": 3, "run_id": str(run_id)}
+    assert httpx.post(f"{svc.url}/v1/jobs/{job}/complete", json=done, headers=f.auth(svc.ingest_token)).status_code == 200
+    code, said = gac(svc, "list")
+    assert code == 0 and f"{job} done 3/3 (1 flagged) ops-check" in said, said

@@ -45,7 +45,7 @@ def test_bad_files_and_settings(tmp_path):
     (tmp_path / "list.json").write_text("[]")
     cases = [
         (("align", str(MANIFEST), "--measurements", str(tmp_path / "nope.jsonl")), ("cannot read", "nope.jsonl")),
-        (("align", str(MANIFEST), "--measurements", str(tmp_path / "bad.csv")), ("bad.csv", "needs columns")),
+        (("align", str(MANIFEST), "--measurements", str(tmp_path / "bad.csv")), ("bad.csv", "CSV needs the columns op, dtype")),
         (("align", str(MANIFEST), "--measurements", str(tmp_path / "list.jsonl")), ("list.jsonl:1",)),
         (("align", str(tmp_path / "broken.json")), ("broken.json", "not valid JSON")),
         (("align", str(tmp_path / "list.json")), ("list.json", "object")),
@@ -61,6 +61,11 @@ def test_bad_files_and_settings(tmp_path):
     env = os.environ | {"GAC_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:5432/postgres", "GAC_DATA_DIR": str(tmp_path)}
     env.pop("GAC_SECRET_KEY", None)
     assert_clean_failure(gac("serve", env=env), "GAC_SECRET_KEY must be set")
+    from tests.fixtures.database import BACKENDS
+
+    if "postgres" in BACKENDS:  # migrations hash no tokens: `gac db current` needs no key (this database has no schema)
+        current = gac("db", "current", env=env)
+        assert "GAC_SECRET_KEY" not in current.stderr and "127.0.0.1:5432/postgres: " in current.stdout, current
 
 
 def test_align_names_an_unwritable_out_a_missing_gpu_and_a_queue_with_no_platform(tmp_path):
@@ -87,6 +92,12 @@ def test_ingest_reports_a_bad_line_and_sends_the_rest(live_service, tmp_path):
         f"{live_service.url}/v1/measurements", params={"platform": good.platform.fingerprint()}, headers=f.auth(live_service.read_token)
     ).json()
     assert page["total"] == 5
+    assert out.returncode == 1  # some lines sent
+    # A text file none of whose lines is a batch is the wrong file: exit 2, as for a binary one.
+    path.write_text("not json\n" + json.dumps({"schema": "gac.batch/v1"}) + "\n")
+    wrong = gac("ingest", str(path), "--server", live_service.url, "--token", live_service.ingest_token)
+    assert_clean_failure(wrong, "line 1", "none of its lines is a batch this gac reads")
+    assert wrong.returncode == 2
 
 
 @pytest.mark.slow
@@ -225,7 +236,7 @@ def test_align_through_a_server_says_which_token_it_needs(live_service):
     assert_clean_failure(out, "401", "no token was sent: aligning on a service needs any token (read scope or above)", "--scope read")
     read = ["--token", live_service.read_token]
     out = gac("align", str(MANIFEST), "--server", live_service.url, *read, "--enqueue-missing", "--yes", env=env)
-    needs = "check the token: aligning on a service needs an ingest or admin token (it queues jobs)"
+    needs = "check the token: aligning needs any token, queueing jobs (--enqueue-missing) an ingest or admin one"
     assert_clean_failure(out, "403", needs, "--scope ingest")
 
 
@@ -259,3 +270,44 @@ def test_a_measurements_file_of_two_platforms_is_aligned_on_the_one_named(tmp_pa
     out = gac("align", str(manifest), "--measurements", str(path), "--platform", "b" * 8, "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["platform"] == "b" * 64
+
+
+def test_a_measurements_file_in_another_dtype_says_which_it_holds(tmp_path):
+    """A CSV without a platform column is named after its file; a dtype it lacks is named beside those it holds."""
+    rows = "".join(f'gemm,float16,n,"k=256,m=256",{x},{10.0 + x / 8}\n' for x in range(64, 129))
+    path = tmp_path / "h100.csv"
+    path.write_text("op,dtype,axis,fixed,x,median_us\n" + rows)
+    weight = {"name": "w", "kind": "linear_out", "out_features": 128, "in_features": 256, "dim": 100.3, "importance": 1}
+    doc = {"model": "m", "budget": {"params": 100 * 256}, "workload": {"tokens": [256], "dtype": "bfloat16"}, "weights": [weight]}
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(doc))
+    out = gac("align", str(manifest), "--measurements", str(path))
+    assert out.returncode == 0, out.stderr
+    said = " ".join(out.stderr.split())
+    assert "h100.csv holds curves in float16, the manifest asks for bfloat16: --dtype float16 aligns in what it measured" in said, said
+    out = gac("align", str(manifest), "--measurements", str(path), "--dtype", "fp16", "--json")
+    assert out.returncode == 0 and "holds curves" not in out.stderr, out.stderr
+    assert json.loads(out.stdout)["platform"] == "h100.csv"
+
+
+def test_a_key_given_twice_is_named_not_overwritten(tmp_path):
+    """JSON and YAML readers keep the last of two equal keys; a manifest's author meant one of them."""
+    doc = json.loads(MANIFEST.read_text())
+    text = json.dumps(doc)
+    (tmp_path / "dup.json").write_text(text.replace('"model": ', '"model": "first", "model": ', 1))
+    assert_clean_failure(gac("align", str(tmp_path / "dup.json")), "dup.json: key 'model' appears twice")
+    (tmp_path / "dup.yaml").write_text("model: a\nmodel: b\n")
+    assert_clean_failure(gac("align", str(tmp_path / "dup.yaml")), "dup.yaml: key 'model' appears twice")
+
+
+def test_a_yaml_manifests_exponents_are_numbers(tmp_path):
+    """YAML 1.1 (PyYAML's) reads 1e-3 as text; a manifest's importance written so is a number, as in JSON."""
+    import yaml
+
+    doc = json.loads(MANIFEST.read_text())
+    text = yaml.safe_dump(doc, sort_keys=False).replace(f"importance: {doc['weights'][0]['importance']}", "importance: 2e-5", 1)
+    assert "importance: 2e-5" in text
+    (tmp_path / "m.yaml").write_text(text)
+    out = gac("align", str(tmp_path / "m.yaml"), "--json", env=os.environ | {"GAC_DATA_DIR": str(tmp_path / "d")})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["weights"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from pydantic import ValidationError
@@ -132,3 +133,37 @@ def test_common_dtype_spellings_are_read_as_the_canonical_name(written, read):
 
 def test_an_unknown_dtype_is_still_refused_by_name():
     assert [loc for loc, _ in _errors(_with(["workload", "dtype"], "int8"))] == [("workload", "dtype")]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "said"),
+    [
+        (["weights", 0, "dim"], True, "not a boolean (true)"),
+        (["weights", 0, "out_features"], "64", 'not text ("64")'),
+        (["weights", 0, "importance"], False, "not a boolean (false)"),
+        (["budget"], {"ratio": "0.2"}, 'not text ("0.2")'),
+        (["budget"], {"params": True}, "not a boolean (true)"),
+        (["workload", "tokens"], ["128"], 'not text ("128")'),
+        (["epsilon"], "0.01", 'not text ("0.01")'),
+    ],
+)
+def test_a_boolean_or_a_number_written_as_text_is_not_a_number(path, value, said):
+    # pydantic's lax mode reads true as 1 and "0.2" as 0.2: in a manifest they are mistakes, named as such.
+    for errors in (_errors(_with(path, value)), _json_errors(_with(path, value))):
+        assert any(f"must be a number, {said}" in msg for _, msg in errors), errors
+
+
+def _json_errors(doc: dict) -> list[tuple[tuple, str]]:
+    try:
+        Manifest.model_validate_json(json.dumps(doc))
+    except ValidationError as exc:
+        return [(tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+    raise AssertionError("accepted")
+
+
+def test_the_json_schema_speaks_json_schema():
+    """Constraints read as JSON Schema's keywords (minimum, exclusiveMaximum), never pydantic's own (ge, lt)."""
+    text = json.dumps(Manifest.model_json_schema())
+    assert not any(f'"{k}":' in text for k in ("ge", "gt", "le", "lt")), text
+    budget = Manifest.model_json_schema()["$defs"]["Budget"]["properties"]
+    assert budget["ratio"]["anyOf"][0] == {"type": "number", "minimum": 0, "exclusiveMaximum": 1}

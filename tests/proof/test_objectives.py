@@ -116,10 +116,15 @@ def test_every_objective_is_a_variant(run) -> None:
 
 def test_dims_differ_where_they_should(run) -> None:
     asvd, prune = run.results
-    for r in (asvd, prune):  # the staircase makes trading a little importance for a step worth it
-        assert r.variants[GAC_LATENCY].dims != r.variants[GAC_IMPORTANCE].dims
+    # The epsilon's trade buys less than the timing noise on both (ASVD 0.08 %, pruning 0.5 %): no importance
+    # is given up. ASVD's measured dims still hold a faster choice at the same importance; pruning's do not.
+    for r in (asvd, prune):
+        assert r.alignments[LATENCY].latency.importance_kept >= 1.0
+        assert any("it must save (min_gain" in w for w in r.alignments[LATENCY].warnings)
         assert r.variants[GAC_LATENCY].dims != r.variants[UNALIGNED].dims
-        assert r.alignments[LATENCY].latency.aligned_us < r.alignments[IMPORTANCE].latency.aligned_us
+    assert asvd.variants[GAC_LATENCY].dims != asvd.variants[GAC_IMPORTANCE].dims
+    assert asvd.alignments[LATENCY].latency.aligned_us < asvd.alignments[IMPORTANCE].latency.aligned_us
+    assert prune.variants[GAC_LATENCY].dims == prune.variants[GAC_IMPORTANCE].dims
     # ASVD: the binary search found a frontier point faster than the latency-aware choice within 1 % quality
     f = asvd.frontier
     assert f is not None and f.picked is not None and f.search == "bisect" and len(f.tries) <= f.cap == 6

@@ -58,11 +58,15 @@ def test_shipped_sentences_are_a_few_hundred_distinct() -> None:
 def test_compressor_dims_are_irregular(compression) -> None:
     dims = list(compression.dims.values())
     assert len(set(dims)) > 1, "per-weight dims should differ"
-    # Off the multiple-of-8 grid: checked where there are enough weights for it to be no coin toss. The
-    # pruning here has two, and fp32 rounding in the calibration moved two neurons between them across
-    # runs ([298, 278] or [296, 280]).
-    if len(dims) >= 4:
-        assert any(d % 8 for d in dims), f"expected some dims off the multiple-of-8 grid: {dims}"
+    # Off the multiple-of-8 grid: the allocation moves one rank or neuron at a time, so of eight budgets a
+    # smallest unit apart, some put a dim off the grid. One budget alone can land on it by chance: float
+    # rounding in the calibration differs by CPU, and one CI machine gave ASVD [8, 8, 48, 48, 64, 64, ...].
+    weights = compression.manifest.weights
+    step = min(w.in_features + w.out_features if w.kind == "lowrank" else (3 if w.gated else 2) * w.hidden for w in weights)
+    budget = budget_params(compression.manifest)
+    allocations = [compression.compressor.allocate(budget + k * step) for k in range(8)]
+    assert allocations[0] == compression.dims
+    assert any(d % 8 for a in allocations for d in a.values()), f"expected some dims off the multiple-of-8 grid: {allocations}"
     assert [w.dim for w in compression.manifest.weights] == [compression.dims[w.name] for w in compression.manifest.weights]
     assert all(w.importance > 0 for w in compression.manifest.weights)
 

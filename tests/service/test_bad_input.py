@@ -217,3 +217,22 @@ def test_a_query_parameter_the_path_does_not_take_is_refused_not_ignored(client,
     assert ok.status_code == 201 and ok.json()["result"]["workload"]["dtype"] == "bfloat16", ok.text
     # Pages and health checks take any query (a link's tracking suffix, a monitor's cache-buster).
     assert client.get("/healthz", params={"ts": "1"}).status_code == 200
+
+
+def test_a_body_declared_in_another_format_is_415_not_read_as_json(client, session, read_token, ingest_token):
+    doc = {"model": "m", "budget": {"ratio": 0.5}, "weights": [{"name": "a", "kind": "linear_out", "out_features": 8, "in_features": 8,
+                                                               "dim": 4, "importance": 1}]}  # fmt: skip
+    yaml_text = b"model: m\nbudget: {ratio: 0.5}\n"
+    for media in ("application/yaml", "text/plain", "multipart/form-data; boundary=x"):
+        r = client.post("/v1/align", content=yaml_text, headers={**f.auth(read_token), "Content-Type": media})
+        body = f.refused(r, 415)
+        assert body["error"] == "UnsupportedMediaType" and media.split(";")[0] in body["detail"], body
+        assert "read a YAML manifest and send it as JSON" in body["detail"], body
+    r = client.post("/v1/batches", content=b"op,dtype\n", headers={**f.auth(ingest_token), "Content-Type": "text/csv"})
+    assert "a batch is read as JSON (Content-Type: application/json), not text/csv" in f.refused(r, 415)["detail"]
+    assert nothing_stored(session)
+    # JSON however declared: its type, a +json type, none, or a form's (what `curl -d` sends unless told otherwise).
+    for media in ("application/json; charset=utf-8", "application/vnd.example+json", "application/x-www-form-urlencoded", None):
+        headers = f.auth(read_token) | ({"Content-Type": media} if media else {})
+        r = client.post("/v1/align", content=json.dumps(doc).encode(), headers=headers)
+        assert r.status_code == 201, (media, r.text)

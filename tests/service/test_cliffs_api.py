@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import uuid
 
 from gac.contracts.measurements import Batch, RunInfo
@@ -73,7 +74,8 @@ def test_a_rule_names_the_multiple_that_holds_most_of_the_speed(client, ingest_t
     rules = {(r["op"], r["axis"]): r for r in client.get(f"/v1/platforms/{plat.fingerprint()}/rules").json()}
     gemm_n = rules[("gemm", "n")]
     assert gemm_n["modulus"] == 2 and gemm_n["fastest_multiple"] == 8 and 75 < gemm_n["fastest_pct"] < 90, gemm_n
-    assert "wants multiples of 2" in gemm_n["text"] and "multiples of 8 take 82 % less time than the dims around them" in gemm_n["text"]
+    assert "wants multiples of 2 (1 of 1 curves; steps up to +" in gemm_n["text"]
+    assert re.search(r"multiples of 8 take (7[5-9]|8\d) % less time than the dims around them", gemm_n["text"])
     assert rules[("gemm", "k")]["fastest_multiple"] == 8 and rules[("sdpa", "head_dim")]["fastest_multiple"] == 8
     cliffs = client.get(f"/v1/platforms/{plat.fingerprint()}/cliffs", params={"op": "gemm", "axis": "n"}).json()
     assert [lv["m"] for lv in cliffs[0]["comb"]][:3] == [2, 4, 8] and cliffs[0]["comb"][2]["pct_faster"] > 75
@@ -154,10 +156,11 @@ def test_other_workers_writes_show_within_the_cache_freshness(client, settings, 
     try:
         with TestClient(readers[0.0]) as checks_always, TestClient(readers[0.5]) as lags:
             assert all(c.get(path).json()["curve"]["points"] == 32 for c in (checks_always, lags))
-            polls = readers[0.5].state.responses.polls
             post(client, ingest_token, staircase_batch(plat, 16, range(33, 49)))  # through the other "worker"
+            polls = readers[0.5].state.responses.polls
             assert checks_always.get(path).json()["curve"]["points"] == 48
-            # Two polls after the write: the second one started after it, so it saw the new version.
+            # Two polls counted from after the write: the first may have read before the write
+            # committed, the second started after the first ended, so it saw the new version.
             assert readers[0.5].state.responses.wait_for_polls(polls + 2, timeout=30)
             assert lags.get(path).json()["curve"]["points"] == 48
     finally:
@@ -206,9 +209,9 @@ def test_cached_curves_are_confirmed_in_the_background(client, settings, ingest_
             assert cache.wait_for_polls(cache.polls + 2, timeout=30)
             confirmed = cache.fresh(("curve", curve_id), read_at + 0.3 + 1e-3)
             assert confirmed is not None
-            polls = cache.polls
             post(client, ingest_token, staircase_batch(plat, 16, range(33, 49)))  # another "worker"
-            assert cache.wait_for_polls(polls + 2, timeout=30)
+            # Counted from after the write (a poll that ends during it may have read before it).
+            assert cache.wait_for_polls(cache.polls + 2, timeout=30)
             assert cache.stamp()[0] == set()  # dropped: the next read rebuilds it
             assert c.get(f"/v1/curves/{curve_id}").json()["curve"]["points"] == 48
     finally:

@@ -298,3 +298,53 @@ def test_alignments_queueing_the_same_points_at_once_queue_them_once(app, settin
     assert sorted(created) == [False] * (racers - 1) + [True]
     with app.state.sessionmaker() as s:
         assert s.scalar(select(func.count()).select_from(Job)) == 1
+
+
+def test_metrics_count_the_queue_and_the_leases_that_ran_out(client, admin_token, ingest_token):
+    import re
+
+    def gauges() -> dict[str, float]:
+        text = client.get("/metrics").text
+        return {m[0]: float(m[1]) for m in re.findall(r"^(gac_jobs\S*) (\S+)$", text, re.M)}
+
+    first, second = enqueue(client, admin_token), enqueue(client, admin_token)
+    assert claim(client, ingest_token, agent="a").json()["id"] == first["id"]
+    now = gauges()
+    assert now['gac_jobs{status="queued"}'] == 1 and now['gac_jobs{status="leased"}'] == 1 and now['gac_jobs{status="done"}'] == 0
+    assert now["gac_jobs_lease_expired"] == 0 and now["gac_jobs_readable"] == 1
+    _expire(client, first["id"])  # its agent stopped reporting
+    assert gauges()["gac_jobs_lease_expired"] == 1
+    client.delete(f"/v1/jobs/{second['id']}", headers=f.auth(admin_token))
+    assert gauges()['gac_jobs{status="cancelled"}'] == 1
+
+
+def test_a_done_job_says_how_many_of_its_points_were_stored_only_flagged(client, admin_token, ingest_token):
+    """A point whose every run was flagged (stalls, a busy machine) is stored but used by no curve or alignment: the
+    done job counts it apart. One flagged and then timed clean in the same run is a good point."""
+    import uuid
+
+    job = enqueue(client, admin_token)
+    claim(client, ingest_token)
+    run_id = uuid.uuid4()
+    rows = [
+        f.measurement(64, quality="bimodal"),  # flagged, every try
+        f.measurement(72, quality="busy"),  # flagged once ...
+        f.measurement(72),  # ... then clean
+        f.measurement(80, quality="bimodal"),
+        f.measurement(80, quality="busy"),  # flagged twice: still one point
+    ]
+    b = f.batch(1, run_id=run_id).model_copy(update={"measurements": rows})
+    assert client.post("/v1/batches", json=f.body(b), headers=f.auth(ingest_token)).status_code == 201
+    other = f.batch(1).model_copy(update={"measurements": [f.measurement(96, quality="busy")]})  # another run's
+    assert client.post("/v1/batches", json=f.body(other), headers=f.auth(ingest_token)).status_code == 201
+    assert client.get(f"/v1/jobs/{job['id']}").json()["points_flagged"] is None  # open: not counted yet
+    body = {"agent": "agent-1", "points": 3, "run_id": str(run_id)}
+    done = client.post(f"/v1/jobs/{job['id']}/complete", json=body, headers=f.auth(ingest_token)).json()
+    assert done["points_flagged"] == 2
+    assert client.get(f"/v1/jobs/{job['id']}").json()["points_flagged"] == 2
+    (listed,) = client.get("/v1/jobs", params={"status": "done"}).json()["items"]
+    assert listed["points_flagged"] == 2
+    bare = enqueue(client, admin_token, priority=1)  # done, its run not reported (older agents): not known
+    claim(client, ingest_token)
+    report = client.post(f"/v1/jobs/{bare['id']}/complete", json={"agent": "agent-1", "points": 0}, headers=f.auth(ingest_token))
+    assert report.json()["points_flagged"] is None

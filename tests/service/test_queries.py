@@ -115,3 +115,24 @@ def test_health_and_metrics(client, ingest_token):
 
 def test_openapi_docs_page(client):
     assert client.get("/docs").status_code == 200
+
+
+def test_plotly_is_served_gzipped_to_a_browser_and_whole_to_others(client):
+    """The dashboard's largest file: a third of the bytes where the client takes gzip, the same script either way."""
+    from gac.service.ui.endpoints import PLOTLY_JS
+
+    raw = PLOTLY_JS.read_bytes()
+    packed = client.get("/ui/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip, deflate, br"})
+    assert packed.headers["content-encoding"] == "gzip" and packed.headers["vary"] == "Accept-Encoding"
+    assert packed.content == raw and packed.num_bytes_downloaded < len(raw) / 2  # httpx inflates it
+    for takes in ("*;q=0, gzip", "br, *"):
+        assert client.get("/ui/vendor/plotly.min.js", headers={"Accept-Encoding": takes}).headers["content-encoding"] == "gzip"
+    for refuses in ("identity", "gzip;q=0, identity", "gzip;q=0., *"):
+        whole = client.get("/ui/vendor/plotly.min.js", headers={"Accept-Encoding": refuses})
+        assert "content-encoding" not in whole.headers and whole.content == raw
+    assert whole.headers["etag"] != packed.headers["etag"]  # other bytes, another tag
+    gz = {"Accept-Encoding": "gzip"}
+    for tag in (packed.headers["etag"], f'"x", {packed.headers["etag"]}', "*"):
+        again = client.get("/ui/vendor/plotly.min.js", headers={**gz, "If-None-Match": tag})
+        assert again.status_code == 304 and not again.content
+    assert client.get("/ui/vendor/plotly.min.js", headers={**gz, "If-None-Match": whole.headers["etag"]}).status_code == 200

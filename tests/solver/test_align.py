@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import uuid
 from dataclasses import replace
@@ -162,7 +163,7 @@ def test_budget_below_the_frontier_lets_weights_keep_the_compressors_dim(tmp_pat
     assert [[c.dim for c in w.candidates] for w in res.weights] == [[50, 64], [54, 64]]
     assert "compressor's own dim" in res.warnings[0] and res.solver.cross_check.agrees is True
     res = align(manifest(128 * 192), lookup, opts)  # both 64s fit: only cliff-free dims, no warning
-    assert [w.dim for w in res.weights] == [64, 64] and not any("compressor" in w for w in res.warnings)
+    assert [w.dim for w in res.weights] == [64, 64] and not any("compressor's own dim" in w for w in res.warnings)
     with pytest.raises(BudgetBelowFeasible):  # not even the compressor's dims fit
         align(manifest(103 * 192), lookup, opts)
 
@@ -313,6 +314,45 @@ def test_a_platform_that_measured_another_dtype_prices_nothing(tmp_path):
     assert res.latency.missing_points > 0
 
 
+def test_a_platform_that_measured_other_shapes_prices_nothing(tmp_path):
+    # The weights' own curves exist, but measured from 200 up only: no window near 100 or 131 is measured.
+    rows = [(Op.gemm, Dtype.float16, {"m": 32, **shape}, axis, 10.0, 10.0, 10.0, 5)
+            for d in range(200, 257) for shape, axis in (({"n": d, "k": 256}, "n"), ({"n": 256, "k": d}, "k"))]  # fmt: skip
+    ws = [{"name": f"w{i}", "kind": "lowrank", "out_features": 256, "in_features": 256, "dim": d, "importance": 1.0}
+          for i, d in enumerate((100.4, 131.0))]  # fmt: skip
+    m = Manifest.model_validate({"model": "t", "budget": {"params": 231 * 512}, "workload": {"tokens": [32]}, "weights": ws})
+    for kind in ("latency", "frontier"):
+        res = align(m, FileLookup(rows, "far"), AlignOptions(cross_check="none", objective=kind))
+        assert res.objective_kind == "importance" and res.frontier == [] and res.latency.proven_gap is None
+        said = f"objective {kind!r} needs latency data: no item's window is measured in float16"
+        assert any(said in w for w in res.warnings), res.warnings
+        assert not any("items lack measurements" in w for w in res.warnings), res.warnings  # said once, above
+        assert res.rule_items == ["w0", "w1"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_frontier_holds_the_chosen_point(seed):
+    # The latency objective shows a dozen frontier points beside its answer: the answer is one of
+    # them, though the dozen sampled passed it by (on a curve with steps, a slope and slower odd dims).
+    rows = []
+    for d in range(1, 257):
+        lat = 10.0 * -(-d // 24) + 0.01 * d + 3.0 * (d % 2)
+        for shape, axis in (({"n": d, "k": 256}, "n"), ({"n": 256, "k": d}, "k")):
+            rows.append((Op.gemm, Dtype.float16, {"m": 32, **shape}, axis, lat, lat, lat, 5))
+    rnd = random.Random(seed)
+    ws = [{"name": f"w{i}", "kind": "lowrank", "out_features": 256, "in_features": 256, "dim": round(rnd.uniform(30, 200), 1),
+           "importance": round(rnd.uniform(0.2, 2), 2)} for i in range(rnd.randint(5, 14))]  # fmt: skip
+    budget = round(sum(w["dim"] for w in ws) * 512)
+    m = Manifest.model_validate({"model": "t", "budget": {"params": budget}, "workload": {"tokens": [32]}, "weights": ws,
+                                 "epsilon": rnd.choice([0.001, 0.005, 0.02])})  # fmt: skip
+    res = align(m, FileLookup(rows, "lattice"), AlignOptions(cross_check="none"))
+    (chosen,) = [p for p in res.frontier if p.chosen]
+    assert chosen.latency_us == pytest.approx(res.latency.aligned_us)
+    assert chosen.importance_kept == pytest.approx(res.latency.importance_kept) and chosen.params == res.total_params
+    lats = [p.latency_us for p in res.frontier]
+    assert lats == sorted(lats)
+
+
 def test_an_incomplete_prediction_leaves_every_total_out(tmp_path):
     # importance_only_us summed over the measured items alone read 0.0 beside null totals: a client's ratio divided by it.
     lookup = _measured_lookup(tmp_path)
@@ -394,3 +434,54 @@ def test_a_paper_window_baseline_that_keeps_more_says_how_far_it_moved_dims():
     assert not min(c.dim for c in weight.candidates) <= int(move) <= max(c.dim for c in weight.candidates)
     wide = align(manifest, lookup, AlignOptions(cross_check="none", objective="latency", window="paper"))
     assert not [w for w in wide.warnings if w.startswith(f"{PAPER_OWN} keeps more importance")]
+
+
+def test_a_budget_apart_from_the_compressors_own_total_is_said():
+    # 231 x 512 params is what dims 100.4 and 131.0 of 256 x 256 low-rank pairs take.
+    ws = [{"name": f"w{i}", "kind": "lowrank", "out_features": 256, "in_features": 256, "dim": d, "importance": 1.0 + i}
+          for i, d in enumerate((100.4, 131.0))]  # fmt: skip
+
+    def notes(params: int) -> list[str]:
+        m = Manifest.model_validate({"model": "t", "budget": {"params": params}, "workload": {"tokens": [32]}, "weights": ws})
+        return [w for w in align(m, None, AlignOptions(cross_check="none")).warnings if "the budget (" in w]
+
+    own = round(231.4 * 512)
+    assert notes(own) == [] and notes(round(own * 1.009)) == []
+    (below,) = notes(round(own * 0.9))
+    assert below.startswith(f"the budget ({round(own * 0.9):,} params) is 10.0% below what the compressor's dims take ({own:,})"), below
+    assert "shrink to fit it" in below and f'{{"params": {own}}}' in below
+    (above,) = notes(round(own * 1.2))
+    assert "20.0% above" in above and "grow into the difference" in above
+
+
+def test_each_weight_says_its_latency_at_the_compressors_dim(tmp_path):
+    # Beside the chosen dim's latency, the compressor's: the two columns the unaligned and aligned totals sum.
+    res = align(_stair_manifest(), _staircase_lookup(tmp_path), AlignOptions(cross_check="none"))
+    assert res.latency.complete
+    assert sum(w.latency_before_us or 0 for w in res.weights) == pytest.approx(res.latency.unaligned_us)
+    assert sum(w.latency_us or 0 for w in res.weights) == pytest.approx(res.latency.aligned_us)
+    assert all(w.latency_before_us == 2 * 10.0 * -(-round(w.dim_before) // 24) for w in res.weights)  # two GEMMs on the stairs at d*
+    rules = align(_stair_manifest(), None, AlignOptions(cross_check="none"))
+    assert all(w.latency_before_us is None for w in rules.weights)
+
+
+def test_importance_is_given_up_only_for_a_gain_beyond_the_timing_noise(tmp_path):
+    """The epsilon point is the answer only when it is min_gain faster than the fastest choice keeping all
+    the importance; else that choice is, and the warnings say what the trade would have bought."""
+    lookup, m = _staircase_lookup(tmp_path), _stair_manifest()
+    opts = AlignOptions(cross_check="none", objective="latency", epsilon=0.06)
+    traded, kept = align(m, lookup, replace(opts, min_gain=0)), align(m, lookup, replace(opts, min_gain=0.5))
+    exact = align(m, lookup, replace(opts, epsilon=0.0))  # the fastest choice keeping all of it
+    gain = 1 - traded.latency.aligned_us / exact.latency.aligned_us
+    assert traded.latency.importance_kept < 1.0 and 0.02 < gain < 0.5
+    assert align(m, lookup, opts).weights == traded.weights  # the default (2 %) lets this gain through
+    assert [w.dim for w in kept.weights] == [w.dim for w in exact.weights] and kept.latency.importance_kept >= 1.0
+    (note,) = [w for w in kept.warnings if "it must save (min_gain)" in w]
+    assert f"take {gain:.2%} off the predicted time" in note and "under the 50.0%" in note
+    assert [p for p in kept.frontier if p.chosen] == [p for p in exact.frontier if p.chosen]
+    assert not [w for w in traded.warnings if "it must save (min_gain)" in w]
+    # The manifest's min_gain asks the same; the option, where given, wins over it.
+    assert align(_stair_manifest(min_gain=0.5), lookup, opts).weights == kept.weights
+    assert align(_stair_manifest(min_gain=0.5), lookup, replace(opts, min_gain=0)).weights == traded.weights
+    with pytest.raises(ValueError, match="min_gain"):
+        AlignOptions(min_gain=float("nan"))

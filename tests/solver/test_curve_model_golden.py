@@ -8,6 +8,11 @@ both at once, 0 to 5 % noise), and the dense curves of a real H100 (data/h100_la
 /work/shared/data/h100-2026-11-26/measurements.csv, measured on an NVIDIA H100 80GB HBM3, driver
 580.159.04, CUDA 13.0).
 
+Three H100 curves were recorded again when a point whose samples spread over half its median got
+their sigma, not its median's standard error (UNSTEADY_SPREAD): h100-q-rank-n's frontier moved from
+[1264, 1296, 1304] to [1272, 1304] (those points' p10..p90 span 20-37 µs at 2,000 samples), and the
+two run2 curves' comb levels by 0.1 %.
+
 Discrete readings must be equal; floats within REL (the rewrite sums in another order: running
 sums and projections instead of dense least squares, so the last bits differ).
 

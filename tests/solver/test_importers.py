@@ -304,6 +304,17 @@ def test_import_prints_what_it_assumed(tmp_path):
     assert "workload: M = 1024 tokens" in text and "float16 (the config's torch_dtype" in text
 
 
+def test_dash_is_standard_output_and_dtypes_read_as_a_manifest_reads_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = gac_import("asvd", DATA / "asvd_config.json", "-o", "-", "--dtype", "BF16")
+    assert res.exit_code == 0, res.output
+    assert not (tmp_path / "-").exists()
+    assert Manifest.model_validate_json(res.stdout).workload.dtype == "bfloat16"
+    assert "a dim may move far from the compressor's; --importance keeps what matters" in res.stderr
+    bad = gac_import("asvd", DATA / "asvd_config.json", "--dtype", "int8")
+    one_error_line(bad, "--dtype 'int8': choose from bfloat16, float16, float32")
+
+
 def test_gac_import_is_a_gac_command(tmp_path):
     """Registered in gac/cli.py: `python -m gac import` runs it; a bad file still gives one line and exit 2."""
     ok = subprocess.run([sys.executable, "-m", "gac", "import", "palu", str(DATA / "palu_config.json"), "-o", str(tmp_path / "m.json")],

@@ -76,7 +76,7 @@ def chosen(scenario: str, period: int, objective: str, seeds: tuple[int, ...] | 
     hits = total = spiked = 0
     for seed in SEEDS[scenario] if seeds is None else seeds:
         manifest, lookup, planted = platform(scenario, period, seed)
-        res = align(manifest, lookup, AlignOptions(objective=objective, cross_check="none", baselines=False))
+        res = align(manifest, lookup, AlignOptions(objective=objective, cross_check="none", baselines=False, min_gain=0))
         assert res.objective_kind == objective and res.total_params <= res.budget
         for item, w in zip(build_items(manifest), res.weights):
             assert {c.source for c in w.candidates} == {"measured"}

@@ -32,6 +32,11 @@ def staircase(plat, period: int, last: int = 96, fall_after: int | None = None) 
     return Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent=f"agent-{period}"), measurements=rows)
 
 
+def ingest(svc, batch: Batch) -> None:  # type: ignore[no-untyped-def]
+    r = httpx.post(f"{svc.url}/v1/batches", json=f.body(batch), headers=f.auth(svc.ingest_token))
+    assert r.status_code == 201, r.text
+
+
 # The boxes of the texts a chart draws (Plotly's annotations: the step labels, notes), in page pixels.
 TEXT_BOXES = """(selector) => [...document.querySelectorAll(selector)].map((n) => {
     const r = n.getBoundingClientRect();
@@ -204,6 +209,7 @@ def test_a_dense_curve_labels_its_largest_steps_and_shows_the_rest_on_hover(live
     markers = page.locator(".curve-card .scatterlayer .trace").last.locator(".points path")
     assert markers.count() == len(steps)
     i = unlabelled[len(unlabelled) // 2]
+    markers.nth(i).scroll_into_view_if_needed()  # the mouse hovers what is on screen
     box = markers.nth(i).bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_selector(".curve-card .hoverlayer .hovertext", timeout=5000)
@@ -362,6 +368,17 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     assert page.locator("h1").inner_text() == model
     assert page.locator("h1 b").count() == 0
     assert page.locator("a.platform-name").inner_text() == f"Frontier CPU · bfloat16 · {fp[:8]}"
+    # The frontier objective says what it reports (every trade-off point) and which one it chose.
+    objective = page.locator("#objective").inner_text()
+    n = len(res["frontier"])
+    said = f"frontier: every trade-off point of predicted latency against importance kept ({n} points); chose the fastest keeping ≥ "
+    assert objective.startswith(said), objective
+    # Each weight's latency at the compressor's dim beside the chosen one's: why the dim moved.
+    heads = [t.strip() for t in page.locator("th").all_text_contents()]
+    assert heads.index("latency before") + 1 == heads.index("latency after"), heads
+    first = stored["result"]["weights"][0]
+    row = page.locator("tr", has_text=first["name"]).first.inner_text()
+    assert f"{first['latency_before_us']:.1f} µs" in row and f"{first['latency_us']:.1f} µs" in row, row
 
     # The y axis says what 100 % is and why a point can pass it, and its title is not clipped:
     # it lies inside the chart, clear of the tick labels.
@@ -471,6 +488,26 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
         assert f"{len(dims)} dims ({shown})" in missing, (shown, missing)
     assert page.locator(".main-svg").count() == 0 and page.locator("#frontier-chart").count() == 0
     assert "--enqueue-missing" in missing and "--profile-missing" in missing  # how to measure them
+    # At a real model's size: counts with thousands separators, a few weight names and the rest folded,
+    # and the dims past the first 40 ranges counted as ranges (a "run" is a profiling run).
+    big = page.evaluate(
+        """(stored) => {
+            const r = stored.result, need = r.missing[0];
+            const dims = Array.from({length: 1100}, (_, i) => 2 * i + 1);  // 1,100 ranges of one dim
+            const items = Array.from({length: 200}, (_, i) => `model.layers.${i}.mlp.down_proj`);
+            const big = {...stored, result: {...r, latency: {...r.latency, missing_points: 2778}, missing: [{...need, dims, items}]}};
+            const node = missingNotice(big);
+            document.body.append(node);
+            const out = {text: node.innerText, shown: node.querySelector("details").open};
+            node.remove();
+            return out;
+        }""",
+        incomplete,
+    )
+    assert "2,778 curve points missing" in big["text"] and "1,100 dims" in big["text"], big
+    assert "… 1,060 more ranges" in big["text"] and "runs" not in big["text"], big
+    assert "for 200 weights: model.layers.0.mlp.down_proj, model.layers.1.mlp.down_proj, model.layers.2.mlp.down_proj" in big["text"]
+    assert "model.layers.3.mlp" not in big["text"] and "197 more" in big["text"] and not big["shown"], big
     page.screenshot(path=str(SCREENSHOTS / f"alignment-incomplete-{database.backend}.png"), full_page=True)
     # Its job, a click away: the queue says its state, its points and which platform's agents take it.
     (job,) = incomplete["jobs"]
@@ -478,7 +515,7 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     page.wait_for_selector(f"#job-{job}")
     cells = page.locator(f"#job-{job} td").all_inner_texts()
     points = httpx.get(f"{live_service.url}/v1/jobs/{job}").json()["points"]
-    assert cells[:3] == [f"#{job}", "queued", f"– / {points:,}"] and cells[4] == fp[:12] and cells[5] == "0 / 3", cells
+    assert cells[:3] == [f"#{job}", "queued", f"– / {points:,}"] and cells[4] == f"{fp[:12]} (Frontier CPU)" and cells[5] == "0 / 3", cells
 
     # No frontier stored (the importance objective): the summary, a note, no chart.
     page.goto(f"{live_service.url}/ui#/alignments/{importance['id']}")
@@ -493,6 +530,8 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     assert "No predicted latency" in page.locator("#frontier-none").inner_text()
     assert page.locator(".main-svg").count() == 0 and page.locator("#frontier-summary").count() == 0
     page.wait_for_selector("text=Weights")
+    assert page.locator("#predicted").inner_text() == "no latency data (rules only)"
+    assert "this platform" not in page.locator("#aligned-share").inner_text()
 
     assert problems == []
 
@@ -534,3 +573,333 @@ def test_dashboard_asks_for_a_token_when_reads_need_one(database, browser, tmp_p
     finally:
         svc.stop()
         _truncate(database.url)
+
+
+def test_a_platform_filter_that_matches_nothing_says_so(live_service, browser):
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui")
+    assert page.locator(".empty").inner_text().startswith("No platforms yet")  # truly none
+
+    plat = f.platform(device_name="Filtered CPU")
+    ingest(live_service, staircase(plat, 16))
+    page.reload()
+    page.wait_for_selector("a.platform-link")
+    page.fill("#name-filter", "zzz")
+    page.press("#name-filter", "Enter")
+    said = page.locator(".empty").inner_text()
+    assert said == "No platform matches device name contains “zzz”.", said
+
+
+def sweeps(plat, ks, sdpa: bool = False, last: int = 24) -> Batch:  # type: ignore[no-untyped-def]
+    """One GEMM curve per k (n swept, a step every 8), and an SDPA curve if asked."""
+    rows = [
+        f.measurement(x, median=10.0 * (1 + 0.25 * math.ceil(x / 8)), shape={"m": 128, "n": x, "k": k})
+        for k in ks
+        for x in range(1, last + 1)
+    ]
+    rows += [f.measurement(x, op="sdpa", median=10.0 + x) for x in range(1, last + 1)] if sdpa else []
+    return Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="sweeper"), measurements=rows)
+
+
+def test_filters_and_pages_live_in_the_url(live_service, browser):
+    plat = f.platform(device_name="Paged CPU")
+    ingest(live_service, sweeps(plat, [256 + 32 * i for i in range(9)], sdpa=True))  # 10 curves: two pages of 8
+    fp = plat.fingerprint()
+    base = f"{live_service.url}/ui"
+    page = browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    hash_is = lambda h: page.wait_for_function("(h) => location.hash === h", arg=h)  # noqa: E731
+
+    # A bookmarked filter opens filtered (it once asked for /v1/platforms/FP?op=sdpa/rules).
+    page.goto(f"{base}#/p/{fp}?op=sdpa")
+    page.wait_for_selector(".curve-card .main-svg, .error")
+    assert page.locator(".error").count() == 0, page.locator(".error").inner_text()
+    assert page.locator("h2", has_text="Curves").inner_text() == "Curves (1)"
+    assert page.locator("#op-filter").input_value() == "sdpa"
+    assert page.locator(".curve-card h3").all_inner_texts() == ["sdpa bfloat16 · head_dim swept · b=1,h=8,s=128"]
+
+    # A page turn and a filter are each a step Back undoes.
+    page.goto(f"{base}#/p/{fp}")
+    page.wait_for_selector("h2:text-is('Curves (10)')")
+    page.get_by_text("next ›").click()
+    hash_is(f"#/p/{fp}?page=2")
+    page.wait_for_selector("text=page 2 of 2 (10)")
+    assert page.locator(".curve-card").count() == 2
+    page.select_option("#dtype-filter", "bfloat16")
+    hash_is(f"#/p/{fp}?dtype=bfloat16")
+    page.wait_for_selector("text=page 1 of 2 (10)")
+    page.go_back()
+    hash_is(f"#/p/{fp}?page=2")
+    page.wait_for_selector("text=page 2 of 2 (10)")
+    assert page.locator("#dtype-filter").input_value() == ""
+    page.go_back()
+    hash_is(f"#/p/{fp}")
+    page.wait_for_selector("text=page 1 of 2 (10)")
+
+    # The platforms' name filter too.
+    page.goto(f"{base}#/")
+    page.wait_for_selector("a.platform-link")
+    page.fill("#name-filter", "zzz")
+    page.press("#name-filter", "Enter")
+    hash_is("#/?name=zzz")
+    page.wait_for_selector("#platforms-none")
+    page.go_back()
+    page.wait_for_selector("a.platform-link")
+    assert page.locator("#name-filter").input_value() == ""
+    page.goto(f"{base}#/?name=Paged")
+    page.wait_for_selector("a.platform-link")
+    assert page.locator("#name-filter").input_value() == "Paged"
+    assert problems == []
+
+
+def test_the_compared_sweep_lives_in_the_url(live_service, browser):
+    a, b = f.platform(device_name="Left CPU"), f.platform(device_name="Right CPU", cores=4)
+    for plat in (a, b):
+        ingest(live_service, sweeps(plat, [256, 512]))
+    url = f"{live_service.url}/ui#/compare/{a.fingerprint()}/{b.fingerprint()}"
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(url)
+    page.wait_for_selector("#compare-chart .main-svg")
+    options = page.locator("#pair-select option").all_inner_texts()
+    assert len(options) == 2 and page.locator("#pair-select").input_value() == "0"
+    page.select_option("#pair-select", "1")
+    page.wait_for_function("() => location.hash.includes('?')")
+    shared = page.url
+    assert "op=gemm" in shared and "axis=n" in shared, shared
+    # The shared URL opens on that sweep.
+    page.goto("about:blank")
+    page.goto(shared)
+    page.wait_for_selector("#compare-chart .main-svg")
+    assert page.locator("#pair-select").input_value() == "1"
+    chosen = page.locator("#pair-select option:checked").inner_text()
+    assert chosen == options[1], (chosen, options)
+
+
+# How far the page scrolls sideways: 0 when nothing is wider than the window.
+SIDEWAYS = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def test_a_phone_wide_window_scrolls_tables_in_their_box_not_the_page(live_service, browser):
+    plat = f.platform(device_name="NVIDIA H100 80GB HBM3", device_kind="cuda", compute_capability="9.0")
+    ingest(live_service, staircase(plat, 16))
+    fp = plat.fingerprint()
+    doc = align_doc("narrow-model", out_weights(DIMS), fp)
+    r = httpx.post(f"{live_service.url}/v1/align", json=doc, headers=f.auth(live_service.read_token), timeout=120)
+    assert r.status_code == 201, r.text
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    for where, ready in (
+        ("#/", "a.platform-link"),
+        (f"#/p/{fp}", ".curve-card .main-svg"),
+        ("#/alignments", "a.platform-name"),
+        (f"#/alignments/{r.json()['id']}", "text=Weights"),
+    ):
+        page.goto(f"{live_service.url}/ui{where}")
+        page.wait_for_selector(ready)
+        assert page.evaluate(SIDEWAYS) == 0, where
+    # The platforms table is still wider than the window: it scrolls inside its own box.
+    page.goto(f"{live_service.url}/ui#/")
+    page.wait_for_selector("a.platform-link")
+    box = page.locator(".table-wrap").first
+    assert box.evaluate("(b) => b.scrollWidth > b.clientWidth && getComputedStyle(b).overflowX === 'auto'")
+
+
+def test_step_labels_keep_clear_of_the_mode_bar(live_service, browser):
+    plat = f.platform(device_name="Falling CPU")
+    ingest(live_service, staircase(plat, 16, fall_after=88))  # the largest step is near the right edge
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/p/{plat.fingerprint()}")
+    page.wait_for_selector(".curve-card .main-svg")
+    page.hover(".curve-card .chart")  # the mode bar shows on hover
+    labels = page.evaluate(TEXT_BOXES, ".curve-card .annotation-text")
+    bar = page.evaluate(TEXT_BOXES, ".curve-card .modebar")
+    assert labels and bar
+    assert not overlapping(labels + bar), overlapping(labels + bar)
+
+
+def test_the_rules_table_labels_the_largest_rise_not_a_fall(live_service, browser):
+    plat = f.platform(device_name="Only-faster CPU")
+    ingest(live_service, staircase(plat, 1000, fall_after=48))  # flat, then 30 % faster: one step, a fall
+    (rule,) = httpx.get(f"{live_service.url}/v1/platforms/{plat.fingerprint()}/rules").json()
+    assert rule["worst_step_pct"] < 0
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/p/{plat.fingerprint()}")
+    page.wait_for_selector("text=Learned alignment rules")
+    rules = page.locator("table", has=page.locator("th", has_text="modulus"))
+    heads = [t.strip().lower() for t in rules.locator("th").all_inner_texts()]
+    cells = rules.locator("tbody tr").first.locator("td").all_inner_texts()
+    assert cells[heads.index("largest rise")] == "none", (heads, cells)
+
+
+def job_plan(*values: int) -> dict:  # type: ignore[type-arg]
+    sweep = {"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 128, "k": 256}, "values": list(values)}
+    return {"name": "tiny", "sweeps": [sweep]}
+
+
+def test_the_jobs_page_names_each_platform_and_says_who_finished_what_when(live_service, browser):
+    cpu = f.platform(device_name="AMD EPYC", threads=1)
+    gpu = f.platform(device_name="NVIDIA H100 80GB HBM3", device_kind="cuda", compute_capability="9.0")
+    for plat in (cpu, gpu):
+        ingest(live_service, staircase(plat, 16, last=32))
+    admin, agent = f.auth(live_service.admin_token), f.auth(live_service.ingest_token)
+
+    def enqueue(plan: dict, match: dict, priority: int = 0) -> dict:  # type: ignore[type-arg]
+        r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": plan, "match": match, "priority": priority}, headers=admin)
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    done = enqueue(job_plan(64, 72, 80), {"fingerprint": cpu.fingerprint()}, priority=5)
+    waiting = enqueue(job_plan(88), {"fingerprint": cpu.fingerprint()})  # a second job for the same platform
+    cancelled = enqueue(job_plan(64), {"fingerprint": gpu.fingerprint()})
+    anyone = enqueue(job_plan(96), {})
+    claim = {"platform": cpu.model_dump(mode="json"), "agent": "epyc-7"}
+    assert httpx.post(f"{live_service.url}/v1/jobs/claim", json=claim, headers=agent).json()["id"] == done["id"]
+    # Two of its three points stored only flagged by the agent's quality gate.
+    run_id = uuid.uuid4()
+    rows = [f.measurement(64, quality="bimodal"), f.measurement(72), f.measurement(80, quality="busy")]
+    ingest(live_service, Batch(id=uuid.uuid4(), platform=cpu, run=RunInfo(id=run_id, agent="epyc-7"), measurements=rows))
+    report = {"agent": "epyc-7", "points": 3, "run_id": str(run_id)}
+    done = httpx.post(f"{live_service.url}/v1/jobs/{done['id']}/complete", json=report, headers=agent).json()
+    assert done["points_flagged"] == 2
+    cancelled = httpx.delete(f"{live_service.url}/v1/jobs/{cancelled['id']}", headers=admin).json()
+
+    page = browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    looked_up: list[str] = []
+    page.on("request", lambda r: looked_up.append(r.url) if "/v1/platforms/" in r.url else None)
+    page.add_init_script(f"sessionStorage.setItem('gac-read-token', {live_service.read_token!r})")  # lease_owner needs a token
+    page.goto(f"{live_service.url}/ui#/jobs")
+    page.wait_for_selector(f"#job-{anyone['id']}")
+    heads = [t.strip().lower() for t in page.locator("th").all_inner_texts()]
+    cell = lambda job, head: page.locator(f"#job-{job['id']} td").nth(heads.index(head)).inner_text()  # noqa: E731
+    fmt = lambda s: page.evaluate("(s) => fmtDate(s)", s)  # noqa: E731
+
+    assert cell(done, "points") == "3 / 3 (2 flagged)"
+    assert cell(done, "for") == f"{cpu.fingerprint()[:12]} (AMD EPYC, 1 thread)"
+    assert cell(done, "agent") == "epyc-7"
+    assert cell(done, "finished") == fmt(done["finished_at"]) != "–"
+    assert cell(waiting, "for") == f"{cpu.fingerprint()[:12]} (AMD EPYC, 1 thread)"
+    assert cell(waiting, "finished") == "–" and cell(waiting, "points") == "– / 1"
+    assert cell(cancelled, "for") == f"{gpu.fingerprint()[:12]} (NVIDIA H100 80GB HBM3)"
+    assert cell(cancelled, "finished") == fmt(cancelled["finished_at"]) != "–"
+    assert cell(anyone, "for") == "any agent"
+    # Each platform looked up once, however many jobs name it.
+    assert sorted(looked_up) == sorted(f"{live_service.url}/v1/platforms/{p.fingerprint()}" for p in (cpu, gpu)), looked_up
+
+    # Without a token the service leaves the agent out, and so does the page.
+    anonymous = browser.new_page(viewport=VIEWPORT)
+    anonymous.goto(f"{live_service.url}/ui#/jobs")
+    anonymous.wait_for_selector(f"#job-{done['id']}")
+    assert anonymous.locator(f"#job-{done['id']} td").nth(heads.index("agent")).inner_text() == "–"
+    assert problems == []
+
+
+def test_the_jobs_page_turned_lives_in_the_url(live_service, browser):
+    admin = f.auth(live_service.admin_token)
+    for _ in range(26):  # more than a page (25)
+        r = httpx.post(f"{live_service.url}/v1/jobs", json={"plan": job_plan(64), "match": {}}, headers=admin)
+        assert r.status_code == 201, r.text
+    first = httpx.get(f"{live_service.url}/v1/jobs", params={"limit": 25}).json()
+    pages = -(-first["total"] // 25)
+    page = browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{live_service.url}/ui#/jobs")
+    page.wait_for_selector(f"text=page 1 of {pages} ({first['total']})")
+    page.get_by_text("next ›").click()
+    page.wait_for_function("(h) => location.hash === h", arg=f"#/jobs?at={first['next_cursor']}")
+    page.wait_for_selector(f"text=page 2 of {pages} ({first['total']})")
+    second = httpx.get(f"{live_service.url}/v1/jobs", params={"limit": 25, "cursor": first["next_cursor"]}).json()
+    assert page.locator("tbody tr").count() == len(second["items"])
+    shared = page.url  # opened elsewhere, it is the same page
+    other = browser.new_page(viewport=VIEWPORT)
+    other.goto(shared)
+    other.wait_for_selector(f"text=page 2 of {pages} ({first['total']})")
+    assert other.locator(f"#job-{second['items'][0]['id']}").count() == 1
+    page.go_back()
+    page.wait_for_function("() => location.hash === '#/jobs'")
+    page.wait_for_selector(f"text=page 1 of {pages} ({first['total']})")
+    assert problems == []
+
+
+def test_a_curve_marks_its_last_dim_as_the_end_of_the_sweep_not_as_cliff_free(live_service, browser):
+    # A step every 16 dims, then one odd, slow dim last: on the frontier only because nothing larger was measured.
+    plat = f.platform(device_name="Odd-end CPU")
+    batch = staircase(plat, 16, last=40)
+    batch.measurements.append(f.measurement(41, median=110.0, p10_us=108.0, p90_us=112.0))
+    ingest(live_service, batch)
+    fp = plat.fingerprint()
+    (cliffs,) = httpx.get(f"{live_service.url}/v1/platforms/{fp}/cliffs").json()
+    assert 41 in cliffs["frontier"] and len(cliffs["frontier"]) > 1  # the API is unchanged: the last dim is on it
+
+    page = browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{live_service.url}/ui#/p/{fp}")
+    page.wait_for_selector(".curve-card .main-svg")
+    traces = page.evaluate("() => document.querySelector('.curve-card .chart').data.map((t) => ({name: t.name, x: Array.from(t.x)}))")
+    by_name = {t["name"]: t["x"] for t in traces}
+    end = "end of the sweep (nothing larger measured)"
+    assert by_name[end] == [41], traces
+    assert by_name["cliff-free"] == sorted(set(cliffs["frontier"]) - {41}), traces
+    assert end in page.locator(".curve-card .legendtext").all_text_contents()
+    # Hovering that dim's point says so.
+    point = page.locator(".curve-card .scatterlayer .trace").first.locator(".points path").last
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector(".curve-card .hoverlayer .hovertext", timeout=5000)
+    hover = page.locator(".curve-card .hoverlayer .hovertext").first.text_content()
+    assert "41: median 110.00" in hover and end in hover, hover
+    assert problems == []
+
+
+def test_an_alignment_says_its_predicted_latencies_are_the_curve_models_estimates(live_service, browser):
+    plat = f.platform(device_name="Estimating CPU")
+    ingest(live_service, staircase(plat, 16))
+    r = httpx.post(
+        f"{live_service.url}/v1/align",
+        json=align_doc("estimated-model", out_weights(DIMS), plat.fingerprint()),
+        headers=f.auth(live_service.read_token),
+        timeout=120,
+    )
+    assert r.status_code == 201, r.text
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/alignments/{r.json()['id']}")
+    page.wait_for_selector("text=Weights")
+    predicted = page.locator("#predicted")
+    assert predicted.inner_text().startswith("original ")
+    # Beside the figures, not on hover: they are not sums of the raw medians.
+    note = predicted.locator("#predicted-note")
+    assert note.is_visible()
+    said = note.inner_text()
+    assert said == "predicted from the curve model's estimates (denoised), not raw medians; so are the weights' latencies below", said
+
+
+def test_the_alignments_list_dims_earlier_passes_of_the_same_alignment(live_service, browser):
+    # Three rounds of one `gac align --profile-missing`, then the same model at another budget.
+    plat = f.platform(device_name="Rounds CPU")
+    ingest(live_service, staircase(plat, 16))
+    weights = out_weights(DIMS)
+    docs = [align_doc("rounds-model", weights, plat.fingerprint(), compressor="asvd") for _ in range(3)]
+    docs.append({**docs[0], "budget": {"params": docs[0]["budget"]["params"] - 8 * IN}})
+    ids = []
+    for doc in docs:
+        r = httpx.post(f"{live_service.url}/v1/align", json=doc, headers=f.auth(live_service.read_token), timeout=120)
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/alignments")
+    page.wait_for_selector("a.platform-name")
+    rows = page.locator("tbody tr")
+    assert rows.count() == 4  # every one listed, none hidden
+    row = {i: page.locator("tbody tr", has=page.locator(f"a[href='#/alignments/{i}']")) for i in ids}
+    first, second, final, other_budget = (row[i] for i in ids)
+    for r in (first, second):
+        assert "earlier pass" in r.locator("td").first.inner_text()
+        assert r.is_visible() and float(r.locator("td").first.evaluate("(td) => getComputedStyle(td).opacity")) < 1
+    for r in (final, other_budget):
+        assert "earlier pass" not in r.inner_text()
+        assert r.locator("td").first.evaluate("(td) => getComputedStyle(td).opacity") == "1"

@@ -77,10 +77,11 @@ function platformName(p) {
   return parts.join(" · ");
 }
 
+// In a box of its own that scrolls sideways: a wide table on a narrow screen must not widen the page.
 function table(headers, rows) {
-  return el("table", {},
+  return el("div", { class: "table-wrap" }, el("table", {},
     el("thead", {}, el("tr", {}, headers.map((h) => el("th", { class: h.num ? "num" : "" }, h.label || h)))),
-    el("tbody", {}, rows));
+    el("tbody", {}, rows)));
 }
 
 function show(...nodes) {
@@ -95,6 +96,17 @@ function fail(err) {
     return;
   }
   show(el("div", { class: "error" }, `Could not load: ${err.message}`));
+}
+
+// Go to a view with this state in the hash (empty values and the first page left out); the
+// hashchange renders it. The same hash again renders nothing, so route() runs directly.
+function goTo(path, state) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(state)) {
+    if (k === "page") { if (v > 0) q.set(k, v + 1); } else if (v !== undefined && v !== null && v !== "") q.set(k, v);
+  }
+  const hash = `#${path}${String(q) ? `?${q}` : ""}`;
+  if (location.hash === hash) route(); else location.hash = hash;
 }
 
 function pager(page, total, size, go) {
@@ -172,10 +184,16 @@ function stepHover(steps, color) {
   };
 }
 
+const SWEEP_END = "end of the sweep (nothing larger measured)";
+
 function plotCurve(div, curve, cliffs) {
   const frontier = new Set(cliffs.frontier);
-  const onFrontier = curve.points.filter((p) => frontier.has(p.x));
-  const margin = { l: 60, r: 10, t: 24, b: 40 };
+  // The sweep's largest dim is always on the frontier ("no larger dim is as fast"), since nothing
+  // larger was measured: marked as the sweep's end, not as a cliff-free dim, however slow it is.
+  const last = curve.points.length ? Math.max(...curve.points.map((p) => p.x)) : null;
+  const onFrontier = curve.points.filter((p) => frontier.has(p.x) && p.x !== last);
+  const sweepEnd = curve.points.filter((p) => frontier.has(p.x) && p.x === last);
+  const margin = { l: 60, r: 10, t: 48, b: 40 }; // the step labels sit under Plotly's mode bar, not behind it
   const xs = curve.points.map((p) => p.x);
   const span = xs.length ? Math.max(...xs) - Math.min(...xs) : 0;
   // Plotly pads the x range by about 5 % on each side of the markers' extent.
@@ -187,6 +205,13 @@ function plotCurve(div, curve, cliffs) {
     { type: "scatter", mode: "markers", name: "cliff-free", x: onFrontier.map((p) => p.x), y: onFrontier.map((p) => p.median_us),
       marker: { color: "#079455", size: 7, symbol: "diamond" }, hoverinfo: "skip" },
   ];
+  if (sweepEnd.length) {
+    traces.push({ type: "scatter", mode: "markers", name: SWEEP_END, x: sweepEnd.map((p) => p.x), y: sweepEnd.map((p) => p.median_us),
+      marker: { color: "#98a2b3", size: 9, symbol: "diamond-open", line: { width: 2 } }, hoverinfo: "skip" });
+    // The hover comes from the points' trace (its small markers win it): say it on that dim's.
+    const median = traces[0];
+    median.hovertemplate = curve.points.map((p) => (p.x === last ? median.hovertemplate.replace("<extra>", `<br>${SWEEP_END}<extra>`) : median.hovertemplate));
+  }
   if (cliffs.steps.length) traces.push(stepHover(cliffs.steps, "#d92d20"));
   div.dataset.steps = String(cliffs.steps.length);
   div.dataset.labels = String(labelled.length);
@@ -239,7 +264,7 @@ async function platformsView(state) {
     el("td", {}, fmtDate(p.last_seen))));
   const filter = el("input", { placeholder: "device name contains…", value: name, id: "name-filter" });
   const kindSel = el("select", { id: "kind-filter" }, ["", "cuda", "cpu", "rocm"].map((k) => el("option", { value: k, selected: k === kind }, k || "any kind")));
-  const apply = () => platformsView({ name: filter.value, kind: kindSel.value, page: 0 }).catch(fail);
+  const apply = () => goTo("/", { name: filter.value, kind: kindSel.value });
   filter.addEventListener("change", apply);
   kindSel.addEventListener("change", apply);
   show(
@@ -248,8 +273,11 @@ async function platformsView(state) {
     el("div", { class: "toolbar" }, filter, kindSel, compare),
     data.items.length
       ? table(["", "platform", "kind", "stack", { label: "curves", num: 1 }, { label: "runs", num: 1 }, { label: "agents", num: 1 }, "first seen", "last seen"], rows)
-      : el("div", { class: "empty" }, "No platforms yet: run `gac agent run --server … --token …` on a machine."),
-    pager(page, data.total, PAGE, (p) => platformsView({ name, kind, page: p }).catch(fail)));
+      : el("div", { class: "empty", id: "platforms-none" }, name || kind
+        // A filter that matches nothing is not an empty service: say what was asked for.
+        ? `No platform matches ${[name && `device name contains “${name}”`, kind && `kind ${kind}`].filter(Boolean).join(" and ")}.`
+        : "No platforms yet: run `gac agent run --server … --token …` on a machine."),
+    pager(page, data.total, PAGE, (p) => goTo("/", { name, kind, page: p })));
 }
 
 // ---------- a platform's profile quality ----------
@@ -337,11 +365,12 @@ async function platformView(ref, state) {
     el("td", {}, r.op), el("td", {}, r.dtype), el("td", {}, r.axis),
     el("td", {}, r.modulus ? el("span", { class: "pill" }, `% ${r.modulus}`) : el("span", { class: "muted" }, "none")),
     el("td", { class: "num" }, `${r.support} / ${r.curves}`),
-    el("td", { class: "num" }, r.worst_step_pct ? signedPct(r.worst_step_pct, 0) : "–"),
+    // worst_step_pct is the largest signed step: at or below 0 these curves only fall (get faster).
+    el("td", { class: "num" }, r.worst_step_pct > 0 ? signedPct(r.worst_step_pct, 0) : "none"),
     el("td", {}, r.text)));
   const opSel = el("select", { id: "op-filter" }, ["", "gemm", "gemv", "sdpa", "lowrank", "mlp"].map((o) => el("option", { value: o, selected: o === (state.op || "") }, o || "any op")));
   const dtSel = el("select", { id: "dtype-filter" }, ["", "float16", "bfloat16", "float32"].map((o) => el("option", { value: o, selected: o === (state.dtype || "") }, o || "any dtype")));
-  const refilter = () => platformView(ref, { op: opSel.value, dtype: dtSel.value, page: 0 }).catch(fail);
+  const refilter = () => goTo(`/p/${ref}`, { op: opSel.value, dtype: dtSel.value });
   opSel.addEventListener("change", refilter);
   dtSel.addEventListener("change", refilter);
 
@@ -368,12 +397,12 @@ async function platformView(ref, state) {
       el("dt", {}, "seen"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)} (when the service heard from its agents; each run says when it was measured); ${platform.runs} runs by ${platform.agents} agent(s)`)),
     qualitySection(quality, platform),
     el("h2", {}, "Learned alignment rules"),
-    rules.length ? table(["op", "dtype", "axis", "modulus", { label: "curves", num: 1 }, { label: "worst step", num: 1 }, "what the data says"], ruleRows)
+    rules.length ? table(["op", "dtype", "axis", "modulus", { label: "curves", num: 1 }, { label: "largest rise", num: 1 }, "what the data says"], ruleRows)
       : el("div", { class: "empty" }, "No curves measured yet."),
     el("h2", {}, `Curves (${cliffs.length})`),
     el("div", { class: "toolbar" }, opSel, dtSel),
     el("div", { class: "cards" }, cards),
-    pager(page, cliffs.length, CURVES_PER_PAGE, (p) => platformView(ref, { ...state, page: p }).catch(fail)));
+    pager(page, cliffs.length, CURVES_PER_PAGE, (p) => goTo(`/p/${ref}`, { op: state.op, dtype: state.dtype, page: p })));
 }
 
 async function compareView(a, b, state) {
@@ -385,8 +414,10 @@ async function compareView(a, b, state) {
     show(...header, el("div", { class: "empty" }, "These platforms have no sweep in common."));
     return;
   }
-  const idx = Math.min(state.i || 0, pairs.length - 1);
-  const sel = el("select", { id: "pair-select", onchange: (e) => compareView(a, b, { i: Number(e.target.value) }).catch(fail) },
+  // The sweep is named in the hash by its fields (not its place in the list, which new curves shift).
+  const sweep = (p) => ({ op: p.op, dtype: p.dtype, axis: p.axis, fixed: p.fixed_key });
+  const idx = Math.max(0, pairs.findIndex((p) => p.op === state.op && p.dtype === state.dtype && p.axis === state.axis && p.fixed_key === state.fixed));
+  const sel = el("select", { id: "pair-select", onchange: (e) => goTo(`/compare/${a}/${b}`, sweep(pairs[Number(e.target.value)])) },
     pairs.map((p, i) => el("option", { value: i, selected: i === idx }, `${p.op} ${p.dtype} · ${p.axis} · ${p.fixed_key}`)));
   const pair = pairs[idx];
   const cmp = await api("/v1/compare", { a, b, op: pair.op, dtype: pair.dtype, axis: pair.axis, fixed: pair.fixed_key });
@@ -426,14 +457,29 @@ const platformLink = (id, p) => el("a", { href: `#/p/${id}`, class: "platform-na
 // "1,024 and 1 tokens": the token counts (GEMM rows) a workload's latencies are predicted at.
 const tokensText = (tokens) => `${(tokens || []).map((t) => t.toLocaleString()).join(" and ")} token${(tokens || []).length === 1 && tokens[0] === 1 ? "" : "s"}`;
 
+// `gac align --profile-missing` (or --enqueue-missing --wait) stores an alignment per round. A heuristic,
+// on this page's rows only: an alignment is an earlier pass when a later one here has the same model,
+// compressor, platform, weights count and budget. Dimmed, not hidden: it may be a real re-run.
+const passKey = (a) => JSON.stringify([a.model, a.compressor, a.platform_id, a.weights, a.budget]);
+function earlierPasses(items) {
+  const latest = new Map();
+  for (const a of items) {
+    const t = Date.parse(a.created_at);
+    if (!(latest.get(passKey(a)) >= t)) latest.set(passKey(a), t);
+  }
+  return new Set(items.filter((a) => Date.parse(a.created_at) < latest.get(passKey(a))));
+}
+
 async function alignmentsView(state) {
   const page = state.page || 0;
   const data = await api("/v1/alignments", { limit: PAGE, cursor: page * PAGE });
   const platforms = await platformsById(data.items.map((a) => a.platform_id));
+  const earlier = earlierPasses(data.items);
   const rows = data.items.map((a) => {
     const speedup = a.predicted_unaligned_us && a.predicted_aligned_us ? a.predicted_unaligned_us / a.predicted_aligned_us : null;
-    return el("tr", {},
-      el("td", {}, el("a", { href: `#/alignments/${a.id}` }, a.model)),
+    return el("tr", { class: earlier.has(a) ? "earlier-pass" : "" },
+      el("td", {}, el("a", { href: `#/alignments/${a.id}` }, a.model),
+        earlier.has(a) ? [" ", el("span", { class: "pill", title: "a later alignment on this page has the same model, compressor, platform, weights and budget" }, "earlier pass")] : ""),
       el("td", {}, a.compressor || "–"),
       el("td", {}, a.platform_id ? platformLink(a.platform_id, platforms.get(a.platform_id)) : el("span", { class: "muted" }, "rules only")),
       el("td", {}, a.dtype ? `${a.dtype} · ${tokensText(a.tokens)}` : el("span", { class: "muted" }, "–")),
@@ -447,7 +493,7 @@ async function alignmentsView(state) {
     el("p", { class: "muted" }, "Manifests aligned by POST /v1/align or `gac align`; latencies are predicted from the measured curves."),
     data.items.length ? table(["model", "compressor", "platform", "workload", { label: "weights", num: 1 }, { label: "aligned", num: 1 }, { label: "predicted latency", num: 1 }, { label: "speed-up", num: 1 }, "when"], rows)
       : el("div", { class: "empty" }, "No alignments yet: `gac align manifest.json`."),
-    pager(page, data.total, PAGE, (p) => alignmentsView({ page: p }).catch(fail)));
+    pager(page, data.total, PAGE, (p) => goTo("/alignments", { page: p })));
 }
 
 // ---------- an alignment's speed/importance frontier ----------
@@ -491,7 +537,18 @@ function dimRanges(dims) {
     out.push(j > i ? `${dims[i]}–${dims[j]}` : String(dims[i]));
     i = j + 1;
   }
-  return out.length > MAX_RUNS ? `${out.slice(0, MAX_RUNS).join(", ")}, … ${out.length - MAX_RUNS} more runs` : out.join(", ");
+  // "ranges", not "runs": a run here is a profiling run.
+  return out.length > MAX_RUNS ? `${out.slice(0, MAX_RUNS).join(", ")}, … ${(out.length - MAX_RUNS).toLocaleString()} more ranges` : out.join(", ");
+}
+
+// The weights a missing curve is for: a few names, the rest folded (a model's layers share curves,
+// so one curve can name hundreds of weights and push the job's link off the screen).
+const NAMED_ITEMS = 3;
+function itemNames(items) {
+  if (items.length <= NAMED_ITEMS + 1) return [" for ", el("span", { class: "mono" }, items.join(", "))];
+  return [` for ${items.length.toLocaleString()} weights: `, el("span", { class: "mono" }, items.slice(0, NAMED_ITEMS).join(", ")),
+    el("details", { class: "all-items" }, el("summary", {}, `${(items.length - NAMED_ITEMS).toLocaleString()} more`),
+      el("span", { class: "mono" }, items.slice(NAMED_ITEMS).join(", ")))];
 }
 
 // What the latency prediction lacks: the count, then each missing curve and the weights that need it.
@@ -502,16 +559,16 @@ function missingNotice(stored) {
   const rules = r.rule_items || [];
   const badFrontier = (r.frontier || []).filter((p) => !(p.latency_us > 0)).length;
   const what = [];
-  if (lat.missing_points) what.push(`${lat.missing_points} curve point${lat.missing_points === 1 ? "" : "s"} missing`);
-  if (rules.length) what.push(`${rules.length} weight${rules.length === 1 ? "" : "s"} without any measured curve (rule candidates)`);
+  if (lat.missing_points) what.push(`${lat.missing_points.toLocaleString()} curve point${lat.missing_points === 1 ? "" : "s"} missing`);
+  if (rules.length) what.push(`${rules.length.toLocaleString()} weight${rules.length === 1 ? "" : "s"} without any measured curve (rule candidates)`);
   if (badFrontier) what.push(`${badFrontier} frontier point${badFrontier === 1 ? "" : "s"} without a latency`);
   const curves = missing.map((m) => {
     const fixed = Object.entries(m.fixed_shape || {}).map(([k, v]) => `${k}=${v}`).join(", ");
     const dims = [...(m.dims || [])].sort((a, b) => a - b);
     return el("li", {},
       el("span", { class: "mono" }, `${m.op} ${m.dtype}, ${m.axis} swept at ${fixed}`),
-      `: ${dims.length} dim${dims.length === 1 ? "" : "s"} (${dimRanges(dims)})`,
-      m.items && m.items.length ? [" for ", el("span", { class: "mono" }, m.items.join(", "))] : "",
+      `: ${dims.length.toLocaleString()} dim${dims.length === 1 ? "" : "s"} (${dimRanges(dims)})`,
+      m.items && m.items.length ? itemNames(m.items) : "",
       m.reasons && m.reasons.length ? el("span", { class: "muted" }, ` · ${m.reasons.join(", ")}`) : "",
       m.estimated_seconds !== null && m.estimated_seconds !== undefined ? el("span", { class: "muted" }, ` · ≈ ${m.estimated_seconds.toFixed(1)} s to profile`) : "");
   });
@@ -655,73 +712,117 @@ async function alignmentView(id) {
     return el("tr", {},
       el("td", { class: "mono" }, w.name), el("td", { class: "num" }, w.dim_before),
       el("td", { class: "num" }, el("b", {}, w.dim)), el("td", { class: "num" }, w.params.toLocaleString()),
-      el("td", {}, chosen.source || "–"), el("td", { class: "num" }, fmtUs(w.latency_us)),
+      el("td", {}, chosen.source || "–"), el("td", { class: "num" }, fmtUs(w.latency_before_us)), el("td", { class: "num" }, fmtUs(w.latency_us)),
       el("td", { class: "mono muted" }, w.candidates.map((c) => c.dim).join(" ")));
   });
   const section = frontierSection(stored);
   const kind = r.objective_kind || "importance";
+  const rulesOnly = r.platform === "rules only";
+  const keeping = `keeping ≥ ${pctKept(1 - (r.epsilon ?? 0))} of the importance-only optimum's importance`;
+  const objective = kind === "importance" ? "importance (the paper's)"
+    : kind === "frontier" ? `frontier: every trade-off point of predicted latency against importance kept (${plural((r.frontier || []).length, "point")}); chose the fastest ${keeping}`
+    : `${kind}: the fastest choice ${keeping}`;
   show(el("h1", {}, `${r.model}`),
     el("dl", { class: "kv" },
       el("dt", {}, "platform"), el("dd", {}, stored.platform_id
         ? [platformLink(stored.platform_id, platform), " ", el("span", { class: "mono muted" }, r.platform)] : r.platform),
       el("dt", {}, "workload"), el("dd", { id: "workload" }, workloadText(r.workload || (stored.manifest || {}).workload)),
       el("dt", {}, "budget"), el("dd", {}, `${r.budget.toLocaleString()} params; used ${r.total_params.toLocaleString()}`),
-      el("dt", {}, "objective"), el("dd", {}, kind === "importance" ? "importance (the paper's)" : `${kind}: the fastest choice keeping ≥ ${pctKept(1 - (r.epsilon ?? 0))} of the importance-only optimum's importance`),
-      el("dt", {}, `multiples of ${r.align}`), el("dd", {}, `${pct(r.aligned_share_before)} → ${pct(r.aligned_share_after)} of the dims `,
-        el("span", { class: "muted" }, "(GAC picks the dims this platform runs fastest, multiples or not)")),
-      el("dt", {}, "predicted"), el("dd", {}, `original ${fmtUs(lat.original_us)}, unaligned ${fmtUs(lat.unaligned_us)}, aligned ${fmtUs(lat.aligned_us)}${lat.complete ? "" : " (partial data)"}`),
+      el("dt", {}, "objective"), el("dd", { id: "objective" }, objective),
+      el("dt", {}, `multiples of ${r.align}`), el("dd", { id: "aligned-share" }, `${pct(r.aligned_share_before)} → ${pct(r.aligned_share_after)} of the dims `,
+        el("span", { class: "muted" }, rulesOnly ? `(rules only: GAC picks multiples of ${r.align}, with no platform's measurements)`
+          : "(GAC picks the dims this platform runs fastest, multiples or not)")),
+      el("dt", {}, "predicted"), el("dd", { id: "predicted" }, rulesOnly ? "no latency data (rules only)"
+        : [`original ${fmtUs(lat.original_us)}, unaligned ${fmtUs(lat.unaligned_us)}, aligned ${fmtUs(lat.aligned_us)}${lat.complete ? "" : " (partial data)"}`,
+          // These and the weights' latencies are the curve model's fitted values: they differ from a sum of the raw medians.
+          el("div", { class: "muted", id: "predicted-note" }, "predicted from the curve model's estimates (denoised), not raw medians; so are the weights' latencies below")]),
       el("dt", {}, "solver"), el("dd", {}, `${r.solver.method}, ${(1000 * r.solver.seconds).toFixed(1)} ms; cross-check ${cc.method} ${cc.status}${cc.agrees === true ? ", agrees" : cc.agrees === false ? ", DISAGREES" : ""}`),
       el("dt", {}, "warnings"), el("dd", {}, r.warnings.length ? r.warnings.join("; ") : "none")),
     ...section.nodes,
     el("h2", {}, "Weights"),
-    table(["weight", { label: "before", num: 1 }, { label: "after", num: 1 }, { label: "params", num: 1 }, "source", { label: "latency", num: 1 }, "candidates"], rows));
+    table(["weight", { label: "before", num: 1 }, { label: "after", num: 1 }, { label: "params", num: 1 }, "source", { label: "latency before", num: 1 }, { label: "latency after", num: 1 }, "candidates"], rows));
   await section.draw();
 }
 
 // ---------- the profiling queue ----------
 const JOB_STATE = { queued: "", leased: "good", done: "good", failed: "bad", cancelled: "bad" };
 
-// Which agents may take a job: a platform (its page), or any device of a kind and name.
-function jobFor(m) {
-  if (m.fingerprint) return el("a", { href: `#/p/${m.fingerprint}`, class: "mono" }, m.fingerprint.slice(0, 12));
+// A platform's device as `gac jobs list` names it: "NVIDIA H100 80GB HBM3", "AMD EPYC, 1 thread"
+// (two thread counts of one CPU are two platforms).
+function deviceText(p) {
+  const d = p.descriptor || {};
+  const threads = d.device_kind === "cpu" && d.threads ? `, ${plural(d.threads, "thread")}` : "";
+  return `${d.device_name || p.label}${threads}`;
+}
+
+// Which agents may take a job: a platform (its page, and its device where the service knows it),
+// or any device of a kind and name.
+function jobFor(m, platforms) {
+  if (m.fingerprint) {
+    const p = platforms.get(m.fingerprint);
+    return [el("a", { href: `#/p/${m.fingerprint}`, class: "mono" }, m.fingerprint.slice(0, 12)),
+      p ? el("span", { class: "job-device" }, ` (${deviceText(p)})`) : ""];
+  }
   return [m.device_kind, m.device_name].filter(Boolean).join(" ") || "any agent";
 }
 
+// Points done of the job's total; a done job's points stored only flagged (kept out of curves) said too.
+const jobPoints = (j) => `${j.points_done ?? "–"} / ${j.points.toLocaleString()}${j.points_flagged ? ` (${j.points_flagged} flagged)` : ""}`;
+
+// The agent: the lease holder until when while leased; who held it on a done job. The service
+// sends lease_owner only to a reader with a token.
+function jobAgent(j) {
+  if (j.status === "leased") return [j.lease_owner || "an agent", el("span", { class: "muted" }, ` until ${fmtDate(j.lease_expires_at)}`)];
+  return j.lease_owner || "–";
+}
+
 async function jobsView(state) {
-  const page = state.page || 0;
+  // The queue pages by cursor (the last job id of the page before): the hash keeps each page's, so a
+  // page can be bookmarked and Back turns back (#/jobs?at=25,50 is page 3).
+  const trail = String(state.at || "").split(",").filter(Boolean);
+  const page = trail.length;
   // One job (#/jobs/7, an alignment's link), else the queue, oldest first.
   const data = state.only ? { items: [await api(`/v1/jobs/${state.only}`)], total: 1 }
-    : await api("/v1/jobs", { limit: PAGE, cursor: state.cursors ? state.cursors[page] : undefined });
-  const cursors = [...(state.cursors || [undefined])];
-  if (data.next_cursor) cursors[page + 1] = data.next_cursor;
+    : await api("/v1/jobs", { limit: PAGE, cursor: trail.length ? trail[trail.length - 1] : undefined });
+  const turn = (p) => goTo("/jobs", { at: (p > page ? [...trail, data.next_cursor] : trail.slice(0, p)).join(",") });
+  const platforms = await platformsById(data.items.map((j) => j.match.fingerprint)); // once per distinct platform
   const rows = data.items.map((j) => el("tr", { id: `job-${j.id}` },
     el("td", { class: "num" }, `#${j.id}`),
     el("td", {}, el("span", { class: `pill ${JOB_STATE[j.status] || ""}` }, j.status)),
-    el("td", { class: "num" }, `${j.points_done ?? "–"} / ${j.points.toLocaleString()}`),
+    el("td", { class: "num" }, jobPoints(j)),
     el("td", {}, j.plan_name),
-    el("td", {}, jobFor(j.match)),
+    el("td", {}, jobFor(j.match, platforms)),
     el("td", { class: "num" }, `${j.attempts} / ${j.max_attempts}`),
-    el("td", {}, j.status === "leased" ? [j.lease_owner || "an agent", el("span", { class: "muted" }, ` until ${fmtDate(j.lease_expires_at)}`)] : "–"),
+    el("td", {}, jobAgent(j)),
     el("td", {}, fmtDate(j.created_at)),
-    el("td", { class: j.error ? "" : "muted" }, j.error || "–")));
+    el("td", {}, fmtDate(j.finished_at)),
+    el("td", { class: j.error ? "" : "muted" }, j.error ? `${j.status === "leased" ? "earlier attempt: " : ""}${j.error}` : "–")));
   show(el("h1", {}, "Profiling jobs"),
     el("p", { class: "muted" }, "Points an alignment lacks, queued for the platform's agents (`gac agent run --jobs` there measures them); "
-      + "points done of the job's total, as of the agent's last heartbeat while it runs."),
-    data.items.length ? table([{ label: "job", num: 1 }, "state", { label: "points", num: 1 }, "plan", "for", { label: "tries", num: 1 }, "lease", "queued", "error"], rows)
+      + "points done of the job's total, as of the agent's last heartbeat while it runs; on a done job, those stored only "
+      + "flagged by the agent's quality gate are counted apart (no curve uses them; the next alignment asks for them again)."),
+    data.items.length ? table([{ label: "job", num: 1 }, "state", { label: "points", num: 1 }, "plan", "for", { label: "tries", num: 1 }, "agent", "queued", "finished", "error"], rows)
       : el("div", { class: "empty" }, "No profiling jobs: `gac align MANIFEST --server URL --enqueue-missing` queues the points an alignment lacks."),
-    state.only ? el("p", {}, el("a", { href: "#/jobs" }, "every job")) : pager(page, data.total, PAGE, (p) => jobsView({ page: p, cursors }).catch(fail)));
+    state.only ? el("p", {}, el("a", { href: "#/jobs" }, "every job")) : pager(page, data.total, PAGE, turn));
 }
 
 // ---------- router ----------
+// A view's filters and page live in the hash's query (#/p/FP?op=sdpa&page=2), so a URL can be
+// bookmarked and shared, and Back undoes a filter or a page turn.
 function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  const hash = location.hash.replace(/^#\/?/, "");
+  const q = hash.indexOf("?");
+  const parts = (q < 0 ? hash : hash.slice(0, q)).split("/").filter(Boolean).map(decodeURIComponent);
+  const state = Object.fromEntries(new URLSearchParams(q < 0 ? "" : hash.slice(q + 1)));
+  // Pages are counted from 1 in the URL, from 0 in the views.
+  state.page = Math.max(0, (parseInt(state.page, 10) || 1) - 1);
   let done;
-  if (parts[0] === "p" && parts[1]) done = platformView(parts[1], {});
-  else if (parts[0] === "compare" && parts[1] && parts[2]) done = compareView(parts[1], parts[2], {});
+  if (parts[0] === "p" && parts[1]) done = platformView(parts[1], state);
+  else if (parts[0] === "compare" && parts[1] && parts[2]) done = compareView(parts[1], parts[2], state);
   else if (parts[0] === "alignments" && parts[1]) done = alignmentView(parts[1]);
-  else if (parts[0] === "alignments") done = alignmentsView({});
-  else if (parts[0] === "jobs") done = jobsView({ only: parts[1] });
-  else done = platformsView({});
+  else if (parts[0] === "alignments") done = alignmentsView(state);
+  else if (parts[0] === "jobs") done = jobsView({ only: parts[1], at: state.at });
+  else done = platformsView(state);
   show(el("p", { class: "muted" }, "loading…"));
   done.catch(fail);
 }

@@ -1,0 +1,26 @@
+"""The agent's HTTP client: a stop signal never cuts a call to the service in half.
+
+Raised inside httpx, a KeyboardInterrupt can land between a lock's acquire and the block that
+releases it (httpcore's connection pool); the command then hangs on its way out, closing the client.
+So a call runs inside a breakable `shielded()` block: a first Ctrl-C or SIGTERM is raised once the
+answer is in (or the timeout passed), a second one at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from gac.agent.interrupt import shielded
+
+
+class StopSafeClient(httpx.Client):
+    """httpx.Client whose calls a first stop signal waits for (see the module's docstring)."""
+
+    def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        with shielded(breakable=True):
+            return super().send(request, **kwargs)
+
+
+__all__ = ["StopSafeClient"]
