@@ -300,6 +300,32 @@ def test_a_stop_signal_waits_for_the_commit_under_way():
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler was for the command's duration only
 
 
+def test_the_more_points_note_ends_with_the_adaptive_sweeps():
+    """The runner times adaptive sweeps first: past them nothing can add points, and a stop there says none may follow
+    (the note is read from the line the run keeps, ProgressLine.refining)."""
+    from gac.agent.cli import open_session, run_with_progress
+    from gac.agent.jobs import ProgressLine
+    from gac.contracts.plans import loads_plan
+
+    plan = loads_plan(
+        """
+name: refine-then-grid
+timing: {time_cap_ms: 2, warmup_ms: 1, min_samples: 10, max_samples: 20}
+sweeps:
+  - {op: gemm, dtypes: [float32], axis: n, fixed: {m: 4, k: 16}, values: {start: 8, stop: 16, step: 8}}
+  - {op: gemm, dtypes: [float32], axis: n, fixed: {m: 8, k: 16}, values: {start: 8, stop: 32, step: 1},
+     adaptive: {coarse_step: 8, jump: 10}}
+"""
+    )
+    line = ProgressLine("plan refine-then-grid")
+    seen: list[tuple[int, bool]] = []  # (m, whether a stop now would say more may follow), the line as of the point before
+    record = lambda m: seen.append((m.shape["m"], line.refining))  # noqa: E731
+    run_with_progress(open_session("cpu", 1), plan, record, adaptive=True, quiet=True, line=line)
+    adaptive_points = [refining for m, refining in seen if m == 8]
+    assert seen[0][0] == 8 and adaptive_points and all(adaptive_points)  # adaptive first, and may refine while it runs
+    assert [m for m, _ in seen[-2:]] == [4, 4] and seen[-1][1] is False and line.refining is False  # past it: no note
+
+
 def test_a_block_in_another_thread_holds_no_stop_back():
     """Signals reach the main thread only: a heartbeat's block open in another thread leaves a stop to be raised in the
     main thread at once (held back, it would be raised in the other thread as its block ends, and the run would go on)."""
