@@ -715,26 +715,26 @@ def run_agent(opts: AgentRunOptions) -> int:
     from gac.agent.interrupt import stop_signals
     from gac.agent.jobs import Poll
 
-    with StopSafeClient(timeout=30.0) as client:
-        if opts.server is not None and opts.token is not None:
-            wait = Poll(opts.poll_s) if opts.follow else None  # an agent started with its machine may be up before the service
-            check_server(opts.server, opts.token, client, need_server=opts.jobs, offline_ok=opts.spool or opts.out is not None, wait=wait)
-        # A fleet's jobs are queued for the machine's platform at its usual thread count: an agent that
-        # dropped to one thread on a busy moment would be another platform and never claim them.
-        session = open_session(opts.device, opts.threads, pinned=FLEET_THREADS if opts.jobs else None)
-        console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
-        plan = None if (opts.jobs and opts.plan is None) else _load_plan(opts.plan, opts.dtypes, session.platform)
-        agent = _Agent(opts, session, Spool(opts.spool_dir), client)
-        # Outside the timing (claiming, reporting on a job) a stop signal ends the run between steps.
-        with stop_signals() as stop:
-            try:
-                exit_code = _run_plan(agent, plan) if plan is not None else 0
-                if opts.jobs:
-                    exit_code = max(exit_code, _run_jobs(agent))
-            except KeyboardInterrupt:
-                console.print(f"[yellow]interrupted by {stop.name} between steps: nothing measured was left behind[/yellow]")
-                return stop.exit_code
-        return exit_code
+    # Outside the timing (waiting for the service, claiming, reporting on a job) a stop signal ends the run between steps.
+    with StopSafeClient(timeout=30.0) as client, stop_signals() as stop:
+        try:
+            if opts.server is not None and opts.token is not None:
+                wait = Poll(opts.poll_s) if opts.follow else None  # an agent started with its machine may be up before the service
+                offline_ok = opts.spool or opts.out is not None
+                check_server(opts.server, opts.token, client, need_server=opts.jobs, offline_ok=offline_ok, wait=wait)
+            # A fleet's jobs are queued for the machine's platform at its usual thread count: an agent that
+            # dropped to one thread on a busy moment would be another platform and never claim them.
+            session = open_session(opts.device, opts.threads, pinned=FLEET_THREADS if opts.jobs else None)
+            console.print(f"platform {session.platform.label()}  fingerprint {session.platform.fingerprint()[:16]}")
+            plan = None if (opts.jobs and opts.plan is None) else _load_plan(opts.plan, opts.dtypes, session.platform)
+            agent = _Agent(opts, session, Spool(opts.spool_dir), client)
+            exit_code = _run_plan(agent, plan) if plan is not None else 0
+            if opts.jobs:
+                exit_code = max(exit_code, _run_jobs(agent))
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted by {stop.name} between steps: nothing measured was left behind[/yellow]")
+            return stop.exit_code
+    return exit_code
 
 
 def _known_to_service(agent: _Agent, plan: SweepPlan) -> Known:
@@ -1235,8 +1235,9 @@ def agent_flush(
         console.print(f"[red]{len(records)} spooled batch(es) for {escape(str(servers))}: give --server and --token[/red]")
         raise typer.Exit(2)
     stats = DeliveryStats()
-    with BatchSender(server, token, RetryPolicy(retries)) as sender:
-        spool.drain(sender.send_document, sender.server, stats, all_servers=all_servers)
+    with _stopped_between_sends(f"{spool.path} keeps what was not sent: `gac agent flush` again sends it"):
+        with BatchSender(server, token, RetryPolicy(retries)) as sender:
+            spool.drain(sender.send_document, sender.server, stats, all_servers=all_servers)
     left = spool.records()
     console.print(_delivery_line(stats).replace("sent", "flushed", 1) + f"; {len(left)} batch(es) left in {spool.path}")
     for e in stats.errors[:5]:
@@ -1249,6 +1250,20 @@ def agent_flush(
             highlight=False,
         )
     raise typer.Exit(0 if not left and not stats.rejected_batches else 1)
+
+
+@contextmanager
+def _stopped_between_sends(rest: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM ends an upload once the batch under way is answered (never inside a call to the
+    service: StopSafeClient), says `rest` (what happens to what was not sent) and exits 130 or 143."""
+    from gac.agent.interrupt import stop_signals
+
+    with stop_signals() as stop:
+        try:
+            yield
+        except KeyboardInterrupt:
+            console.print(f"interrupted by {stop.name}: {rest}", style="yellow", markup=False, highlight=False)
+            raise typer.Exit(stop.exit_code) from None
 
 
 def agent_platform(device: DeviceOpt = None, threads: ThreadsOpt = None) -> None:
@@ -1303,7 +1318,8 @@ def ingest(
         raise typer.Exit(2)
     items = _csv_items(file, platform_file) if file.suffix.lower() == ".csv" else _results_items(file, platform_file)
     stats, bad, batches = DeliveryStats(), 0, 0
-    with BatchSender(server, token, RetryPolicy(retries)) as sender:
+    stop_note = "ingest is idempotent: the same command again sends the rest"
+    with _stopped_between_sends(stop_note), BatchSender(server, token, RetryPolicy(retries)) as sender:
         for where, batch, error in items:
             batches += batch is not None
             if batch is None:

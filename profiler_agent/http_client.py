@@ -3,7 +3,9 @@
 Raised inside httpx, a KeyboardInterrupt can land between a lock's acquire and the block that
 releases it (httpcore's connection pool); the command then hangs on its way out, closing the client.
 So a call runs inside a breakable `shielded()` block: a first Ctrl-C or SIGTERM is raised once the
-answer is in (or the timeout passed), a second one at once.
+answer is in (or the timeout passed), a second one at once. On the way out (a stop raised: the last
+rows sent, a job given back) a call waits at most STOPPING_TIMEOUT_S, so that a service that hangs
+does not outlast the grace a supervisor gives before SIGKILL (docker stop's 10 s).
 """
 
 from __future__ import annotations
@@ -12,15 +14,19 @@ from typing import Any
 
 import httpx
 
-from gac.agent.interrupt import shielded
+from gac.agent.interrupt import shielded, stopping
+
+STOPPING_TIMEOUT_S = 5.0
 
 
 class StopSafeClient(httpx.Client):
     """httpx.Client whose calls a first stop signal waits for (see the module's docstring)."""
 
     def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        if stopping():
+            request.extensions["timeout"] = httpx.Timeout(STOPPING_TIMEOUT_S).as_dict()
         with shielded(breakable=True):
             return super().send(request, **kwargs)
 
 
-__all__ = ["StopSafeClient"]
+__all__ = ["STOPPING_TIMEOUT_S", "StopSafeClient"]

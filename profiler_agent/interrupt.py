@@ -12,6 +12,7 @@ every second or so (`commit_every_s`) rather than at the end.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -45,6 +46,7 @@ class _State:
     pending = False  # a stop signal arrived inside one of them
     stopping = False  # a stop signal was raised: the command is on its way out
     received: int | None = None  # the last stop signal (None: none, or a KeyboardInterrupt raised otherwise)
+    depth = 0  # stop_signals() blocks open: the outermost is the command's, and its end ends the stop
 
 
 def _only_waiting() -> bool:
@@ -61,7 +63,16 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
     _State.received = signum
     if not _State.open or (_only_waiting() and (_State.pending or _State.stopping)):
         _raise_stop()
+    if not _State.pending:  # said at once: the step may wait on a service for a while
+        again = "; again to stop without waiting" if _only_waiting() else ""
+        # os.write, not print: a handler that writes through sys.stderr's buffer while the command does can raise.
+        os.write(2, f"\n{signal.Signals(signum).name}: stopping once the step under way ends{again}\n".encode())
     _State.pending = True
+
+
+def stopping() -> bool:
+    """A stop was raised: the command is on its way out (what it sends now gets one short try)."""
+    return _State.stopping
 
 
 def stop_pending() -> bool:
@@ -88,13 +99,26 @@ def shielded(breakable: bool = False) -> Iterator[Shield]:
     _State.open.append(shield)
     try:
         yield shield
-    finally:
-        _State.open.remove(shield)  # a signal from here on finds no block open: raised at once
-        deliver = not _State.open and _State.pending
-        if deliver:
-            _State.pending = False
-    if deliver:  # (an exception on its way out of the block goes on instead)
+    except Exception as err:
+        # A block that fails with a stop held (a call that timed out, a commit refused) must not drop the stop:
+        # its caller may handle the error and go on.
+        if _ends_holding_a_stop(shield):
+            _State.stopping = True
+            raise KeyboardInterrupt from err
+        raise
+    except BaseException:
+        _State.open.remove(shield)
+        raise
+    if _ends_holding_a_stop(shield):
         _raise_stop()
+
+
+def _ends_holding_a_stop(shield: Shield) -> bool:
+    """Close the block; True when it was the last one open and a stop waited for it (now no longer pending)."""
+    _State.open.remove(shield)  # a signal from here on finds no block open: raised at once
+    held = not _State.open and _State.pending
+    _State.pending = _State.pending and not held
+    return held
 
 
 def sleep_unless_stopped(seconds: float) -> None:
@@ -118,15 +142,23 @@ class StopSignals:
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # only the main thread may set handlers; there the defaults stay
-        _State.received, _State.pending, _State.stopping = None, False, False
+        if _State.depth == 0:
+            _State.received, _State.pending, _State.stopping = None, False, False
+        _State.depth += 1
         for sig in EXIT_CODES:
             self._saved[sig] = signal.signal(sig, _on_stop)
 
     def release(self) -> None:
-        """Give the signals back their previous handlers."""
+        """Give the signals back their previous handlers; the command's own (the outermost) ends its stop,
+        so that a process running several (a test, a notebook) starts the next one afresh."""
+        if not self._saved:
+            return
         for sig, handler in self._saved.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]  # what signal.signal returned
         self._saved.clear()
+        _State.depth -= 1
+        if _State.depth == 0:
+            _State.pending, _State.stopping = False, False
 
     @property
     def name(self) -> str:
@@ -180,5 +212,6 @@ __all__ = [
     "shielded",
     "sleep_unless_stopped",
     "stop_cuts_short",
+    "stopping",
     "stop_signals",
 ]

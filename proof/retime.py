@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,9 +61,12 @@ def default_save_path(cfg: ProofConfig) -> Path:
 
 
 def save_run(res: ProofResult, path: str | Path) -> Path:
+    """Write the run whole or not at all (a stop mid-write leaves the file as it was: `--retime F --save F` rewrites F)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(to_json(res), indent=1))
+    tmp = p.with_name(f".{p.name}.partial")
+    tmp.write_text(json.dumps(to_json(res), indent=1))
+    os.replace(tmp, p)
     return p
 
 

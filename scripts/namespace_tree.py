@@ -10,6 +10,7 @@ they read this tree: real folders, each file a link to the repository's own.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tomllib
@@ -32,9 +33,17 @@ def package_dirs() -> dict[str, Path]:
     return out
 
 
+MARKER = ".namespace-tree"  # what this script wrote: it deletes no folder holding anything else
+
+
 def build(out: Path) -> Path:
     if out.exists():
+        ours = (out / MARKER).exists() or (out / "gac").is_dir()  # (a tree built before the marker holds gac/)
+        if not ours and any(out.iterdir()):
+            sys.exit(f"{out} is not empty and not a tree this script built: not deleting it")
         shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).touch()
     for package, folder in package_dirs().items():
         target = out.joinpath(*package.split("."))
         target.mkdir(parents=True, exist_ok=True)
@@ -45,4 +54,6 @@ def build(out: Path) -> Path:
 
 
 if __name__ == "__main__":
-    print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "build" / "namespace"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, default=ROOT / "build" / "namespace", help="the folder to build")
+    print(build(parser.parse_args().out))

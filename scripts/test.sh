@@ -17,7 +17,8 @@ echo "backends: $GAC_TEST_BACKENDS"
 ruff check .
 ruff format --check .
 # mypy reads the `gac` namespace as installed, through a folder of links (scripts/namespace_tree.py).
-(cd "$(python scripts/namespace_tree.py)" && mypy --config-file "$OLDPWD/pyproject.toml")
+tree="$(python scripts/namespace_tree.py)"  # its own line: set -e stops here if it cannot build
+(cd "$tree" && mypy --config-file "$OLDPWD/pyproject.toml")
 # The tests on two workers (pytest-xdist; GAC_TEST_WORKERS=auto takes a worker per core): a file
 # runs whole on one worker, and each worker makes its own databases. Then the tests marked `serial`
 # on their own: they time real kernels or load the cores on purpose, and another worker's tests

@@ -17,7 +17,7 @@ from gac.agent.delivery.codec import by_row, compact_json, is_by_column
 from gac.agent.delivery.outcomes import DeliveryError, RejectedError
 from gac.agent.delivery.spool import norm_server
 from gac.agent.http_client import StopSafeClient
-from gac.agent.interrupt import sleep_unless_stopped
+from gac.agent.interrupt import sleep_unless_stopped, stopping
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE
 from gac.contracts.measurements import BatchReceipt
 
@@ -101,6 +101,8 @@ class BatchSender:
 
     def _post(self, doc: dict[str, Any], retries: int | None) -> BatchReceipt:
         content_type = COLUMNS_MEDIA_TYPE if is_by_column(doc) else "application/json"
+        if stopping():  # on the way out: one short try (StopSafeClient); what it cannot send stays in the spool
+            retries = 0
         try:
             headers = self._headers | {"content-type": content_type}
             return self.policy.retrying(retries)(self._post_once, compact_json(doc).encode(), headers)

@@ -14,11 +14,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from gac.agent.http_client import StopSafeClient
 from gac.agent.interrupt import shielded, stop_signals
@@ -353,19 +356,28 @@ def test_a_block_in_another_thread_holds_no_stop_back():
     assert raised_there == []
 
 
-def test_a_stop_signal_during_a_call_to_the_service_waits_for_its_answer():
-    """A stop cut inside httpx can leave its connection pool's lock taken (the command then hangs closing the client):
-    the agent's client raises it once the answer is in. The server sends the signal before it answers."""
-    answered: list[int] = []
+@contextmanager
+def answering(status: int, stop_on: str = "/stop", hang: threading.Event | None = None) -> Iterator[tuple[str, list[str]]]:
+    """A service on a free port answering every call with `status` (a JSON body), its URL and the paths called.
+    A call to `stop_on` first sends this process's main thread SIGTERM; with `hang`, no answer comes until it is set."""
+    called: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/stop":
+        def _answer(self) -> None:
+            called.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path == stop_on:
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
+            if hang is not None:
+                hang.wait()
+            body = b'{"detail": "scripted"}'
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(b"ok")
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
 
         def log_message(self, *args: object) -> None:
             pass
@@ -373,15 +385,70 @@ def test_a_stop_signal_during_a_call_to_the_service_waits_for_its_answer():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        hook = {"response": [lambda r: answered.append(r.status_code)]}
-        with stop_signals(), StopSafeClient(timeout=10, event_hooks=hook) as client:
-            with pytest.raises(KeyboardInterrupt):
-                client.get(f"http://127.0.0.1:{server.server_port}/stop")
-            assert answered == [200]  # the answer came in before the stop was raised
-            assert client.get(f"http://127.0.0.1:{server.server_port}/").status_code == 200  # and the client still works
+        yield f"http://127.0.0.1:{server.server_port}", called
     finally:
+        if hang is not None:
+            hang.set()
         server.shutdown()
         server.server_close()
+
+
+def test_a_stop_signal_during_a_call_to_the_service_waits_for_its_answer(capfd):
+    """A stop cut inside httpx can leave its connection pool's lock taken (the command then hangs closing the client):
+    the agent's client raises it once the answer is in, and says at once that it waits."""
+    answered: list[int] = []
+    hook = {"response": [lambda r: answered.append(r.status_code)]}
+    with answering(200) as (url, _), stop_signals(), StopSafeClient(timeout=10, event_hooks=hook) as client:
+        with pytest.raises(KeyboardInterrupt):
+            client.get(f"{url}/stop")
+        assert answered == [200]  # the answer came in before the stop was raised
+        assert client.get(url).status_code == 200  # and the client still works
+    assert "SIGTERM: stopping once the step under way ends; again to stop without waiting" in capfd.readouterr().err
+
+
+def test_a_call_that_fails_with_a_stop_held_still_stops_the_run():
+    """A caller that handles the failed call and goes on (a timeout read as 'cannot ask the service') must not drop
+    the stop that waited for it: the service hangs, SIGTERM comes, the call times out, the run ends."""
+    with answering(200, hang=threading.Event()) as (url, _), stop_signals(), StopSafeClient(timeout=0.5) as client:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            try:
+                client.get(f"{url}/stop")
+            except httpx.TimeoutException:
+                pass  # as resume.known_on_server does: it would time the whole plan next
+        assert isinstance(stopped.value.__cause__, httpx.TimeoutException)
+
+
+def test_on_the_way_out_a_batch_gets_one_short_try():
+    """Once a stop is raised, the last rows sent and the job given back must fit a supervisor's grace before SIGKILL:
+    one try, at most STOPPING_TIMEOUT_S, no retries with backoff (what is not sent stays in the spool)."""
+    from gac.agent.delivery import BatchSender, DeliveryError, RetryPolicy
+    from gac.agent.delivery.codec import batch_document
+    from gac.agent.http_client import STOPPING_TIMEOUT_S
+
+    timeouts: list[dict] = []
+    hook = {"request": [lambda r: timeouts.append(r.extensions["timeout"])]}
+    with answering(503) as (url, called), stop_signals():
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGTERM)  # no block open: the run is stopping from here
+        with StopSafeClient(timeout=30, event_hooks=hook) as client, BatchSender(url, "t", RetryPolicy(4, 0.01), client=client) as sender:
+            with pytest.raises(DeliveryError):
+                sender.send_document(batch_document(f.batch(2)))
+    assert called == ["/v1/batches"]  # 503 is retried, but not on the way out
+    assert [t["read"] for t in timeouts] == [STOPPING_TIMEOUT_S]
+
+
+def test_a_stopped_ingest_says_the_rest_can_be_sent_again(tmp_path):
+    """`gac ingest` stopped mid-upload: the batch under way is answered (no retry after the stop), then it says what
+    to do and exits 143."""
+    from tests.agent.test_e2e import cli_app
+    from tests.cli.test_ingest_csv import H100, H100_ROWS, platform_file
+
+    with answering(503, stop_on="/v1/batches") as (url, called):
+        args = ["ingest", str(H100_ROWS), "--platform-file", str(platform_file(tmp_path, H100)), "--server", url, "--token", "t"]
+        res = CliRunner().invoke(cli_app(), args)
+    assert res.exit_code == 143, res.output
+    assert "interrupted by SIGTERM: ingest is idempotent: the same command again sends the rest" in res.output
+    assert called == ["/v1/batches"]
 
 
 def test_a_stopped_first_pass_says_more_points_may_follow():
