@@ -897,11 +897,12 @@ def _claim(
 @contextmanager
 def _given_back_if_stopped(jc: JobClient, job: Job | Callable[[], Job | None]) -> Iterator[None]:
     """A stop signal inside the block waits for its end (an HTTP call to the service is not cut
-    short), then the job is given back before the run stops."""
+    short), then the job is given back before the run stops. The block only reads or claims: a
+    second stop does not wait (a claim it cuts leaves that job to its lease)."""
     from gac.agent.interrupt import shielded
 
     try:
-        with shielded():
+        with shielded(breakable=True):
             yield
     except KeyboardInterrupt:
         held = job() if callable(job) else job
@@ -935,7 +936,7 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
     line = ProgressLine(job_label(k, n), f"(id {job.id}, plan {p.name})")
     try:
         try:
-            with shielded():  # a few HTTP reads before anything is timed; a stop meanwhile gives the job back
+            with shielded(breakable=True):  # a few HTTP reads before anything is timed; a stop meanwhile gives the job back
                 left = _left_of_job(agent, p, run.id)
         except KeyboardInterrupt:
             with shielded():

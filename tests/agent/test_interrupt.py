@@ -18,13 +18,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
 from gac.agent.http_client import StopSafeClient
-from gac.agent.interrupt import shielded, stop_signals
+from gac.agent.interrupt import shielded, stop_pending, stop_signals
 from tests import factories as f
 from tests.fixtures.database import BACKENDS
 
@@ -357,16 +358,20 @@ def test_a_block_in_another_thread_holds_no_stop_back():
 
 
 @contextmanager
-def answering(status: int, stop_on: str = "/stop", hang: threading.Event | None = None) -> Iterator[tuple[str, list[str]]]:
+def answering(status: int, stop_on: str = "/stop", hang: threading.Event | None = None, stops: int = 1) -> Iterator[tuple[str, list[str]]]:
     """A service on a free port answering every call with `status` (a JSON body), its URL and the paths called.
-    A call to `stop_on` first sends this process's main thread SIGTERM; with `hang`, no answer comes until it is set."""
+    A call to `stop_on` first sends this process's main thread SIGTERM (`stops` times, each once the one before is
+    held); with `hang`, no answer comes until it is set."""
     called: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
             called.append(self.path)
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path == stop_on:
+            for k in range(stops if self.path == stop_on else 0):
+                deadline = time.monotonic() + 10
+                while k and not stop_pending() and time.monotonic() < deadline:
+                    time.sleep(0.001)  # the one before is held: a second one is a second stop, not the same one
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
             if hang is not None:
                 hang.wait()
@@ -435,6 +440,30 @@ def test_on_the_way_out_a_batch_gets_one_short_try():
                 sender.send_document(batch_document(f.batch(2)))
     assert called == ["/v1/batches"]  # 503 is retried, but not on the way out
     assert [t["read"] for t in timeouts] == [STOPPING_TIMEOUT_S]
+
+
+def test_a_second_stop_does_not_wait_for_a_claim():
+    """A stop during a claim waits for its answer (a job it brings is given back), a second one does not: the
+    service hangs, and the claim's call ends at the second stop, not at its timeout."""
+    from gac.agent.cli import _claim
+    from gac.agent.jobs import JobClient
+    from gac.agent.platform import detect_platform
+
+    class Recording(StopSafeClient):
+        ended: list[str] = []
+
+        def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+            try:
+                return super().send(request, **kwargs)
+            except BaseException as err:
+                self.ended.append(type(err).__name__)
+                raise
+
+    platform = detect_platform("cpu")
+    with answering(200, stop_on="/v1/jobs/claim", hang=threading.Event(), stops=2) as (url, _), stop_signals():
+        with Recording(timeout=5) as client, pytest.raises(KeyboardInterrupt):
+            _claim(JobClient(url, "t", client=client), platform, None, [])
+    assert Recording.ended == ["KeyboardInterrupt"]  # cut by the second stop, not ended by the timeout (ReadTimeout)
 
 
 def test_a_stopped_ingest_says_the_rest_can_be_sent_again(tmp_path):
