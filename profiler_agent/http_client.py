@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from gac.agent.interrupt import shielded, stopping
+from gac.agent.interrupt import raise_held_stop, shielded, stopping
 
 STOPPING_TIMEOUT_S = 5.0
 
@@ -26,7 +26,11 @@ class StopSafeClient(httpx.Client):
         if stopping():
             request.extensions["timeout"] = httpx.Timeout(STOPPING_TIMEOUT_S).as_dict()
         with shielded(breakable=True):
-            return super().send(request, **kwargs)
+            try:
+                return super().send(request, **kwargs)
+            except httpx.HTTPError as err:
+                raise_held_stop(err)  # a stop waited for this call: it is not dropped with the failure
+                raise
 
 
 __all__ = ["STOPPING_TIMEOUT_S", "StopSafeClient"]

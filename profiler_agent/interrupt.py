@@ -63,11 +63,13 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
     _State.received = signum
     if not _State.open or (_only_waiting() and (_State.pending or _State.stopping)):
         _raise_stop()
-    if not _State.pending:  # said at once: the step may wait on a service for a while
+    said, _State.pending = _State.pending, True
+    if not said:  # said at once: the step may wait on a service for a while
         again = "; again to stop without waiting" if _only_waiting() else ""
-        # os.write, not print: a handler that writes through sys.stderr's buffer while the command does can raise.
-        os.write(2, f"\n{signal.Signals(signum).name}: stopping once the step under way ends{again}\n".encode())
-    _State.pending = True
+        try:  # os.write, not print: a handler writing through sys.stderr's buffer while the command does can raise
+            os.write(2, f"\n{signal.Signals(signum).name}: stopping once the step under way ends{again}\n".encode())
+        except OSError:  # stderr closed, or a pipe whose reader the same Ctrl-C ended: the stop holds all the same
+            pass
 
 
 def stopping() -> bool:
@@ -99,18 +101,21 @@ def shielded(breakable: bool = False) -> Iterator[Shield]:
     _State.open.append(shield)
     try:
         yield shield
-    except Exception as err:
-        # A block that fails with a stop held (a call that timed out, a commit refused) must not drop the stop:
-        # its caller may handle the error and go on.
-        if _ends_holding_a_stop(shield):
-            _State.stopping = True
-            raise KeyboardInterrupt from err
-        raise
     except BaseException:
-        _State.open.remove(shield)
+        if _ends_holding_a_stop(shield):
+            _State.stopping = True  # the error goes on as it is (a call to the service raises the stop instead: raise_held_stop)
         raise
     if _ends_holding_a_stop(shield):
         _raise_stop()
+
+
+def raise_held_stop(cause: BaseException) -> None:
+    """Raise a stop held back where the run only waits (KeyboardInterrupt from `cause`), if there is one: for a call to
+    the service that failed while a stop waited for it, whose caller would handle the failure and go on (timing a whole
+    plan after SIGTERM). Inside a commit's block the stop still waits for the block's end."""
+    if stop_cuts_short():
+        _State.pending, _State.stopping = False, True
+        raise KeyboardInterrupt from cause
 
 
 def _ends_holding_a_stop(shield: Shield) -> bool:
@@ -208,6 +213,7 @@ __all__ = [
     "StopSignals",
     "commit_every_s",
     "interrupted_line",
+    "raise_held_stop",
     "received_name",
     "shielded",
     "sleep_unless_stopped",

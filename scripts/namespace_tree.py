@@ -36,10 +36,19 @@ def package_dirs() -> dict[str, Path]:
 MARKER = ".namespace-tree"  # what this script wrote: it deletes no folder holding anything else
 
 
+def _links_only(out: Path) -> bool:
+    """A tree built before the marker: gac/ of folders and links (mypy's cache beside it), nothing else."""
+    tree = out / "gac"
+    return (
+        tree.is_dir()
+        and {entry.name for entry in out.iterdir()} <= {"gac", ".mypy_cache"}
+        and all(p.is_dir() or p.is_symlink() for p in tree.rglob("*"))
+    )
+
+
 def build(out: Path) -> Path:
     if out.exists():
-        ours = (out / MARKER).exists() or (out / "gac").is_dir()  # (a tree built before the marker holds gac/)
-        if not ours and any(out.iterdir()):
+        if not (out / MARKER).exists() and not _links_only(out) and any(out.iterdir()):
             sys.exit(f"{out} is not empty and not a tree this script built: not deleting it")
         shutil.rmtree(out)
     out.mkdir(parents=True)

@@ -14,7 +14,7 @@ from filelock import FileLock
 
 from gac.agent.delivery.codec import batch_document, compact_json, document_rows
 from gac.agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
-from gac.agent.interrupt import stop_cuts_short
+from gac.agent.interrupt import shielded, stop_cuts_short
 from gac.contracts.measurements import Batch, BatchReceipt
 
 
@@ -124,15 +124,18 @@ class Spool:
         os.replace(tmp, self.path)  # atomic: the spool is either the old or the new list
 
     def drain(self, send: Callable[[dict[str, Any]], BatchReceipt], server: str, stats: DeliveryStats, all_servers: bool = False) -> int:
-        """Re-send spooled batches for `server`; keep what still fails. Returns batches delivered."""
-        with self.lock():
+        """Re-send spooled batches for `server`; keep what still fails. Returns batches delivered.
+
+        It only waits on the service: a stop keeps the rest from the next batch on (a second one cuts the call under
+        way), and what the service took leaves the spool all the same."""
+        with self.lock(), shielded(breakable=True):
             records = self.records()
             if not records:
                 return 0
             keep: list[dict[str, Any]] = []
             delivered = 0
             offline = False
-            for rec in records:
+            for i, rec in enumerate(records):
                 # Down, or the run was asked to stop while it only waits on the service: the rest stays, in order.
                 if offline or stop_cuts_short() or (not all_servers and norm_server(rec.get("server", "")) != norm_server(server)):
                     keep.append(rec)
@@ -140,6 +143,9 @@ class Spool:
                 try:
                     stats.count_drained(rec["batch"].get("id"), send(rec["batch"]))
                     delivered += 1
+                except KeyboardInterrupt:
+                    self._rewrite(keep + records[i:])  # this batch and the rest stay; those sent leave
+                    raise
                 except RejectedError as err:
                     if err.about_the_token:  # kept, in order: flushed again with a token the service takes
                         keep.append(rec)

@@ -442,6 +442,55 @@ def test_on_the_way_out_a_batch_gets_one_short_try():
     assert [t["read"] for t in timeouts] == [STOPPING_TIMEOUT_S]
 
 
+def test_a_held_stop_survives_a_closed_stderr():
+    """`gac agent run ... 2>&1 | tee log` and Ctrl-C: tee ends too, and the handler's line cannot be written. The stop
+    is held all the same (the write's error raised inside a call to the service would have dropped it)."""
+    saved, (read_end, write_end) = os.dup(2), os.pipe()
+    os.close(read_end)
+    os.dup2(write_end, 2)  # a pipe no one reads: EPIPE
+    os.close(write_end)
+    reached = []
+    try:
+        with stop_signals(), pytest.raises(KeyboardInterrupt):
+            with shielded():
+                signal.raise_signal(signal.SIGTERM)
+                reached.append("after the signal")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    assert reached == ["after the signal"]
+
+
+def test_an_error_inside_a_block_with_a_stop_held_goes_on_as_it_is():
+    """A commit that fails while a stop waits is reported as what it is (a full disk, a bug), not as the stop."""
+    with stop_signals(), pytest.raises(OSError, match="No space left"):
+        with shielded():
+            signal.raise_signal(signal.SIGTERM)
+            raise OSError(28, "No space left on device")
+
+
+def test_a_stopped_drain_takes_what_the_service_took_out_of_the_spool(tmp_path):
+    """A stop while the spool is sent (gac agent flush, an agent's drain) waits for the batch under way, keeps the
+    rest for the next flush, and the batches the service took leave the spool: they are not sent again."""
+    from gac.agent.delivery import DeliveryStats, Spool
+    from gac.contracts.measurements import BatchReceipt
+
+    spool, batches = Spool(tmp_path / "spool"), [f.batch(2) for _ in range(3)]
+    with answering(200) as (url, called):
+        for b in batches:
+            spool.add(url, b)
+        with StopSafeClient(timeout=10) as client:
+
+            def send(doc: dict) -> BatchReceipt:
+                client.post(f"{url}/stop" if len(called) == 1 else url, json={})  # the second batch's call brings the stop
+                return BatchReceipt(batch_id=doc["id"], platform_id=1, fingerprint="f", inserted=2, duplicates=0, replay=False)
+
+            with stop_signals(), pytest.raises(KeyboardInterrupt):
+                spool.drain(send, url, DeliveryStats())
+    assert len(called) == 2  # the third batch was not sent
+    assert [r["batch"]["id"] for r in spool.records()] == [str(batches[2].id)]  # the two the service took left the spool
+
+
 def test_a_second_stop_does_not_wait_for_a_claim():
     """A stop during a claim waits for its answer (a job it brings is given back), a second one does not: the
     service hangs, and the claim's call ends at the second stop, not at its timeout."""
