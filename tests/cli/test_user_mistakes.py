@@ -257,15 +257,21 @@ def test_import_reads_yaml_as_align_does(tmp_path):
     assert_clean_failure(gac("import", "asvd", str(tmp_path / "dup.yaml")), "appears twice")
 
 
+def _one_weight_manifest(tmp_path: Path) -> Path:
+    """A bf16 manifest of one linear (out 128 of 256 in), its dim 100.3: what the CSVs below are aligned against."""
+    weight = {"name": "w", "kind": "linear_out", "out_features": 128, "in_features": 256, "dim": 100.3, "importance": 1}
+    doc = {"model": "m", "budget": {"params": 100 * 256}, "workload": {"tokens": [256], "dtype": "bfloat16"}, "weights": [weight]}
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(doc))
+    return manifest
+
+
 def test_a_measurements_file_of_two_platforms_is_aligned_on_the_one_named(tmp_path):
     """Curve downloads name their platform; concatenated, they hold several: --platform picks one, as with the service."""
     rows = "".join(f'gemm,bfloat16,n,"k=256,m=256",{x},{10.0 + x / 8},{p}\n' for p in ("a" * 64, "b" * 64) for x in range(64, 129))
     path = tmp_path / "two.csv"
     path.write_text("op,dtype,axis,fixed,x,median_us,platform\n" + rows)
-    weight = {"name": "w", "kind": "linear_out", "out_features": 128, "in_features": 256, "dim": 100.3, "importance": 1}
-    doc = {"model": "m", "budget": {"params": 100 * 256}, "workload": {"tokens": [256], "dtype": "bfloat16"}, "weights": [weight]}
-    manifest = tmp_path / "m.json"
-    manifest.write_text(json.dumps(doc))
+    manifest = _one_weight_manifest(tmp_path)
     assert_clean_failure(gac("align", str(manifest), "--measurements", str(path)), "holds 2 platforms, pick one")
     out = gac("align", str(manifest), "--measurements", str(path), "--platform", "b" * 8, "--json")
     assert out.returncode == 0, out.stderr
@@ -277,10 +283,7 @@ def test_a_measurements_file_in_another_dtype_says_which_it_holds(tmp_path):
     rows = "".join(f'gemm,float16,n,"k=256,m=256",{x},{10.0 + x / 8}\n' for x in range(64, 129))
     path = tmp_path / "h100.csv"
     path.write_text("op,dtype,axis,fixed,x,median_us\n" + rows)
-    weight = {"name": "w", "kind": "linear_out", "out_features": 128, "in_features": 256, "dim": 100.3, "importance": 1}
-    doc = {"model": "m", "budget": {"params": 100 * 256}, "workload": {"tokens": [256], "dtype": "bfloat16"}, "weights": [weight]}
-    manifest = tmp_path / "m.json"
-    manifest.write_text(json.dumps(doc))
+    manifest = _one_weight_manifest(tmp_path)
     out = gac("align", str(manifest), "--measurements", str(path))
     assert out.returncode == 0, out.stderr
     said = " ".join(out.stderr.split())
