@@ -3,9 +3,9 @@
 Raised inside httpx, a KeyboardInterrupt can land between a lock's acquire and the block that
 releases it (httpcore's connection pool); the command then hangs on its way out, closing the client.
 So a call runs inside a breakable `shielded()` block: a first Ctrl-C or SIGTERM is raised once the
-answer is in (or the timeout passed), a second one at once. On the way out (a stop raised: the last
-rows sent, a job given back) a call waits at most STOPPING_TIMEOUT_S, so that a service that hangs
-does not outlast the grace a supervisor gives before SIGKILL (docker stop's 10 s).
+answer is in (or WAIT_AT_MOST_S passed, or the timeout), a second one at once. On the way out (a stop
+raised: the last rows sent, a job given back) a call waits at most STOPPING_TIMEOUT_S, so that a
+service that hangs does not outlast the grace a supervisor gives before SIGKILL (docker stop's 10 s).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import httpx
 
 from gac.agent.interrupt import raise_held_stop, shielded, stopping
 
-STOPPING_TIMEOUT_S = 5.0
+STOPPING_TIMEOUT_S = 3.0
 
 
 class StopSafeClient(httpx.Client):

@@ -22,6 +22,9 @@ from types import FrameType
 
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number, as a shell reports it
 COMMIT_ROWS = 200  # rows that make a commit however little time has passed
+# A stop held where the run only waits on the service is raised after this, answer or not: a supervisor's grace
+# before SIGKILL (docker stop: 10 s) leaves room for the way out (one try of at most STOPPING_TIMEOUT_S per call).
+WAIT_AT_MOST_S = 3.0
 
 
 def commit_every_s() -> float:
@@ -65,11 +68,21 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
         _raise_stop()
     said, _State.pending = _State.pending, True
     if not said:  # said at once: the step may wait on a service for a while
-        again = "; again to stop without waiting" if _only_waiting() else ""
+        again = ""
+        if _only_waiting():  # a wait on the service, however long it hangs, is not worth more than WAIT_AT_MOST_S
+            signal.setitimer(signal.ITIMER_REAL, WAIT_AT_MOST_S)
+            again = f" (at most {WAIT_AT_MOST_S:g} s; again to stop without waiting)"
         try:  # os.write, not print: a handler writing through sys.stderr's buffer while the command does can raise
             os.write(2, f"\n{signal.Signals(signum).name}: stopping once the step under way ends{again}\n".encode())
         except OSError:  # stderr closed, or a pipe whose reader the same Ctrl-C ended: the stop holds all the same
             pass
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    """WAIT_AT_MOST_S after a stop held where the run only waits: still only waiting, it stops now, as a second stop
+    would (a commit begun since is not cut: its end raises the stop)."""
+    if stop_cuts_short():
+        _raise_stop()
 
 
 def stopping() -> bool:
@@ -152,12 +165,14 @@ class StopSignals:
         _State.depth += 1
         for sig in EXIT_CODES:
             self._saved[sig] = signal.signal(sig, _on_stop)
+        self._saved[signal.SIGALRM] = signal.signal(signal.SIGALRM, _on_alarm)
 
     def release(self) -> None:
         """Give the signals back their previous handlers; the command's own (the outermost) ends its stop,
         so that a process running several (a test, a notebook) starts the next one afresh."""
         if not self._saved:
             return
+        signal.setitimer(signal.ITIMER_REAL, 0)  # a held stop's deadline ends with the handlers
         for sig, handler in self._saved.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]  # what signal.signal returned
         self._saved.clear()
@@ -211,6 +226,7 @@ __all__ = [
     "EXIT_CODES",
     "Shield",
     "StopSignals",
+    "WAIT_AT_MOST_S",
     "commit_every_s",
     "interrupted_line",
     "raise_held_stop",

@@ -22,6 +22,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from gac.agent.http_client import StopSafeClient
+from gac.agent.interrupt import stopping
 from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 
@@ -384,7 +385,8 @@ class Heartbeat:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        # A beat under way ends soon; on the way out of a stopped run it is not waited for long (the thread is a daemon).
+        self._thread.join(timeout=1 if stopping() else 5)
 
 
 __all__ = [

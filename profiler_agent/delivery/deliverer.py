@@ -11,7 +11,7 @@ from gac.agent.delivery.codec import DEFAULT_BATCH_SIZE, BatchBuffer, batch_docu
 from gac.agent.delivery.outcomes import DeliveryError, DeliveryStats, RejectedError
 from gac.agent.delivery.sender import BatchSender, RetryPolicy
 from gac.agent.delivery.spool import Spool, SpoolEntry
-from gac.agent.interrupt import shielded
+from gac.agent.interrupt import shielded, stopping
 from gac.contracts.measurements import Batch, BatchReceipt, PlatformDescriptor, RunInfo
 
 
@@ -71,6 +71,9 @@ class Deliverer(BatchBuffer):
 
     def _send(self, batch: Batch, entry: SpoolEntry) -> bool:
         doc = batch_document(batch)
+        if stopping() and not self._online:  # on the way out, with the service already found down: it waits in the spool
+            self.stats.count_spooled(batch.id, len(batch.measurements))
+            return False
         try:
             # Once the service was found down, each later batch gets one quick try:
             # the run goes on at full speed and notices when the service is back.
@@ -109,8 +112,9 @@ class Deliverer(BatchBuffer):
         self.spool.remove(entry)
         if not self._online:
             self._online = True
-            self.log("service reachable again, draining the spool")
-            self.drain()
+            if not stopping():  # on the way out the spool waits for the next run or `gac agent flush`
+                self.log("service reachable again, draining the spool")
+                self.drain()
         return True
 
     def kept_where(self) -> str:
@@ -130,7 +134,7 @@ class Deliverer(BatchBuffer):
     def close(self) -> None:
         """Send the last partial batch, drain the spool if the service is up."""
         self.flush()
-        if self._online:
+        if self._online and not stopping():  # on the way out the spool waits for the next run or `gac agent flush`
             self.drain()
         self.close_client()
 

@@ -408,7 +408,7 @@ def test_a_stop_signal_during_a_call_to_the_service_waits_for_its_answer(capfd):
             client.get(f"{url}/stop")
         assert answered == [200]  # the answer came in before the stop was raised
         assert client.get(url).status_code == 200  # and the client still works
-    assert "SIGTERM: stopping once the step under way ends; again to stop without waiting" in capfd.readouterr().err
+    assert "SIGTERM: stopping once the step under way ends (at most 3 s; again to stop without waiting)" in capfd.readouterr().err
 
 
 def test_a_call_that_fails_with_a_stop_held_still_stops_the_run():
@@ -421,6 +421,23 @@ def test_a_call_that_fails_with_a_stop_held_still_stops_the_run():
             except httpx.TimeoutException:
                 pass  # as resume.known_on_server does: it would time the whole plan next
         assert isinstance(stopped.value.__cause__, httpx.TimeoutException)
+
+
+def test_a_stop_waits_on_a_hung_service_for_a_few_seconds_only(monkeypatch):
+    """A service that accepts the call and never answers: the stop is raised WAIT_AT_MOST_S after it came, as a second
+    stop would, not at the call's timeout (30 s would outlast docker stop's grace)."""
+    import gac.agent.interrupt as interrupt
+
+    monkeypatch.setattr(interrupt, "WAIT_AT_MOST_S", 0.2)
+    ended: list[BaseException] = []
+    with answering(200, hang=threading.Event()) as (url, _), stop_signals(), StopSafeClient(timeout=30) as client:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            try:
+                client.get(f"{url}/stop")
+            except BaseException as err:
+                ended.append(err)
+                raise
+    assert ended == [stopped.value] and stopped.value.__cause__ is None  # cut by the deadline, not ended by a timeout
 
 
 def test_on_the_way_out_a_batch_gets_one_short_try():
