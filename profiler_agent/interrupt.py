@@ -39,7 +39,17 @@ class Shield:
     after the first one, or once the run is on its way out, is raised at once."""
 
     def __init__(self, breakable: bool) -> None:
-        self.breakable = breakable
+        self._breakable = breakable
+
+    @property
+    def breakable(self) -> bool:
+        return self._breakable
+
+    @breakable.setter
+    def breakable(self, value: bool) -> None:
+        self._breakable = value
+        if value:  # a commit's durable part done: a stop it held now only waits
+            _Deadline.arm_if_waiting()
 
 
 class _State:
@@ -57,9 +67,46 @@ def _only_waiting() -> bool:
     return bool(_State.open) and all(s.breakable for s in _State.open)
 
 
-def _raise_stop() -> None:
+def _raise_stop(cause: BaseException | None = None) -> None:
     _State.pending, _State.stopping = False, True  # raised now: not again at a block's end
-    raise KeyboardInterrupt
+    _Deadline.disarm()
+    if cause is None:
+        raise KeyboardInterrupt
+    raise KeyboardInterrupt from cause
+
+
+class _Deadline:
+    """A stop held where the run only waits on the service is raised WAIT_AT_MOST_S later by SIGALRM, answer or
+    not, as a second stop would be. Armed when the run comes to only wait with a stop held (the stop came in a
+    wait, or the commit it came in is done), never over a timer someone else set (the stop then waits for the
+    call's own timeout), and disarmed, SIGALRM's handler given back, once the stop is raised or the command ends."""
+
+    armed = False
+    saved: object = None
+
+    @classmethod
+    def arm_if_waiting(cls) -> None:
+        if cls.armed or not stop_cuts_short() or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+            return
+        cls.saved = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, WAIT_AT_MOST_S)
+        cls.armed = True
+
+    @classmethod
+    def disarm(cls) -> None:
+        if cls.armed and threading.current_thread() is threading.main_thread():
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, cls.saved)  # type: ignore[arg-type]  # what signal.signal returned
+            cls.armed = False
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    """The deadline: still only waiting, the stop is raised now; in a commit begun since, it waits for its end."""
+    _Deadline.disarm()
+    if stop_cuts_short():
+        _raise_stop()
 
 
 def _on_stop(signum: int, frame: FrameType | None) -> None:
@@ -68,21 +115,14 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
         _raise_stop()
     said, _State.pending = _State.pending, True
     if not said:  # said at once: the step may wait on a service for a while
-        again = ""
-        if _only_waiting():  # a wait on the service, however long it hangs, is not worth more than WAIT_AT_MOST_S
-            signal.setitimer(signal.ITIMER_REAL, WAIT_AT_MOST_S)
-            again = f" (at most {WAIT_AT_MOST_S:g} s; again to stop without waiting)"
+        _Deadline.arm_if_waiting()
+        again = "; again to stop without waiting" if _only_waiting() else ""
+        if _Deadline.armed:
+            again = f" (at most {WAIT_AT_MOST_S:g} s{again})"
         try:  # os.write, not print: a handler writing through sys.stderr's buffer while the command does can raise
             os.write(2, f"\n{signal.Signals(signum).name}: stopping once the step under way ends{again}\n".encode())
         except OSError:  # stderr closed, or a pipe whose reader the same Ctrl-C ended: the stop holds all the same
             pass
-
-
-def _on_alarm(signum: int, frame: FrameType | None) -> None:
-    """WAIT_AT_MOST_S after a stop held where the run only waits: still only waiting, it stops now, as a second stop
-    would (a commit begun since is not cut: its end raises the stop)."""
-    if stop_cuts_short():
-        _raise_stop()
 
 
 def stopping() -> bool:
@@ -125,10 +165,10 @@ def shielded(breakable: bool = False) -> Iterator[Shield]:
 def raise_held_stop(cause: BaseException) -> None:
     """Raise a stop held back where the run only waits (KeyboardInterrupt from `cause`), if there is one: for a call to
     the service that failed while a stop waited for it, whose caller would handle the failure and go on (timing a whole
-    plan after SIGTERM). Inside a commit's block the stop still waits for the block's end."""
-    if stop_cuts_short():
-        _State.pending, _State.stopping = False, True
-        raise KeyboardInterrupt from cause
+    plan after SIGTERM). Inside a commit's block the stop still waits for the block's end; in another thread (a
+    heartbeat) nothing is raised: the stop is the main thread's."""
+    if stop_cuts_short() and threading.current_thread() is threading.main_thread():
+        _raise_stop(cause)
 
 
 def _ends_holding_a_stop(shield: Shield) -> bool:
@@ -136,6 +176,8 @@ def _ends_holding_a_stop(shield: Shield) -> bool:
     _State.open.remove(shield)  # a signal from here on finds no block open: raised at once
     held = not _State.open and _State.pending
     _State.pending = _State.pending and not held
+    if not held:
+        _Deadline.arm_if_waiting()  # an inner commit ended with a stop held: what is left only waits
     return held
 
 
@@ -165,20 +207,19 @@ class StopSignals:
         _State.depth += 1
         for sig in EXIT_CODES:
             self._saved[sig] = signal.signal(sig, _on_stop)
-        self._saved[signal.SIGALRM] = signal.signal(signal.SIGALRM, _on_alarm)
 
     def release(self) -> None:
         """Give the signals back their previous handlers; the command's own (the outermost) ends its stop,
         so that a process running several (a test, a notebook) starts the next one afresh."""
         if not self._saved:
             return
-        signal.setitimer(signal.ITIMER_REAL, 0)  # a held stop's deadline ends with the handlers
         for sig, handler in self._saved.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]  # what signal.signal returned
         self._saved.clear()
         _State.depth -= 1
         if _State.depth == 0:
             _State.pending, _State.stopping = False, False
+            _Deadline.disarm()
 
     @property
     def name(self) -> str:

@@ -100,9 +100,10 @@ class Deliverer(BatchBuffer):
                     )
                 self._online = False
                 return False
-            self.spool.remove(entry)
-            self.spool.reject(self.server, doc, str(err))
-            self.stats.count_rejected(batch.id, len(batch.measurements), err)
+            with shielded():  # moved whole, no stop between: into the rejected file before it leaves the spool
+                self.spool.reject(self.server, doc, str(err))
+                self.spool.remove(entry)
+                self.stats.count_rejected(batch.id, len(batch.measurements), err)
             self.log(
                 f"batch {batch.id} rejected ({err}); kept in {self.spool.rejected_path}: once the cause is fixed, "
                 f"resend with `gac ingest {self.spool.rejected_path} --server {self.server} --token ...`"

@@ -10,6 +10,7 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -438,6 +439,67 @@ def test_a_stop_waits_on_a_hung_service_for_a_few_seconds_only(monkeypatch):
                 ended.append(err)
                 raise
     assert ended == [stopped.value] and stopped.value.__cause__ is None  # cut by the deadline, not ended by a timeout
+
+
+def test_a_stop_that_came_in_a_commit_waits_on_the_service_a_few_seconds_only(monkeypatch):
+    """The stop comes while a batch is written to the spool (a commit: it waits), the send that follows hangs: once the
+    commit is done the stop only waits, and its deadline runs from there."""
+    import gac.agent.interrupt as interrupt
+
+    monkeypatch.setattr(interrupt, "WAIT_AT_MOST_S", 0.2)
+    with answering(200, hang=threading.Event()) as (url, _), stop_signals(), StopSafeClient(timeout=30) as client:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            with shielded() as shield:
+                signal.raise_signal(signal.SIGTERM)  # held by the commit, no deadline yet
+                shield.breakable = True  # the batch is in the spool: what is left is the send
+                client.get(url)
+    assert stopped.value.__cause__ is None  # cut by the deadline, not raised from the call's timeout (ReadTimeout)
+
+
+def test_the_deadline_leaves_a_timer_someone_else_set_alone():
+    """A watchdog's SIGALRM (a test harness, a notebook) keeps its handler and time: the stop then waits for the
+    call's own end, and says nothing of a deadline."""
+    fired: list[int] = []
+
+    def watchdog(signum: int, frame: object) -> None:
+        fired.append(signum)
+
+    before = signal.signal(signal.SIGALRM, watchdog)
+    signal.setitimer(signal.ITIMER_REAL, 60)
+    try:
+        with stop_signals(), pytest.raises(KeyboardInterrupt):
+            with shielded(breakable=True):
+                signal.raise_signal(signal.SIGTERM)
+                assert signal.getsignal(signal.SIGALRM) is watchdog
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 50  # still the watchdog's, still running
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert fired == []
+
+
+def test_a_call_failing_in_another_thread_leaves_the_stop_to_the_main_thread():
+    """A heartbeat's call fails (the service is down) while the main thread holds a stop in a wait: the heartbeat sees
+    its error, and the stop stays the main thread's, raised as its wait ends."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]  # nothing listens once it is closed
+    seen: list[str] = []
+
+    def beat() -> None:
+        try:
+            with StopSafeClient(timeout=5) as client:
+                client.get(f"http://127.0.0.1:{closed_port}/")
+        except BaseException as err:  # noqa: BLE001 - what the test looks for
+            seen.append(type(err).__name__)
+
+    with stop_signals(), pytest.raises(KeyboardInterrupt):
+        with shielded(breakable=True):
+            signal.raise_signal(signal.SIGTERM)
+            heartbeat = threading.Thread(target=beat)
+            heartbeat.start()
+            heartbeat.join()
+    assert seen == ["ConnectError"]
 
 
 def test_on_the_way_out_a_batch_gets_one_short_try():
