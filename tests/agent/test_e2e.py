@@ -5,10 +5,12 @@ service restart mid-run; concurrent agents never claim the same job."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from datetime import datetime
@@ -713,6 +715,42 @@ def test_a_following_agent_reports_its_job_once_the_service_is_back(live_service
     done = httpx.get(f"{live_service.url}/v1/jobs/{job}", headers=f.auth(live_service.read_token)).json()
     assert (done["status"], done["points_done"], done["attempts"]) == ("done", plan.n_points(), 1), "".join(out.seen)
     assert_plan_stored(stored(live_service, platform.fingerprint()), plan)  # every point, once
+
+
+def test_an_agent_stopped_while_its_service_hangs_exits_and_keeps_what_it_measured(live_service, tmp_path, threads_one):
+    """docker stop on an agent whose service hangs (frozen: the kernel takes its connections, nothing answers): the
+    agent stops waiting, says what it kept, and keeps it, sent or spooled. (The test's wait only catches a hang: the
+    agent's own bound is a few seconds, docs/timing.md.)"""
+    from gac.agent.delivery.codec import by_row
+
+    platform, plan = detect_platform("cpu"), loads_plan(LONG.replace("stop: 2400", "stop: 24000"))  # more than it times here
+    command = [sys.executable, "-m", "gac", "agent", "run", "--jobs", "--follow", "--poll-s", "0.2", "--server", live_service.url,
+               "--token", live_service.ingest_token, "--threads", "1", "--quiet", "--spool-dir", str(tmp_path / "spool")]  # fmt: skip
+    _create_job(live_service, plan.to_document(), platform.fingerprint())
+    env = {**os.environ, "COLUMNS": "250", "PYTHONFAULTHANDLER": "1"}
+    agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = OutputLines(agent)
+    assert live_service.proc is not None
+    try:
+        out.wait_for("claimed, 3000 points to time")
+        deadline = time.monotonic() + 120
+        while not stored(live_service, platform.fingerprint()):  # a batch delivered: it is timing, and sending
+            assert time.monotonic() < deadline and agent.poll() is None, out.everything()
+            time.sleep(0.1)  # a poll of the service (no line says a batch went)
+        os.kill(live_service.proc.pid, signal.SIGSTOP)
+        try:
+            assert out.stop(signal.SIGTERM, timeout=60) == 143
+        finally:
+            os.kill(live_service.proc.pid, signal.SIGCONT)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    said = out.everything()
+    kept = re.search(r"interrupted: kept (\d+) measured points", said)
+    assert kept, said
+    stored_n = {r["shape"]["n"] for r in stored(live_service, platform.fingerprint())}
+    spooled_n = {m["shape"]["n"] for r in Spool(tmp_path / "spool").records() for m in by_row(r["batch"])["measurements"]}
+    assert len(stored_n | spooled_n) >= int(kept[1]) > 0, said  # every point it said it kept is in one or the other
 
 
 def test_a_report_whose_answer_was_lost_is_read_back_from_the_job(live_service):
