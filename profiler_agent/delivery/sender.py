@@ -51,9 +51,11 @@ class RetryPolicy:
     max_backoff_s: float = 8.0
 
     def retrying(self, retries: int | None = None) -> Retrying:
-        """The tenacity loop for one batch (`retries` overrides the policy's count)."""
+        """The tenacity loop for one batch (`retries` overrides the policy's count). On the way out of a stopped run,
+        one try (StopSafeClient keeps it short): what it cannot send stays in the spool."""
+        retries = 0 if stopping() else self.retries if retries is None else retries
         return Retrying(
-            stop=stop_after_attempt(1 + (self.retries if retries is None else retries)),
+            stop=stop_after_attempt(1 + retries),
             wait=_Backoff(multiplier=self.backoff_s, max=self.max_backoff_s),
             retry=retry_if_exception_type(_TryAgain),
             reraise=True,  # the last _TryAgain, or a RejectedError at once
@@ -101,8 +103,6 @@ class BatchSender:
 
     def _post(self, doc: dict[str, Any], retries: int | None) -> BatchReceipt:
         content_type = COLUMNS_MEDIA_TYPE if is_by_column(doc) else "application/json"
-        if stopping():  # on the way out: one short try (StopSafeClient); what it cannot send stays in the spool
-            retries = 0
         try:
             headers = self._headers | {"content-type": content_type}
             return self.policy.retrying(retries)(self._post_once, compact_json(doc).encode(), headers)
