@@ -438,9 +438,12 @@ def run_keeping(
             result = run_with_progress(session, plan, sink.add, adaptive, quiet, line=line, confirm_steps=confirm_steps, stored=stored)
             sink.close()
         except KeyboardInterrupt:
-            sink.close()  # a second signal now waits for each commit, then stops the command as it stands
-            if on_stop is not None:
-                on_stop(stop)
+            try:
+                sink.close()  # a second signal now waits for each commit, then stops the command as it stands
+                if on_stop is not None:
+                    on_stop(stop)
+            except KeyboardInterrupt:  # that second signal: the way out ends here, and the line below still says what was kept
+                console.print(f"[yellow]{stop.name} again: stopping without waiting for the rest of the way out[/yellow]")
             # In points, not rows: a point the quality gate timed again has a row per run. The total is the
             # run's own, which adaptive sweeps' refinement grew; an adaptive sweep not done may refine more.
             left = max(0, line.total - sink.committed_points) + left_after

@@ -563,53 +563,59 @@ def _wait_for(
     """Until every job has ended (done, failed or cancelled), saying each change of their counts, and
     once, if none was held by an agent for hint_after_s, what would claim them. A service that cannot
     be read for a while (restarting, busy) is waited for too; a refusal ends the wait. Returns the jobs."""
+    from gac.agent.http_client import StopSafeClient
+    from gac.agent.interrupt import stop_signals
     from gac.client import Client, GacApiError, GacConnectionError
 
     said, waiting_since, hinted, failures = None, time.monotonic(), False, 0
-    with Client(server, token) as client:
-        while True:
-            try:
-                ended = [client.job(j) for j in jobs]
-            except (GacConnectionError, GacApiError) as exc:
-                if isinstance(exc, GacApiError) and not exc.transient:
-                    err.print(f"[red]while waiting for jobs {jobs}: {escape(str(exc))}[/red]")
-                    raise typer.Exit(1) from exc
-                if not failures:
-                    err.print(f"[yellow]cannot read jobs {jobs} now ({escape(str(exc))}): trying again; Ctrl-C stops waiting[/yellow]")
-                failures += 1
-                time.sleep(min(MAX_WAIT_RETRY_S, every_s * 2 ** min(failures, 16)))
-                continue
-            if failures:
-                err.print("reached the service again")
-                failures = 0
-            states = [_job_state(j) for j in ended]
-            kinds = ("queued", "expired", "leased", "done", "failed", "cancelled")
-            counts = ", ".join(f"{states.count(s)} {'lease expired' if s == 'expired' else s}" for s in kinds if s in states)
-            # Points as the agents' last heartbeats said: a job measured for minutes shows it moving.
-            counts += f"; {sum(j.points_done or 0 for j in ended):,}/{sum(j.points for j in ended):,} points"
-            if counts != said:
-                err.print(f"jobs {jobs}: {counts}")
-                said = counts
-            if "leased" in states:
-                waiting_since = time.monotonic()
-            if not hinted and time.monotonic() - waiting_since >= hint_after_s and set(states) <= {"queued", "expired", "done"}:
-                err.print(
-                    f"no agent has claimed them in {hint_after_s:.0f} s: an agent of platform {platform[:16]} takes them "
-                    f"(`gac agent run --server {server} --token T --jobs --follow` on such a machine); Ctrl-C stops waiting, "
-                    "the jobs stay queued"
-                )
-                hinted = True
-            if all(s in ("done", "failed", "cancelled") for s in states):
-                return ended
-            try:
+    ended, states = [], []
+    # Ctrl-C or SIGTERM anywhere in the wait (a read of the jobs under way is answered first: a stop cut inside httpx
+    # can leave its pool's lock taken, and closing the client would hang) says which jobs stay queued.
+    with stop_signals() as stop, StopSafeClient() as http, Client(server, token, http=http) as client:
+        try:
+            while True:
+                try:
+                    ended = [client.job(j) for j in jobs]
+                except (GacConnectionError, GacApiError) as exc:
+                    if isinstance(exc, GacApiError) and not exc.transient:
+                        err.print(f"[red]while waiting for jobs {jobs}: {escape(str(exc))}[/red]")
+                        raise typer.Exit(1) from exc
+                    if not failures:
+                        err.print(f"[yellow]cannot read jobs {jobs} now ({escape(str(exc))}): trying again; Ctrl-C stops waiting[/yellow]")
+                    failures += 1
+                    time.sleep(min(MAX_WAIT_RETRY_S, every_s * 2 ** min(failures, 16)))
+                    continue
+                if failures:
+                    err.print("reached the service again")
+                    failures = 0
+                states = [_job_state(j) for j in ended]
+                kinds = ("queued", "expired", "leased", "done", "failed", "cancelled")
+                counts = ", ".join(f"{states.count(s)} {'lease expired' if s == 'expired' else s}" for s in kinds if s in states)
+                # Points as the agents' last heartbeats said: a job measured for minutes shows it moving.
+                counts += f"; {sum(j.points_done or 0 for j in ended):,}/{sum(j.points for j in ended):,} points"
+                if counts != said:
+                    err.print(f"jobs {jobs}: {counts}")
+                    said = counts
+                if "leased" in states:
+                    waiting_since = time.monotonic()
+                if not hinted and time.monotonic() - waiting_since >= hint_after_s and set(states) <= {"queued", "expired", "done"}:
+                    err.print(
+                        f"no agent has claimed them in {hint_after_s:.0f} s: an agent of platform {platform[:16]} takes them "
+                        f"(`gac agent run --server {server} --token T --jobs --follow` on such a machine); Ctrl-C stops waiting, "
+                        "the jobs stay queued"
+                    )
+                    hinted = True
+                if all(s in ("done", "failed", "cancelled") for s in states):
+                    return ended
                 time.sleep(every_s)
-            except KeyboardInterrupt:
-                left = [j.id for j, s in zip(ended, states) if s not in ("done", "failed", "cancelled")]
-                err.print(
-                    f"stopped waiting: job(s) {left} stay on the service for its agents (`gac jobs list`); "
-                    "this alignment again, once they are done, uses what they measured"
-                )
-                raise typer.Exit(130) from None
+        except KeyboardInterrupt:
+            # The jobs not seen ended when last read (all of them, stopped before the first read).
+            left = [j.id for j, s in zip(ended, states) if s not in ("done", "failed", "cancelled")] if states else jobs
+            err.print(
+                f"stopped waiting: job(s) {left} stay on the service for its agents (`gac jobs list`); "
+                "this alignment again, once they are done, uses what they measured"
+            )
+            raise typer.Exit(stop.exit_code) from None
 
 
 def _this_machine(

@@ -616,3 +616,36 @@ def test_a_stopped_first_pass_says_more_points_may_follow():
     assert KEPT.fullmatch(plain) and "first pass" not in plain
     first = interrupted_line(55, 54, "stored", FIRST_PASS_MORE)
     assert KEPT.match(first) and first.endswith("(a first pass: what it measures may call for more points)")
+
+
+def test_a_second_stop_during_the_way_out_still_says_what_was_kept(capfd):
+    """SIGTERM while timing, then again while the job is given back to a service that hangs: the give-back ends
+    there, and the command still says how many points it kept and exits 143 (not 'nothing measured was left behind')."""
+    import typer
+
+    from gac.agent.cli import open_session, run_keeping
+    from gac.contracts.plans import loads_plan
+
+    class Rows:
+        committed = committed_points = 0
+
+        def add(self, m: object) -> None:
+            self.committed = self.committed_points = self.committed + 1
+            if self.committed == 2:
+                signal.raise_signal(signal.SIGTERM)  # the first stop, two points in
+
+        def close(self) -> None:
+            pass
+
+        def kept_where(self) -> str:
+            return "stored"
+
+    plan = loads_plan(PLAN.replace("time_cap_ms: 30", "time_cap_ms: 2"))
+    with answering(200, stop_on="/release", hang=threading.Event()) as (url, called), StopSafeClient(timeout=30) as client:
+        give_back = lambda _: client.post(f"{url}/release")  # noqa: E731 - the service takes the second stop's signal, then hangs
+        with pytest.raises(typer.Exit) as ended:
+            run_keeping(open_session("cpu", 1), plan, Rows(), adaptive=False, quiet=True, on_stop=give_back)
+    assert ended.value.exit_code == 143 and called == ["/release"]
+    err = capfd.readouterr().err
+    assert "SIGTERM again: stopping without waiting for the rest of the way out" in err
+    assert KEPT.search(err) and KEPT.search(err)[1] == "2", err

@@ -281,3 +281,29 @@ def test_ctrl_c_while_waiting_says_which_jobs_stay_queued(live_service, monkeypa
     assert stopped.value.exit_code == 130
     assert said[0].startswith(f"jobs [{job}]: 1 queued; 0/") and said[0].endswith(" points"), said
     assert f"stopped waiting: job(s) [{job}] stay on the service for its agents (`gac jobs list`)" in said[-1], said
+
+
+def test_a_stop_while_reading_the_jobs_waits_for_the_read_then_says_which_stay(monkeypatch):
+    """SIGTERM while the jobs are read from a service that hangs: the read is not cut inside httpx (its pool's lock),
+    the stop is raised a few seconds later, and the waiter says which jobs stay queued and exits 143."""
+    import signal
+    import threading
+
+    import typer
+
+    import gac.commands.align as align_cmd
+    from gac.agent.interrupt import stop_signals
+    from tests.agent.test_interrupt import answering
+
+    said: list[str] = []
+    monkeypatch.setattr(align_cmd.err, "print", lambda text, *a, **k: said.append(str(text)))
+    raised: list[BaseException] = []
+    # The outer handlers stand for the command's: a stop cut inside httpx ends up here, not in pytest.
+    with answering(200, stop_on="/v1/jobs/7", hang=threading.Event()) as (url, called), stop_signals():
+        try:
+            align_cmd._wait_for([7], url, "t", every_s=0.05, platform=OTHER.fingerprint())
+        except BaseException as stopped:  # noqa: BLE001 - which way it stopped is what is tested
+            raised.append(stopped)
+    assert called == ["/v1/jobs/7"]
+    assert [type(e) for e in raised] == [typer.Exit] and raised[0].exit_code == 143 == 128 + signal.SIGTERM, raised
+    assert said[-1].startswith("stopped waiting: job(s) [7] stay on the service for its agents"), said
