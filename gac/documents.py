@@ -6,6 +6,7 @@ where the author meant one of them."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -28,6 +29,35 @@ def no_duplicate_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
             raise DuplicateKey(f"key {key!r} appears twice")
         out[key] = value
     return out
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's pairs in their order, duplicates kept (json.loads' object_pairs_hook)."""
+
+
+def duplicate_key(text: str | bytes) -> tuple[str | int, ...] | None:
+    """Where a JSON document first gives a key twice, as a path (("weights", 3, "dim")); None where no object
+    does, or it is not JSON (its parser says why). The quick check first: the search only for a document that has one."""
+    try:
+        json.loads(text, object_pairs_hook=no_duplicate_keys)
+        return None
+    except DuplicateKey:
+        pass
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), json.loads(text, object_pairs_hook=_Pairs))]
+    while stack:  # depth first, in the document's order
+        path, node = stack.pop()
+        if isinstance(node, _Pairs):
+            seen: set[str] = set()
+            for key, _ in node:
+                if key in seen:
+                    return (*path, key)
+                seen.add(key)
+            stack.extend(((*path, k), v) for k, v in reversed(node))
+        elif isinstance(node, list):
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(node))))
+    return None  # not reached: the quick check found one
 
 
 def _mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:

@@ -150,14 +150,15 @@ def parse_document(text: str, label: str, as_yaml: bool = False) -> dict[str, An
     """A JSON (or YAML) object from its text: malformed, a key twice, or not an object is ImportErrorDetail naming `label`."""
     if as_yaml:
         return _load_yaml(text, label)
-    from gac.documents import DuplicateKey, no_duplicate_keys
+    from gac.documents import DuplicateKey, duplicate_key, no_duplicate_keys
 
     try:
         data = json.loads(text, object_pairs_hook=no_duplicate_keys)
     except json.JSONDecodeError as exc:
         raise ImportErrorDetail(f"{label} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except DuplicateKey as exc:
-        raise ImportErrorDetail(f"{label}: {exc}") from None
+        within = ".".join(str(part) for part in (duplicate_key(text) or ())[:-1])  # the object that gives it twice
+        raise ImportErrorDetail(f"{label}: {f'in {within}: ' if within else ''}{exc}") from None
     except RecursionError:
         raise ImportErrorDetail(f"{label} is nested too deeply") from None
     if not isinstance(data, dict):

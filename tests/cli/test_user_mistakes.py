@@ -299,6 +299,8 @@ def test_a_key_given_twice_is_named_not_overwritten(tmp_path):
     text = json.dumps(doc)
     (tmp_path / "dup.json").write_text(text.replace('"model": ', '"model": "first", "model": ', 1))
     assert_clean_failure(gac("align", str(tmp_path / "dup.json")), "dup.json: key 'model' appears twice")
+    (tmp_path / "nested.json").write_text(text.replace('"dim": ', '"dim": 1, "dim": ', 1))  # said with the object that gives it
+    assert_clean_failure(gac("align", str(tmp_path / "nested.json")), "nested.json: in weights.0: key 'dim' appears twice")
     (tmp_path / "dup.yaml").write_text("model: a\nmodel: b\n")
     assert_clean_failure(gac("align", str(tmp_path / "dup.yaml")), "dup.yaml: key 'model' appears twice")
 

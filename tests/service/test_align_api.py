@@ -161,6 +161,18 @@ def test_align_errors_name_the_field(client, read_token, mutate, field):
         assert "smallest feasible" in r.json()["detail"][0]["message"]
 
 
+def test_a_key_given_twice_is_refused_naming_where_not_read_as_its_last_value(client, read_token):
+    """A JSON parser keeps the last of two equal keys; which rank the compressor meant is not the service's to guess."""
+    body = json.dumps(manifest())
+    twice = body.replace('"dim": 37.0', '"dim": 37.0, "dim": 40', 1)
+    assert twice != body
+    r = client.post("/v1/align", content=twice, headers=f.auth(read_token) | {"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert [(d["field"], d["type"]) for d in r.json()["detail"]] == [("body.weights.1.dim", "duplicate_key")]
+    assert "given twice" in r.json()["detail"][0]["message"]
+    assert client.post("/v1/align", content=body, headers=f.auth(read_token) | {"content-type": "application/json"}).status_code == 201
+
+
 @pytest.mark.slow
 def test_cli_json_is_exactly_the_document(client, settings, ingest_token, tmp_path):
     plat = measured_platform(client, ingest_token)
