@@ -17,6 +17,9 @@ import httpx
 from gac.agent.interrupt import raise_held_stop, shielded, stopping
 
 STOPPING_TIMEOUT_S = 3.0
+# A connection takes well under a second to a service that is up; past this, the network drops packets (or the
+# service's backlog is full), and a run that waited out a 30 s timeout per call would time nothing meanwhile.
+CONNECT_AT_MOST_S = 5.0
 
 
 class StopSafeClient(httpx.Client):
@@ -25,6 +28,9 @@ class StopSafeClient(httpx.Client):
     def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
         if stopping():
             request.extensions["timeout"] = httpx.Timeout(STOPPING_TIMEOUT_S).as_dict()
+        timeout = dict(request.extensions.get("timeout") or {})
+        timeout["connect"] = min(timeout.get("connect") or CONNECT_AT_MOST_S, CONNECT_AT_MOST_S)
+        request.extensions["timeout"] = timeout
         with shielded(breakable=True):
             try:
                 return super().send(request, **kwargs)
@@ -33,4 +39,4 @@ class StopSafeClient(httpx.Client):
                 raise
 
 
-__all__ = ["STOPPING_TIMEOUT_S", "StopSafeClient"]
+__all__ = ["CONNECT_AT_MOST_S", "STOPPING_TIMEOUT_S", "StopSafeClient"]

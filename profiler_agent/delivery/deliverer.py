@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,10 @@ from gac.agent.delivery.sender import BatchSender, RetryPolicy
 from gac.agent.delivery.spool import Spool, SpoolEntry
 from gac.agent.interrupt import shielded, stopping
 from gac.contracts.measurements import Batch, BatchReceipt, PlatformDescriptor, RunInfo
+
+# Once the service is found down, a batch is tried at most this often; the others go straight to the spool. A service
+# that hangs, or a network that drops packets, then costs the timing one call's timeout per probe, not one per batch.
+OFFLINE_PROBE_S = 10.0
 
 
 class Deliverer(BatchBuffer):
@@ -42,6 +47,7 @@ class Deliverer(BatchBuffer):
         client: httpx.Client | None = None,
         log: Callable[[str], None] | None = None,
         commit_every_s: float | None = None,
+        offline_probe_s: float = OFFLINE_PROBE_S,
     ) -> None:
         super().__init__(platform, run, batch_size, commit_every_s)
         self.log = log or (lambda msg: None)
@@ -50,6 +56,9 @@ class Deliverer(BatchBuffer):
         self.spool = spool or Spool()
         self.stats = DeliveryStats()
         self._online = True
+        self.offline_probe_s = offline_probe_s
+        self._tried_at = 0.0  # when a batch was last tried (monotonic)
+        self._last_batch = False  # close(): the last batch is tried whenever the last probe was
         self._spooled: dict[object, SpoolEntry] = {}  # batches committed to the spool, not yet sent
 
     def send_document(self, doc: dict[str, Any], retries: int | None = None) -> BatchReceipt:
@@ -71,11 +80,13 @@ class Deliverer(BatchBuffer):
 
     def _send(self, batch: Batch, entry: SpoolEntry) -> bool:
         doc = batch_document(batch)
-        if stopping() and not self._online:  # on the way out, with the service already found down: it waits in the spool
+        if not self._online and (stopping() or not self._probe_due()):
+            # Down: it waits in the spool for the next probe (on the way out, for the next run or `gac agent flush`).
             self.stats.count_spooled(batch.id, len(batch.measurements))
             return False
+        self._tried_at = time.monotonic()
         try:
-            # Once the service was found down, each later batch gets one quick try:
+            # Once the service was found down, a probe gets one quick try:
             # the run goes on at full speed and notices when the service is back.
             receipt = self.send_document(doc, retries=None if self._online else 0)
         except KeyboardInterrupt:
@@ -118,6 +129,9 @@ class Deliverer(BatchBuffer):
                 self.drain()
         return True
 
+    def _probe_due(self) -> bool:
+        return self._last_batch or time.monotonic() - self._tried_at >= self.offline_probe_s
+
     def kept_where(self) -> str:
         """Where the committed rows are: 'sent to URL', and how many of them wait in the spool."""
         spooled = self.stats.waiting_rows
@@ -134,6 +148,7 @@ class Deliverer(BatchBuffer):
 
     def close(self) -> None:
         """Send the last partial batch, drain the spool if the service is up."""
+        self._last_batch = True
         self.flush()
         if self._online and not stopping():  # on the way out the spool waits for the next run or `gac agent flush`
             self.drain()

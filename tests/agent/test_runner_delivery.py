@@ -299,7 +299,7 @@ def test_a_stop_while_the_spool_drains_keeps_the_rest_for_later(tmp_path):
             signal.raise_signal(signal.SIGTERM)
         return _accepted(request)
 
-    d, spool = _deliverer(tmp_path, answer, retries=0)
+    d, spool = _deliverer(tmp_path, answer, retries=0, offline_probe_s=0.0)  # every batch tried
     with stop_signals(), pytest.raises(KeyboardInterrupt):
         d.add_many(_measurements(8))
     assert len(calls) == 4 and d.stats.sent_batches == 1 and d.stats.drained_batches == 0
@@ -487,3 +487,42 @@ def test_a_run_whose_service_went_away_midway_says_what_was_sent_and_what_waits(
     d.add_many(_measurements(4))  # two batches: the first stored, the second spooled
     assert d.stats.sent_batches == 1 and d.stats.waiting_rows == 2 and len(spool.records()) == 1
     assert d.kept_where() == "sent to http://svc, 2 of them spooled: `gac agent flush` sends them"
+
+
+def test_with_the_service_down_a_batch_is_tried_once_a_probe_interval_and_the_last_one_always(tmp_path):
+    """A hung service or a network dropping packets costs a call's timeout each try: while the service is down the
+    timing is held up by one try per probe interval, not one per batch; the run's last batch is still tried."""
+    calls = []
+
+    def down(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ConnectTimeout("no answer to the connection", request=request)
+
+    d, spool = _deliverer(tmp_path, down, retries=0)
+    d.add_many(_measurements(6))  # three batches in well under the probe interval: the first tried, two spooled untried
+    assert len(calls) == 1 and d.stats.waiting_rows == 6 and len(spool.records()) == 3
+    d.offline_probe_s = 0.0  # the interval passed: the next batch is tried
+    d.add_many(_measurements(2))
+    assert len(calls) == 2
+    d.offline_probe_s = 1e9
+    d.add_many(_measurements(1))
+    d.close()  # the partial last batch: tried, whatever the interval
+    assert len(calls) == 3 and d.stats.waiting_rows == 9 and len(spool.records()) == 5
+
+
+def test_a_connection_waits_a_few_seconds_whatever_the_call_s_timeout():
+    """The agent's client caps the connect phase (a service that is up answers a connect in well under a second);
+    the read keeps the call's own timeout."""
+    from gac.agent.http_client import CONNECT_AT_MOST_S, StopSafeClient
+
+    seen = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions["timeout"])
+        return httpx.Response(200)
+
+    with StopSafeClient(timeout=30.0, transport=httpx.MockTransport(record)) as client:
+        client.get("http://svc/a")
+        client.get("http://svc/b", timeout=None)
+        client.get("http://svc/c", timeout=httpx.Timeout(2.0))
+    assert [(t["connect"], t["read"]) for t in seen] == [(CONNECT_AT_MOST_S, 30.0), (CONNECT_AT_MOST_S, None), (2.0, 2.0)]
