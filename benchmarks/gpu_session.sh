@@ -41,7 +41,7 @@
 #   chain      benchmarks/in_model_linears.py on the saved Llama-3-8B run (as kernels picks it), PaLU and ASVD at decode:
 #              does the agent's kernel timed in chains (8 calls back to back, new weights each call) save what
 #              the linears save in place, where cold, warm and alone call it a wash?
-#   proof-chain gac proof on the decoder at Llama-3-8B's dims (all compressors, quick), profiled with --profile-l2 chain,
+#   proof-chain gac proof on the decoder at Llama-3-8B's dims (PaLU, quick), profiled with --profile-l2 chain,
 #              then its PaLU decode swap by swap (in_model_swaps, against the chained profile's deltas)
 #   inplace    benchmarks/in_model_linears.py on saved runs in RUNS (default .gpu-runs), else this session's:
 #              proof-minilm.json (ASVD, prefill) and proof-llama8b.json (PaLU, decode); the compressed
@@ -59,7 +59,13 @@ DEVICE="${DEVICE:-cuda:0}"
 PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 
-pack() { tar -czf "$OUT/gpu-session.tgz.part" -C "$LOGS" . && mv "$OUT/gpu-session.tgz.part" "$OUT/gpu-session.tgz"; }
+pack() {  # GNU tar exits 1 where a log grew while it read it (a service still running): the archive holds the rest
+  tar --warning=no-file-changed -czf "$OUT/gpu-session.tgz.part" -C "$LOGS" .
+  [ $? -le 1 ] && mv "$OUT/gpu-session.tgz.part" "$OUT/gpu-session.tgz"
+}
+# Stopped from outside (a limit shorter than DEADLINE_S), the logs so far still go into the archive.
+trap pack EXIT
+trap 'echo "== stopped by a signal"; exit 143' TERM INT
 
 # A second call on a machine still held finds the first one's install there.
 [ -d /tmp/site ] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
@@ -137,7 +143,8 @@ for s in "${steps[@]}"; do
       step gpu_timer_why 90 -- "$PY" benchmarks/gpu_timer.py --device "$DEVICE" --runs 3 --why
       ;;
     cuda-tests)
-      step cuda-tests 60 -- "$PY" -m pytest -q -p no:cacheprovider tests/proof/test_device.py -k "cuda or graph"
+      # -v: each test's outcome as it ends, so that a run stopped at its limit still says which passed.
+      step cuda-tests 200 -- "$PY" -m pytest -v -p no:cacheprovider --durations=5 tests/proof/test_device.py -k "cuda or graph"
       ;;
     proof-no-slower)
       step proof-no-slower 200 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor palu --quick --no-slower \
@@ -176,7 +183,8 @@ for s in "${steps[@]}"; do
       done
       ;;
     proof-chain)
-      step proof-chain 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor all --quick \
+      # PaLU only: what swaps-chain reads, and a chained sample costs 8 calls (all three compressors overran 240 s).
+      step proof-chain 240 -- "${GAC[@]}" proof --device "$DEVICE" --model llama8b --compressor palu --quick \
         --profile-l2 chain --save "$LOGS/proof-chain.json"
       # Its PaLU decode, swap by swap: does the chained profile's delta per projection match the step's?
       [ -f "$LOGS/proof-chain.json" ] && step swaps-chain 120 -- "$PY" benchmarks/in_model_swaps.py "$LOGS/proof-chain.json" \

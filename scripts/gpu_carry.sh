@@ -3,7 +3,8 @@
 #   .gpu/whl     cp312 wheels of the service stack and setuptools >= 77 (gpu_session.sh installs them)
 #   .gpu-runs    the proof runs kept in git (RUNS_ARCHIVE), for the kernels, swaps, chain and inplace steps
 #   .gpu-minilm  MiniLM's config, tokenizer and weights re-saved in float16 (44 MB), for the minilm steps
-# One call carries at most 64 MiB: carry .gpu and .gpu-runs in one, .gpu-minilm in the next.
+# One call carries at most 64 MiB, and a call may find a fresh machine: carry .gpu in every call, with .gpu-runs
+# (the chain and swaps steps) or .gpu-minilm (the minilm steps) beside it.
 #
 #   bash scripts/gpu_carry.sh        (after make setup; PY: the Python with this checkout installed)
 set -euo pipefail
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 PY="${PY:-.venv/bin/python}"
 RUNS_ARCHIVE="${RUNS_ARCHIVE:-$(ls -d benchmarks/results/*/gpu-session.tgz | sort | tail -n 1)}"
 
-mkdir -p .gpu/whl
+rm -rf .gpu/whl && mkdir -p .gpu/whl  # a wheel left from an earlier download beside a newer one fails the install
 "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d .gpu/whl \

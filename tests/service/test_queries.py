@@ -117,11 +117,31 @@ def test_openapi_docs_page(client):
     assert client.get("/docs").status_code == 200
 
 
+def test_a_service_without_plotly_starts_and_says_what_the_dashboard_lacks(client, monkeypatch):
+    """plotly only ships the dashboard's script: the service does not import it (0.2 s of every start), and a service
+    installed without it (a GPU box's carried wheels) serves the API and answers the script's path with a 404 naming it."""
+    import subprocess
+    import sys
+
+    from gac.service.ui import endpoints
+
+    code = "import sys, gac.service.app, gac.cli; sys.exit('plotly' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+    endpoints._plotly.cache_clear()
+    monkeypatch.setitem(sys.modules, "plotly", None)  # as if not installed: find_spec finds nothing
+    try:
+        r = client.get("/ui/vendor/plotly.min.js")
+        assert r.status_code == 404 and "plotly package is not installed" in r.text, r.text
+        assert client.get("/healthz").status_code == 200
+    finally:
+        endpoints._plotly.cache_clear()
+
+
 def test_plotly_is_served_gzipped_to_a_browser_and_whole_to_others(client):
     """The dashboard's largest file: a third of the bytes where the client takes gzip, the same script either way."""
-    from gac.service.ui.endpoints import PLOTLY_JS
+    from gac.service.ui.endpoints import plotly_js_path
 
-    raw = PLOTLY_JS.read_bytes()
+    raw = plotly_js_path().read_bytes()
     packed = client.get("/ui/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip, deflate, br"})
     assert packed.headers["content-encoding"] == "gzip" and packed.headers["vary"] == "Accept-Encoding"
     assert packed.content == raw and packed.num_bytes_downloaded < len(raw) / 2  # httpx inflates it
