@@ -178,7 +178,7 @@ for s in "${steps[@]}"; do
       R="${RUNS:-.gpu-runs}"
       run=$(first_file "$R/proof-2048-palu.json" "$R/proof-llama8b.json" "$LOGS/proof-2048-palu.json" "$LOGS/proof-llama8b.json")
       for c in palu asvd; do
-        [ -n "$run" ] && step "chain-$c" 90 -- "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" --method "$c" \
+        [ -n "$run" ] && step "chain-$c" 120 -- "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" --method "$c" \
           --decode --variant "GAC latency-aware" --max-seconds 60
       done
       ;;
@@ -303,7 +303,7 @@ PYEOF
       RUNS="${RUNS:-.gpu-runs}"
       run=$(first_file "$RUNS/proof-minilm.json" "$LOGS/proof-minilm-warm.json" "$LOGS/proof-minilm.json")
       if [ -n "$run" ]; then
-        GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" step inplace-minilm 90 -- \
+        GAC_MINILM_DIR="${GAC_MINILM_DIR:-$PWD/.gpu-minilm}" step inplace-minilm 120 -- \
           "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" --method asvd \
           --variant "GAC latency-aware" --max-seconds 60
       else
@@ -311,7 +311,7 @@ PYEOF
       fi
       run=$(first_file "$RUNS/proof-llama8b.json" "$LOGS/proof-no-slower.json" "$LOGS/proof-llama8b.json")
       if [ -n "$run" ]; then
-        step inplace-llama8b 90 -- "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" \
+        step inplace-llama8b 120 -- "$PY" benchmarks/in_model_linears.py "$run" --device "$DEVICE" \
           --method palu --decode --variant "GAC latency-aware" --max-seconds 60
       else
         echo "== inplace-llama8b: skipped, no Llama-3-8B PaLU run saved"

@@ -425,11 +425,13 @@ def time_gpu_rounds(
     timing: Timing = KERNEL_TIMING,
     seed: int = 0,
     since: float | None = None,
+    on_round: Callable[[int, Mapping[tuple[str, str], list[float]]], None] | None = None,
 ) -> tuple[dict[tuple[str, str, str], list[float]], dict[tuple[str, str], list[float]], int]:
     """Each round times every (mode, variant) once in a shuffled order. Returns the per-linear figures
     ((mode, variant, linear) -> us per round; none for inplace, timed as a whole), the totals
     ((mode, variant) -> us per round) and how many rounds were done: max_seconds after `since` (a
-    perf_counter reading; default: now) no new round starts, once MIN_ROUNDS are done."""
+    perf_counter reading; default: now) no new round starts, once MIN_ROUNDS are done. on_round(rounds done,
+    totals) after each round: a run stopped at its limit has said what it had."""
     per_linear: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     totals: dict[tuple[str, str], list[float]] = defaultdict(list)
     rng = random.Random(seed)
@@ -456,6 +458,8 @@ def time_gpu_rounds(
                 per_linear[mode, n, name].append(us)
             totals[mode, n].append(sum(took.values()))
         done += 1
+        if on_round is not None:
+            on_round(done, totals)
     return per_linear, totals, done
 
 
@@ -561,7 +565,16 @@ def run_cuda(a: argparse.Namespace) -> None:
             f"{len(g.kernels['cold'])} GEMM shapes; timing {a.rounds} rounds",
             flush=True,
         )
-        per_linear, totals, done = time_gpu_rounds(g, a.rounds, max_seconds=a.max_seconds, since=STARTED)
+
+        def so_far(done: int, totals: Mapping[tuple[str, str], list[float]]) -> None:
+            saved = savings(totals, g.names, g.modes())
+            print(
+                f"after {done} round(s), {time.perf_counter() - STARTED:.0f} s: saves "
+                + ", ".join(f"{m} {us:+.1f} us" for m, us in saved.items()),
+                flush=True,
+            )
+
+        per_linear, totals, done = time_gpu_rounds(g, a.rounds, max_seconds=a.max_seconds, since=STARTED, on_round=so_far)
     print_gpu_report(g, b, per_linear, totals, done)
 
 

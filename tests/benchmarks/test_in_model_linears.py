@@ -163,6 +163,9 @@ def test_max_seconds_stops_after_the_minimum_rounds(setup):
     # counted from `since` (the script's start): past the limit already, only the minimum; well within it, all
     assert time_gpu_rounds(g, rounds=5, passes=1, max_seconds=60.0, since=time.perf_counter() - 100.0)[2] == MIN_ROUNDS
     assert time_gpu_rounds(g, rounds=5, passes=1, max_seconds=600.0, since=time.perf_counter())[2] == 5
+    said: list[tuple[int, int]] = []  # each round's totals as it ends: a run stopped at its limit has printed them
+    time_gpu_rounds(g, rounds=3, passes=1, on_round=lambda done, totals: said.append((done, len(totals["cold", g.names[0]]))))
+    assert said == [(1, 1), (2, 2), (3, 3)]
 
 
 def test_a_call_that_cannot_be_captured_is_timed_eagerly_and_noted():
