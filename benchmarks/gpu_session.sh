@@ -65,7 +65,10 @@ pack() {  # GNU tar exits 1 where a log grew while it read it (a service still r
 }
 # Stopped from outside (a limit shorter than DEADLINE_S), the logs so far still go into the archive.
 trap pack EXIT
-trap 'echo "== stopped by a signal"; exit 143' TERM INT
+# A step runs in the background and is waited for: bash runs a trap only once its foreground command ends, and
+# timeout puts itself in a process group of its own, so a stop sent to the script would wait out the step's limit.
+STEP_PID=
+trap 'echo "== stopped by a signal"; [ -n "$STEP_PID" ] && kill -TERM "$STEP_PID" 2>/dev/null; exit 143' TERM INT
 
 # A second call on a machine still held finds the first one's install there.
 [ -d /tmp/site ] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
@@ -93,8 +96,11 @@ step() {  # step NAME LIMIT_S [SIGNAL] -- COMMAND...: run with a limit, keep its
   [ "$limit" -gt "$left" ] && limit=$left
   echo "== $name (limit ${limit}s, then SIG$signal)"
   local t0=$SECONDS
-  timeout --signal="$signal" --kill-after=10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  timeout --signal="$signal" --kill-after=10 "$limit" "$@" > "$LOGS/$name.log" 2>&1 &
+  STEP_PID=$!
+  wait "$STEP_PID"
   local rc=$?
+  STEP_PID=
   echo "   rc=$rc in $((SECONDS - t0)) s, ended $(date -u +%T.%N | cut -c1-12) UTC"
   tail -n 30 "$LOGS/$name.log" | cut -c1-220
   pack

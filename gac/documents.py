@@ -45,7 +45,11 @@ def duplicate_key(text: str | bytes) -> tuple[str | int, ...] | None:
         pass
     except (ValueError, RecursionError):
         return None
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), json.loads(text, object_pairs_hook=_Pairs))]
+    try:  # the quick check stopped at the key: what follows it may not parse (the parser's error says so then)
+        doc = json.loads(text, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), doc)]
     while stack:  # depth first, in the document's order
         path, node = stack.pop()
         if isinstance(node, _Pairs):

@@ -674,10 +674,10 @@ class _Sinks:
             raise LeaseLost(why)
 
     def close(self) -> None:
+        if self.writer is not None:  # first: it never waits on a service, so a second stop during the send leaves it whole
+            self.writer.close()
         if self.deliverer is not None:
             self.deliverer.close()
-        if self.writer is not None:
-            self.writer.close()
 
     @property
     def committed(self) -> int:

@@ -149,7 +149,13 @@ class Deliverer(BatchBuffer):
     def close(self) -> None:
         """Send the last partial batch, drain the spool if the service is up."""
         self._last_batch = True
+        tried = self._tried_at
         self.flush()
+        if not self._online and not stopping() and self._tried_at == tried:
+            # No last batch was tried (none was left, or it went with a full one): the spool's first is the probe, or a
+            # service back within the probe interval would find this run's batches spooled and its job failed.
+            self._tried_at = time.monotonic()
+            self._online = self.spool.drain(lambda doc: self.send_document(doc, retries=0), self.server, self.stats) > 0
         if self._online and not stopping():  # on the way out the spool waits for the next run or `gac agent flush`
             self.drain()
         self.close_client()

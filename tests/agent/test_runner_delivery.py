@@ -526,3 +526,48 @@ def test_a_connection_waits_a_few_seconds_whatever_the_call_s_timeout():
         client.get("http://svc/b", timeout=None)
         client.get("http://svc/c", timeout=httpx.Timeout(2.0))
     assert [(t["connect"], t["read"]) for t in seen] == [(CONNECT_AT_MOST_S, 30.0), (CONNECT_AT_MOST_S, None), (2.0, 2.0)]
+
+
+def test_a_service_back_within_the_probe_interval_gets_the_spool_at_close_with_no_batch_left_to_try(tmp_path):
+    """The service is down for one batch and back for the next two, which the probe interval spools untried; the run
+    ends with no partial batch: close() probes with the spool's first batch and drains the rest (else its job would be
+    failed with the service up, its points waiting in the spool)."""
+    state = {"down": True}
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if state["down"]:
+            raise httpx.ConnectError("connection refused", request=request)
+        return _accepted(request)
+
+    d, spool = _deliverer(tmp_path, answer, retries=0)
+    rows = _measurements(6)
+    d.add_many(rows[:2])  # tried: down
+    state["down"] = False
+    d.add_many(rows[2:])  # two full batches within the interval: spooled untried
+    assert len(calls) == 1 and len(spool.records()) == 3
+    d.close()
+    assert len(calls) == 4 and spool.records() == [] and d.stats.waiting_rows == 0 and d.kept_where() == "sent to http://svc"
+
+
+def test_a_second_stop_while_the_service_is_sent_to_leaves_the_results_file_whole(tmp_path):
+    """--out beside --server: the file is written first on the way out (it never waits), so a second stop during the
+    last send does not keep the file's last rows from it."""
+    from gac.agent.cli import _Sinks
+    from gac.agent.delivery import BatchFileWriter, read_batch_file
+
+    def stopped_again(request: httpx.Request) -> httpx.Response:
+        raise KeyboardInterrupt  # a second stop, cutting the send
+
+    d, _ = _deliverer(tmp_path, stopped_again, retries=0)
+    d.batch_size = 100
+    out = tmp_path / "rows.jsonl"
+    writer = BatchFileWriter(out, d.platform, d.run, batch_size=100)
+    sinks = _Sinks(d, writer)
+    rows = _measurements(3)
+    for m in rows:
+        sinks.add(m)
+    with pytest.raises(KeyboardInterrupt):
+        sinks.close()
+    assert [m.id for _, batch, _ in read_batch_file(out) if batch is not None for m in batch.measurements] == [m.id for m in rows]

@@ -64,3 +64,34 @@ def test_every_benchmark_call_names_options_the_benchmark_takes(script):
     assert shown.returncode == 0, shown.stderr
     unknown = sorted(f for f in flags if not re.search(rf"{re.escape(f)}\b", shown.stdout))
     assert not unknown, f"{script} takes no {unknown}"
+
+
+def test_a_stop_sent_to_the_script_ends_the_step_under_way_and_returns_its_log(tmp_path):
+    """The lease's limit may come before DEADLINE_S: the step under way is stopped at once (not at its own limit) and
+    the archive holds its log so far. A fake Python stands in: every `-c` check passes, every command sleeps."""
+    import os
+    import signal
+    import tarfile
+    import time
+
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\n[ "$1" = -c ] && exit 0\necho "started $*"\nexec sleep 60\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake), "OUT": str(tmp_path / "out"), "LOGS": str(tmp_path / "logs"), "DEADLINE_S": "300"}
+    proc = subprocess.Popen(["bash", str(SCRIPT), "timer"], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the first step is under way...
+        if line.startswith("== platform"):
+            break
+    log = tmp_path / "logs" / "platform.log"
+    for _ in range(3000):  # ...and its command has started (its log says so)
+        if log.exists() and "started" in log.read_text():
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        assert proc.wait(timeout=30) == 143  # a hang check: the step's own limit is 60 s
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL) if proc.poll() is None else None
+    with tarfile.open(tmp_path / "out" / "gpu-session.tgz") as tar:
+        assert "./platform.log" in tar.getnames()

@@ -17,6 +17,8 @@ from gac.documents import duplicate_key
         ('[[{"a": 1}], [{"b": 1, "b": 1}]]', (1, 0, "b")),
         ('{"a": [1, 2, [3, {"q": 1}]], "z": {"q": 0, "q": 0}}', ("z", "q")),
         ("not json", None),  # the parser says why, not this
+        ('{"w": {"a": 1, "a": 2}, "b": }', None),  # given twice before a syntax error: the parser's error comes first
+        ('{"w": {"a": 1, "a": 2}, "b": ' + "[" * 5000 + "]" * 5000 + "}", None),  # ... or before nesting past its depth
         ('{"a": ' * 5000 + "1" + "}" * 5000, None),  # nested past the parser's depth: its error, not a crash here
     ],
 )

@@ -170,6 +170,11 @@ def test_a_key_given_twice_is_refused_naming_where_not_read_as_its_last_value(cl
     assert r.status_code == 422, r.text
     assert [(d["field"], d["type"]) for d in r.json()["detail"]] == [("body.weights.1.dim", "duplicate_key")]
     assert "given twice" in r.json()["detail"][0]["message"]
+    # Given twice, then not JSON: answered as the same body without the repeat is (the parser's error), not a 500.
+    post = lambda text: client.post("/v1/align", content=text, headers=f.auth(read_token) | {"content-type": "application/json"})  # noqa: E731
+    broken, once = (t[:-1] + ', "extra": }' for t in (twice, body))
+    kinds = lambda r: (r.status_code, [d["type"] for d in r.json()["detail"]])  # noqa: E731
+    assert kinds(post(broken)) == kinds(post(once)) == (422, ["json_invalid"])
     assert client.post("/v1/align", content=body, headers=f.auth(read_token) | {"content-type": "application/json"}).status_code == 201
 
 
