@@ -15,9 +15,12 @@ from gac.agent.delivery.spool import Spool, SpoolEntry
 from gac.agent.interrupt import shielded, stopping
 from gac.contracts.measurements import Batch, BatchReceipt, PlatformDescriptor, RunInfo
 
-# Once the service is found down, a batch is tried at most this often; the others go straight to the spool. A service
-# that hangs, or a network that drops packets, then costs the timing one call's timeout per probe, not one per batch.
+# Once the service is found down, a batch is tried at most this often (twice as long after each probe that fails, up to
+# OFFLINE_PROBE_MAX_S); the others go straight to the spool. A probe waits PROBE_TIMEOUT_S at most: a service that
+# hangs, or a network that drops packets, then holds the timing up a few seconds a minute, not a timeout per batch.
 OFFLINE_PROBE_S = 10.0
+OFFLINE_PROBE_MAX_S = 60.0
+PROBE_TIMEOUT_S = 5.0
 
 
 class Deliverer(BatchBuffer):
@@ -58,12 +61,20 @@ class Deliverer(BatchBuffer):
         self._online = True
         self.offline_probe_s = offline_probe_s
         self._tried_at = 0.0  # when a batch was last tried (monotonic)
+        self._failed_probes = 0  # since the service was found down
+        self._interrupted = False  # a send was cut by a stop: close() tries no more than the last batch
         self._last_batch = False  # close(): the last batch is tried whenever the last probe was
         self._spooled: dict[object, SpoolEntry] = {}  # batches committed to the spool, not yet sent
 
-    def send_document(self, doc: dict[str, Any], retries: int | None = None) -> BatchReceipt:
+    def send_document(
+        self, doc: dict[str, Any], retries: int | None = None, timeout_s: float | None = None, retry_timeouts: bool = True
+    ) -> BatchReceipt:
         """One batch document, with retries: see BatchSender.send_document."""
-        return self.sender.send_document(doc, retries)
+        return self.sender.send_document(doc, retries, timeout_s, retry_timeouts)
+
+    def _probe(self, doc: dict[str, Any]) -> BatchReceipt:
+        """One short try, the service found down: a service that hangs holds the run up PROBE_TIMEOUT_S, not a timeout."""
+        return self.send_document(doc, retries=0, timeout_s=PROBE_TIMEOUT_S)
 
     def _commit(self, batch: Batch) -> None:
         self._spooled[batch.id] = self.spool.add(self.server, batch)
@@ -86,19 +97,21 @@ class Deliverer(BatchBuffer):
             return False
         self._tried_at = time.monotonic()
         try:
-            # Once the service was found down, a probe gets one quick try:
-            # the run goes on at full speed and notices when the service is back.
-            receipt = self.send_document(doc, retries=None if self._online else 0)
+            # Once the service was found down, a probe gets one short try: the run goes on at full speed and notices when
+            # the service is back. Up, a failed try is retried, but not one that timed out (the probes take it from there).
+            receipt = self._probe(doc) if not self._online else self.send_document(doc, retry_timeouts=False)
         except KeyboardInterrupt:
             # Stopped mid-send (a second stop, or one before a retry): the batch stays in the spool, and is said to wait there.
             # The service did not answer in time, so the batches sent on the way out get one try each.
             self.stats.count_spooled(batch.id, len(batch.measurements))
-            self._online = False
+            self._online, self._interrupted = False, True
             raise
         except DeliveryError as err:
             self.stats.count_spooled(batch.id, len(batch.measurements))  # it stays where _commit put it
             if self._online:
                 self.log(f"service unreachable, spooling to {self.spool.path}: {err}")
+            else:
+                self._failed_probes += 1
             self._online = False
             return False
         except RejectedError as err:
@@ -123,14 +136,15 @@ class Deliverer(BatchBuffer):
         self.stats.merge_receipt(receipt)  # first: the service has it, even if a second stop keeps it in the spool
         self.spool.remove(entry)
         if not self._online:
-            self._online = True
+            self._online, self._failed_probes = True, 0
             if not stopping():  # on the way out the spool waits for the next run or `gac agent flush`
                 self.log("service reachable again, draining the spool")
                 self.drain()
         return True
 
     def _probe_due(self) -> bool:
-        return self._last_batch or time.monotonic() - self._tried_at >= self.offline_probe_s
+        every = min(self.offline_probe_s * 2**self._failed_probes, max(self.offline_probe_s, OFFLINE_PROBE_MAX_S))
+        return self._last_batch or time.monotonic() - self._tried_at >= every
 
     def kept_where(self) -> str:
         """Where the committed rows are: 'sent to URL', and how many of them wait in the spool."""
@@ -151,11 +165,11 @@ class Deliverer(BatchBuffer):
         self._last_batch = True
         tried = self._tried_at
         self.flush()
-        if not self._online and not stopping() and self._tried_at == tried:
+        if not self._online and not stopping() and not self._interrupted and self._tried_at == tried:
             # No last batch was tried (none was left, or it went with a full one): the spool's first is the probe, or a
             # service back within the probe interval would find this run's batches spooled and its job failed.
             self._tried_at = time.monotonic()
-            self._online = self.spool.drain(lambda doc: self.send_document(doc, retries=0), self.server, self.stats) > 0
+            self._online = self.spool.drain(self._probe, self.server, self.stats) > 0
         if self._online and not stopping():  # on the way out the spool waits for the next run or `gac agent flush`
             self.drain()
         self.close_client()

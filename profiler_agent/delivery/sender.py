@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from gac.agent.delivery.codec import by_row, compact_json, is_by_column
 from gac.agent.delivery.outcomes import DeliveryError, RejectedError
@@ -28,9 +28,10 @@ RETRY_AFTER_MAX_S = 60.0
 class _TryAgain(Exception):
     """One attempt failed in a way a later one may get past: connection error, 408, 429 or 5xx."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after: float | None = None, timed_out: bool = False) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.timed_out = timed_out  # no answer in time: the service hangs, or the network drops what it is sent
 
 
 class _Backoff(wait_exponential):
@@ -50,14 +51,15 @@ class RetryPolicy:
     backoff_s: float = 0.5
     max_backoff_s: float = 8.0
 
-    def retrying(self, retries: int | None = None) -> Retrying:
-        """The tenacity loop for one batch (`retries` overrides the policy's count). On the way out of a stopped run,
-        one try (StopSafeClient keeps it short): what it cannot send stays in the spool."""
+    def retrying(self, retries: int | None = None, retry_timeouts: bool = True) -> Retrying:
+        """The tenacity loop for one batch (`retries` overrides the policy's count; retry_timeouts=False: a try that
+        timed out is not repeated). On the way out of a stopped run, one try (StopSafeClient keeps it short): what it
+        cannot send stays in the spool."""
         retries = 0 if stopping() else self.retries if retries is None else retries
         return Retrying(
             stop=stop_after_attempt(1 + retries),
             wait=_Backoff(multiplier=self.backoff_s, max=self.max_backoff_s),
-            retry=retry_if_exception_type(_TryAgain),
+            retry=retry_if_exception(lambda e: isinstance(e, _TryAgain) and (retry_timeouts or not e.timed_out)),
             reraise=True,  # the last _TryAgain, or a RejectedError at once
             sleep=sleep_unless_stopped,  # a run asked to stop does not wait to try again
         )
@@ -83,36 +85,43 @@ class BatchSender:
         self._headers = {"Authorization": f"Bearer {token}"}
         self._rows_only = False  # set once the service turns down the column layout
 
-    def send_document(self, doc: dict[str, Any], retries: int | None = None) -> BatchReceipt:
-        """POST one batch with retries; raises DeliveryError (retryable) or RejectedError.
+    def send_document(
+        self, doc: dict[str, Any], retries: int | None = None, timeout_s: float | None = None, retry_timeouts: bool = True
+    ) -> BatchReceipt:
+        """POST one batch with retries; raises DeliveryError (retryable) or RejectedError. timeout_s: each try's, in
+        place of the client's; retry_timeouts=False: a try that got no answer in time is not repeated.
 
         A service older than the column layout refuses it (422 naming body.schema, or 415):
         the batch is then re-sent by row, and so is every later one to that service.
         """
+        how = (retries, timeout_s, retry_timeouts)
         by_columns = is_by_column(doc)
         if by_columns and self._rows_only:
-            return self._post(by_row(doc), retries)
+            return self._post(by_row(doc), *how)
         try:
-            return self._post(doc, retries)
+            return self._post(doc, *how)
         except RejectedError as err:
             if not by_columns or not (err.status == 415 or (err.status == 422 and "body.schema" in str(err))):
                 raise
             self._rows_only = True
             self.log(f"{self.server} does not take batches by column ({err.status}); sending them by row")
-            return self._post(by_row(doc), retries)
+            return self._post(by_row(doc), *how)
 
-    def _post(self, doc: dict[str, Any], retries: int | None) -> BatchReceipt:
+    def _post(self, doc: dict[str, Any], retries: int | None, timeout_s: float | None, retry_timeouts: bool) -> BatchReceipt:
         content_type = COLUMNS_MEDIA_TYPE if is_by_column(doc) else "application/json"
         try:
             headers = self._headers | {"content-type": content_type}
-            return self.policy.retrying(retries)(self._post_once, compact_json(doc).encode(), headers)
+            return self.policy.retrying(retries, retry_timeouts)(self._post_once, compact_json(doc).encode(), headers, timeout_s)
         except _TryAgain as err:
             raise DeliveryError(f"could not deliver batch {doc.get('id')} to {self.server}: {err}") from err
 
-    def _post_once(self, body: bytes, headers: dict[str, str]) -> BatchReceipt:
+    def _post_once(self, body: bytes, headers: dict[str, str], timeout_s: float | None) -> BatchReceipt:
         try:
-            resp = self._client.post(f"{self.server}/v1/batches", content=body, headers=headers)
-        except httpx.TransportError as err:  # connect refused, reset, timeout...
+            timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s
+            resp = self._client.post(f"{self.server}/v1/batches", content=body, headers=headers, timeout=timeout)
+        except httpx.TimeoutException as err:
+            raise _TryAgain(f"{type(err).__name__}: {err}", timed_out=True) from err
+        except httpx.TransportError as err:  # connect refused, reset...
             raise _TryAgain(f"{type(err).__name__}: {err}") from err
         if resp.status_code in (200, 201):
             return BatchReceipt.model_validate(resp.json())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import time
 import uuid
 
 import httpx
@@ -444,7 +445,7 @@ def test_retry_after_is_waited_for_and_4xx_is_never_retried(monkeypatch):
 
     waits: list[float] = []
     retrying = RetryPolicy.retrying
-    monkeypatch.setattr(RetryPolicy, "retrying", lambda self, retries=None: retrying(self, retries).copy(sleep=waits.append))
+    monkeypatch.setattr(RetryPolicy, "retrying", lambda self, *a, **k: retrying(self, *a, **k).copy(sleep=waits.append))
     answers = [
         httpx.Response(503, headers={"retry-after": "0.3"}, json={"error": "Unavailable"}),
         httpx.Response(
@@ -571,3 +572,52 @@ def test_a_second_stop_while_the_service_is_sent_to_leaves_the_results_file_whol
     with pytest.raises(KeyboardInterrupt):
         sinks.close()
     assert [m.id for _, batch, _ in read_batch_file(out) if batch is not None for m in batch.measurements] == [m.id for m in rows]
+
+
+def test_a_try_that_timed_out_is_not_repeated_while_measuring_and_a_probe_waits_a_few_seconds(tmp_path):
+    """A service that hangs: the batch's try times out and is not tried again inline (four more 30 s timeouts would
+    hold the timing up for minutes); the service found down, a probe waits PROBE_TIMEOUT_S, not the client's timeout.
+    A refused connection, quick to learn, is still retried."""
+    from gac.agent.delivery.deliverer import PROBE_TIMEOUT_S
+
+    seen: list[tuple[str, float | None]] = []
+    failure = {"kind": httpx.ReadTimeout}
+
+    def hung(request: httpx.Request) -> httpx.Response:
+        seen.append((failure["kind"].__name__, request.extensions["timeout"]["read"]))
+        raise failure["kind"]("no answer", request=request)
+
+    d, _ = _deliverer(tmp_path, hung, retries=3, offline_probe_s=0.0)
+    d.add_many(_measurements(2))  # up: one try, timed out, not repeated
+    assert [k for k, _ in seen] == ["ReadTimeout"]
+    d.add_many(_measurements(2))  # down: a probe, with its own short timeout
+    assert seen[1] == ("ReadTimeout", PROBE_TIMEOUT_S)
+
+    failure["kind"] = httpx.ConnectError
+    d2, _ = _deliverer(tmp_path / "refused", hung, retries=3)
+    d2.add_many(_measurements(2))
+    assert [k for k, _ in seen[2:]] == ["ConnectError"] * 4  # the first try and three retries
+
+
+def test_each_probe_that_fails_doubles_the_wait_for_the_next_up_to_a_minute(tmp_path):
+    from gac.agent.delivery.deliverer import OFFLINE_PROBE_MAX_S, OFFLINE_PROBE_S
+
+    calls = []
+
+    def down(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    d, _ = _deliverer(tmp_path, down, retries=0)
+    rows = _measurements(2)
+    d.add_many(rows)  # found down
+    waits = []
+    for _ in range(5):  # how long after the last try the next batch is tried
+        tried = len(calls)
+        for ago in range(0, 200):
+            d._tried_at = time.monotonic() - ago  # the last try, `ago` seconds back
+            d.add_many(rows)  # a batch (the same rows again: the service is not there to mind)
+            if len(calls) > tried:
+                waits.append(ago)
+                break
+    assert waits == [OFFLINE_PROBE_S, 2 * OFFLINE_PROBE_S, 4 * OFFLINE_PROBE_S, OFFLINE_PROBE_MAX_S, OFFLINE_PROBE_MAX_S]
