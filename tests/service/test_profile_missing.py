@@ -138,7 +138,9 @@ def test_points_this_machine_cannot_time_are_not_timed_again_in_later_rounds(app
     failed = re.findall(rf"failed on cpu \(.+\): gemm float32 (m={m},n=\d+,k={HUGE}): RuntimeError", out.stderr)
     assert failed and len(failed) == len(set(failed)), out.stderr  # each failing point tried once
     rounds = re.findall(r"measured (\d+) points in .*; (\d+) failed", out.stderr)
-    assert len(rounds) == 1 and int(rounds[0][1]) == len(failed), out.stderr
+    # Failed in the first round, in none after it (a later round may time other points the new ones call for: this
+    # CPU's small curve is noisy enough, some runs, that its lattice fit cannot rule a dim out).
+    assert rounds and int(rounds[0][1]) == len(failed) and all(int(n) == 0 for _, n in rounds[1:]), out.stderr
     doc = json.loads(out.stdout)
     assert points(doc) == len(failed), doc["missing"]  # what is still missing is what failed
     assert f"the {len(failed)} points still missing could not be timed on" in out.stderr and "not timed again" in out.stderr
