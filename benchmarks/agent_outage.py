@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+from gac.client import Client
 
 PLAN = """
 name: outage
@@ -42,13 +42,8 @@ def one_run(freeze_s: float, port: int, work: Path) -> tuple[float, float]:
     serve = subprocess.Popen([*GAC, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     agent = None
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        with Client(url) as service:
+            service.wait_ready(30, alive=lambda: serve.poll() is None)
         token = subprocess.run([*GAC, "token", "create", "--name", "outage", "--scope", "ingest"], env=env, capture_output=True, text=True)
         run = ["agent", "run", "--server", url, "--token", token.stdout.strip(), "--plan", str(work / "plan.yaml"), "--threads", "1"]
         run += ["--spool-dir", str(work / "spool")]

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import httpx
 
+from gac.client import Client
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -97,12 +99,8 @@ def main() -> None:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        with Client(url) as service:
+            service.wait_ready(60, alive=lambda: proc.poll() is None)
         body = long_manifest(args.weights)
         with httpx.Client(base_url=url, timeout=60) as http:
             print(f"service pid {proc.pid}; {args.weights:,} weights, {len(body) / 2**20:.1f} MB")

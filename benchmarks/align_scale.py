@@ -35,6 +35,8 @@ from pathlib import Path
 
 import httpx
 
+from gac.client import Client, GacClientError
+
 # The repository first: benchmarks/solver.py would otherwise shadow the solver package.
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -130,14 +132,13 @@ class Service:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        proc = self.proc
+        with Client(self.url) as service:
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise RuntimeError(f"the service did not start: see {self.log.name}")
+                service.wait_ready(60, alive=lambda: proc.poll() is None)
+            except GacClientError as err:
+                raise RuntimeError(f"the service did not start ({err}): see {self.log.name}") from err
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None:

@@ -361,6 +361,23 @@ class Client:
         """GET /readyz: the service is up, its database reachable and its schema current (else GacApiError 503)."""
         return _json(self._request("GET", "/readyz"), dict)
 
+    def wait_ready(self, timeout: float = 60.0, alive: Callable[[], bool] | None = None, every_s: float = 0.1) -> dict[str, str]:
+        """ready(), asked every `every_s` until it answers (a service just started has no event to wait on).
+        Raises GacClientError when `alive` (say, that the service's process still runs) turns False, or at the
+        timeout with the last failure's message."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if alive is not None and not alive():
+                raise GacClientError(f"{self.url}: the service stopped before it was ready")
+            try:
+                return self.ready()
+            except (GacConnectionError, GacApiError) as exc:  # not listening yet, or its database not yet ready (503)
+                if isinstance(exc, GacApiError) and not exc.transient:
+                    raise GacClientError(f"{self.url}: no GAC service answers there ({exc})") from exc
+                if time.monotonic() >= deadline:
+                    raise GacClientError(f"{self.url}: not ready after {timeout:g} s ({exc})") from exc
+            time.sleep(every_s)
+
     # -- align
 
     def align(

@@ -25,6 +25,8 @@ CONNECT_AT_MOST_S = 5.0
 class StopSafeClient(httpx.Client):
     """httpx.Client whose calls a first stop signal waits for (see the module's docstring)."""
 
+    _cut = False  # a stop was raised inside a call (a second one, or the deadline): its pool may hold a lock
+
     def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
         if stopping():
             request.extensions["timeout"] = httpx.Timeout(STOPPING_TIMEOUT_S).as_dict()
@@ -37,6 +39,15 @@ class StopSafeClient(httpx.Client):
             except httpx.HTTPError as err:
                 raise_held_stop(err)  # a stop waited for this call: it is not dropped with the failure
                 raise
+            except KeyboardInterrupt:
+                self._cut = True
+                raise
+
+    def close(self) -> None:
+        """Close the connections, unless a stop cut a call: its connection pool may then hold a lock that nothing will
+        release, and closing would wait on it for ever. The process is on its way out; the system closes the sockets."""
+        if not self._cut:
+            super().close()
 
 
 __all__ = ["CONNECT_AT_MOST_S", "STOPPING_TIMEOUT_S", "StopSafeClient"]

@@ -21,6 +21,9 @@ from gac.contracts.measurements import Batch, BatchReceipt, PlatformDescriptor, 
 OFFLINE_PROBE_S = 10.0
 OFFLINE_PROBE_MAX_S = 60.0
 PROBE_TIMEOUT_S = 5.0
+# While measuring, a batch waits for its answer this many times the slowest of the service's latest answers (at least
+# PROBE_TIMEOUT_S, at most the timeout): a service that answered in 50 ms and now hangs costs the run seconds, not 30.
+ANSWER_FACTOR = 10.0
 
 
 class Deliverer(BatchBuffer):
@@ -55,6 +58,7 @@ class Deliverer(BatchBuffer):
         super().__init__(platform, run, batch_size, commit_every_s)
         self.log = log or (lambda msg: None)
         self.sender = BatchSender(server, token, RetryPolicy(retries, backoff_s, max_backoff_s), timeout_s, client, self.log)
+        self.timeout_s = timeout_s
         self.server = self.sender.server
         self.spool = spool or Spool()
         self.stats = DeliveryStats()
@@ -99,7 +103,10 @@ class Deliverer(BatchBuffer):
         try:
             # Once the service was found down, a probe gets one short try: the run goes on at full speed and notices when
             # the service is back. Up, a failed try is retried, but not one that timed out (the probes take it from there).
-            receipt = self._probe(doc) if not self._online else self.send_document(doc, retry_timeouts=False)
+            if self._online:
+                receipt = self.send_document(doc, timeout_s=self._answer_timeout(), retry_timeouts=False)
+            else:
+                receipt = self._probe(doc)
         except KeyboardInterrupt:
             # Stopped mid-send (a second stop, or one before a retry): the batch stays in the spool, and is said to wait there.
             # The service did not answer in time, so the batches sent on the way out get one try each.
@@ -141,6 +148,12 @@ class Deliverer(BatchBuffer):
                 self.log("service reachable again, draining the spool")
                 self.drain()
         return True
+
+    def _answer_timeout(self) -> float | None:
+        """A batch's wait for its answer while the service is up: from how long it took lately (see ANSWER_FACTOR);
+        None (the client's timeout) until it has answered."""
+        lately = self.sender.answer_timeout(ANSWER_FACTOR, PROBE_TIMEOUT_S)
+        return None if lately is None else min(lately, self.timeout_s)
 
     def _probe_due(self) -> bool:
         every = min(self.offline_probe_s * 2**self._failed_probes, max(self.offline_probe_s, OFFLINE_PROBE_MAX_S))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +25,7 @@ from gac.contracts.measurements import BatchReceipt
 
 RETRYABLE_STATUS = {408, 429}  # the 4xx worth another try; every 5xx is
 RETRY_AFTER_MAX_S = 60.0
+ANSWERS_KEPT = 16  # the service's latest answer times, for answer_timeout
 
 
 class _TryAgain(Exception):
@@ -84,6 +87,12 @@ class BatchSender:
         self._own_client = client is None
         self._headers = {"Authorization": f"Bearer {token}"}
         self._rows_only = False  # set once the service turns down the column layout
+        self._answers: deque[float] = deque(maxlen=ANSWERS_KEPT)  # seconds each of the latest answers took
+
+    def answer_timeout(self, factor: float, floor_s: float) -> float | None:
+        """How long to wait for an answer, from how long the service took lately: `factor` x the slowest of its latest
+        answers, at least floor_s; None (the client's timeout) before it has answered."""
+        return max(floor_s, factor * max(self._answers)) if self._answers else None
 
     def send_document(
         self, doc: dict[str, Any], retries: int | None = None, timeout_s: float | None = None, retry_timeouts: bool = True
@@ -118,7 +127,9 @@ class BatchSender:
     def _post_once(self, body: bytes, headers: dict[str, str], timeout_s: float | None) -> BatchReceipt:
         try:
             timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s
+            asked = time.monotonic()
             resp = self._client.post(f"{self.server}/v1/batches", content=body, headers=headers, timeout=timeout)
+            self._answers.append(time.monotonic() - asked)
         except httpx.TimeoutException as err:
             raise _TryAgain(f"{type(err).__name__}: {err}", timed_out=True) from err
         except httpx.TransportError as err:  # connect refused, reset...

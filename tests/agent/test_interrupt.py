@@ -441,6 +441,25 @@ def test_a_stop_waits_on_a_hung_service_for_a_few_seconds_only(monkeypatch):
     assert ended == [stopped.value] and stopped.value.__cause__ is None  # cut by the deadline, not ended by a timeout
 
 
+def test_a_client_whose_call_a_stop_cut_leaves_its_pool_alone_on_close(monkeypatch):
+    """Cut inside httpx (here by the deadline), the call may have left its pool's lock taken, and closing the pool takes
+    that lock: the client then does not close it (the process is on its way out), where an uncut client does."""
+    import gac.agent.interrupt as interrupt
+
+    monkeypatch.setattr(interrupt, "WAIT_AT_MOST_S", 0.2)
+    closed: list[str] = []
+    with answering(200, hang=threading.Event()) as (url, _), stop_signals():
+        cut = StopSafeClient(timeout=30)
+        monkeypatch.setattr(cut._transport, "close", lambda: closed.append("cut"))
+        with pytest.raises(KeyboardInterrupt):
+            cut.get(f"{url}/stop")
+        cut.close()
+        whole = StopSafeClient(timeout=30)
+        monkeypatch.setattr(whole._transport, "close", lambda: closed.append("whole"))
+        whole.close()
+    assert closed == ["whole"]
+
+
 def test_a_stop_that_came_in_a_commit_waits_on_the_service_a_few_seconds_only(monkeypatch):
     """The stop comes while a batch is written to the spool (a commit: it waits), the send that follows hangs: once the
     commit is done the stop only waits, and its deadline runs from there."""

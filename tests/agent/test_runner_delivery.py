@@ -621,3 +621,43 @@ def test_each_probe_that_fails_doubles_the_wait_for_the_next_up_to_a_minute(tmp_
                 waits.append(ago)
                 break
     assert waits == [OFFLINE_PROBE_S, 2 * OFFLINE_PROBE_S, 4 * OFFLINE_PROBE_S, OFFLINE_PROBE_MAX_S, OFFLINE_PROBE_MAX_S]
+
+
+def test_while_measuring_a_batch_waits_for_its_answer_ten_times_the_service_s_slowest_lately(tmp_path, monkeypatch):
+    """A service that answered in 10 ms and then hangs holds the timing up PROBE_TIMEOUT_S, not the 30 s timeout; one
+    that answers in 2 s gets 20 s; none gets more than the timeout. Before any answer, the client's own timeout."""
+    from gac.agent.delivery import sender
+    from gac.agent.delivery.deliverer import ANSWER_FACTOR, PROBE_TIMEOUT_S
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(sender.time, "monotonic", lambda: clock["now"])
+    service = {"takes_s": 0.01, "hangs": False}
+    waits: list[float | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        waits.append(request.extensions["timeout"]["read"])
+        if service["hangs"]:
+            raise httpx.ReadTimeout("no answer", request=request)
+        clock["now"] += service["takes_s"]  # the answer takes this long
+        return _accepted(request)
+
+    client = httpx.Client(transport=httpx.MockTransport(answer), timeout=25.0)
+    run = RunInfo(id=uuid.uuid4(), agent="test")
+    d = Deliverer("http://svc", "tok", detect_platform("cpu"), run, spool=Spool(tmp_path), batch_size=2, client=client, timeout_s=30.0)
+    rows = _measurements(2)
+    d.add_many(rows)  # the first batch: nothing known of the service yet
+    d.add_many(rows)
+    assert waits == [25.0, PROBE_TIMEOUT_S]  # 10 x 10 ms is below the floor
+
+    service["takes_s"] = 2.0
+    d.add_many(rows)  # a slow answer: the next batch waits ten times as long
+    d.add_many(rows)
+    assert waits[3] == pytest.approx(ANSWER_FACTOR * 2.0)
+    service["takes_s"] = 4.0
+    d.add_many(rows)
+    d.add_many(rows)
+    assert waits[5] == 30.0  # capped at the timeout
+
+    service["hangs"] = True
+    d.add_many(rows)
+    assert len(waits) == 7 and d.stats.spooled_batches == 1  # timed out once, not tried again while measuring

@@ -323,6 +323,29 @@ def test_a_server_that_never_answers_is_a_connection_error():
             assert f"{url}/v1/jobs/1" in str(slow.value)
 
 
+def test_wait_ready_asks_until_the_service_is_ready_and_gives_up_on_a_refusal_or_a_stopped_service():
+    """Not listening, then 503 (its database not ready yet), then ready: it waits through both. A refusal (404: another
+    server there) ends it at once, and so does a service process that is gone, without waiting out the timeout."""
+    answers = ["refused", 503, 503, 200]
+
+    def service(request: httpx.Request) -> httpx.Response:
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if answer == "refused":
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(answer, json={"status": "ready"} if answer == 200 else {"error": "NotReady", "detail": "db"})
+
+    with Client("http://gac.test", transport=httpx.MockTransport(service)) as gac:
+        assert gac.wait_ready(timeout=60, every_s=0) == {"status": "ready"}
+        answers[:] = [404]
+        with pytest.raises(GacClientError, match="no GAC service answers there .*404"):
+            gac.wait_ready(timeout=60, every_s=0)
+        answers[:] = ["refused"]
+        with pytest.raises(GacClientError, match="stopped before it was ready"):
+            gac.wait_ready(timeout=60, every_s=0, alive=lambda: False)
+        with pytest.raises(GacClientError, match="not ready after 0 s .*connection refused"):
+            gac.wait_ready(timeout=0, every_s=0)
+
+
 def test_an_error_page_that_is_not_json_keeps_its_text():
     """A proxy in front of the service answers in its own words: status and text are kept."""
     request = httpx.Request("GET", "http://gac.example/v1/platforms")
