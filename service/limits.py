@@ -157,6 +157,11 @@ class RequestGuard:
             return
         if not await self._authenticate(scope, send, closing):
             return
+        encoding = (_header(scope, b"content-encoding") or b"identity").decode("latin-1").strip().lower()
+        if encoding != "identity":  # bodies are read as sent: a compressed one would read as malformed JSON
+            detail = f"request bodies are read as sent, not decoded: send it without Content-Encoding ({encoding[:40]})"
+            await self._answer(send, 415, "UnsupportedMediaType", detail, closing)
+            return
         await self._stream(scope, receive, send)
 
     async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -100,14 +100,14 @@ class GuardedHttp(_Base):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
-        waiting = self._idle()
+        if self._idle() and not self.transport.is_closing():  # a request head, whole in this read or not
+            end = data.find(b"\r\n\r\n")
+            self._head_bytes += len(data) if end < 0 else end + 4
+            if self._head_bytes > self._max_head:  # before the parser reads it
+                self.transport.write(_HEAD_TOO_LARGE)
+                self.transport.close()
+                return
         super().data_received(data)
-        if not waiting or not self._idle() or self.transport.is_closing():
-            return
-        self._head_bytes += len(data)  # still no complete head: all of it was head
-        if self._head_bytes > self._max_head:
-            self.transport.write(_HEAD_TOO_LARGE)
-            self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

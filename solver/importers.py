@@ -138,7 +138,7 @@ def load_json(path: str | Path, what: str = "") -> dict[str, Any]:
     manifest); every problem (unreadable, malformed, not an object) is ImportErrorDetail."""
     label = f"{what} {path}".strip()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors save one, is not the document's
     except OSError as exc:
         raise ImportErrorDetail(f"cannot read {label}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

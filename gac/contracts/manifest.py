@@ -11,7 +11,7 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, ValidationInfo, field_validator, model_validator
 
 from gac.contracts.goal import Epsilon, MinGain, Objective, Window
 from gac.contracts.measurements import MAX_DIM, PRINTABLE, Dtype
@@ -130,7 +130,7 @@ class MlpWidthWeight(_WeightBase):
     """The weight's kind."""
     hidden: Hidden
     full: PosDim
-    gated: bool = True
+    gated: StrictBool = True
     """Whether the block is gated (gate, up and down projections: 3 x d x hidden params; else 2 x d x hidden)."""
     dim: Annotated[float, Field(gt=0, allow_inf_nan=False), ANumber]
     """The compressor's intermediate width (may be fractional): at most full."""
@@ -297,7 +297,7 @@ class Manifest(_Model):
     """The latency objective's candidates: gac (null) every measured dim within +/- max(16, 5 %) of the compressor's,
     not below half of it; paper also the multiples of 8 within +/- 64 (the paper's window)."""
     # The latency objective with two or more token counts may buy a faster prefill with a slower decode.
-    no_slower: bool | None = None
+    no_slower: StrictBool | None = None
     """True holds every token count to no slower than the compressor's dims predict; null: false."""
     min_gain: Annotated[MinGain, ANumber] | None = None
     """The least share of predicted time the latency objective must save to give up any importance (below it, the
@@ -316,4 +316,12 @@ class Manifest(_Model):
             seen.add(w.name)
         if dupes:
             raise ValueError(f"weight names must be unique; repeated: {sorted(set(dupes))[:5]}")
+        # A group is one item of the result, named by its group: a weight outside it by that name would be a second.
+        where = {w.name: i for i, w in enumerate(v)}
+        for i, w in enumerate(v):
+            if w.group is not None and (j := where.get(w.group)) is not None and v[j].group != w.group:
+                raise ValueError(
+                    f"weights.{i}.group {w.group!r} is also the name of weights.{j}, which is not in that group: "
+                    "the result names each group and each ungrouped weight once, so rename the group"
+                )
         return v

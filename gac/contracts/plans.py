@@ -78,12 +78,15 @@ class ValueRange(_Strict):
     def _ordered(self) -> ValueRange:
         if self.stop < self.start:
             raise ValueError(f"stop ({self.stop}) must be >= start ({self.start})")
-        if (self.stop - self.start) // self.step + 1 > MAX_PLAN_POINTS:
+        if len(self) > MAX_PLAN_POINTS:
             raise ValueError(f"range {self.start}..{self.stop} step {self.step} has more than {MAX_PLAN_POINTS} values")
         return self
 
     def expand(self) -> list[int]:
         return list(range(self.start, self.stop + 1, self.step))
+
+    def __len__(self) -> int:
+        return (self.stop - self.start) // self.step + 1
 
 
 def _values_kind(v: Any) -> str:
@@ -216,7 +219,7 @@ class Sweep(_Strict):
         return self.values.step if isinstance(self.values, ValueRange) else 1
 
     def n_points(self) -> int:
-        return len(self.value_list()) * len(self.dtypes)
+        return len(self.values) * len(self.dtypes)  # a range counted, not listed: a plan too big is refused at once
 
 
 class PlanPoint(_Strict):

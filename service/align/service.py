@@ -11,6 +11,7 @@ cross-check and paper-DP baselines a stored alignment still lacks).
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import time
@@ -409,6 +410,7 @@ def parse_manifest(body: bytes, settings: Settings) -> Manifest:
     """A manifest body, with the errors FastAPI's own parsing would name (body.weights.3.dim, ...)."""
     from gac.documents import duplicate_key
 
+    body = body.removeprefix(codecs.BOM_UTF8)  # JSON's RFC lets a parser skip one; a file saved by some editors starts so
     # JSON parsers keep the last of a key given twice; which one the compressor meant is not ours to guess.
     if (twice := duplicate_key(body)) is not None:
         field = ".".join(str(part) for part in ("body", *twice))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+
 from fastapi import APIRouter, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
@@ -9,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.measurements import BATCH_SCHEMA, Batch, BatchReceipt
+from gac.documents import duplicate_key
 from gac.service.deps import IngestToken, SessionDep, SettingsDep
 from gac.service.errors import errors, require_json_body
 from gac.service.ingest.incoming import Incoming
@@ -38,6 +41,12 @@ _LAYOUT_HINT = {
 
 def parse_batch(body: bytes, content_type: str) -> Incoming:
     by_columns = content_type.split(";")[0].strip().lower() == COLUMNS_MEDIA_TYPE
+    body = body.removeprefix(codecs.BOM_UTF8)  # JSON's RFC lets a parser skip one; a file saved by some editors starts so
+    # A key given twice would be read as its last value, and a stored row never changes: refused, as a manifest's is.
+    # (About as long again as the parse: a column batch of 5,000 rows, 15 ms more.)
+    if (twice := duplicate_key(body)) is not None:
+        said = "given twice in one object: which value is meant is ambiguous"
+        raise RequestValidationError([{"loc": ("body", *twice), "msg": said, "type": "duplicate_key"}])
     try:
         if by_columns:
             return Incoming.from_columns(ColumnBatch.model_validate_json(body))
@@ -64,7 +73,8 @@ def parse_batch(body: bytes, content_type: str) -> Incoming:
 async def post_batch(request: Request, session: SessionDep, settings: SettingsDep, token: IngestToken, response: Response) -> BatchReceipt:
     """Upload one batch of measurements: stored whole or not at all; re-sending it is safe."""
     require_json_body(request.headers.get("content-type"), "a batch", also=(COLUMNS_MEDIA_TYPE,))
-    batch = parse_batch(await request.body(), request.headers.get("content-type", ""))
+    # Parsed off the event loop: a large batch takes a CPU for a while, and /readyz and the rest wait on the loop.
+    batch = await run_in_threadpool(parse_batch, await request.body(), request.headers.get("content-type", ""))
     receipt = await run_in_threadpool(ingest_batch, session, batch, token_id=token.id, max_rows=settings.max_batch_rows)
     if receipt.inserted:
         request.app.state.responses.expire_all()  # this process sees its own writes at once

@@ -18,7 +18,7 @@ from gac.service.ingest import repository as repo
 from gac.service.ingest.incoming import VALUE_COLUMNS, CurveKey, Incoming
 from gac.service.ingest.known import IdResolver, agent_key, platform_key, run_key
 from gac.service.metrics import INGEST_BATCHES, INGEST_ROWS
-from gac.service.models import UploadBatch, utcnow
+from gac.service.models import Platform, UploadBatch, utcnow
 
 # What a row says, beyond its id: its curve, its x and its figures. Not measured_at: when it
 # is left out the service fills in the time it read the row, so a faithful re-send differs there.
@@ -102,6 +102,25 @@ def _differences(batch: Incoming, stored: dict[UUID, tuple], *, missing_too: boo
     return found
 
 
+def _other_owner(session: Session, batch: Incoming, stored: UploadBatch, platform_id: int) -> list[dict[str, str]]:
+    """Where a re-sent batch names another platform or run than it was stored with: its rows stay the stored
+    batch's, so answering "replay" would tell the sender they are stored under its own."""
+    found = []
+    if stored.platform_id != platform_id:
+        was = session.get_one(Platform, stored.platform_id).fingerprint
+        found.append(
+            {
+                "field": "body.platform",
+                "message": f"the batch was stored for platform {was[:16]}, this one names {batch.platform.fingerprint()[:16]}",
+                "type": "conflict",
+            }
+        )
+    if stored.run_id != batch.run.id:
+        said = f"the batch was stored in run {stored.run_id}, this one names {batch.run.id}"
+        found.append({"field": "body.run.id", "message": said, "type": "conflict"})
+    return found
+
+
 def _repeated_ids(ids: list[UUID]) -> list[dict[str, str]]:
     seen: set[UUID] = set()
     found: list[dict[str, str]] = []
@@ -152,7 +171,8 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
     if not repo.insert_batch_row(session, batch.id, batch.run.id, platform_id, agent_id, digest, rows, now):
         stored = session.get_one(UploadBatch, batch.id)
         if stored.content_hash != digest:  # other values, or a hash of an older version of this rule
-            differences = _differences(batch, repo.stored_rows(session, batch.ids, COMPARED), missing_too=True)
+            differences = _other_owner(session, batch, stored, platform_id)
+            differences += _differences(batch, repo.stored_rows(session, batch.ids, COMPARED), missing_too=True)
             if stored.rows > rows:
                 differences.append(
                     {

@@ -159,3 +159,19 @@ def test_point_limit_is_enforced():
     }
     with pytest.raises(PlanError, match="more than"):
         parse_plan(doc)
+
+
+def test_a_plan_too_big_is_counted_not_listed(monkeypatch):
+    """An admin's plan of 1,000 ranges of 100,000 values: refused from its counts (listing them took seconds of the
+    service's CPU per request)."""
+    from gac.contracts.plans import ValueRange
+
+    def listed(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("the range was listed to be counted")
+
+    monkeypatch.setattr(ValueRange, "expand", listed)
+    sweep = {"op": "gemm", "dtypes": ["float32", "bfloat16"], "axis": "n", "fixed": {"m": 8, "k": 8}}
+    sweep["values"] = {"start": 1, "stop": 100_000}
+    with pytest.raises(PlanError, match=f"plan expands to {1000 * 2 * 100_000} points"):
+        parse_plan({"name": "big", "sweeps": [sweep] * 1000})
+    assert SweepPlan.model_validate({"name": "ok", "sweeps": [sweep | {"values": {"start": 8, "stop": 64, "step": 8}}]}).n_points() == 16

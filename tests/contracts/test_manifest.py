@@ -167,3 +167,24 @@ def test_the_json_schema_speaks_json_schema():
     assert not any(f'"{k}":' in text for k in ("ge", "gt", "le", "lt")), text
     budget = Manifest.model_json_schema()["$defs"]["Budget"]["properties"]
     assert budget["ratio"]["anyOf"][0] == {"type": "number", "minimum": 0, "exclusiveMaximum": 1}
+
+
+def test_a_group_named_like_a_weight_outside_it_is_refused_naming_both():
+    """The result names each group and each ungrouped weight once: a group called 'b' beside a weight 'b' would list
+    'b' twice. A group named after one of its own members is fine."""
+    doc = copy.deepcopy(BASE)
+    doc["weights"][0]["group"] = "b"
+    [(loc, msg)] = _errors(doc)
+    assert loc == ("weights",) and "weights.0.group 'b' is also the name of weights.1" in msg
+    doc["weights"][1]["group"] = "b"  # now 'b' is in the group it names
+    assert [w.group for w in Manifest.model_validate(doc).weights] == ["b", "b"]
+
+
+@pytest.mark.parametrize("path", [["weights", 1, "gated"], ["no_slower"]])
+def test_a_switch_written_as_text_or_a_number_is_refused_as_a_dim_written_as_text_is(path):
+    """Lax pydantic reads "yes", "false" and 0 as booleans: a field that switches the model's shape (gated) or the
+    objective (no_slower) takes JSON's true or false only."""
+    for value in ("yes", "false", 0):
+        [(loc, msg)] = _errors(_with(path, value))
+        assert (loc[0], loc[-1]) == (path[0], path[-1]) and "valid boolean" in msg  # (a weight's loc names its kind too)
+    assert Manifest.model_validate(_with(path, False)) is not None

@@ -228,6 +228,8 @@ def test_a_body_declared_in_another_format_is_415_not_read_as_json(client, sessi
         body = f.refused(r, 415)
         assert body["error"] == "UnsupportedMediaType" and media.split(";")[0] in body["detail"], body
         assert "read a YAML manifest and send it as JSON" in body["detail"], body
+    r = client.post("/v1/batches", content=b"\x1f\x8b", headers={**f.auth(ingest_token), "Content-Encoding": "gzip"})
+    assert "send it without Content-Encoding (gzip)" in f.refused(r, 415)["detail"]  # not "invalid JSON"
     r = client.post("/v1/batches", content=b"op,dtype\n", headers={**f.auth(ingest_token), "Content-Type": "text/csv"})
     assert "a batch is read as JSON (Content-Type: application/json), not text/csv" in f.refused(r, 415)["detail"]
     assert nothing_stored(session)

@@ -147,6 +147,29 @@ def test_half_open_and_dribbling_connections_are_closed_after_the_header_timeout
             s.close()
 
 
+def test_a_request_head_over_the_limit_gets_431_whether_it_comes_whole_or_in_pieces(guarded):
+    """GAC_MAX_HEADER_BYTES (64 KiB) holds for a head that arrives in one read as for one dribbled in: a 100 KB head
+    in one send was served before."""
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"
+    whole, pieces = _connect(guarded), _connect(guarded)
+    try:
+        whole.sendall(big)
+        assert _read_status(whole) == 431
+        for at in range(0, len(big), 8192):
+            if _send_some(pieces, big[at : at + 8192]) < min(8192, len(big) - at):
+                break  # refused and closed midway
+        pieces.setblocking(True)
+        assert _read_status(pieces) == 431
+        small = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Small: " + b"a" * 30_000 + b"\r\n\r\n"
+        ok = _connect(guarded)
+        ok.sendall(small)
+        assert _read_status(ok) == 200
+        ok.close()
+    finally:
+        whole.close()
+        pieces.close()
+
+
 def test_idle_connections_cannot_crowd_out_a_working_client(guarded):
     """Past GAC_MAX_CONNECTIONS (32) held idle, a new client still gets served: the longest-idle goes."""
     idle = [_connect(guarded) for _ in range(80)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from sqlalchemy import func, select
@@ -73,6 +74,23 @@ def test_same_batch_id_with_other_content_is_a_conflict(client, session, ingest_
     assert str(b.id) in detail[0]["message"]
     assert [e["field"] for e in detail[1:]] == [f"body.measurements.{i}" for i in range(3)]
     assert count(session) == 3
+
+
+def test_same_batch_id_naming_another_platform_or_run_is_a_conflict_not_a_replay(client, session, ingest_token):
+    """Its rows stay the stored batch's: a "replay" would tell the sender they are stored under its own platform or run
+    (and name a platform this request created and rolled back)."""
+    b = f.batch(rows=3)
+    assert client.post("/v1/batches", json=f.body(b), headers=f.auth(ingest_token)).status_code == 201
+    elsewhere = b.model_copy(update={"platform": f.platform(device_name="Ghost CPU"), "run": b.run.model_copy(update={"id": uuid.uuid4()})})
+    r = client.post("/v1/batches", json=f.body(elsewhere), headers=f.auth(ingest_token))
+    assert f.refused(r, 409)["error"] == "Conflict"
+    fields = {e["field"]: e["message"] for e in r.json()["detail"][1:]}
+    assert set(fields) == {"body.platform", "body.run.id"}
+    assert b.platform.fingerprint()[:16] in fields["body.platform"] and str(b.run.id) in fields["body.run.id"]
+    other_run = b.model_copy(update={"run": b.run.model_copy(update={"id": uuid.uuid4()})})
+    r = client.post("/v1/batches", json=f.body(other_run), headers=f.auth(ingest_token))
+    assert [e["field"] for e in f.refused(r, 409)["detail"][1:]] == ["body.run.id"]
+    assert client.get("/v1/platforms").json()["total"] == 1 and count(session) == 3
 
 
 def test_one_bad_row_rejects_the_whole_batch(client, session, ingest_token):
@@ -149,3 +167,28 @@ def test_ids_of_a_rolled_back_batch_are_not_remembered(client, session, ingest_t
     items = listed["items"] if isinstance(listed, dict) else listed
     assert {p["id"] for p in items if p["descriptor"]["device_name"] == "Rolled Back CPU"} == {r.json()["platform_id"]}
     assert count(session) == 5
+
+
+def test_a_key_given_twice_is_refused_naming_where_in_either_layout(client, session, ingest_token):
+    """JSON parsers keep a repeated key's last value, and a stored row never changes: which one was meant is not ours
+    to guess."""
+    b = f.batch(rows=2)
+    rows = json.dumps(f.body(b))
+    twice = rows.replace('"shape": {', '"shape": {"k": 999, ', 1)  # the first row's shape gives k twice
+    assert twice != rows and '"k": 999, "k": ' in twice
+    r = client.post("/v1/batches", content=twice, headers=f.auth(ingest_token) | {"content-type": "application/json"})
+    [error] = f.refused(r, 422)["detail"]
+    assert (error["field"], error["type"]) == ("body.measurements.0.shape.k", "duplicate_key")
+    columns = json.dumps(f.columns_body(b))
+    twice = columns.replace('"schema": ', '"schema": "x", "schema": ', 1)
+    r = client.post("/v1/batches", content=twice, headers=f.auth(ingest_token) | f.COLUMNS)
+    assert [(e["field"], e["type"]) for e in f.refused(r, 422)["detail"]] == [("body.schema", "duplicate_key")]
+    assert count(session) == 0
+
+
+def test_a_body_that_starts_with_a_byte_order_mark_is_read_as_its_document(client, session, ingest_token):
+    """JSON's RFC lets a parser skip a BOM (a file saved by some editors starts with one, and curl sends it on)."""
+    body = b"\xef\xbb\xbf" + json.dumps(f.body(f.batch(rows=2))).encode()
+    r = client.post("/v1/batches", content=body, headers=f.auth(ingest_token) | {"content-type": "application/json"})
+    assert r.status_code == 201, r.text
+    assert count(session) == 2

@@ -113,6 +113,13 @@ def test_errors_name_the_entry(tmp_path):
         load_importance(bad)
 
 
+def test_a_file_that_starts_with_a_byte_order_mark_reads_as_its_document(tmp_path):
+    """Some editors save UTF-8 with a BOM: it is not the document's first character."""
+    saved = tmp_path / "m.json"
+    saved.write_bytes(b"\xef\xbb\xbf" + json.dumps({"model": "m"}).encode())
+    assert load_json(saved) == {"model": "m"}
+
+
 # ---- structure: what the old importers got wrong ---------------------------------------------------------
 
 
