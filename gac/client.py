@@ -265,10 +265,12 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
         http: httpx.Client | None = None,
+        token_hint: str = "Client(url, token) or $GAC_TOKEN",
     ) -> None:
         """timeout: seconds per request (align has its own, longer one). transport: an httpx
         transport to send through (e.g. httpx.ASGITransport over an app in-process). http: an
-        httpx.Client to share with other code; it is left open by close()."""
+        httpx.Client to share with other code; it is left open by close(). token_hint: how its user
+        gives a token, said when the service asks for one (a command line says its option)."""
         url = url or os.environ.get("GAC_SERVER") or DEFAULT_URL
         self.url = url.rstrip("/")
         self._headers = {"Accept": "application/json"}
@@ -276,6 +278,7 @@ class Client:
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._timeout = timeout
+        self._token_hint = token_hint
         self._own_http = http is None
         self._closed = False
         self._http = http if http is not None else httpx.Client(timeout=timeout, transport=transport)
@@ -335,7 +338,7 @@ class Client:
             error = GacApiError.from_response(response)
             if error.status == 401 and "Authorization" not in self._headers and isinstance(error.detail, str):
                 # The service asks for a header; a client's user sets a token.
-                error.detail += " (this client has no token: Client(url, token) or $GAC_TOKEN)"
+                error.detail += f" (this client has no token: {self._token_hint})"
                 error.args = (error._message(),)
             raise error
         return response

@@ -471,10 +471,12 @@ def left_to_time(plan: SweepPlan, known: Known, adaptive: bool, stored: str = "a
 _SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
-def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
+def _summary_table(result: RunResult, plan: SweepPlan, stored: Known | None = None) -> Table:
     """Per sweep and dtype: points, latency range, and the biggest step along the axis (the one that
-    repeated when timed again, where the run did that: RunResult.steps)."""
-    from gac.contracts.measurements import shape_key
+    repeated when timed again, where the run did that: RunResult.steps). stored: the points an earlier run
+    stored on these curves (left out of this one): counted, and said not to be in the ranges and steps."""
+    from gac.agent.resume import sweep_curve
+    from gac.contracts.measurements import Dtype, shape_key
 
     t = Table(title=f"plan {escape(plan.name)}: {len(result.measurements)} points in {result.seconds:.1f} s")  # a name is text
     t.add_column("sweep", overflow="fold", min_width=20)  # on 80 columns (a log file's) the step's text wraps, not the sweep's
@@ -506,7 +508,13 @@ def _summary_table(result: RunResult, plan: SweepPlan) -> Table:
             check = result.steps.get((i, dtype))
             step = check.describe(sweep.axis) if check is not None else _largest_step(ok, sweep.axis)
         name = f"{sweep.op.value} {_SHORT.get(dtype, dtype)} {sweep.axis} | {shape_key(sweep.fixed)}"
-        t.add_row(name, str(len(ok)), rng, step, str(failed) if failed else "", str(flagged) if flagged else "")
+        earlier = len((stored or {}).get(sweep_curve(sweep, Dtype(dtype)), {}))
+        pts = f"{len(ok)} (+{earlier} stored)" if earlier else str(len(ok))
+        if earlier and ok:
+            step += " among these"  # a step between stored points is not seen here
+        t.add_row(name, pts, rng, step, str(failed) if failed else "", str(flagged) if flagged else "")
+    if any(stored.values() if stored else ()):
+        t.caption = "points stored by earlier runs are counted, not in the ranges or steps (they are judged where they were timed)"
     return t
 
 
@@ -787,7 +795,7 @@ def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
         confirm_steps=_confirm_steps(),
         stored=left.known,
     )
-    out_console.print(_summary_table(result, left.plan))
+    out_console.print(_summary_table(result, left.plan, known))
     sinks.report()
     return 1 if sinks.undelivered() else 0
 
@@ -1227,6 +1235,7 @@ def agent_flush(
 ) -> None:
     """Send the batches a previous run could not deliver."""
     from gac.agent.delivery import BatchSender, DeliveryStats, RetryPolicy, Spool
+    from gac.agent.delivery.spool import norm_server
 
     server, token = client_settings(server, token)
     spool = Spool(spool_dir)
@@ -1246,6 +1255,16 @@ def agent_flush(
     console.print(_delivery_line(stats).replace("sent", "flushed", 1) + f"; {len(left)} batch(es) left in {spool.path}")
     for e in stats.errors[:5]:
         console.print(f"[yellow]{escape(str(e))}[/yellow]")
+    elsewhere: dict[str, int] = {}  # batches spooled for another service: not sent here unless asked
+    for rec in left if not all_servers else ():
+        if (meant := norm_server(rec.get("server", ""))) != norm_server(server):
+            elsewhere[meant] = elsewhere.get(meant, 0) + 1
+    for meant, n in sorted(elsewhere.items()):
+        console.print(
+            f"[yellow]{n} batch(es) are for {escape(meant)}, not {escape(norm_server(server))}: `gac agent flush --server {escape(meant)}` "
+            "sends them there, --all-servers sends them here[/yellow]",
+            highlight=False,
+        )
     if stats.rejected_batches:
         console.print(
             f"rejected batches are kept in {spool.rejected_path}: once the cause is fixed, "
@@ -1353,6 +1372,9 @@ def ingest(
         )
         console.print(said, style="red", markup=False)
         raise typer.Exit(2)
+    if not batches and not bad:  # a run stopped before its first batch leaves an empty file: true, but worth saying
+        console.print(f"{file} holds no batches: nothing sent", markup=False, highlight=False)
+        raise typer.Exit(0)
     console.print(_delivery_line(stats))
     raise typer.Exit(1 if bad else 0)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -29,10 +31,48 @@ def _settings(schema_only: bool = False):
     except ValidationError as exc:
         if schema_only and all("GAC_SECRET_KEY" in e["msg"] for e in exc.errors(include_url=False)):
             return Settings(secret_key=SecretStr("unused: migrations hash no tokens"))
-        for e in exc.errors(include_url=False):
-            where = f"GAC_{'_'.join(str(p) for p in e['loc']).upper()}: " if e["loc"] else ""
-            err.print(f"[red]configuration error:[/red] {escape(where + e['msg'].removeprefix('Value error, '))}")
+        _say_configuration(exc)
         raise typer.Exit(2) from exc
+
+
+def _say_configuration(exc, db: str | None = None) -> None:  # noqa: ANN001 - pydantic's ValidationError
+    for e in exc.errors(include_url=False):
+        named = "_".join(str(p) for p in e["loc"])
+        where = "--db: " if db and named == "database_url" else f"GAC_{named.upper()}: " if named else ""
+        err.print(f"[red]configuration error:[/red] {escape(where + e['msg'].removeprefix('Value error, '))}")
+
+
+def _url_from(db: str | None) -> str:
+    """Where a command's database URL came from, as its user set it."""
+    if db:
+        return "--db"
+    for name in ("GAC_DATABASE_URL", "GAC_DATA_DIR"):
+        if os.environ.get(name):
+            return name
+    return "the default data directory (GAC_DATA_DIR moves it)"
+
+
+@contextmanager
+def database_said(db: str | None = None) -> Iterator[None]:
+    """Around a command's opening of its database (settings, engine, schema): what is wrong with it (a URL we do not
+    speak, a folder that is a file, a file that is no database, a schema out of date) is said in one line naming
+    where the URL came from, and the command exits 2. Only the opening: a later error is a bug, and keeps its trace."""
+    from pydantic import ValidationError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gac.service.settings import get_settings
+    from gac.service.startup import SchemaOutOfDate
+
+    try:
+        yield
+    except ValidationError as exc:
+        _say_configuration(exc, db)
+        raise typer.Exit(2) from None
+    except (OSError, SQLAlchemyError, SchemaOutOfDate) as exc:
+        url = _safe_url(get_settings(db).url)
+        said = f"[red]cannot open the database {escape(url)}[/red] (set by {_url_from(db)}): {escape(_first_line(exc))}"
+        err.print(said, highlight=False)
+        raise typer.Exit(2) from None
 
 
 def serve(
@@ -67,7 +107,7 @@ def serve(
         if not status.up_to_date:
             err.print(f"[red]refusing to start:[/red] {escape(status.explain())}")
             raise typer.Exit(1)
-    console.print(f"GAC service on http://{host or settings.host}:{port or settings.port}  database: {_safe_url(settings.url)}")
+    console.print(f"GAC service starting on http://{host or settings.host}:{port or settings.port}  database: {_safe_url(settings.url)}")
     where, at = host or settings.host, port or settings.port
     # On SIGTERM: no new connections, open ones get the grace period (the app stops its alignments
     # within it and answers their requests 503), then the rest are cancelled and it exits.
@@ -141,9 +181,10 @@ def _session():
     from gac.service.db import make_engine, make_sessionmaker
     from gac.service.startup import ensure_schema
 
-    settings = _settings()
-    engine = make_engine(settings.url)
-    ensure_schema(engine, settings)
+    with database_said():
+        settings = _settings()
+        engine = make_engine(settings.url)
+        ensure_schema(engine, settings)
     return settings, make_sessionmaker(engine)()
 
 

@@ -7,3 +7,5 @@ of them, e.g. `gac align --profile-missing` (the agent times, the service stores
 it lives in this package and is registered from `gac/cli.py`'s COMPONENTS, with the
 extras it needs.
 """
+
+TOKEN_HINT = "--token or $GAC_TOKEN"  # how a command's user gives the service a token (gac.client says it on a 401)

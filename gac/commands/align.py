@@ -129,9 +129,10 @@ def _manifest(body: dict, names: _Names) -> Manifest:
 
 def _via_server(server: str, token: str | None, manifest: Manifest, platform: str | None, enqueue: bool, names: _Names) -> _Stored:
     from gac.client import Client, GacApiError, GacConnectionError
+    from gac.commands import TOKEN_HINT
 
     try:
-        with Client(server, token) as client:
+        with Client(server, token, token_hint=TOKEN_HINT) as client:
             stored = client.align(manifest, platform=platform, enqueue_missing=enqueue)
     except GacConnectionError as exc:
         err.print(f"[red]{escape(str(exc))}[/red]")
@@ -158,14 +159,16 @@ def _via_server(server: str, token: str | None, manifest: Manifest, platform: st
 
 def _locally(db: str | None, manifest: Manifest, platform: str | None, enqueue: bool, names: _Names, exhaustive: bool = False) -> _Stored:
     from gac.service.align import service
+    from gac.service.cli import database_said
     from gac.service.db import make_engine, make_sessionmaker
     from gac.service.errors import GacError
     from gac.service.settings import get_settings
     from gac.service.startup import ensure_schema
 
-    settings = get_settings(db)
-    engine = make_engine(settings.url)
-    ensure_schema(engine, settings)
+    with database_said(db):
+        settings = get_settings(db)
+        engine = make_engine(settings.url)
+        ensure_schema(engine, settings)
     try:
         with make_sessionmaker(engine)() as session:
             local = f"in the local database {engine.url.render_as_string(hide_password=True)} (--server aligns on a service)"
@@ -566,12 +569,13 @@ def _wait_for(
     from gac.agent.http_client import StopSafeClient
     from gac.agent.interrupt import stop_signals
     from gac.client import Client, GacApiError, GacConnectionError
+    from gac.commands import TOKEN_HINT
 
     said, waiting_since, hinted, failures = None, time.monotonic(), False, 0
     ended, states = [], []
     # Ctrl-C or SIGTERM anywhere in the wait (a read of the jobs under way is answered first: a stop cut inside httpx
     # can leave its pool's lock taken, and closing the client would hang) says which jobs stay queued.
-    with stop_signals() as stop, StopSafeClient() as http, Client(server, token, http=http) as client:
+    with stop_signals() as stop, StopSafeClient() as http, Client(server, token, http=http, token_hint=TOKEN_HINT) as client:
         try:
             while True:
                 try:
@@ -634,6 +638,7 @@ def _this_machine(
     except ImportError:  # a solver-only install cannot tell what this machine is
         return None
     from gac.client import Client, GacClientError, profiled_first, same_machine
+    from gac.commands import TOKEN_HINT
 
     def detect():  # noqa: ANN202 - a PlatformDescriptor; --device and --threads name what was profiled
         machine = detect_platform(device_setting(device, threads), dtypes=False)
@@ -641,13 +646,14 @@ def _this_machine(
 
     if server:
         try:
-            with Client(server, token) as client:
+            with Client(server, token, token_hint=TOKEN_HINT) as client:
                 if not client.platforms(page_size=1).total:
                     return None
                 found = client.platform_of(detect())
         except (GacClientError, ValueError, RuntimeError):
             return None  # not stored there (or unreachable, or no such device: the alignment itself says so)
         return found.fingerprint, found.label, found.dtypes
+    from pydantic import ValidationError
     from sqlalchemy import func, select
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -658,8 +664,11 @@ def _this_machine(
     from gac.service.settings import get_settings
     from gac.service.startup import SchemaOutOfDate, ensure_schema
 
-    settings = get_settings(db)
-    engine = make_engine(settings.url)
+    try:
+        settings = get_settings(db)
+        engine = make_engine(settings.url)
+    except (ValidationError, OSError):
+        return None  # the alignment says what is wrong with the database
     try:
         ensure_schema(engine, settings)
         with make_sessionmaker(engine)() as session:
@@ -699,20 +708,25 @@ def _profiled_in(server: str | None, token: str | None, db: str | None, ref: str
     against float32's, on the service or in the local database (empty when unknown)."""
     if server:
         from gac.client import Client, GacClientError
+        from gac.commands import TOKEN_HINT
 
         try:
-            with Client(server, token) as client:
+            with Client(server, token, token_hint=TOKEN_HINT) as client:
                 found = client.platform(ref)
                 return found.dtypes, {str(d): r for d, r in (found.descriptor.dtype_speed or {}).items()}
         except GacClientError:
             return [], {}
+    from pydantic import ValidationError
     from sqlalchemy.exc import SQLAlchemyError
 
     from gac.service.db import make_engine, make_sessionmaker
     from gac.service.platforms import repository as platforms
     from gac.service.settings import get_settings
 
-    engine = make_engine(get_settings(db).url)
+    try:
+        engine = make_engine(get_settings(db).url)
+    except (ValidationError, OSError):
+        return [], {}
     try:
         with make_sessionmaker(engine)() as session:
             row = platforms.find(session, ref)

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gac.client import Client, GacApiError, GacClientError
+from gac.commands import TOKEN_HINT
 from gac.contracts.api import Job, JobStatus
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -33,7 +34,7 @@ def _service(server: str | None, token: str | None) -> Iterator[Client]:
     """A client of the service; its refusals and an unreachable service end the command with their
     message (exit 1), not a traceback."""
     try:
-        with Client(server, token) as client:
+        with Client(server, token, token_hint=TOKEN_HINT) as client:
             yield client
     except GacApiError as exc:
         hints = {

@@ -39,6 +39,7 @@ def profile(
 ) -> None:
     """Time a plan on this machine and store the results in the local embedded database."""
     try:
+        from gac.service.cli import database_said
         from gac.service.ingest.service import LocalDatabase
     except ImportError as err:
         console.print(f"[red]`gac profile` needs the service extra (pip install '{DISTRIBUTION}\\[service]'): {escape(str(err))}[/red]")
@@ -50,13 +51,16 @@ def profile(
     fingerprint = session.platform.fingerprint()
     console.print(f"platform {session.platform.label()}  fingerprint {fingerprint[:16]}")
     p = _load_plan(plan, dtype, session.platform)
-    with LocalDatabase() as db:
-        left = left_to_time(p, stored_points(db, session.platform, p), adaptive)
+    with database_said():
+        opened = LocalDatabase()
+    with opened as db:
+        known = stored_points(db, session.platform, p)
+        left = left_to_time(p, known, adaptive)
         if left.plan is None:
             return
         store = LocalStore(db, session.platform, run_info(p.name, session.device))
         result = run_keeping(session, left.plan, store, adaptive, quiet, confirm_steps=CONFIRM_STEPS, stored=left.known)
-    out_console.print(_summary_table(result, left.plan))
+    out_console.print(_summary_table(result, left.plan, known))
     console.print(f"stored {store.inserted} new rows ({store.duplicates} duplicates) for platform {fingerprint[:16]}")
 
 

@@ -286,9 +286,12 @@ def _destination(server: str | None, token: str | None, db: str | None, platform
     the local database, or with --server the service (and the points waiting for it in the spool)."""
     if not server:
         from gac.commands.local_store import LocalStore, stored_points
+        from gac.service.cli import database_said
         from gac.service.ingest.service import LocalDatabase
 
-        with LocalDatabase(db) as local:
+        with database_said(db):
+            opened = LocalDatabase(db)
+        with opened as local:
             yield stored_points(local, platform, plan), lambda run: LocalStore(local, platform, run)
         return
     from gac.agent.delivery import Deliverer, Spool

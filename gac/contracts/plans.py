@@ -329,8 +329,12 @@ def loads_plan(text: str, fmt: Literal["json", "yaml", "auto"] = "auto") -> Swee
     """Parse plan text; YAML is a superset of JSON so "auto" reads both."""
     try:
         data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise PlanError(f"plan is not valid {'JSON' if fmt == 'json' else 'YAML/JSON'}: {err}") from err
+    except json.JSONDecodeError as err:
+        raise PlanError(f"plan is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from err
+    except yaml.YAMLError as err:  # PyYAML's message spans lines (the context, a quote of the text): one line of it
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise PlanError(f"plan is not valid YAML/JSON: {getattr(err, 'problem', None) or type(err).__name__}{where}") from err
     return parse_plan(data)
 
 
@@ -339,9 +343,11 @@ def load_plan(path: str | Path) -> SweepPlan:
     p = Path(path)
     fmt: Literal["json", "yaml", "auto"] = "json" if p.suffix.lower() == ".json" else "auto"
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8-sig")
     except OSError as err:
-        raise PlanError(f"cannot read plan file {p}: {err}") from err
+        raise PlanError(f"cannot read plan file {p}: {err.strerror or err}") from err
+    except UnicodeDecodeError:
+        raise PlanError(f"{p}: a plan is UTF-8 text (YAML or JSON), and this file is not") from None
     try:
         return loads_plan(text, fmt)
     except PlanError as err:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import httpx
 from filelock import FileLock
 
 from gac.agent.delivery.codec import batch_document, compact_json, document_rows
@@ -25,8 +26,23 @@ def default_spool_dir() -> Path:
     return AgentSettings().spool_dir
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def norm_server(url: str) -> str:
-    return url.rstrip("/")
+    """One spelling of a service's URL, that spooled batches are matched by: scheme and host in lower case, without
+    the scheme's default port or a trailing slash (HTTP://Host:80/ is http://host). Names are not resolved:
+    localhost and 127.0.0.1 stay two servers."""
+    try:
+        u = httpx.URL(url.strip())
+    except httpx.InvalidURL:
+        return url.rstrip("/")
+    if not u.host:
+        return url.rstrip("/")
+    scheme = u.scheme.lower()
+    port = "" if u.port in (None, _DEFAULT_PORTS.get(scheme)) else f":{u.port}"
+    host = f"[{u.host}]" if ":" in u.host else u.host
+    return f"{scheme}://{host}{port}{u.path.rstrip('/')}"
 
 
 def _read_at(fh: BinaryIO, offset: int, size: int) -> bytes:

@@ -112,6 +112,15 @@ def test_unreachable_server_spools_and_flush_keeps_it(app, tmp_path):
     # how many batches depends on how the rows were committed (every second, or so, under load)
     assert res.exit_code == 1 and re.search(r"\b[1-5] batch\(es\) left", res.output), res.output
     assert Spool(spool_dir).rows() == 5  # still there, nothing lost
+    # Flushed to another service: kept, and said why and how to send them (it said nothing of it).
+    other = closed_port_url()
+    res = CliRunner().invoke(app, ["agent", "flush", "--server", other, "--token", "t", "--spool-dir", str(spool_dir), "--retries", "0"])
+    assert res.exit_code == 1 and Spool(spool_dir).rows() == 5
+    assert f"are for {url}, not {other}: `gac agent flush --server {url}` sends them there, --all-servers sends them here" in res.output
+    # The same service spelt another way is the same service.
+    upper = url.replace("http://", "HTTP://") + "/"
+    res = CliRunner().invoke(app, ["agent", "flush", "--server", upper, "--token", "t", "--spool-dir", str(spool_dir), "--retries", "0"])
+    assert "are for" not in res.output and "Connect" in res.output, res.output  # tried (and the service is still down)
 
 
 @pytest.mark.parametrize(

@@ -746,7 +746,7 @@ def test_an_agent_stopped_while_its_service_hangs_exits_and_keeps_what_it_measur
         if agent.poll() is None:
             agent.kill()
     said = out.everything()
-    kept = re.search(r"interrupted: kept (\d+) measured points", said)
+    kept = re.search(r"interrupted: kept (\d+) measured points?", said)  # "1 measured point": the freeze may come that early
     assert kept, said
     stored_n = {r["shape"]["n"] for r in stored(live_service, platform.fingerprint())}
     spooled_n = {m["shape"]["n"] for r in Spool(tmp_path / "spool").records() for m in by_row(r["batch"])["measurements"]}

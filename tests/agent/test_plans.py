@@ -175,3 +175,16 @@ def test_a_plan_too_big_is_counted_not_listed(monkeypatch):
     with pytest.raises(PlanError, match=f"plan expands to {1000 * 2 * 100_000} points"):
         parse_plan({"name": "big", "sweeps": [sweep] * 1000})
     assert SweepPlan.model_validate({"name": "ok", "sweeps": [sweep | {"values": {"start": 8, "stop": 64, "step": 8}}]}).n_points() == 16
+
+
+def test_a_plan_file_that_is_not_text_or_not_yaml_is_one_line_naming_it(tmp_path):
+    """PyYAML's own message is eight lines (its context and a quote); a binary file raised UnicodeDecodeError unnamed."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nsweeps: [\n  - {op: gemm\n")
+    with pytest.raises(PlanError) as err:
+        load_plan(broken)
+    assert "\n" not in str(err.value) and str(broken) in str(err.value) and "at line 3, column 3" in str(err.value)
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"name: \xff\xfe")
+    with pytest.raises(PlanError, match="binary.yaml: a plan is UTF-8 text"):
+        load_plan(binary)

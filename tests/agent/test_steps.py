@@ -110,3 +110,18 @@ def test_a_curve_of_one_point_is_not_checked():
     result = PlanRunner(timer, "cpu", shuffle_seed=None, build=_build, gate=QualityGate(), confirm_steps=2).run(one)
     assert result.steps == {} and timer.tries == {64: 1}
     assert [list(c.cells) for c in _summary_table(result, one).columns][3] == ["-"]
+
+
+def test_points_stored_by_an_earlier_run_are_counted_and_said_not_judged_here():
+    """A resumed profile times what an earlier run left: its summary's steps are among the new points only, and it
+    says so (a step between stored points read 'none beyond noise' on a resumed curve)."""
+    from gac.agent.resume import sweep_curve
+
+    sweep = PLAN.sweeps[0]
+    sent, result = _run({64: [[v * 2 for v in FAST]], 68: [[v * 2 for v in FAST]]})
+    stored = {sweep_curve(sweep, sweep.dtypes[0]): {8: 1.0, 16: 1.0, 24: 1.0}}
+    table = _summary_table(result, PLAN, stored)
+    row = [list(c.cells) for c in table.columns]
+    assert row[1] == [f"{len(sent)} (+3 stored)"] and row[3] == ["+100% n=60->64 among these"]
+    assert "stored by earlier runs are counted, not in the ranges or steps" in str(table.caption)
+    assert _summary_table(result, PLAN).caption is None  # nothing stored: nothing to say

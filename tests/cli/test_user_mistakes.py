@@ -98,6 +98,9 @@ def test_ingest_reports_a_bad_line_and_sends_the_rest(live_service, tmp_path):
     wrong = gac("ingest", str(path), "--server", live_service.url, "--token", live_service.ingest_token)
     assert_clean_failure(wrong, "line 1", "none of its lines is a batch this gac reads")
     assert wrong.returncode == 2
+    path.write_text("")  # what a run stopped before its first batch leaves
+    empty = gac("ingest", str(path), "--server", live_service.url, "--token", live_service.ingest_token)
+    assert empty.returncode == 0 and f"{path} holds no batches: nothing sent" in empty.stderr, empty.stdout + empty.stderr
 
 
 @pytest.mark.slow
@@ -163,6 +166,30 @@ def test_serve_refuses_a_bad_port_and_a_missing_database_in_one_line(tmp_path):
     out = gac("serve", env=missing)
     assert_clean_failure(out, "refusing to start", "gac_no_such_db")
     assert len((out.stdout + out.stderr).strip().splitlines()) <= 2, out.stderr
+
+
+def test_a_database_a_command_cannot_open_is_one_line_naming_where_its_url_came_from(tmp_path):
+    """`gac align --db`, `gac token`, `gac profile`: a URL we do not speak, a folder that is a file, a file that is no
+    database. Each is one line naming --db or the GAC_ setting, exit 2 (each was a traceback)."""
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "gac.db").write_bytes(b"x\xff")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    env = {**os.environ, "GAC_DATA_DIR": str(tmp_path / "data")}
+    env.pop("GAC_DATABASE_URL", None)
+    cases = [
+        (("align", str(MANIFEST), "--db", "garbage://x"), env, ("configuration error: --db: must be sqlite:///PATH", "not garbage")),
+        (("align", str(MANIFEST), "--db", f"sqlite:///{a_file}/x.db"), env, ("cannot open the database", "(set by --db)", "File exists")),
+        (("align", str(MANIFEST), "--db", f"sqlite:///{damaged}/gac.db"), env, ("(set by --db): file is not a database",)),
+        (("token", "list"), {**env, "GAC_DATA_DIR": str(damaged)}, ("(set by GAC_DATA_DIR): file is not a database",)),
+        (("token", "list"), {**env, "GAC_DATA_DIR": str(a_file)}, ("(set by GAC_DATA_DIR)", "File exists")),
+        (("profile", "--plan", "quick"), {**env, "GAC_DATA_DIR": str(damaged)}, ("(set by GAC_DATA_DIR): file is not a database",)),
+    ]
+    for args, environment, needles in cases:
+        out = gac(*args, env=environment)
+        assert_clean_failure(out, *needles)
+        assert out.returncode == 2, out.stderr
 
 
 def test_a_binary_file_and_bare_measurements_are_not_results_files(tmp_path):
@@ -234,6 +261,7 @@ def test_align_through_a_server_says_which_token_it_needs(live_service):
     env = {k: v for k, v in os.environ.items() if k != "GAC_TOKEN"}
     out = gac("align", str(MANIFEST), "--server", live_service.url, env=env)
     assert_clean_failure(out, "401", "no token was sent: aligning on a service needs any token (read scope or above)", "--scope read")
+    assert "(this client has no token: --token or $GAC_TOKEN)" in out.stderr and "Client(url, token)" not in out.stderr  # the CLI's words
     read = ["--token", live_service.read_token]
     out = gac("align", str(MANIFEST), "--server", live_service.url, *read, "--enqueue-missing", "--yes", env=env)
     needs = "check the token: aligning needs any token, queueing jobs (--enqueue-missing) an ingest or admin one"
