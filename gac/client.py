@@ -372,8 +372,8 @@ class Client:
         while True:
             if alive is not None and not alive():
                 raise GacClientError(f"{self.url}: the service stopped before it was ready")
-            try:
-                return self.ready()
+            try:  # each ask waits no longer than what is left (a port that takes connections and never answers)
+                return _json(self._request("GET", "/readyz", timeout=min(self._timeout, max(0.5, deadline - time.monotonic()))), dict)
             except (GacConnectionError, GacApiError) as exc:  # not listening yet, or its database not yet ready (503)
                 if isinstance(exc, GacApiError) and not exc.transient:
                     raise GacClientError(f"{self.url}: no GAC service answers there ({exc})") from exc

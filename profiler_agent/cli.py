@@ -777,6 +777,8 @@ def _known_before(agent: _Agent, plan: SweepPlan) -> tuple[Known, str]:
 
 
 def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
+    from gac.agent.resume import on_plan
+
     sinks = _Sinks.open(agent, run_info(plan.name, agent.session.device))
     if sinks.deliverer is not None:
         sinks.deliverer.drain()  # what an earlier run could not send goes first
@@ -795,7 +797,7 @@ def _run_plan(agent: _Agent, plan: SweepPlan) -> int:
         confirm_steps=_confirm_steps(),
         stored=left.known,
     )
-    out_console.print(_summary_table(result, left.plan, known))
+    out_console.print(_summary_table(result, left.plan, on_plan(known, plan)))
     sinks.report()
     return 1 if sinks.undelivered() else 0
 

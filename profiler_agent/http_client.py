@@ -49,5 +49,9 @@ class StopSafeClient(httpx.Client):
         if not self._cut:
             super().close()
 
+    def __exit__(self, *exc: Any) -> None:  # httpx's own closes the transport without close(): the same rule here
+        if not self._cut:
+            super().__exit__(*exc)
+
 
 __all__ = ["CONNECT_AT_MOST_S", "STOPPING_TIMEOUT_S", "StopSafeClient"]

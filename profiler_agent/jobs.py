@@ -245,9 +245,8 @@ def job_run_id(server: str, job_id: int | str, fingerprint: str) -> uuid.UUID:
     """The run every attempt of one job on one platform stores into: an attempt stopped by a signal (or
     by a lost lease) leaves its points in this run, and the next attempt leaves them out. Per platform,
     as a run covers one; a job matched by several platforms is measured whole on each."""
-    from gac.agent.delivery.spool import norm_server
-
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"{norm_server(server)}/v1/jobs/{job_id}#{fingerprint}")
+    # The URL as spelt before norm_server read case and default ports: an agent upgraded mid-job finds its points.
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{server.rstrip('/')}/v1/jobs/{job_id}#{fingerprint}")
 
 
 def job_label(k: int, n: int | None) -> str:

@@ -30,6 +30,18 @@ def sweep_curve(sweep: Sweep, dtype: Dtype) -> CurveKey:
     return (sweep.op.value, dtype.value, sweep.axis, shape_key(sweep.fixed))
 
 
+def on_plan(known: Known, plan: SweepPlan) -> Known:
+    """The stored points a plan covers: on its curves, at its values (a curve may hold other plans' points too)."""
+    out: Known = {}
+    for sweep in plan.sweeps:
+        values = set(sweep.value_list())
+        for dtype in sweep.dtypes:
+            key = sweep_curve(sweep, dtype)
+            if have := {x: m for x, m in known.get(key, {}).items() if x in values}:
+                out[key] = out.get(key, {}) | have
+    return out
+
+
 def plan_curves(plan: SweepPlan) -> list[CurveKey]:
     """The curves a plan's points lie on, each once."""
     return list(dict.fromkeys(sweep_curve(s, d) for s in plan.sweeps for d in s.dtypes))

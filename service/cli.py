@@ -69,7 +69,10 @@ def database_said(db: str | None = None) -> Iterator[None]:
         _say_configuration(exc, db)
         raise typer.Exit(2) from None
     except (OSError, SQLAlchemyError, SchemaOutOfDate) as exc:
-        url = _safe_url(get_settings(db).url)
+        try:
+            url = _safe_url(get_settings(db).url)
+        except ValidationError:  # `gac db` reads Postgres without a secret key (migrations hash no tokens)
+            url = "(the configured database)"
         said = f"[red]cannot open the database {escape(url)}[/red] (set by {_url_from(db)}): {escape(_first_line(exc))}"
         err.print(said, highlight=False)
         raise typer.Exit(2) from None
@@ -156,9 +159,10 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] 
     from gac.service.db import make_engine, schema_status, upgrade
 
     settings = _settings(schema_only=True)
-    upgrade(settings.url, revision)
-    engine = make_engine(settings.url)
-    console.print(f"{_safe_url(settings.url)} is at {', '.join(schema_status(engine).current) or 'base'}")
+    with database_said():
+        upgrade(settings.url, revision)
+        engine = make_engine(settings.url)
+        console.print(f"{_safe_url(settings.url)} is at {', '.join(schema_status(engine).current) or 'base'}")
     engine.dispose()
 
 
@@ -168,8 +172,9 @@ def db_current() -> None:
     from gac.service.db import make_engine, schema_status
 
     settings = _settings(schema_only=True)
-    engine = make_engine(settings.url)
-    status = schema_status(engine)
+    with database_said():
+        engine = make_engine(settings.url)
+        status = schema_status(engine)
     engine.dispose()
     console.print(f"{_safe_url(settings.url)}: {', '.join(status.current) or 'empty'}" + (" (up to date)" if status.up_to_date else ""))
     if not status.up_to_date:

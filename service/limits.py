@@ -27,6 +27,7 @@ from gac.service.errors import RETRY_AFTER_S, error_json, is_outage, log
 from gac.service.settings import Settings
 
 _WITH_BODY = frozenset(("POST", "PUT", "PATCH", "DELETE"))
+_COMPRESSED = frozenset(("gzip", "x-gzip", "deflate", "br", "compress", "x-compress", "zstd"))  # content codings not decoded here
 _DISCONNECT: Message = {"type": "http.disconnect"}
 
 
@@ -157,8 +158,8 @@ class RequestGuard:
             return
         if not await self._authenticate(scope, send, closing):
             return
-        encoding = (_header(scope, b"content-encoding") or b"identity").decode("latin-1").strip().lower()
-        if encoding != "identity":  # bodies are read as sent: a compressed one would read as malformed JSON
+        encoding = (_header(scope, b"content-encoding") or b"").decode("latin-1").strip().lower()
+        if any(c.strip() in _COMPRESSED for c in encoding.split(",")):  # read as sent, a compressed body is malformed JSON
             detail = f"request bodies are read as sent, not decoded: send it without Content-Encoding ({encoding[:40]})"
             await self._answer(send, 415, "UnsupportedMediaType", detail, closing)
             return

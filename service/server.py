@@ -51,6 +51,14 @@ def raise_fd_limit() -> int:
     return soft
 
 
+def head_part(tail: bytes, data: bytes) -> tuple[int, bytes]:
+    """How many bytes of a read are request head, given the head's last bytes before it (`tail`): up to and with the
+    blank line that ends the head (which may begin in the tail), else all of it; and the tail after it."""
+    seen = tail + data
+    end = seen.find(b"\r\n\r\n")
+    return (len(data) if end < 0 else max(0, end + 4 - len(tail))), seen[-3:]
+
+
 class GuardedHttp(_Base):
     """uvicorn's HTTP/1.1 protocol with a request-head deadline, a head-size limit and a connection cap."""
 
@@ -63,6 +71,7 @@ class GuardedHttp(_Base):
         self._head_timer: asyncio.TimerHandle | None = None
         self._armed_cycle: object = None
         self._head_bytes = 0
+        self._head_tail = b""  # the last bytes of the head so far: its end may be split between two reads
         self._idle_since = 0.0
 
     def _idle(self) -> bool:
@@ -91,6 +100,7 @@ class GuardedHttp(_Base):
             self._head_timer.cancel()
         self._armed_cycle = self.cycle
         self._head_bytes = 0
+        self._head_tail = b""
         self._head_timer = self.loop.call_later(self._head_timeout, self._head_late)
 
     def _head_late(self) -> None:
@@ -101,8 +111,8 @@ class GuardedHttp(_Base):
 
     def data_received(self, data: bytes) -> None:
         if self._idle() and not self.transport.is_closing():  # a request head, whole in this read or not
-            end = data.find(b"\r\n\r\n")
-            self._head_bytes += len(data) if end < 0 else end + 4
+            head, self._head_tail = head_part(self._head_tail, data)
+            self._head_bytes += head
             if self._head_bytes > self._max_head:  # before the parser reads it
                 self.transport.write(_HEAD_TOO_LARGE)
                 self.transport.close()

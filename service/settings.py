@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     def _postgres_needs_a_secret(self) -> Settings:
         if self.is_postgres and not self.secret_key.get_secret_value():
             raise ValueError(
-                "GAC_SECRET_KEY must be set when GAC_DATABASE_URL is Postgres: every service replica must hash tokens with the same key"
+                "GAC_SECRET_KEY must be set when the database is Postgres: every service replica must hash tokens with the same key"
             )
         return self
 

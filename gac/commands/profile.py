@@ -39,6 +39,7 @@ def profile(
 ) -> None:
     """Time a plan on this machine and store the results in the local embedded database."""
     try:
+        from gac.agent.resume import on_plan
         from gac.service.cli import database_said
         from gac.service.ingest.service import LocalDatabase
     except ImportError as err:
@@ -60,7 +61,7 @@ def profile(
             return
         store = LocalStore(db, session.platform, run_info(p.name, session.device))
         result = run_keeping(session, left.plan, store, adaptive, quiet, confirm_steps=CONFIRM_STEPS, stored=left.known)
-    out_console.print(_summary_table(result, left.plan, known))
+    out_console.print(_summary_table(result, left.plan, on_plan(known, p)))
     console.print(f"stored {store.inserted} new rows ({store.duplicates} duplicates) for platform {fingerprint[:16]}")
 
 

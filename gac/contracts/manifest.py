@@ -319,9 +319,9 @@ class Manifest(_Model):
         # A group is one item of the result, named by its group: a weight outside it by that name would be a second.
         where = {w.name: i for i, w in enumerate(v)}
         for i, w in enumerate(v):
-            if w.group is not None and (j := where.get(w.group)) is not None and v[j].group != w.group:
+            if w.group is not None and (j := where.get(w.group)) is not None and v[j].group is None:
                 raise ValueError(
-                    f"weights.{i}.group {w.group!r} is also the name of weights.{j}, which is not in that group: "
+                    f"weights.{i}.group {w.group!r} is also the name of weights.{j}, which is in no group: "
                     "the result names each group and each ungrouped weight once, so rename the group"
                 )
         return v

@@ -77,8 +77,11 @@ class Deliverer(BatchBuffer):
         return self.sender.send_document(doc, retries, timeout_s, retry_timeouts)
 
     def _probe(self, doc: dict[str, Any]) -> BatchReceipt:
-        """One short try, the service found down: a service that hangs holds the run up PROBE_TIMEOUT_S, not a timeout."""
-        return self.send_document(doc, retries=0, timeout_s=PROBE_TIMEOUT_S)
+        """One try, the service found down: PROBE_TIMEOUT_S at first, so that a service that hangs holds the run up a
+        few seconds, twice as long after each probe that failed (a service that is only slow gets its answer through),
+        and the whole timeout on the way out of a run that ended (its last batch)."""
+        wait = self.timeout_s if self._last_batch else min(self.timeout_s, PROBE_TIMEOUT_S * 2**self._failed_probes)
+        return self.send_document(doc, retries=0, timeout_s=wait)
 
     def _commit(self, batch: Batch) -> None:
         self._spooled[batch.id] = self.spool.add(self.server, batch)

@@ -37,7 +37,7 @@ def norm_server(url: str) -> str:
         u = httpx.URL(url.strip())
     except httpx.InvalidURL:
         return url.rstrip("/")
-    if not u.host:
+    if not u.host or u.userinfo or u.query or u.fragment or "%" in url:  # read as written: nothing of it dropped or decoded
         return url.rstrip("/")
     scheme = u.scheme.lower()
     port = "" if u.port in (None, _DEFAULT_PORTS.get(scheme)) else f":{u.port}"

@@ -449,14 +449,20 @@ def test_a_client_whose_call_a_stop_cut_leaves_its_pool_alone_on_close(monkeypat
     monkeypatch.setattr(interrupt, "WAIT_AT_MOST_S", 0.2)
     closed: list[str] = []
     with answering(200, hang=threading.Event()) as (url, _), stop_signals():
-        cut = StopSafeClient(timeout=30)
-        monkeypatch.setattr(cut._transport, "close", lambda: closed.append("cut"))
-        with pytest.raises(KeyboardInterrupt):
-            cut.get(f"{url}/stop")
-        cut.close()
+        for how in ("close", "with"):  # httpx's __exit__ closes the transport without calling close()
+            cut = StopSafeClient(timeout=30)
+            monkeypatch.setattr(cut._transport._pool, "close", lambda how=how: closed.append(f"cut, {how}"))  # both paths end here
+            with pytest.raises(KeyboardInterrupt):
+                if how == "with":
+                    with cut:
+                        cut.get(f"{url}/stop")
+                else:
+                    cut.get(f"{url}/stop")
+            cut.close()
         whole = StopSafeClient(timeout=30)
-        monkeypatch.setattr(whole._transport, "close", lambda: closed.append("whole"))
-        whole.close()
+        monkeypatch.setattr(whole._transport._pool, "close", lambda: closed.append("whole"))
+        with whole:
+            pass
     assert closed == ["whole"]
 
 

@@ -661,3 +661,33 @@ def test_while_measuring_a_batch_waits_for_its_answer_ten_times_the_service_s_sl
     service["hangs"] = True
     d.add_many(rows)
     assert len(waits) == 7 and d.stats.spooled_batches == 1  # timed out once, not tried again while measuring
+
+
+def test_a_service_that_turns_slow_but_answers_gets_every_batch_the_probes_wait_longer_each_time(tmp_path, monkeypatch):
+    """Sixteen answers in 20 ms, then each takes 6 s (a stall on the service's database): the first slow batch times
+    out at 5 s and the service is taken for down, but each probe waits twice as long as the last, so the second gets
+    its answer, and the spool drains. (With probes of 5 s every batch stayed spooled and the run exited 1.)"""
+    from gac.agent.delivery import sender
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(sender.time, "monotonic", lambda: clock["now"])
+    answered: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        takes = 0.02 if len(answered) < 16 else 6.0
+        if request.extensions["timeout"]["read"] < takes:
+            raise httpx.ReadTimeout("no answer yet", request=request)
+        clock["now"] += takes
+        answered.append(json.loads(request.content)["id"])
+        return _accepted(request)
+
+    client = httpx.Client(transport=httpx.MockTransport(answer), timeout=30.0)  # as the agent's own: the 30 s timeout
+    run, spool = RunInfo(id=uuid.uuid4(), agent="test"), Spool(tmp_path)
+    d = Deliverer(
+        "http://svc", "tok", detect_platform("cpu"), run, spool=spool, batch_size=2, client=client, retries=0, offline_probe_s=0.0
+    )
+    rows = _measurements(2)
+    for _ in range(20):
+        d.add_many(rows)
+    d.close()
+    assert d.stats.sent_batches == 20 and spool.records() == [] and len(set(answered)) == 20

@@ -169,15 +169,18 @@ def test_the_json_schema_speaks_json_schema():
     assert budget["ratio"]["anyOf"][0] == {"type": "number", "minimum": 0, "exclusiveMaximum": 1}
 
 
-def test_a_group_named_like_a_weight_outside_it_is_refused_naming_both():
-    """The result names each group and each ungrouped weight once: a group called 'b' beside a weight 'b' would list
-    'b' twice. A group named after one of its own members is fine."""
+def test_a_group_named_like_an_ungrouped_weight_is_refused_naming_both():
+    """The result names each group and each ungrouped weight once: a group called 'b' beside an ungrouped weight 'b'
+    would list 'b' twice. A group named after one of its own members is fine, and so is one named after a weight
+    in another group (that weight's item is its group's)."""
     doc = copy.deepcopy(BASE)
     doc["weights"][0]["group"] = "b"
     [(loc, msg)] = _errors(doc)
-    assert loc == ("weights",) and "weights.0.group 'b' is also the name of weights.1" in msg
+    assert loc == ("weights",) and "weights.0.group 'b' is also the name of weights.1, which is in no group" in msg
     doc["weights"][1]["group"] = "b"  # now 'b' is in the group it names
     assert [w.group for w in Manifest.model_validate(doc).weights] == ["b", "b"]
+    doc["weights"][1]["group"] = "g"  # 'b' is in group 'g': the items are 'b' and 'g'
+    assert [w.group for w in Manifest.model_validate(doc).weights] == ["b", "g"]
 
 
 @pytest.mark.parametrize("path", [["weights", 1, "gated"], ["no_slower"]])

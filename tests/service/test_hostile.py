@@ -170,6 +170,21 @@ def test_a_request_head_over_the_limit_gets_431_whether_it_comes_whole_or_in_pie
         pieces.close()
 
 
+def test_the_head_is_counted_to_its_end_when_the_end_is_split_between_reads():
+    """A head whose blank line is split between two reads ends in the second: the body after it is not head (it was
+    counted as head, and an 80 KB upload split there read 431)."""
+    from gac.service.server import head_part
+
+    head, body = b"POST /v1/batches HTTP/1.1\r\nHost: x\r\nContent-Length: 80000\r\n\r\n", b"x" * 80_000
+    request = head + body
+    for split in range(1, len(head) + 5):
+        first, tail = head_part(b"", request[:split])
+        # Once the head is whole, what follows is the request's (the server counts no more): the second read only before.
+        second = head_part(tail, request[split:])[0] if split < len(head) else 0
+        assert first + second == len(head), split
+    assert head_part(b"", b"GET / HTTP/1.1\r\nHost: x\r\n") == (len(b"GET / HTTP/1.1\r\nHost: x\r\n"), b"x\r\n")
+
+
 def test_idle_connections_cannot_crowd_out_a_working_client(guarded):
     """Past GAC_MAX_CONNECTIONS (32) held idle, a new client still gets served: the longest-idle goes."""
     idle = [_connect(guarded) for _ in range(80)]
