@@ -377,11 +377,14 @@ def answering(status: int, stop_on: str = "/stop", hang: threading.Event | None 
             if hang is not None:
                 hang.wait()
             body = b'{"detail": "scripted"}'
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # a call the stop cut: its client is gone
+                pass
 
         do_GET = do_POST = _answer
 
