@@ -360,9 +360,10 @@ class Client:
 
     # -- health
 
-    def ready(self) -> dict[str, str]:
-        """GET /readyz: the service is up, its database reachable and its schema current (else GacApiError 503)."""
-        return _json(self._request("GET", "/readyz"), dict)
+    def ready(self, timeout: float | None = None) -> dict[str, str]:
+        """GET /readyz: the service is up, its database reachable and its schema current (else GacApiError 503).
+        timeout: this call's, in place of the client's."""
+        return _json(self._request("GET", "/readyz", timeout=timeout), dict)
 
     def wait_ready(self, timeout: float = 60.0, alive: Callable[[], bool] | None = None, every_s: float = 0.1) -> dict[str, str]:
         """ready(), asked every `every_s` until it answers (a service just started has no event to wait on).
@@ -373,7 +374,7 @@ class Client:
             if alive is not None and not alive():
                 raise GacClientError(f"{self.url}: the service stopped before it was ready")
             try:  # each ask waits no longer than what is left (a port that takes connections and never answers)
-                return _json(self._request("GET", "/readyz", timeout=min(self._timeout, max(0.5, deadline - time.monotonic()))), dict)
+                return self.ready(timeout=min(self._timeout, max(0.5, deadline - time.monotonic())))
             except (GacConnectionError, GacApiError) as exc:  # not listening yet, or its database not yet ready (503)
                 if isinstance(exc, GacApiError) and not exc.transient:
                     raise GacClientError(f"{self.url}: no GAC service answers there ({exc})") from exc

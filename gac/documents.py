@@ -17,6 +17,9 @@ class DuplicateKey(ValueError):
     """A mapping gives one key twice."""
 
 
+GIVEN_TWICE = "given twice in one object: which value is meant is ambiguous"  # what a 422 says of a duplicate key
+
+
 class _Loader(yaml.SafeLoader):
     pass
 

@@ -408,14 +408,13 @@ def _engine(url: str) -> Engine:
 
 def parse_manifest(body: bytes, settings: Settings) -> Manifest:
     """A manifest body, with the errors FastAPI's own parsing would name (body.weights.3.dim, ...)."""
-    from gac.documents import duplicate_key
+    from gac.documents import GIVEN_TWICE, duplicate_key
 
     body = body.removeprefix(codecs.BOM_UTF8)  # JSON's RFC lets a parser skip one; a file saved by some editors starts so
     # JSON parsers keep the last of a key given twice; which one the compressor meant is not ours to guess.
     if (twice := duplicate_key(body)) is not None:
         field = ".".join(str(part) for part in ("body", *twice))
-        said = "given twice in one object: which value is meant is ambiguous"
-        raise BodyInvalid([{"field": field, "message": said, "type": "duplicate_key"}])
+        raise BodyInvalid([{"field": field, "message": GIVEN_TWICE, "type": "duplicate_key"}])
     try:
         manifest = Manifest.model_validate_json(body)
     except ValidationError as exc:

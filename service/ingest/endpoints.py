@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from gac.contracts.columns import COLUMNS_MEDIA_TYPE, COLUMNS_SCHEMA, ColumnBatch
 from gac.contracts.measurements import BATCH_SCHEMA, Batch, BatchReceipt
-from gac.documents import duplicate_key
+from gac.documents import GIVEN_TWICE, duplicate_key
 from gac.service.deps import IngestToken, SessionDep, SettingsDep
 from gac.service.errors import errors, require_json_body
 from gac.service.ingest.incoming import Incoming
@@ -43,10 +43,9 @@ def parse_batch(body: bytes, content_type: str) -> Incoming:
     by_columns = content_type.split(";")[0].strip().lower() == COLUMNS_MEDIA_TYPE
     body = body.removeprefix(codecs.BOM_UTF8)  # JSON's RFC lets a parser skip one; a file saved by some editors starts so
     # A key given twice would be read as its last value, and a stored row never changes: refused, as a manifest's is.
-    # (About as long again as the parse: a column batch of 5,000 rows, 15 ms more.)
+    # (About as long again as the parse: some 2 µs a row of a column batch.)
     if (twice := duplicate_key(body)) is not None:
-        said = "given twice in one object: which value is meant is ambiguous"
-        raise RequestValidationError([{"loc": ("body", *twice), "msg": said, "type": "duplicate_key"}])
+        raise RequestValidationError([{"loc": ("body", *twice), "msg": GIVEN_TWICE, "type": "duplicate_key"}])
     try:
         if by_columns:
             return Incoming.from_columns(ColumnBatch.model_validate_json(body))
