@@ -51,6 +51,7 @@ from gac.solver.model_cache import candidates_of
 from gac.solver.no_slower import hold_no_slower, totals_by_tokens
 from gac.solver.profile_time import estimate as estimate_profile
 from gac.solver.sparse_needs import FIRST_PASS
+from gac.solver.ties import closest_optimum
 from gac.solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
@@ -278,8 +279,10 @@ def _align_for_importance(
             sol = solve_mckp(costs, values, inst.budget, method=opts.method)
         except InfeasibleBudget as again:  # _own_dims_for_budget checked the total: the solver's own word, kept
             raise BudgetBelowFeasible(inst.budget, again.smallest_feasible, _own_params(inst)) from None
+    choice = closest_optimum(inst.cands, costs, values, sol)  # ties: the compressor's dims, not input order
     seconds = time.perf_counter() - t0
-    chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, sol.choice)]
+    chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, choice)]
+    cost = sum(c[j] for c, j in zip(costs, choice))
     cross = _importance_cross_check(inst, costs, values, sol.value)
     warnings.extend(_importance_notes(inst))
     solver = SolverInfo(
@@ -290,7 +293,7 @@ def _align_for_importance(
         fixed_items=sol.fixed_items,
         states=sol.max_states,
     )
-    return _result(inst, chosen, sol.cost, solver, _predicted(inst.cands, chosen, inst.model), warnings)
+    return _result(inst, chosen, cost, solver, _predicted(inst.cands, chosen, inst.model), warnings)
 
 
 def _widened_for_budget(

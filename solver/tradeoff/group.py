@@ -21,6 +21,8 @@ All in integers (reduced costs scaled by den, as in dp); INF marks "no choice".
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 MAX_PERIOD = 64  # residues kept: the relaxation costs n M^2 per use
@@ -43,11 +45,15 @@ def period(cost: np.ndarray, rc: np.ndarray, starts: np.ndarray, item: np.ndarra
     return max(d for d in range(1, MAX_PERIOD + 1) if m % d == 0)
 
 
+@cache
+def _differences(m: int) -> np.ndarray:
+    """[r, s] -> (r - s) mod m: made once per period (the products below run once per item)."""
+    return (np.arange(m)[:, None] - np.arange(m)[None, :]) % m
+
+
 def _cyclic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """out[..., r] = min_s a[..., s] + b[..., (r - s) mod M], batched over the leading axes."""
-    m = a.shape[-1]
-    shift = (np.arange(m)[:, None] - np.arange(m)[None, :]) % m  # [r, s] -> r - s
-    return np.minimum(np.min(a[..., None, :] + b[..., shift], axis=-1), INF)
+    return np.minimum(np.min(a[..., None, :] + b[..., _differences(a.shape[-1])], axis=-1), INF)
 
 
 class GroupBound:

@@ -1,0 +1,111 @@
+"""What the importance objective's tie-break costs (gac.solver.ties), beside the solve it follows.
+
+Per manifest, in one process and the same rounds: our MCKP solve alone (the baseline: what the
+importance objective ran before ties went to the compressor's dims) and the solve followed by
+closest_optimum, the median and worst ratio of the two over --repeat runs, the tied items, how far
+the dims moved from the compressor's (median and largest) with and without the tie-break, and the
+whole align() once, to set the cost beside everything else an alignment does.
+
+Manifests: Llama-3-8B's ASVD ranks (224 weights) with their importances and with every importance
+1.0, and rules-only random low-rank weights of Llama shapes (benchmarks/align_scale.py's generator)
+at 10,000 and 100,000 weights, lognormal importances (rounded to 20 bits many share a slope) and
+uniform.
+
+    python benchmarks/ties.py                    # all of the above, 5 rounds
+    python benchmarks/ties.py --quick            # no 100,000-weight manifests, 3 rounds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the repository first: benchmarks/solver.py would otherwise shadow the solver package
+
+from benchmarks.align_scale import manifest_doc  # noqa: E402
+from gac.agent.platform import detect_platform  # noqa: E402
+from gac.contracts.manifest import Manifest  # noqa: E402
+from gac.solver.align import AlignOptions, _instance, align, integer_instance  # noqa: E402
+from gac.solver.candidates import LatencyModel  # noqa: E402
+from gac.solver.mckp import solve_mckp  # noqa: E402
+from gac.solver.ties import closest_optimum, tied_items  # noqa: E402
+
+
+def _llama(uniform: bool) -> dict:
+    body = json.loads((ROOT / "examples" / "llama3-8b-asvd-r15.json").read_text())
+    if uniform:
+        for w in body["weights"]:
+            w["importance"] = 1.0
+    return body
+
+
+def _scale(n: int, uniform: bool) -> dict:
+    body = manifest_doc(n)
+    if uniform:
+        for w in body["weights"]:
+            w["importance"] = 1.0
+    return body
+
+
+def _moves(cands, choice) -> tuple[float, float]:  # noqa: ANN001
+    moved = [abs(ic.candidates[j].dim - ic.item.d_star) for ic, j in zip(cands, choice)]
+    return statistics.median(moved), max(moved)
+
+
+def measure(name: str, body: dict, rounds: int) -> None:
+    manifest = Manifest.model_validate(body)
+    opts = AlignOptions(cross_check="none")
+    inst = _instance(manifest, None, opts, LatencyModel(None, manifest))
+    costs, values = integer_instance(inst.cands, opts.importance_bits)
+    alone, both, ratios = [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        sol = solve_mckp(costs, values, inst.budget)
+        t1 = time.perf_counter()
+        choice = closest_optimum(inst.cands, costs, values, sol)
+        t2 = time.perf_counter()
+        alone.append(t1 - t0)
+        both.append(t2 - t0)
+        ratios.append((t2 - t0) / (t1 - t0))
+    t0 = time.perf_counter()
+    align(manifest, None, opts)
+    whole = time.perf_counter() - t0
+    before, after = _moves(inst.cands, sol.choice), _moves(inst.cands, choice)
+    print(
+        f"{name:<34} {len(inst.cands):>7,} {len(tied_items(inst.cands, values)):>7,} "
+        f"{statistics.median(alone):>8.3f} {statistics.median(both):>8.3f} "
+        f"{statistics.median(ratios):>6.2f}x {max(ratios):>6.2f}x {whole:>8.2f} "
+        f"{before[0]:>6.1f}/{before[1]:<6.1f} {after[0]:>6.1f}/{after[1]:<6.1f}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="no 100,000-weight manifests, 3 rounds")
+    ap.add_argument("--repeat", type=int, default=None, help="rounds per manifest (default 5, --quick 3)")
+    args = ap.parse_args()
+    rounds = args.repeat or (3 if args.quick else 5)
+    cases = [
+        ("llama3-8b asvd, its importances", _llama(False)),
+        ("llama3-8b asvd, importance 1.0", _llama(True)),
+        ("10,000 rules-only, lognormal", _scale(10_000, False)),
+        ("10,000 rules-only, uniform", _scale(10_000, True)),
+    ]
+    if not args.quick:
+        cases += [("100,000 rules-only, lognormal", _scale(100_000, False)), ("100,000 rules-only, uniform", _scale(100_000, True))]
+    cpu = detect_platform("cpu", dtypes=False)
+    print(f"CPU {cpu.device_name} ({cpu.isa}); {rounds} rounds; seconds are medians; moves are dims from the compressor's")
+    head = f"{'manifest':<34} {'items':>7} {'tied':>7} {'solve':>8} {'+ties':>8} {'median':>7} {'worst':>7} {'align()':>8}"
+    print(f"{head} {'moves before':>13} {'moves after':>13}")
+    for name, body in cases:
+        measure(name, body, rounds)
+
+
+if __name__ == "__main__":
+    main()
