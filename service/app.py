@@ -25,7 +25,7 @@ from gac.service.cache import ResponseCache
 from gac.service.cliffs.endpoints import router as cliffs_router
 from gac.service.curves.endpoints import router as curves_router
 from gac.service.curves.versions import confirm_forever
-from gac.service.db import make_engine, make_sessionmaker
+from gac.service.db import engine_for, make_sessionmaker
 from gac.service.errors import install_error_handlers
 from gac.service.head import HeadAsGet
 from gac.service.health import router as health_router
@@ -96,7 +96,7 @@ def _stop_alignments_on_sigterm(app: FastAPI) -> _Stopping:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    engine = make_engine(settings.url)
+    engine = engine_for(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -78,6 +79,18 @@ def database_said(db: str | None = None) -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why uvicorn could not bind host:port (a port in use, an address not of this machine), or None.
+    Bound and closed at once, as uvicorn binds (its family, SO_REUSEADDR: a port in TIME_WAIT is free)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 def serve(
     host: Annotated[str | None, typer.Option(help="bind address (default GAC_HOST or 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="port (default GAC_PORT or 8000)")] = None,
@@ -93,12 +106,12 @@ def serve(
     import uvicorn
 
     from gac.service.app import create_app
-    from gac.service.db import make_engine, schema_status
+    from gac.service.db import engine_for, schema_status
     from gac.service.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
     from gac.service.server import PROTOCOL, raise_fd_limit
 
     settings = _settings()
-    engine = make_engine(settings.url)
+    engine = engine_for(settings)
     try:
         status = schema_status(engine)
     except Exception as exc:  # noqa: BLE001 - whatever the driver raises, one line that names the database
@@ -110,8 +123,11 @@ def serve(
         if not status.up_to_date:
             err.print(f"[red]refusing to start:[/red] {escape(status.explain())}")
             raise typer.Exit(1)
-    console.print(f"GAC service starting on http://{host or settings.host}:{port or settings.port}  database: {_safe_url(settings.url)}")
     where, at = host or settings.host, port or settings.port
+    if (taken := _cannot_listen(where, at)) is not None:  # one line, before the start line (uvicorn's is a log record after it)
+        err.print(f"[red]refusing to start:[/red] cannot listen on {where}:{at}: {escape(taken)}", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"GAC service starting on http://{where}:{at}  database: {_safe_url(settings.url)}")
     # On SIGTERM: no new connections, open ones get the grace period (the app stops its alignments
     # within it and answers their requests 503), then the rest are cancelled and it exits.
     grace = max(1, round(settings.shutdown_grace_seconds))
@@ -156,12 +172,12 @@ def _safe_url(url: str) -> str:
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] = "head") -> None:
     """Migrate the database to the latest schema (or to REVISION)."""
-    from gac.service.db import make_engine, schema_status, upgrade
+    from gac.service.db import engine_for, schema_status, upgrade
 
     settings = _settings(schema_only=True)
     with database_said():
-        upgrade(settings.url, revision)
-        engine = make_engine(settings.url)
+        upgrade(settings.url, revision, create_folder=not settings.database_url)
+        engine = engine_for(settings)
         console.print(f"{_safe_url(settings.url)} is at {', '.join(schema_status(engine).current) or 'base'}")
     engine.dispose()
 
@@ -169,11 +185,11 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] 
 @db_app.command("current")
 def db_current() -> None:
     """Show the schema revision of the database and whether it is current."""
-    from gac.service.db import make_engine, schema_status
+    from gac.service.db import engine_for, schema_status
 
     settings = _settings(schema_only=True)
     with database_said():
-        engine = make_engine(settings.url)
+        engine = engine_for(settings)
         status = schema_status(engine)
     engine.dispose()
     console.print(f"{_safe_url(settings.url)}: {', '.join(status.current) or 'empty'}" + (" (up to date)" if status.up_to_date else ""))
@@ -183,12 +199,12 @@ def db_current() -> None:
 
 
 def _session():
-    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.db import engine_for, make_sessionmaker
     from gac.service.startup import ensure_schema
 
     with database_said():
         settings = _settings()
-        engine = make_engine(settings.url)
+        engine = engine_for(settings)
         ensure_schema(engine, settings)
     return settings, make_sessionmaker(engine)()
 

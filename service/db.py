@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
@@ -14,16 +15,30 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import gac.migrations
 
+if TYPE_CHECKING:
+    from gac.service.settings import Settings
 
-def _ensure_sqlite_dir(url: str) -> None:
+
+def _sqlite_folder(url: str, create: bool) -> None:
+    """A SQLite file's folder: made when it is ours (the embedded default's data directory), else it must
+    exist, as SQLite itself makes the file but not its folder (a mistyped --db path is said, not made)."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(path).parent
+            if create:
+                folder.mkdir(parents=True, exist_ok=True)
+            elif not folder.is_dir():
+                raise FileNotFoundError(f"no folder {folder} (SQLite makes the database file, not its folder)")
 
 
-def make_engine(url: str) -> Engine:
-    _ensure_sqlite_dir(url)
+def engine_for(settings: Settings) -> Engine:
+    """The engine of a process's settings: the embedded default's folder is made, a URL's must exist."""
+    return make_engine(settings.url, create_folder=not settings.database_url)
+
+
+def make_engine(url: str, create_folder: bool = False) -> Engine:
+    _sqlite_folder(url, create_folder)
     if url.startswith("sqlite"):
         # The driver's own transaction handling is switched off so that we can
         # BEGIN IMMEDIATE for writes (see begin_write).
@@ -73,8 +88,8 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def upgrade(url: str, revision: str = "head") -> None:
-    _ensure_sqlite_dir(url)
+def upgrade(url: str, revision: str = "head", create_folder: bool = False) -> None:
+    _sqlite_folder(url, create_folder)
     command.upgrade(alembic_config(url), revision)
 
 

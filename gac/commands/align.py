@@ -160,14 +160,14 @@ def _via_server(server: str, token: str | None, manifest: Manifest, platform: st
 def _locally(db: str | None, manifest: Manifest, platform: str | None, enqueue: bool, names: _Names, exhaustive: bool = False) -> _Stored:
     from gac.service.align import service
     from gac.service.cli import database_said
-    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.db import engine_for, make_sessionmaker
     from gac.service.errors import GacError
     from gac.service.settings import get_settings
     from gac.service.startup import ensure_schema
 
     with database_said(db):
         settings = get_settings(db)
-        engine = make_engine(settings.url)
+        engine = engine_for(settings)
         ensure_schema(engine, settings)
     try:
         with make_sessionmaker(engine)() as session:
@@ -657,7 +657,7 @@ def _this_machine(
     from sqlalchemy import func, select
     from sqlalchemy.exc import SQLAlchemyError
 
-    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.db import engine_for, make_sessionmaker
     from gac.service.models import Platform
     from gac.service.platforms import repository as platforms
     from gac.service.platforms.service import describe
@@ -666,7 +666,7 @@ def _this_machine(
 
     try:
         settings = get_settings(db)
-        engine = make_engine(settings.url)
+        engine = engine_for(settings)
     except (ValidationError, OSError):
         return None  # the alignment says what is wrong with the database
     try:
@@ -719,12 +719,12 @@ def _profiled_in(server: str | None, token: str | None, db: str | None, ref: str
     from pydantic import ValidationError
     from sqlalchemy.exc import SQLAlchemyError
 
-    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.db import engine_for, make_sessionmaker
     from gac.service.platforms import repository as platforms
     from gac.service.settings import get_settings
 
     try:
-        engine = make_engine(get_settings(db).url)
+        engine = engine_for(get_settings(db))
     except (ValidationError, OSError):
         return [], {}
     try:

@@ -226,12 +226,12 @@ class LocalDatabase:
     for each batch would cost more than storing it."""
 
     def __init__(self, database_url: str | None = None) -> None:
-        from gac.service.db import make_engine, make_sessionmaker
+        from gac.service.db import engine_for, make_sessionmaker
         from gac.service.settings import get_settings
         from gac.service.startup import ensure_schema
 
         settings = get_settings(database_url)
-        self._engine = make_engine(settings.url)
+        self._engine = engine_for(settings)
         try:
             ensure_schema(self._engine, settings)
         except BaseException:

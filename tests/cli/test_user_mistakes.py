@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -168,9 +169,19 @@ def test_serve_refuses_a_bad_port_and_a_missing_database_in_one_line(tmp_path):
     assert len((out.stdout + out.stderr).strip().splitlines()) <= 2, out.stderr
 
 
+def test_serve_on_a_port_in_use_says_so_in_one_line_before_starting(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = gac("serve", "--port", str(port), env={**os.environ, "GAC_DATA_DIR": str(tmp_path)})
+    assert_clean_failure(out, f"refusing to start: cannot listen on 127.0.0.1:{port}")
+    assert "starting on" not in out.stdout and len((out.stdout + out.stderr).strip().splitlines()) == 1, out.stdout + out.stderr
+
+
 def test_a_database_a_command_cannot_open_is_one_line_naming_where_its_url_came_from(tmp_path):
-    """`gac align --db`, `gac token`, `gac profile`: a URL we do not speak, a folder that is a file, a file that is no
-    database. Each is one line naming --db or the GAC_ setting, exit 2 (each was a traceback)."""
+    """`gac align --db`, `gac token`, `gac profile`: a URL we do not speak, a folder that is a file or is not there, a
+    file that is no database. Each is one line naming --db or the GAC_ setting, exit 2 (each was a traceback)."""
     damaged = tmp_path / "damaged"
     damaged.mkdir()
     (damaged / "gac.db").write_bytes(b"x\xff")
@@ -180,7 +191,8 @@ def test_a_database_a_command_cannot_open_is_one_line_naming_where_its_url_came_
     env.pop("GAC_DATABASE_URL", None)
     cases = [
         (("align", str(MANIFEST), "--db", "garbage://x"), env, ("configuration error: --db: must be sqlite:///PATH", "not garbage")),
-        (("align", str(MANIFEST), "--db", f"sqlite:///{a_file}/x.db"), env, ("cannot open the database", "(set by --db)", "File exists")),
+        (("align", str(MANIFEST), "--db", f"sqlite:///{a_file}/x.db"), env, ("cannot open the database", "(set by --db)", "no folder")),
+        (("align", str(MANIFEST), "--db", f"sqlite:///{tmp_path}/typo/gac.db"), env, ("(set by --db): no folder", "typo")),
         (("align", str(MANIFEST), "--db", f"sqlite:///{damaged}/gac.db"), env, ("(set by --db): file is not a database",)),
         (("token", "list"), {**env, "GAC_DATA_DIR": str(damaged)}, ("(set by GAC_DATA_DIR): file is not a database",)),
         (("token", "list"), {**env, "GAC_DATA_DIR": str(a_file)}, ("(set by GAC_DATA_DIR)", "File exists")),
@@ -190,6 +202,7 @@ def test_a_database_a_command_cannot_open_is_one_line_naming_where_its_url_came_
         out = gac(*args, env=environment)
         assert_clean_failure(out, *needles)
         assert out.returncode == 2, out.stderr
+    assert not (tmp_path / "typo").exists()  # a mistyped path is said, not made (the data directory is ours: made)
 
 
 def test_a_binary_file_and_bare_measurements_are_not_results_files(tmp_path):
