@@ -6,6 +6,7 @@ object per row (application/json, what a hand-written client sends) are timed to
 Both run in this process, on the same machine, over the same rows, alternating over several
 rounds (the machine's speed drifts); medians and ranges are printed:
   python benchmarks/ingest.py [--rows 100000] [--batch 1000] [--clients 4] [--workers 4] [--rounds 5]
+  python benchmarks/ingest.py --parse --batch 5000 --rounds 21   # the parse alone: the duplicate-key check's cost
 Target (issue 2): >= 20,000 rows/s through the API and >= 1/3 of raw COPY.
 
 The ratios are paired: each round's API rate over the same round's COPY rate, then the median
@@ -22,6 +23,7 @@ client), and binary COPY with declared types (psycopg's C adapters, the fastest 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import signal
 import statistics
@@ -116,6 +118,49 @@ def copy_rows_per_second(dsn: str, batches: list[Batch], rows: int, binary: bool
     return rows / elapsed
 
 
+def parse_cost(rows: int, rounds: int) -> None:
+    """The service's parse of one batch (service/ingest/endpoints.py:parse_batch: the duplicate-key check, the
+    model, the rows it stores) against the same without the check (the baseline), alternating, in this process."""
+    from gac.contracts.columns import ColumnBatch
+    from gac.service.ingest.endpoints import parse_batch
+    from gac.service.ingest.incoming import Incoming
+
+    batch = make_batches(rows, rows)[0]
+
+    def by_columns(body: bytes) -> Incoming:
+        return Incoming.from_columns(ColumnBatch.model_validate_json(body))
+
+    def by_rows(body: bytes) -> Incoming:
+        return Incoming.from_rows(Batch.model_validate_json(body))
+
+    layouts = [
+        ("by column", json.dumps(batch_document(batch)).encode(), COLUMNS_MEDIA_TYPE, by_columns),
+        ("by row", batch.model_dump_json(by_alias=True, exclude_none=True).encode(), "application/json", by_rows),
+    ]
+    print(f"one batch of {rows:,} rows, {rounds} rounds; ms are medians; ratio = parse_batch / the same without the check, per round")
+    for name, body, media_type, unchecked in layouts:
+        alone, ours = [], []
+        for _ in range(rounds):
+            gc.collect()
+            gc.disable()  # as timeit does: a collection the other call's garbage set off lands in neither
+            try:
+                t0 = time.perf_counter()
+                unchecked(body)
+                t1 = time.perf_counter()
+                parse_batch(body, media_type)
+                t2 = time.perf_counter()
+            finally:
+                gc.enable()
+            alone.append(t1 - t0)
+            ours.append(t2 - t1)
+        ratios = [b / a for a, b in zip(alone, ours)]
+        extra = (statistics.median(ours) - statistics.median(alone)) / rows * 1e6
+        print(
+            f"{name:<10} unchecked {statistics.median(alone) * 1e3:7.1f} ms   parse_batch {statistics.median(ours) * 1e3:7.1f} ms   "
+            f"ratio median {statistics.median(ratios):.2f}x worst {max(ratios):.2f}x   (+{extra:.1f} µs a row)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=100_000)
@@ -123,7 +168,11 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--workers", type=int, default=4, help="uvicorn worker processes")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--parse", action="store_true", help="only the parse of one --batch-row batch, in this process (no service)")
     args = ap.parse_args()
+    if args.parse:
+        parse_cost(args.batch, args.rounds)
+        return
 
     from gac.service.db import upgrade
     from gac.service.settings import Settings
