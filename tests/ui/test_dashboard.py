@@ -23,12 +23,12 @@ SCREENSHOTS = Path(__file__).parent / "screenshots"
 VIEWPORT = {"width": 1280, "height": 800}  # a laptop's screen: the size the pages are read at
 
 
-def staircase(plat, period: int, last: int = 96, fall_after: int | None = None) -> Batch:  # type: ignore[no-untyped-def]
+def staircase(plat, period: int, last: int = 96, fall_after: int | None = None, dtype: str = "bfloat16") -> Batch:  # type: ignore[no-untyped-def]
     """A step every `period` dims up to `last`; past `fall_after` every point 30 % faster (a fall)."""
     rows = []
     for x in range(1, last + 1):
         med = 20.0 * (1 + 0.25 * math.ceil(x / period)) * (0.7 if fall_after is not None and x > fall_after else 1.0)
-        rows.append(f.measurement(x, median=med, p10_us=med * 0.98, p90_us=med * 1.02))
+        rows.append(f.measurement(x, median=med, p10_us=med * 0.98, p90_us=med * 1.02, dtype=dtype))
     return Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent=f"agent-{period}"), measurements=rows)
 
 
@@ -884,6 +884,7 @@ def test_the_alignments_list_dims_earlier_passes_of_the_same_alignment(live_serv
     weights = out_weights(DIMS)
     docs = [align_doc("rounds-model", weights, plat.fingerprint(), compressor="asvd") for _ in range(3)]
     docs.append({**docs[0], "budget": {"params": docs[0]["budget"]["params"] - 8 * IN}})
+    docs.append({**docs[0], "workload": {"tokens": [128], "dtype": "float32"}})  # another workload: not a pass of the first
     ids = []
     for doc in docs:
         r = httpx.post(f"{live_service.url}/v1/align", json=doc, headers=f.auth(live_service.read_token), timeout=120)
@@ -894,12 +895,67 @@ def test_the_alignments_list_dims_earlier_passes_of_the_same_alignment(live_serv
     page.goto(f"{live_service.url}/ui#/alignments")
     page.wait_for_selector("a.platform-name")
     rows = page.locator("tbody tr")
-    assert rows.count() == 4  # every one listed, none hidden
+    assert rows.count() == 5  # every one listed, none hidden
     row = {i: page.locator("tbody tr", has=page.locator(f"a[href='#/alignments/{i}']")) for i in ids}
-    first, second, final, other_budget = (row[i] for i in ids)
+    first, second, final, other_budget, other_dtype = (row[i] for i in ids)
     for r in (first, second):
         assert "earlier pass" in r.locator("td").first.inner_text()
         assert r.is_visible() and float(r.locator("td").first.evaluate("(td) => getComputedStyle(td).opacity")) < 1
-    for r in (final, other_budget):
+    for r in (final, other_budget, other_dtype):
         assert "earlier pass" not in r.inner_text()
         assert r.locator("td").first.evaluate("(td) => getComputedStyle(td).opacity") == "1"
+
+
+def test_hostile_names_neither_reverse_the_page_nor_widen_it(live_service, browser):
+    """An agent's device name carrying a right-to-left override reversed the rest of its row (the short fingerprint
+    read backwards); one 190-character word pushed every column off-screen."""
+    rlo = f.platform(device_name="Override CPU\u202e")
+    long = f.platform(device_name="W" * 190)
+    for plat in (rlo, long):
+        ingest(live_service, staircase(plat, 16))
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/")
+    page.wait_for_selector("a.platform-link")
+    names = page.locator("a.platform-link").all_text_contents()
+    assert f"Override CPU · bfloat16 · {rlo.fingerprint()[:8]}" in names, names
+    assert not any("\u202e" in n for n in names)
+    width = page.evaluate("() => document.querySelector('main table').getBoundingClientRect().width")
+    assert width <= VIEWPORT["width"], width
+
+
+def test_a_platform_is_named_by_the_dtypes_of_its_curves_not_the_agents_fast_dtype(live_service, browser):
+    plat = f.platform(device_name="Float32 CPU", fast_dtype="bfloat16")
+    ingest(live_service, staircase(plat, 16, dtype="float32"))
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/")
+    page.wait_for_selector("a.platform-link")
+    assert page.locator("a.platform-link").all_text_contents() == [f"Float32 CPU · float32 · {plat.fingerprint()[:8]}"]
+
+
+def test_a_large_alignment_shows_its_first_weights_and_the_rest_on_request(live_service, browser):
+    doc = align_doc("wide-model", out_weights([71.4] * 620), None)
+    r = httpx.post(f"{live_service.url}/v1/align", json=doc, headers=f.auth(live_service.read_token), timeout=120)
+    assert r.status_code == 201, r.text
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/alignments/{r.json()['id']}")
+    page.wait_for_selector("#all-weights")
+    weights = page.locator("h2:text('Weights') + .table-wrap tbody tr")
+    assert weights.count() == 500
+    assert page.locator("#all-weights").inner_text() == "show the other 120 weights"
+    page.locator("#all-weights").click()
+    assert weights.count() == 620 and page.locator("#all-weights").count() == 0
+
+
+def test_an_alignment_in_a_dtype_its_platform_never_measured_says_so(live_service, browser):
+    plat = f.platform(device_name="Bf16 only CPU")
+    ingest(live_service, staircase(plat, 16))
+    doc = align_doc("unpriced-model", out_weights(DIMS), plat.fingerprint())
+    doc["workload"]["dtype"] = "float16"
+    r = httpx.post(f"{live_service.url}/v1/align", json=doc, headers=f.auth(live_service.read_token), timeout=120)
+    assert r.status_code == 201, r.text
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/alignments/{r.json()['id']}")
+    page.wait_for_selector("text=Weights")
+    said = page.locator("#predicted").inner_text()
+    assert said.startswith("no latency data: nothing measured in float16") and "its curves are in bfloat16" in said, said
+    assert "runs fastest" not in page.locator("#aligned-share").inner_text()

@@ -6,6 +6,7 @@
 const view = document.getElementById("view");
 const PAGE = 25;
 const CURVES_PER_PAGE = 8;
+const WEIGHT_ROWS = 500; // an alignment's weights shown at first
 
 // ---------- helpers ----------
 // A service may require a token for reads (GAC_REQUIRE_READ_TOKEN): the user pastes one once;
@@ -46,6 +47,12 @@ function tokenForm(message) {
     input, " ", el("button", { type: "submit" }, "Use token"));
 }
 
+// Unicode's explicit direction controls (embeddings, overrides, isolates). In text an agent or a
+// manifest sent they would reverse what follows them, our own figures included: dropped from
+// every text node and chart label (they are never needed to show a name).
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+const shown = (s) => String(s).replace(BIDI_CONTROLS, "");
+
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -53,7 +60,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
     else if (v !== undefined && v !== null && v !== false) node.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) if (c !== undefined && c !== null && c !== false) node.append(c instanceof Node ? c : String(c));
+  for (const c of children.flat()) if (c !== undefined && c !== null && c !== false) node.append(c instanceof Node ? c : shown(c));
   return node;
 }
 
@@ -69,7 +76,7 @@ const signedPct = (v, digits = 1) => `${Number(v.toFixed(digits)) < 0 ? "-" : "+
 function platformName(p) {
   const d = p.descriptor || {};
   const parts = [d.device_name || p.label];
-  const dtypes = d.fast_dtype ? [d.fast_dtype] : (p.dtypes || []);
+  const dtypes = p.dtypes && p.dtypes.length ? p.dtypes : d.fast_dtype ? [d.fast_dtype] : [];
   if (dtypes.length) parts.push(dtypes.join("+"));
   if (d.device_kind === "cpu" && d.threads) parts.push(`${d.threads} thread${d.threads === 1 ? "" : "s"}`);
   else if (d.compute_capability) parts.push(`sm_${d.compute_capability.replace(".", "")}`);
@@ -124,7 +131,7 @@ const PLOT_CONFIG = { responsive: true, displaylogo: false };
 // hover text, and substitutes %{...} in hover templates. Anything from user data (platform and model
 // names, axis names from the agents) goes through this first: every special character becomes a
 // numeric entity, which Plotly shows as the plain character.
-const plotText = (s) => String(s).replace(/[&<>"'%]/g, (c) => `&#${c.charCodeAt(0)};`);
+const plotText = (s) => shown(s).replace(/[&<>"'%]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function pointsTrace(points, label, color) {
   const name = plotText(label);
@@ -394,7 +401,7 @@ async function platformView(ref, state) {
     el("h1", {}, platformName(platform)),
     el("p", { class: "muted" }, platform.label, " · ", el("span", { class: "mono" }, platform.fingerprint)),
     el("dl", { class: "kv" }, facts,
-      el("dt", {}, "seen"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)} (when the service heard from its agents; each run says when it was measured); ${platform.runs} runs by ${platform.agents} agent(s)`)),
+      el("dt", {}, "seen"), el("dd", {}, `${fmtDate(platform.first_seen)} – ${fmtDate(platform.last_seen)} (when the service heard from its agents; each run says when it was measured); ${plural(platform.runs, "run")} by ${plural(platform.agents, "agent")}`)),
     qualitySection(quality, platform),
     el("h2", {}, "Learned alignment rules"),
     rules.length ? table(["op", "dtype", "axis", "modulus", { label: "curves", num: 1 }, { label: "largest rise", num: 1 }, "what the data says"], ruleRows)
@@ -459,8 +466,8 @@ const tokensText = (tokens) => `${(tokens || []).map((t) => t.toLocaleString()).
 
 // `gac align --profile-missing` (or --enqueue-missing --wait) stores an alignment per round. A heuristic,
 // on this page's rows only: an alignment is an earlier pass when a later one here has the same model,
-// compressor, platform, weights count and budget. Dimmed, not hidden: it may be a real re-run.
-const passKey = (a) => JSON.stringify([a.model, a.compressor, a.platform_id, a.weights, a.budget]);
+// compressor, platform, workload (dtype, tokens), weights count and budget. Dimmed, not hidden: it may be a real re-run.
+const passKey = (a) => JSON.stringify([a.model, a.compressor, a.platform_id, a.dtype, a.tokens, a.weights, a.budget]);
 function earlierPasses(items) {
   const latest = new Map();
   for (const a of items) {
@@ -479,7 +486,7 @@ async function alignmentsView(state) {
     const speedup = a.predicted_unaligned_us && a.predicted_aligned_us ? a.predicted_unaligned_us / a.predicted_aligned_us : null;
     return el("tr", { class: earlier.has(a) ? "earlier-pass" : "" },
       el("td", {}, el("a", { href: `#/alignments/${a.id}` }, a.model),
-        earlier.has(a) ? [" ", el("span", { class: "pill", title: "a later alignment on this page has the same model, compressor, platform, weights and budget" }, "earlier pass")] : ""),
+        earlier.has(a) ? [" ", el("span", { class: "pill", title: "a later alignment on this page has the same model, compressor, platform, workload, weights and budget" }, "earlier pass")] : ""),
       el("td", {}, a.compressor || "–"),
       el("td", {}, a.platform_id ? platformLink(a.platform_id, platforms.get(a.platform_id)) : el("span", { class: "muted" }, "rules only")),
       el("td", {}, a.dtype ? `${a.dtype} · ${tokensText(a.tokens)}` : el("span", { class: "muted" }, "–")),
@@ -492,7 +499,7 @@ async function alignmentsView(state) {
   show(el("h1", {}, "Alignments"),
     el("p", { class: "muted" }, "Manifests aligned by POST /v1/align or `gac align`; latencies are predicted from the measured curves."),
     data.items.length ? table(["model", "compressor", "platform", "workload", { label: "weights", num: 1 }, { label: "aligned", num: 1 }, { label: "predicted latency", num: 1 }, { label: "speed-up", num: 1 }, "when"], rows)
-      : el("div", { class: "empty" }, "No alignments yet: `gac align manifest.json`."),
+      : el("div", { class: "empty" }, `No alignments yet: \`gac align manifest.json --server ${location.origin}\` stores one here (without --server, \`gac align\` keeps it in its local database).`),
     pager(page, data.total, PAGE, (p) => goTo("/alignments", { page: p })));
 }
 
@@ -707,17 +714,30 @@ async function alignmentView(id) {
   const r = stored.result;
   const lat = r.latency || {};
   const cc = r.solver.cross_check;
-  const rows = r.weights.map((w) => {
+  const weightRow = (w) => {
     const chosen = w.candidates.find((c) => c.dim === w.dim) || {};
     return el("tr", {},
       el("td", { class: "mono" }, w.name), el("td", { class: "num" }, w.dim_before),
       el("td", { class: "num" }, el("b", {}, w.dim)), el("td", { class: "num" }, w.params.toLocaleString()),
       el("td", {}, chosen.source || "–"), el("td", { class: "num" }, fmtUs(w.latency_before_us)), el("td", { class: "num" }, fmtUs(w.latency_us)),
       el("td", { class: "mono muted" }, w.candidates.map((c) => c.dim).join(" ")));
-  });
+  };
+  // The first WEIGHT_ROWS, the rest on request: 5,000 weights' rows took the page 2.7 s to build.
+  const weights = table(["weight", { label: "before", num: 1 }, { label: "after", num: 1 }, { label: "params", num: 1 }, "source", { label: "latency before", num: 1 }, { label: "latency after", num: 1 }, "candidates"],
+    r.weights.slice(0, WEIGHT_ROWS).map(weightRow));
+  const rest = r.weights.length - WEIGHT_ROWS;
+  const showAll = rest > 0 ? el("button", {
+    class: "secondary", id: "all-weights",
+    onclick: (ev) => { weights.querySelector("tbody").append(...r.weights.slice(WEIGHT_ROWS).map(weightRow)); ev.target.remove(); },
+  }, `show the other ${rest.toLocaleString()} weights`) : "";
   const section = frontierSection(stored);
   const kind = r.objective_kind || "importance";
   const rulesOnly = r.platform === "rules only";
+  // A platform with no curves in the workload's dtype prices nothing: every dim comes from the rule, as with no platform.
+  const unpriced = !rulesOnly && r.weights.every((w) => w.candidates.every((c) => c.source === "rule"));
+  const dtype = (r.workload || {}).dtype;
+  const measuredIn = platform && platform.dtypes && platform.dtypes.length
+    ? `; its curves are in ${platform.dtypes.join(", ")} (\`gac align --dtype\`, or ?dtype= on POST /v1/align)` : "";
   const keeping = `keeping ≥ ${pctKept(1 - (r.epsilon ?? 0))} of the importance-only optimum's importance`;
   const objective = kind === "importance" ? "importance (the paper's)"
     : kind === "frontier" ? `frontier: every trade-off point of predicted latency against importance kept (${plural((r.frontier || []).length, "point")}); chose the fastest ${keeping}`
@@ -731,16 +751,17 @@ async function alignmentView(id) {
       el("dt", {}, "objective"), el("dd", { id: "objective" }, objective),
       el("dt", {}, `multiples of ${r.align}`), el("dd", { id: "aligned-share" }, `${pct(r.aligned_share_before)} → ${pct(r.aligned_share_after)} of the dims `,
         el("span", { class: "muted" }, rulesOnly ? `(rules only: GAC picks multiples of ${r.align}, with no platform's measurements)`
+          : unpriced ? `(GAC picks multiples of ${r.align}: this platform has no measurements in ${dtype || "this dtype"} near these dims)`
           : "(GAC picks the dims this platform runs fastest, multiples or not)")),
       el("dt", {}, "predicted"), el("dd", { id: "predicted" }, rulesOnly ? "no latency data (rules only)"
+        : unpriced ? `no latency data: nothing measured in ${dtype || "this dtype"} near these dims on this platform${measuredIn}`
         : [`original ${fmtUs(lat.original_us)}, unaligned ${fmtUs(lat.unaligned_us)}, aligned ${fmtUs(lat.aligned_us)}${lat.complete ? "" : " (partial data)"}`,
           // These and the weights' latencies are the curve model's fitted values: they differ from a sum of the raw medians.
           el("div", { class: "muted", id: "predicted-note" }, "predicted from the curve model's estimates (denoised), not raw medians; so are the weights' latencies below")]),
       el("dt", {}, "solver"), el("dd", {}, `${r.solver.method}, ${(1000 * r.solver.seconds).toFixed(1)} ms; cross-check ${cc.method} ${cc.status}${cc.agrees === true ? ", agrees" : cc.agrees === false ? ", DISAGREES" : ""}`),
       el("dt", {}, "warnings"), el("dd", {}, r.warnings.length ? r.warnings.join("; ") : "none")),
     ...section.nodes,
-    el("h2", {}, "Weights"),
-    table(["weight", { label: "before", num: 1 }, { label: "after", num: 1 }, { label: "params", num: 1 }, "source", { label: "latency before", num: 1 }, { label: "latency after", num: 1 }, "candidates"], rows));
+    el("h2", {}, "Weights"), weights, showAll);
   await section.draw();
 }
 
