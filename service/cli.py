@@ -6,7 +6,7 @@ import os
 import shutil
 import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Annotated
 
 import typer
@@ -79,16 +79,31 @@ def database_said(db: str | None = None) -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
-def _cannot_listen(host: str, port: int) -> str | None:
-    """Why uvicorn could not bind host:port (a port in use, an address not of this machine), or None.
-    Bound and closed at once, as uvicorn binds (its family, SO_REUSEADDR: a port in TIME_WAIT is free)."""
+def _cannot_listen(host: str, port: int, workers: int) -> str | None:
+    """Why uvicorn could not bind host:port (a port in use, an address not of this machine), or None, found by
+    binding as it will and letting go. One worker binds every address the name resolves to (asyncio's
+    create_server: IPv6 sockets v6-only); several bind one socket of the family the host's spelling names."""
     try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
+        if workers > 1:
+            addresses = [(socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port))]
+        else:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in infos))
+        with ExitStack() as held:  # together: a name's addresses must all be free at once
+            for family, address in addresses:
+                probe = held.enter_context(socket.socket(family, socket.SOCK_STREAM))
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port in TIME_WAIT is free
+                if family == socket.AF_INET6 and workers == 1:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
+
+
+def _origin(host: str, port: int) -> str:
+    """host:port as a URL writes it ([::1]:8000)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def serve(
@@ -111,23 +126,26 @@ def serve(
     from gac.service.server import PROTOCOL, raise_fd_limit
 
     settings = _settings()
-    engine = engine_for(settings)
+    where, at = host or settings.host, port or settings.port
+    # The port first: a refused start leaves no database behind.
+    if (taken := _cannot_listen(where, at, workers)) is not None:  # one line, before the start line (uvicorn's is a log record after it)
+        err.print(f"[red]refusing to start:[/red] cannot listen on {_origin(where, at)}: {escape(taken)}", highlight=False)
+        raise typer.Exit(1)
     try:
-        status = schema_status(engine)
+        engine = engine_for(settings)
+        try:
+            status = schema_status(engine)
+        finally:
+            engine.dispose()
     except Exception as exc:  # noqa: BLE001 - whatever the driver raises, one line that names the database
-        err.print(f"[red]refusing to start:[/red] cannot open the database {_safe_url(settings.url)}: {escape(_first_line(exc))}")
+        said = f"cannot open the database {_safe_url(settings.url)} (set by {_url_from(None)}): {escape(_first_line(exc))}"
+        err.print(f"[red]refusing to start:[/red] {said}", highlight=False)
         raise typer.Exit(1) from None
-    finally:
-        engine.dispose()
     if not settings.migrate_on_start:
         if not status.up_to_date:
             err.print(f"[red]refusing to start:[/red] {escape(status.explain())}")
             raise typer.Exit(1)
-    where, at = host or settings.host, port or settings.port
-    if (taken := _cannot_listen(where, at)) is not None:  # one line, before the start line (uvicorn's is a log record after it)
-        err.print(f"[red]refusing to start:[/red] cannot listen on {where}:{at}: {escape(taken)}", highlight=False)
-        raise typer.Exit(1)
-    console.print(f"GAC service starting on http://{where}:{at}  database: {_safe_url(settings.url)}")
+    console.print(f"GAC service starting on http://{_origin(where, at)}  database: {_safe_url(settings.url)}")
     # On SIGTERM: no new connections, open ones get the grace period (the app stops its alignments
     # within it and answers their requests 503), then the rest are cancelled and it exits.
     grace = max(1, round(settings.shutdown_grace_seconds))

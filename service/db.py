@@ -11,6 +11,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 import gac.migrations
@@ -23,11 +24,13 @@ def _sqlite_folder(url: str, create: bool) -> None:
     """A SQLite file's folder: made when it is ours (the embedded default's data directory), else it must
     exist, as SQLite itself makes the file but not its folder (a mistyped --db path is said, not made)."""
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[-1]
+        path = make_url(url).database  # as SQLAlchemy will open it (%20 decoded)
         if path and path != ":memory:":
-            folder = Path(path).parent
+            folder = Path(path).absolute().parent
             if create:
                 folder.mkdir(parents=True, exist_ok=True)
+            elif folder.exists() and not folder.is_dir():
+                raise NotADirectoryError(f"{folder} is a file, not a folder")
             elif not folder.is_dir():
                 raise FileNotFoundError(f"no folder {folder} (SQLite makes the database file, not its folder)")
 

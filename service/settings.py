@@ -10,6 +10,7 @@ from pathlib import Path
 from platformdirs import user_data_dir
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 # postgresql:// and postgres:// name the driver SQLAlchemy would pick (psycopg2, not installed): ours is psycopg 3.
 _POSTGRES_SCHEMES = ("postgresql+psycopg://", "postgresql://", "postgres://")
@@ -84,7 +85,11 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _a_database_we_speak(cls, url: str) -> str:
-        if not url or url.startswith("sqlite:///"):
+        if not url:
+            return url
+        if url.startswith("sqlite:///"):
+            if make_url(url).database in (None, "", ":memory:"):
+                raise ValueError("sqlite:///PATH needs a file: a database in memory would last one connection")
             return url
         for scheme in _POSTGRES_SCHEMES:
             if url.startswith(scheme):

@@ -177,6 +177,21 @@ def test_serve_on_a_port_in_use_says_so_in_one_line_before_starting(tmp_path):
         out = gac("serve", "--port", str(port), env={**os.environ, "GAC_DATA_DIR": str(tmp_path)})
     assert_clean_failure(out, f"refusing to start: cannot listen on 127.0.0.1:{port}")
     assert "starting on" not in out.stdout and len((out.stdout + out.stderr).strip().splitlines()) == 1, out.stdout + out.stderr
+    assert not (tmp_path / "gac.db").exists()  # refused before the database was made
+
+
+def test_serve_names_a_database_it_cannot_open_and_where_its_url_came_from(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    with socket.socket() as s:  # a free port: the port is checked first
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    for url, said in (
+        (f"sqlite:///{tmp_path}/nope/gac.db", "no folder"),
+        (f"sqlite:///{tmp_path}/a-file/gac.db", "is a file, not a folder"),
+    ):
+        out = gac("serve", "--port", port, env={**os.environ, "GAC_DATA_DIR": str(tmp_path), "GAC_DATABASE_URL": url})
+        assert_clean_failure(out, "refusing to start: cannot open the database", "(set by GAC_DATABASE_URL)", said)
+        assert len((out.stdout + out.stderr).strip().splitlines()) == 1, out.stdout + out.stderr
 
 
 def test_a_database_a_command_cannot_open_is_one_line_naming_where_its_url_came_from(tmp_path):
@@ -191,8 +206,9 @@ def test_a_database_a_command_cannot_open_is_one_line_naming_where_its_url_came_
     env.pop("GAC_DATABASE_URL", None)
     cases = [
         (("align", str(MANIFEST), "--db", "garbage://x"), env, ("configuration error: --db: must be sqlite:///PATH", "not garbage")),
-        (("align", str(MANIFEST), "--db", f"sqlite:///{a_file}/x.db"), env, ("cannot open the database", "(set by --db)", "no folder")),
+        (("align", str(MANIFEST), "--db", f"sqlite:///{a_file}/x.db"), env, ("(set by --db)", "is a file, not a folder")),
         (("align", str(MANIFEST), "--db", f"sqlite:///{tmp_path}/typo/gac.db"), env, ("(set by --db): no folder", "typo")),
+        (("align", str(MANIFEST), "--db", "sqlite:///:memory:"), env, ("--db: sqlite:///PATH needs a file",)),
         (("align", str(MANIFEST), "--db", f"sqlite:///{damaged}/gac.db"), env, ("(set by --db): file is not a database",)),
         (("token", "list"), {**env, "GAC_DATA_DIR": str(damaged)}, ("(set by GAC_DATA_DIR): file is not a database",)),
         (("token", "list"), {**env, "GAC_DATA_DIR": str(a_file)}, ("(set by GAC_DATA_DIR)", "File exists")),
@@ -203,6 +219,9 @@ def test_a_database_a_command_cannot_open_is_one_line_naming_where_its_url_came_
         assert_clean_failure(out, *needles)
         assert out.returncode == 2, out.stderr
     assert not (tmp_path / "typo").exists()  # a mistyped path is said, not made (the data directory is ours: made)
+    (tmp_path / "my dir").mkdir()  # the folder as SQLAlchemy reads the URL: %20 is a space
+    spaced = gac("align", str(MANIFEST), "--db", f"sqlite:///{tmp_path}/my%20dir/gac.db", env=env)
+    assert spaced.returncode == 0 and (tmp_path / "my dir" / "gac.db").exists(), spaced.stderr
 
 
 def test_a_binary_file_and_bare_measurements_are_not_results_files(tmp_path):
