@@ -83,6 +83,7 @@ def _cannot_listen(host: str, port: int, workers: int) -> str | None:
     """Why uvicorn could not bind host:port (a port in use, an address not of this machine), or None, found by
     binding as it will and letting go. One worker binds every address the name resolves to (asyncio's
     create_server: IPv6 sockets v6-only); several bind one socket of the family the host's spelling names."""
+    addresses: list[tuple[socket.AddressFamily, tuple]]
     try:
         if workers > 1:
             addresses = [(socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port))]
