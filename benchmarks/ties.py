@@ -8,8 +8,8 @@ whole align() once, to set the cost beside everything else an alignment does.
 
 Manifests: Llama-3-8B's ASVD ranks (224 weights) with their importances and with every importance
 1.0, and rules-only random low-rank weights of Llama shapes (benchmarks/align_scale.py's generator)
-at 10,000 and 100,000 weights, lognormal importances (rounded to 20 bits many share a slope) and
-uniform.
+at 10,000 and 100,000 weights: lognormal importances (rounded to 20 bits many share a slope), uniform,
+and three levels (1, 2, 3 in turn: three large classes, which took minutes when the classes were solved jointly).
 
     python benchmarks/ties.py                    # all of the above, 5 rounds
     python benchmarks/ties.py --quick            # no 100,000-weight manifests, 3 rounds
@@ -33,7 +33,7 @@ from gac.contracts.manifest import Manifest  # noqa: E402
 from gac.solver.align import AlignOptions, _instance, align, integer_instance  # noqa: E402
 from gac.solver.candidates import LatencyModel  # noqa: E402
 from gac.solver.mckp import solve_mckp  # noqa: E402
-from gac.solver.ties import closest_optimum, tied_items  # noqa: E402
+from gac.solver.ties import closest_optimum  # noqa: E402
 
 
 def _llama(uniform: bool) -> dict:
@@ -44,11 +44,12 @@ def _llama(uniform: bool) -> dict:
     return body
 
 
-def _scale(n: int, uniform: bool) -> dict:
+def _scale(n: int, levels: int | None) -> dict:
+    """align_scale's manifest; levels: importances 1..levels in turn (1: uniform) in place of its lognormal ones."""
     body = manifest_doc(n)
-    if uniform:
-        for w in body["weights"]:
-            w["importance"] = 1.0
+    if levels:
+        for i, w in enumerate(body["weights"]):
+            w["importance"] = 1.0 + i % levels
     return body
 
 
@@ -67,7 +68,7 @@ def measure(name: str, body: dict, rounds: int) -> None:
         t0 = time.perf_counter()
         sol = solve_mckp(costs, values, inst.budget)
         t1 = time.perf_counter()
-        choice = closest_optimum(inst.cands, costs, values, sol)
+        nearest = closest_optimum(inst.cands, costs, values, sol)
         t2 = time.perf_counter()
         alone.append(t1 - t0)
         both.append(t2 - t0)
@@ -75,9 +76,9 @@ def measure(name: str, body: dict, rounds: int) -> None:
     t0 = time.perf_counter()
     align(manifest, None, opts)
     whole = time.perf_counter() - t0
-    before, after = _moves(inst.cands, sol.choice), _moves(inst.cands, choice)
+    before, after = _moves(inst.cands, sol.choice), _moves(inst.cands, nearest.choice)
     print(
-        f"{name:<34} {len(inst.cands):>7,} {len(tied_items(inst.cands, values)):>7,} "
+        f"{name:<34} {len(inst.cands):>7,} {nearest.tied:>7,} "
         f"{statistics.median(alone):>8.3f} {statistics.median(both):>8.3f} "
         f"{statistics.median(ratios):>6.2f}x {max(ratios):>6.2f}x {whole:>8.2f} "
         f"{before[0]:>6.1f}/{before[1]:<6.1f} {after[0]:>6.1f}/{after[1]:<6.1f}",
@@ -94,11 +95,13 @@ def main() -> None:
     cases = [
         ("llama3-8b asvd, its importances", _llama(False)),
         ("llama3-8b asvd, importance 1.0", _llama(True)),
-        ("10,000 rules-only, lognormal", _scale(10_000, False)),
-        ("10,000 rules-only, uniform", _scale(10_000, True)),
+        ("10,000 rules-only, lognormal", _scale(10_000, None)),
+        ("10,000 rules-only, uniform", _scale(10_000, 1)),
+        ("10,000 rules-only, 3 levels", _scale(10_000, 3)),
     ]
     if not args.quick:
-        cases += [("100,000 rules-only, lognormal", _scale(100_000, False)), ("100,000 rules-only, uniform", _scale(100_000, True))]
+        kinds = (("lognormal", None), ("uniform", 1), ("3 levels", 3))
+        cases += [(f"100,000 rules-only, {name}", _scale(100_000, levels)) for name, levels in kinds]
     cpu = detect_platform("cpu", dtypes=False)
     print(f"CPU {cpu.device_name} ({cpu.isa}); {rounds} rounds; seconds are medians; moves are dims from the compressor's")
     head = f"{'manifest':<34} {'items':>7} {'tied':>7} {'solve':>8} {'+ties':>8} {'median':>7} {'worst':>7} {'align()':>8}"

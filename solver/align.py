@@ -279,7 +279,13 @@ def _align_for_importance(
             sol = solve_mckp(costs, values, inst.budget, method=opts.method)
         except InfeasibleBudget as again:  # _own_dims_for_budget checked the total: the solver's own word, kept
             raise BudgetBelowFeasible(inst.budget, again.smallest_feasible, _own_params(inst)) from None
-    choice = closest_optimum(inst.cands, costs, values, sol)  # ties: the compressor's dims, not input order
+    nearest = closest_optimum(inst.cands, costs, values, sol)  # ties: the compressor's dims, not input order
+    choice = nearest.choice
+    if nearest.unproven:
+        warnings.append(
+            f"{nearest.unproven} weights share their importance per parameter with too many others to search: "
+            "their split of the budget is the solver's own order, not the one nearest the compressor's dims"
+        )
     seconds = time.perf_counter() - t0
     chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, choice)]
     cost = sum(c[j] for c, j in zip(costs, choice))

@@ -1,20 +1,28 @@
 """Ties in kept importance go to the compressor's own dims.
 
 Kept importance is linear in parameters, so items of equal importance per parameter (every
-item, when a manifest gives no importances) trade parameters one for one: every split of the
-budget among them keeps the same importance. The MCKP solver breaks such ties by input order,
-which moved one weight to the top of its window and the next to the bottom (on Llama-3-8B's
-ASVD ranks with uniform importances, 87 dims on the median, up to 200). The compressor chose
-its dims for reasons the manifest does not carry, so among the optima we keep the one that
-moves them least: the two-resource solver's "fastest importance optimum", with the relative
-distance from the compressor's dim in place of latency.
+item, when a manifest gives no importances) trade parameters one for one: every split of what
+they spend among them keeps the same importance. The MCKP solver breaks such ties by input
+order, which moved one weight to the top of its window and the next to the bottom (on
+Llama-3-8B's ASVD ranks with uniform importances, 87 dims on the median, up to 200). The
+compressor chose its dims for reasons the manifest does not carry, so each class of items with
+equal importance per parameter splits what it spends in the solver's optimum the way that moves
+its dims least (the least sum of |d - d*| / d*).
+
+Per class, not jointly: one class is a proportional instance, which the two-resource solver's
+window DP answers quickly (with distance in place of latency), and a class of a few items is
+enumerated; solved jointly, three classes of 1,000 weights took minutes. The limit: an optimum
+that moves items of different slopes whose changes cancel exactly (rare with real importances,
+found with small integer ones) is not looked for.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
-from math import gcd
+from dataclasses import dataclass
+from math import gcd, prod
 
 import numpy as np
 
@@ -23,19 +31,30 @@ from gac.solver.mckp import MckpSolution
 from gac.solver.tradeoff import Tradeoff, TradeoffItem
 
 DISTANCE_BITS = 20  # |d - d*| / d* in units of 2^-20: finer than any two candidates of a window differ
+ENUMERATE_LIMIT = 4_096  # a class with at most this many combinations is enumerated (a Tradeoff costs milliseconds)
 
 
-def tied_items(cands: Sequence[ItemCandidates], values: Sequence[Sequence[int]]) -> list[int]:
-    """The items that can move and share their importance per parameter with another such item:
-    only these can trade parameters at no cost in importance (unequal slopes would have to cancel
-    exactly)."""
+@dataclass(frozen=True)
+class Nearest:
+    choice: list[int]  # per item, the index into its candidates
+    tied: int  # items in classes of equal importance per parameter
+    unproven: int  # of those, items whose class the window DP could not search (left in the solver's order)
+
+
+def worth_per_dim(ic: ItemCandidates, values: Sequence[int]) -> int:
+    """integer_instance's importance per unit of d (its values are that times d)."""
+    return values[0] // ic.candidates[0].dim
+
+
+def tie_classes(cands: Sequence[ItemCandidates], values: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Items that can move, grouped by importance per parameter; only groups of two or more."""
     by_slope: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i, (ic, v) in enumerate(zip(cands, values)):
         if len(ic.candidates) > 1:
-            worth, unit = v[0] // ic.candidates[0].dim, ic.item.unit
+            worth, unit = worth_per_dim(ic, v), ic.item.unit
             g = gcd(worth, unit) or 1
             by_slope[(worth // g, unit // g)].append(i)
-    return sorted(i for same in by_slope.values() if len(same) > 1 for i in same)
+    return [members for members in by_slope.values() if len(members) > 1]
 
 
 def distance_units(dims: Sequence[int], centre: float) -> tuple[int, ...]:
@@ -46,27 +65,63 @@ def distance_units(dims: Sequence[int], centre: float) -> tuple[int, ...]:
 
 def closest_optimum(
     cands: Sequence[ItemCandidates], costs: Sequence[Sequence[int]], values: Sequence[Sequence[int]], sol: MckpSolution
-) -> list[int]:
-    """The candidate index per item of the optimum nearest the compressor's dims among those that
-    keep sol's importance in sol's parameters (sol's own choice where no tie can move a dim). Only
-    the tied items are solved again; deterministic: no time limit decides it."""
-    tied = tied_items(cands, values) if sol.method != "trivial" else []
-    if not tied:
-        return list(sol.choice)
-    items = []
-    for i in tied:
-        ic = cands[i]
-        dims = tuple(c.dim for c in ic.candidates)
-        items.append(
-            TradeoffItem(unit=ic.item.unit, worth=values[i][0] // dims[0], dims=dims, latency=distance_units(dims, ic.item.d_star))
-        )
-    # In what the tied items spend in sol, no more: sol spends the fewest parameters among the optima, and so does this.
-    room = sum(costs[i][sol.choice[i]] for i in tied)
-    nearest = Tradeoff(items, room, exact_seconds=0).importance_optimum
-    # The optimum keeps what sol's tied items keep (sol is proven optimal); anything else would be a bug.
-    if nearest.value != sum(values[i][sol.choice[i]] for i in tied):
-        return list(sol.choice)
+) -> Nearest:
+    """sol with each tie class split, within what it spends in sol, as near the compressor's dims as it can be.
+
+    Within a class importance is proportional to parameters, so the split keeps sol's importance and
+    its parameters (the fewest among the optima). Deterministic: no time limit decides it."""
     choice = list(sol.choice)
-    for i, j in zip(tied, nearest.choice):
-        choice[i] = j
-    return choice
+    if sol.method == "trivial":  # every item at its largest candidate: the one optimum
+        return Nearest(choice, 0, 0)
+    tied = unproven = 0
+    for members in tie_classes(cands, values):
+        tied += len(members)
+        room = sum(costs[i][choice[i]] for i in members)
+        dims = [[c.dim for c in cands[i].candidates] for i in members]
+        distances = [distance_units(d, cands[i].item.d_star) for i, d in zip(members, dims)]
+        picks: list[int] | None
+        if prod(len(d) for d in dims) <= ENUMERATE_LIMIT:
+            picks = _enumerated([costs[i] for i in members], distances, room)
+        else:
+            picks = _windowed(cands, values, members, dims, distances, room)
+        if picks is None:
+            unproven += len(members)
+            continue
+        for i, j in zip(members, picks):
+            choice[i] = j
+    return Nearest(choice, tied, unproven)
+
+
+def _enumerated(costs: Sequence[Sequence[int]], distances: Sequence[Sequence[int]], room: int) -> list[int]:
+    """Every combination of a small class: the least distance whose cost is exactly room (sol's is one)."""
+    combos = np.array(list(itertools.product(*(range(len(c)) for c in costs))), dtype=np.int64)
+    cost = np.zeros(len(combos), dtype=object)  # parameter counts may pass int64 once summed
+    distance = np.zeros(len(combos), dtype=np.int64)
+    for k, (c, d) in enumerate(zip(costs, distances)):
+        cost += np.asarray(c, dtype=object)[combos[:, k]]
+        distance += np.asarray(d, dtype=np.int64)[combos[:, k]]
+    fits = np.flatnonzero(cost == room)
+    return combos[fits[np.argmin(distance[fits])]].tolist()
+
+
+def _windowed(
+    cands: Sequence[ItemCandidates],
+    values: Sequence[Sequence[int]],
+    members: list[int],
+    dims: list[list[int]],
+    distances: list[tuple[int, ...]],
+    room: int,
+) -> list[int] | None:
+    """A large class: the two-resource solver's fastest importance optimum within room, distance as latency.
+    None where its window DP could not prove that optimum the nearest (the class then keeps sol's order)."""
+    items = [
+        TradeoffItem(unit=cands[i].item.unit, worth=worth_per_dim(cands[i], values[i]), dims=tuple(d), latency=t)
+        for i, d, t in zip(members, dims, distances)
+    ]
+    trade = Tradeoff(items, room, exact_seconds=0)
+    if not trade.stats.optimum_tie_proven:
+        return None
+    nearest = trade.importance_optimum
+    if nearest.cost != room:  # the class reaches room in sol: an optimum that does not is a solver bug
+        raise AssertionError(f"a tie class's optimum spends {nearest.cost} parameters, not its {room}")
+    return list(nearest.choice)
