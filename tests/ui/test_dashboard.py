@@ -959,3 +959,20 @@ def test_an_alignment_in_a_dtype_its_platform_never_measured_says_so(live_servic
     said = page.locator("#predicted").inner_text()
     assert said.startswith("no latency data: nothing measured in float16") and "its curves are in bfloat16" in said, said
     assert "runs fastest" not in page.locator("#aligned-share").inner_text()
+
+
+def test_the_dashboard_runs_under_its_content_security_policy(live_service, browser):
+    """Only our own scripts, nothing framed: the backstop should an escape be missed. The page still draws."""
+    plat = f.platform(device_name="Policed CPU")
+    ingest(live_service, staircase(plat, 16))
+    head = httpx.get(f"{live_service.url}/ui").headers
+    assert "script-src 'self';" in head["content-security-policy"] and "frame-ancestors 'none'" in head["content-security-policy"]
+    assert head["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in httpx.get(f"{live_service.url}/docs").headers["content-security-policy"]
+    page = browser.new_page(viewport=VIEWPORT)
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if m.type == "error" else None)
+    page.goto(f"{live_service.url}/ui#/")
+    page.get_by_text("Policed CPU").click()
+    page.wait_for_selector(".curve-card .main-svg")
+    assert refused == []
