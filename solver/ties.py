@@ -77,6 +77,8 @@ def closest_optimum(
     for members in tie_classes(cands, values):
         tied += len(members)
         room = sum(costs[i][choice[i]] for i in members)
+        if room in (sum(min(costs[i]) for i in members), sum(max(costs[i]) for i in members)):
+            continue  # every item at the same end of its window: the one split (most classes, past the LP's slope)
         dims = [[c.dim for c in cands[i].candidates] for i in members]
         distances = [distance_units(d, cands[i].item.d_star) for i, d in zip(members, dims)]
         picks: list[int] | None
