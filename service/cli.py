@@ -204,9 +204,15 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] 
 @db_app.command("current")
 def db_current() -> None:
     """Show the schema revision of the database and whether it is current."""
+    from sqlalchemy.engine import make_url
+
     from gac.service.db import engine_for, schema_status
 
     settings = _settings(schema_only=True)
+    path = make_url(settings.url).database if settings.url.startswith("sqlite") else None
+    if path and not os.path.exists(path):  # a look, not a write: SQLite would make the file (and the data directory its folder)
+        console.print(f"{_safe_url(settings.url)}: no database yet (the first command that stores anything makes it)")
+        raise typer.Exit(1)
     with database_said():
         engine = engine_for(settings)
         status = schema_status(engine)

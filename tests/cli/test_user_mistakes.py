@@ -180,6 +180,12 @@ def test_serve_on_a_port_in_use_says_so_in_one_line_before_starting(tmp_path):
     assert not (tmp_path / "gac.db").exists()  # refused before the database was made
 
 
+def test_db_current_on_a_new_data_directory_looks_without_making_it(tmp_path):
+    out = gac("db", "current", env={**os.environ, "GAC_DATA_DIR": str(tmp_path / "new")})
+    assert out.returncode == 1 and "no database yet" in out.stdout, out.stdout + out.stderr
+    assert not (tmp_path / "new").exists()
+
+
 def test_serve_names_a_database_it_cannot_open_and_where_its_url_came_from(tmp_path):
     (tmp_path / "a-file").write_text("")
     with socket.socket() as s:  # a free port: the port is checked first

@@ -66,7 +66,10 @@ def test_service_refuses_to_start_on_an_out_of_date_postgres_schema(tmp_path):
     db = make_database("postgres", tmp_path)
     try:
         env = os.environ | {"GAC_DATABASE_URL": db.url, "GAC_SECRET_KEY": "k", "GAC_DATA_DIR": str(tmp_path)}
-        out = subprocess.run([sys.executable, "-m", "gac", "serve", "--port", "1"], env=env, capture_output=True, text=True, timeout=60)
+        with socket.socket() as s:  # a port it could listen on: the schema is what refuses
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+        out = subprocess.run([sys.executable, "-m", "gac", "serve", "--port", port], env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 1
         assert "gac db upgrade" in out.stderr
         up = subprocess.run([sys.executable, "-m", "gac", "db", "upgrade"], env=env, capture_output=True, text=True, timeout=60)
