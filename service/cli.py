@@ -195,8 +195,8 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] 
 
     settings = _settings(schema_only=True)
     with database_said():
-        upgrade(settings.url, revision, create_folder=not settings.database_url)
-        engine = engine_for(settings)
+        engine = engine_for(settings)  # first: it makes the data directory where that is the database's folder
+        upgrade(settings.url, revision)
         console.print(f"{_safe_url(settings.url)} is at {', '.join(schema_status(engine).current) or 'base'}")
     engine.dispose()
 
@@ -204,13 +204,10 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] 
 @db_app.command("current")
 def db_current() -> None:
     """Show the schema revision of the database and whether it is current."""
-    from sqlalchemy.engine import make_url
-
-    from gac.service.db import engine_for, schema_status
+    from gac.service.db import engine_for, schema_status, sqlite_file
 
     settings = _settings(schema_only=True)
-    path = make_url(settings.url).database if settings.url.startswith("sqlite") else None
-    if path and not os.path.exists(path):  # a look, not a write: SQLite would make the file (and the data directory its folder)
+    if (path := sqlite_file(settings.url)) is not None and not path.exists():  # a look, not a write: SQLite would make it
         console.print(f"{_safe_url(settings.url)}: no database yet (the first command that stores anything makes it)")
         raise typer.Exit(1)
     with database_said():

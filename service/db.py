@@ -20,19 +20,24 @@ if TYPE_CHECKING:
     from gac.service.settings import Settings
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL opens, as SQLAlchemy reads it (%20 decoded); None for another database or one in memory."""
+    path = make_url(url).database if url.startswith("sqlite") else None
+    return Path(path).absolute() if path and path != ":memory:" else None
+
+
 def _sqlite_folder(url: str, create: bool) -> None:
     """A SQLite file's folder: made when it is ours (the embedded default's data directory), else it must
     exist, as SQLite itself makes the file but not its folder (a mistyped --db path is said, not made)."""
-    if url.startswith("sqlite"):
-        path = make_url(url).database  # as SQLAlchemy will open it (%20 decoded)
-        if path and path != ":memory:":
-            folder = Path(path).absolute().parent
-            if create:
-                folder.mkdir(parents=True, exist_ok=True)
-            elif folder.exists() and not folder.is_dir():
-                raise NotADirectoryError(f"{folder} is a file, not a folder")
-            elif not folder.is_dir():
-                raise FileNotFoundError(f"no folder {folder} (SQLite makes the database file, not its folder)")
+    if (path := sqlite_file(url)) is None:
+        return
+    folder = path.parent
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
+    elif folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file, not a folder")
+    elif not folder.is_dir():
+        raise FileNotFoundError(f"no folder {folder} (SQLite makes the database file, not its folder)")
 
 
 def engine_for(settings: Settings) -> Engine:
@@ -91,8 +96,8 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def upgrade(url: str, revision: str = "head", create_folder: bool = False) -> None:
-    _sqlite_folder(url, create_folder)
+def upgrade(url: str, revision: str = "head") -> None:
+    _sqlite_folder(url, create=False)  # engine_for made it where it is ours
     command.upgrade(alembic_config(url), revision)
 
 

@@ -51,7 +51,7 @@ from gac.solver.model_cache import candidates_of
 from gac.solver.no_slower import hold_no_slower, totals_by_tokens
 from gac.solver.profile_time import estimate as estimate_profile
 from gac.solver.sparse_needs import FIRST_PASS
-from gac.solver.ties import closest_optimum
+from gac.solver.ties import closest_optimum, worth_per_dim
 from gac.solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
@@ -467,8 +467,7 @@ def _tradeoff_items(cands: list[ItemCandidates], importance_bits: int) -> list[T
     """The two-resource items: integer_instance's costs and values, latencies in integer units."""
     _, values = integer_instance(cands, importance_bits)
     return [
-        # integer_instance's value of a candidate is (importance per unit of d) * d
-        TradeoffItem(unit=ic.item.unit, worth=v[0] // ic.candidates[0].dim, dims=tuple(x.dim for x in ic.candidates), latency=tuple(t))
+        TradeoffItem(unit=ic.item.unit, worth=worth_per_dim(ic, v), dims=tuple(x.dim for x in ic.candidates), latency=tuple(t))
         for ic, v, t in zip(cands, values, _latency_units(cands))
     ]
 
