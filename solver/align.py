@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -51,7 +52,7 @@ from gac.solver.model_cache import candidates_of
 from gac.solver.no_slower import hold_no_slower, totals_by_tokens
 from gac.solver.profile_time import estimate as estimate_profile
 from gac.solver.sparse_needs import FIRST_PASS
-from gac.solver.ties import closest_optimum, worth_per_dim
+from gac.solver.ties import Nearest, closest_optimum, nearest_split, worth_per_dim
 from gac.solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
@@ -281,11 +282,7 @@ def _align_for_importance(
             raise BudgetBelowFeasible(inst.budget, again.smallest_feasible, _own_params(inst)) from None
     nearest = closest_optimum(inst.cands, costs, values, sol)  # ties: the compressor's dims, not input order
     choice = nearest.choice
-    if nearest.unproven:
-        warnings.append(
-            f"{nearest.unproven} weights share their importance per parameter with too many others to search: "
-            "their split of the budget is the solver's own order, not the one nearest the compressor's dims"
-        )
+    warnings.extend(_unproven_ties(nearest.unproven))
     seconds = time.perf_counter() - t0
     chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, choice)]
     cost = sum(c[j] for c, j in zip(costs, choice))
@@ -300,6 +297,23 @@ def _align_for_importance(
         states=sol.max_states,
     )
     return _result(inst, chosen, cost, solver, _predicted(inst.cands, chosen, inst.model), warnings)
+
+
+def _latency_ties(cands: list[ItemCandidates], titems: list[TradeoffItem], choice: Sequence[int]) -> Nearest:
+    """Ties among items whose latency is the same at every candidate (the unmeasured ones): the compressor's dims."""
+    movable = [min(t.latency) == max(t.latency) for t in titems]
+    costs = [[t.unit * d for d in t.dims] if m else [] for t, m in zip(titems, movable)]
+    values = [[t.worth * d for d in t.dims] if m else [] for t, m in zip(titems, movable)]
+    return nearest_split(cands, costs, values, choice, movable)
+
+
+def _unproven_ties(unproven: int) -> list[str]:
+    if not unproven:
+        return []
+    return [
+        f"{unproven} weights share their importance per parameter with too many others to search: "
+        "their split of the budget is the solver's own order, not the one nearest the compressor's dims"
+    ]
 
 
 def _widened_for_budget(
@@ -427,7 +441,9 @@ def _align_for_latency(
         titems = _tradeoff_items(inst.cands, opts.importance_bits)
         ref_value = sum(t.worth * d for t, d in zip(titems, ref_dims))
         trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value, warnings)
-    chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, best.point.choice)]
+    nearest = _latency_ties(inst.cands, titems, best.point.choice)
+    warnings.extend(_unproven_ties(nearest.unproven))
+    chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, nearest.choice)]
     cross = _cross_check_point(opts, titems, inst.budget, best)  # the reference's knapsack was checked in its own align()
     if not best.optimal:
         warnings.append(

@@ -9,6 +9,11 @@ compressor chose its dims for reasons the manifest does not carry, so each class
 equal importance per parameter splits what it spends in the solver's optimum the way that moves
 its dims least (the least sum of |d - d*| / d*).
 
+The latency objective has the same ties among items whose latency does not depend on their dim
+(items the platform has not measured count 0 at every candidate): it spends what it must on them
+and no more, and which of them get it was input order too. Their classes are split the same way,
+which keeps the answer's latency, importance and parameters.
+
 Per class, not jointly: one class is a proportional instance, which the two-resource solver's
 window DP answers quickly (with distance in place of latency), and a class of a few items is
 enumerated; solved jointly, three classes of 1,000 weights took minutes. The limit: an optimum
@@ -46,11 +51,11 @@ def worth_per_dim(ic: ItemCandidates, values: Sequence[int]) -> int:
     return values[0] // ic.candidates[0].dim
 
 
-def tie_classes(cands: Sequence[ItemCandidates], values: Sequence[Sequence[int]]) -> list[list[int]]:
-    """Items that can move, grouped by importance per parameter; only groups of two or more."""
+def tie_classes(cands: Sequence[ItemCandidates], values: Sequence[Sequence[int]], movable: Sequence[bool] | None = None) -> list[list[int]]:
+    """Items that can move (of those movable, by default all), grouped by importance per parameter; only groups of two or more."""
     by_slope: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i, (ic, v) in enumerate(zip(cands, values)):
-        if len(ic.candidates) > 1:
+        if len(ic.candidates) > 1 and (movable is None or movable[i]):
             worth, unit = worth_per_dim(ic, v), ic.item.unit
             g = gcd(worth, unit) or 1
             by_slope[(worth // g, unit // g)].append(i)
@@ -70,11 +75,23 @@ def closest_optimum(
 
     Within a class importance is proportional to parameters, so the split keeps sol's importance and
     its parameters (the fewest among the optima). Deterministic: no time limit decides it."""
-    choice = list(sol.choice)
     if sol.method == "trivial":  # every item at its largest candidate: the one optimum
-        return Nearest(choice, 0, 0)
+        return Nearest(list(sol.choice), 0, 0)
+    return nearest_split(cands, costs, values, sol.choice)
+
+
+def nearest_split(
+    cands: Sequence[ItemCandidates],
+    costs: Sequence[Sequence[int]],
+    values: Sequence[Sequence[int]],
+    choice: Sequence[int],
+    movable: Sequence[bool] | None = None,
+) -> Nearest:
+    """choice with each tie class of the movable items (by default all) split, within what the class spends
+    in choice, at the least distance from the compressor's dims; the importance and parameters stay choice's."""
+    choice = list(choice)
     tied = unproven = 0
-    for members in tie_classes(cands, values):
+    for members in tie_classes(cands, values, movable):
         tied += len(members)
         room = sum(costs[i][choice[i]] for i in members)
         if room in (sum(min(costs[i]) for i in members), sum(max(costs[i]) for i in members)):

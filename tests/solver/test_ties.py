@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gac.contracts.manifest import Manifest
-from gac.solver.align import AlignOptions, align, integer_instance
+from gac.solver.align import AlignOptions, BudgetBelowFeasible, align, integer_instance
 from gac.solver.candidates import CandidateOptions, LatencyModel, build_candidates, build_items
 from gac.solver.ties import distance_units
 from tests.solver.brute import brute_nearest
+from tests.solver.test_align_fallback import quick_plan_lookup
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = CandidateOptions(window=12, align=8)
@@ -71,3 +72,35 @@ def test_a_manifest_without_importances_keeps_the_compressors_dims_within_a_step
     moves = [abs(w.dim - w.dim_before) for w in res.weights]
     assert res.total_params <= res.budget
     assert max(moves) <= 8, f"median move {statistics.median(moves)}, largest {max(moves)}"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.floats(100, 120, allow_nan=False), min_size=1, max_size=3),
+    st.lists(st.floats(130, 200, allow_nan=False), min_size=2, max_size=4),
+    st.floats(0.9, 1.05),
+)
+def test_the_latency_objective_splits_unmeasured_weights_nearest_the_compressors_dims(measured, unmeasured, frac):
+    """Weights the platform has not measured cost no time at any dim: the latency objective spends what it
+    must on them, and which of them got it was input order (150, 155, 160, 165 -> 160, 168, 160, 152)."""
+    ws = [
+        {"name": f"m{i}", "kind": "lowrank", "out_features": 256, "in_features": 256, "dim": round(d, 1), "importance": 1.0}
+        for i, d in enumerate(measured)
+    ] + [
+        {"name": f"r{i}", "kind": "lowrank", "out_features": 512, "in_features": 512, "dim": round(d, 1), "importance": 2.0}
+        for i, d in enumerate(unmeasured)
+    ]
+    budget = int(frac * sum((w["out_features"] + w["in_features"]) * w["dim"] for w in ws))
+    body = {"model": "t", "budget": {"params": budget}, "workload": {"tokens": [256], "dtype": "bfloat16"}, "weights": ws}
+    try:
+        res = align(Manifest.model_validate(body), quick_plan_lookup(64), AlignOptions(objective="latency", cross_check="none"))
+    except BudgetBelowFeasible:
+        return
+    rules = [w for w in res.weights if w.name.startswith("r")]
+    assert {w.name for w in rules} <= set(res.rule_items)
+    dims = [[c.dim for c in w.candidates] for w in rules]
+    costs = [[1024 * d for d in ds] for ds in dims]
+    distances = [distance_units(ds, w.dim_before) for ds, w in zip(dims, rules)]
+    spent = sum(1024 * w.dim for w in rules)
+    got = sum(d[ds.index(w.dim)] for d, ds, w in zip(distances, dims, rules))
+    assert (spent, got) == brute_nearest(costs, costs, distances, spent)[1:]
