@@ -324,4 +324,17 @@ class Manifest(_Model):
                     f"weights.{i}.group {w.group!r} is also the name of weights.{j}, which is in no group: "
                     "the result names each group and each ungrouped weight once, so rename the group"
                 )
+        # A group shares one dim, centred on its members' mean: each member must be able to hold it.
+        members: dict[str, list[int]] = {}
+        for i, w in enumerate(v):
+            if w.group is not None:
+                members.setdefault(w.group, []).append(i)
+        for group, ids in members.items():
+            mean = sum(v[i].dim for i in ids) / len(ids)
+            i = min(ids, key=lambda j: v[j].max_dim)
+            if mean > v[i].max_dim:
+                raise ValueError(
+                    f"group {group!r} shares one dim around its weights' mean, {mean:g}, which is above the largest "
+                    f"weights.{i} ({v[i].name!r}) can take, {v[i].max_dim}: a group's weights need dims close enough to share"
+                )
         return v

@@ -174,6 +174,7 @@ def test_a_group_named_like_an_ungrouped_weight_is_refused_naming_both():
     would list 'b' twice. A group named after one of its own members is fine, and so is one named after a weight
     in another group (that weight's item is its group's)."""
     doc = copy.deepcopy(BASE)
+    doc["weights"][1]["dim"] = 40  # dims a group can share
     doc["weights"][0]["group"] = "b"
     [(loc, msg)] = _errors(doc)
     assert loc == ("weights",) and "weights.0.group 'b' is also the name of weights.1, which is in no group" in msg
@@ -181,6 +182,18 @@ def test_a_group_named_like_an_ungrouped_weight_is_refused_naming_both():
     assert [w.group for w in Manifest.model_validate(doc).weights] == ["b", "b"]
     doc["weights"][1]["group"] = "g"  # 'b' is in group 'g': the items are 'b' and 'g'
     assert [w.group for w in Manifest.model_validate(doc).weights] == ["b", "g"]
+
+
+def test_a_group_whose_shared_dim_one_member_cannot_hold_is_refused_naming_it():
+    """A group shares one dim around its members' mean: 'a' (at most 32) beside a width of 200 would ask 'a' for 110,
+    which no window of its could hold (the solver failed on an empty window)."""
+    doc = copy.deepcopy(BASE)
+    for w in doc["weights"]:
+        w["group"] = "g"
+    [(loc, msg)] = _errors(doc)
+    assert loc == ("weights",) and "group 'g'" in msg and "110.25" in msg and "weights.0 ('a') can take, 32" in msg
+    doc["weights"][1]["dim"] = 40  # mean 30.25: both can hold it
+    assert {w.group for w in Manifest.model_validate(doc).weights} == {"g"}
 
 
 @pytest.mark.parametrize("path", [["weights", 1, "gated"], ["no_slower"]])
