@@ -797,7 +797,7 @@ def _aligned_weight(ic: ItemCandidates, d: int, model: LatencyModel, align: int)
         importance = math.fsum(w.importance * unit_params(w) for w in it.members) / unit
     lat = next((c.latency_us for c in ic.candidates if c.dim == d), None) if ic.measured else None
     # At the compressor's dim, as the unaligned total counts it (a dim it lacks is a missing point: null).
-    before = model.latency(it, round(it.d_star)) if ic.measured else None
+    before = model.latency(it, it.compressor_dim) if ic.measured else None
     # Built unvalidated: every field is computed here from validated input (a 100,000-weight result
     # spent a fifth of its time validating them again).
     return AlignedWeight.model_construct(
@@ -829,7 +829,7 @@ def _predicted(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
     complete = True
     for ic, d in zip(cands, chosen):
         it = ic.item
-        o, un, al = model.original_latency(it), model.latency(it, round(it.d_star)), model.latency(it, d)
+        o, un, al = model.original_latency(it), model.latency(it, it.compressor_dim), model.latency(it, d)
         if o is None or un is None or al is None:
             complete = False
             continue
@@ -853,7 +853,7 @@ def _by_tokens(cands: list[ItemCandidates], chosen: list[int], model: LatencyMod
     if len(model.tokens) < 2:
         return []
     items = [ic.item for ic in cands]
-    unal = totals_by_tokens(model, items, {it.name: round(it.d_star) for it in items})
+    unal = totals_by_tokens(model, items, {it.name: it.compressor_dim for it in items})
     alig = totals_by_tokens(model, items, {it.name: d for it, d in zip(items, chosen)})
     if unal is None or alig is None:
         return []
@@ -883,7 +883,7 @@ class _Context:
     def unaligned_us(self) -> float | None:
         if self.model is None:
             return None
-        return _total_latency(self.cands, [round(it.d_star) for it in self.items], self.model)
+        return _total_latency(self.cands, [it.compressor_dim for it in self.items], self.model)
 
 
 def _baselines(

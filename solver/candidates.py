@@ -103,6 +103,12 @@ class Item:
         self.shapes = tuple(map(shape_key, members))
 
     @property
+    def compressor_dim(self) -> int:
+        """The whole dim the compressor's stands for, the unaligned model's: rounded down, as a budget taken from
+        fractional dims holds it (a group's mean, at least 1)."""
+        return max(1, math.floor(self.d_star))
+
+    @property
     def kind(self) -> str:
         kinds = {w.kind for w in self.members}
         return kinds.pop() if len(kinds) == 1 else "mixed"

@@ -63,7 +63,7 @@ def hold_no_slower(
     search = search or solve
     result = solve(manifest)
     items = build_items(manifest)
-    own = {item.name: max(1, math.floor(item.d_star)) for item in items}
+    own = {item.name: item.compressor_dim for item in items}
     before = totals_by_tokens(model, items, own)
     if before is None:
         result.warnings.append("no-slower: the compressor's own dims are not all measured, so nothing was held to them")

@@ -295,7 +295,8 @@ class Manifest(_Model):
     # window can trade one weight's rank for another's at little cost in that proxy.
     window: Window | None = None
     """The latency objective's candidates: gac (null) every measured dim within +/- max(16, 5 %) of the compressor's,
-    not below half of it; paper also the multiples of 8 within +/- 64 (the paper's window)."""
+    not below half of it, up to the top of a measured step the window's top falls in; paper also the multiples of 8
+    within +/- 64 (the paper's window)."""
     # The latency objective with two or more token counts may buy a faster prefill with a slower decode.
     no_slower: StrictBool | None = None
     """True holds every token count to no slower than the compressor's dims predict; null: false."""

@@ -147,6 +147,18 @@ def test_predicted_latency_when_complete(tmp_path):
     assert res.solver.cross_check.method == "none" and res.solver.cross_check.agrees is None
 
 
+@pytest.mark.parametrize(("dim", "priced_at"), [(47.5, 47), (0.5, 1)])
+def test_the_unaligned_model_is_priced_at_the_compressors_dim_rounded_down(tmp_path, dim, priced_at):
+    """The dim the budget holds, and the one no_slower holds to: 47.5 is priced at 47 (on a cliff), not at the
+    48 it rounds to (off it), and 0.5 at 1: rounded, it was 0, and the prediction went missing with no point to measure."""
+    ws = [{"name": "a", "kind": "lowrank", "out_features": 128, "in_features": 64, "dim": dim, "importance": 1}]
+    m = Manifest.model_validate({"model": "t", "budget": {"params": 48 * 192}, "workload": {"tokens": [32]}, "weights": ws})
+    res = align(m, _measured_lookup(tmp_path), AlignOptions(candidates=CandidateOptions(window=20), cross_check="none"))
+    pair = 2 * (10.0 + priced_at / 16 + (4.0 if priced_at % 16 else 0.0))  # 32 x 64 -> r (n = r), then r -> 128 (k = r)
+    assert res.latency.complete and res.latency.missing_points == 0
+    assert res.weights[0].latency_before_us == pytest.approx(pair) and res.latency.unaligned_us == pytest.approx(pair)
+
+
 def test_budget_below_the_frontier_lets_weights_keep_the_compressors_dim(tmp_path):
     """Latency flat up to 64 (a plateau, as a padded tile gives): in the windows 30..64 of
     d* = 50 and 34..64 of d* = 54 the only cliff-free dim is 64. A budget that fits the
