@@ -713,6 +713,10 @@ class _Sinks:
             return None
         return f"{st.waiting_rows} rows spooled, {st.rejected_rows} rejected"
 
+    def token_refused(self) -> str | None:
+        """The service's word when it stopped taking this agent's token mid-run; None while it takes it."""
+        return self.deliverer.token_refused if self.deliverer is not None else None
+
     def rejected(self) -> str | None:
         """'M rows rejected' when the service refused any, else None."""
         st = self.deliverer.stats if self.deliverer is not None else None
@@ -875,7 +879,7 @@ def _run_jobs(agent: _Agent) -> int:
             limit = 1000 if o.max_jobs is None else o.max_jobs - k
             queued = jc.queued_for(platform, limit=limit) if limit > 0 else 0
         n = k + queued if queued is not None else None
-        code = max(code, _run_job(agent, jc, job, k, n))
+        code = max(code, _run_job(agent, jc, job, k, n, skip))
     return code
 
 
@@ -934,10 +938,10 @@ def _left_out(plan: SweepPlan, dtypes: list[str] | None) -> list[str]:
     return sorted({d.value for s in plan.sweeps for d in s.dtypes if d not in allowed})
 
 
-def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> int:
+def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None, skip: list[int | str]) -> int:
     """Time one claimed job and deliver its points; complete it, or fail it so that it is queued again. 1 if not all arrived.
     Stopped by Ctrl-C or SIGTERM while timing, it delivers what it measured and gives the job back to the
-    queue; stopped while reporting, it reports first."""
+    queue; stopped while reporting, it reports first. A job an operator asked back (a requeue) joins `skip`."""
     from gac.agent.interrupt import shielded
     from gac.agent.jobs import Heartbeat, ProgressLine, heartbeat_every_s, job_label, job_run_id
 
@@ -967,11 +971,14 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
 
         def stopped(_: StopSignals) -> None:
             sinks.report()
-            _give_back(jc, job.id)  # at once, not after its lease, with what was measured delivered first
+            _give_back(jc, job.id, progress())  # at once, not after its lease, with what was measured delivered first
 
-        progress = lambda: left.skipped + line.done  # noqa: E731 - what the queue shows while the job runs
+        # What the queue shows while the job runs, and once it is given back (the point under way is committed by then).
+        progress = lambda: left.skipped + max(line.done, sinks.committed_points)  # noqa: E731
         with Heartbeat(jc, job.id, heartbeat_every_s(o.lease_seconds), o.lease_seconds, progress) as beat:
-            sinks.lost = lambda: beat.lost  # another agent may be timing it now: stop at the next point
+            # Stop at the next point when the job is no longer this agent's (another may be timing it, or an operator asked
+            # for it back), or the service no longer takes its token (nothing it times could complete the job).
+            sinks.lost = lambda: beat.lost or sinks.token_refused()
             try:
                 # No step check here: a job is fleet work, and a stop during the check would give back a job already done.
                 result = run_keeping(agent.session, left.plan, sinks, o.adaptive, o.quiet, line=line, on_stop=stopped, stored=left.known)
@@ -979,14 +986,14 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None) -> i
                 with shielded():
                     sinks.close()  # what it measured is delivered all the same
                     sinks.report()
-                    return _say_lease_lost(line, job, str(lost))
+                    return _say_lease_lost(jc, line, job, str(lost), sinks, progress(), skip)
             with shielded():  # from here a stop waits until the job is reported (done, failed or lost)
                 if o.quiet:  # no live line: its final state, once
                     console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
                 out_console.print(_summary_table(result, left.plan))
                 sinks.report()
                 if beat.lost:
-                    return _say_lease_lost(line, job, beat.lost)
+                    return _say_lease_lost(jc, line, job, beat.lost, sinks, progress(), skip)
                 points = left.skipped + len(result.measurements)
                 return _report_through_outage(agent, jc, job, sinks, run.id, points, failures_note(result, agent.session))
     except typer.Exit:
@@ -1025,12 +1032,29 @@ def job_waiting_in_spool(spool: Spool, server: str, fingerprint: str, run: uuid.
     return f"{waiting} points of this job wait in the spool" if waiting else None
 
 
-def _say_lease_lost(line: ProgressLine, job: Job, why: str) -> int:
-    """Neither complete nor fail a job whose lease is gone (another agent may hold it now): say so; exit code 1."""
-    console.print(
-        f"[yellow]{line.label} (id {job.id}): its lease was lost while it ran ({escape(why)}); what it measured is "
-        "delivered where the service took it (as said above), the job is left to whoever holds it now[/yellow]"
-    )
+def _say_lease_lost(jc: JobClient, line: ProgressLine, job: Job, why: str, sinks: _Sinks, points: int, skip: list[int | str]) -> int:
+    """The job stopped being this agent's while it ran: say why and what became of it; exit code 1.
+
+    A refused token reports nothing more (the job stays leased until its lease ends). Otherwise the job is given
+    back if the lease is still this agent's (an operator asked for it: a requeue; this agent claims it no more,
+    or a stuck agent would take it straight back), else neither completed nor failed: another agent may hold it now."""
+    if refused := sinks.token_refused():
+        console.print(
+            f"[yellow]{line.label} (id {job.id}): stopped, the service no longer takes this agent's token ({escape(refused)}). "
+            f"The job stays leased to this agent until its lease runs out; `gac jobs requeue {job.id}` with an admin token "
+            "frees it sooner. What was measured waits in the spool: `gac agent flush` with an ingest token sends it[/yellow]"
+        )
+    elif _give_back(jc, job.id, points, asked=True):
+        skip.append(job.id)
+        console.print(
+            f"[yellow]{line.label} (id {job.id}): an operator requeued it ({escape(why)}): stopped and gave it back "
+            f"({points} of its points measured), with what it measured delivered as said above; left to other agents[/yellow]"
+        )
+    else:
+        console.print(
+            f"[yellow]{line.label} (id {job.id}): its lease was lost while it ran ({escape(why)}); what it measured is "
+            "delivered where the service took it (as said above), the job is left to whoever holds it now[/yellow]"
+        )
     return 1
 
 
@@ -1121,25 +1145,31 @@ def _report_job(
     return 1 if missing else 0
 
 
-def _give_back(jc: JobClient, job_id: int | str) -> None:
-    """Release the lease: the job is queued again without using up an attempt. A service without
-    /release has it failed instead (queued again while attempts remain)."""
+def _give_back(jc: JobClient, job_id: int | str, points: int | None = None, asked: bool = False) -> bool:
+    """Release the lease: the job is queued again without using up an attempt, showing `points` (the job's points
+    measured so far) done. A service without /release has it failed instead (queued again while attempts remain).
+    True when the service took it back. asked: an operator asked for it (a requeue), not a stop signal; a refusal
+    (the lease is not this agent's any more) is then not said."""
     from gac.agent.interrupt import received_name
     from gac.agent.jobs import JobError
 
-    reason = f"interrupted by {received_name()} on agent {_agent_name()}"
+    reason = None if asked else f"interrupted by {received_name()} on agent {_agent_name()}"
     try:
-        jc.release(job_id, reason)
+        jc.release(job_id, reason, points)
+        return True
     except JobError as err:
         if err.status not in (404, 405):
-            console.print(f"[yellow]{escape(str(err))}[/yellow]")
-            return
-        _safe(jc.fail, job_id, reason)
+            if not asked:
+                console.print(f"[yellow]{escape(str(err))}[/yellow]")
+            return False
+        _safe(jc.fail, job_id, reason or "given back")
+        return True
     except Exception as err:  # noqa: BLE001 - best effort: the lease expiry is the fallback
         console.print(
             f"[yellow]could not give job {job_id} back ({escape(str(err))}): it stays leased to this agent until its lease "
             "ends, then the queue gives it to another (`gac jobs requeue` with an admin token takes it back sooner)[/yellow]"
         )
+        return False
 
 
 def _safe(fn: Callable[..., object], *args: object) -> None:

@@ -116,12 +116,20 @@ class JobClient:
     def fail(self, job_id: int | str, error: str) -> dict[str, Any]:
         return self._post(f"/v1/jobs/{job_id}/fail", {"agent": self.agent, "error": (error or "unknown error")[:2000]}).json()
 
-    def release(self, job_id: int | str, reason: str | None = None) -> dict[str, Any]:
-        """Give a leased job back (the agent is stopping): queued again at once, no attempt used up."""
+    def release(self, job_id: int | str, reason: str | None = None, points_done: int | None = None) -> dict[str, Any]:
+        """Give a leased job back (the agent is stopping): queued again at once, no attempt used up, showing
+        points_done (the job's points measured so far) done."""
         body: dict[str, Any] = {"agent": self.agent}
         if reason:
             body["reason"] = reason[:2000]
-        return self._post(f"/v1/jobs/{job_id}/release", body).json()
+        if points_done is None:
+            return self._post(f"/v1/jobs/{job_id}/release", body).json()
+        try:
+            return self._post(f"/v1/jobs/{job_id}/release", {**body, "points_done": points_done}).json()
+        except JobError as err:
+            if err.status != 422:
+                raise
+            return self._post(f"/v1/jobs/{job_id}/release", body).json()  # a service older than the field
 
     def queued_for(self, platform: PlatformDescriptor, limit: int = 1000, page_size: int = 500, max_pages: int = 2) -> int | None:
         """How many queued jobs this platform could claim now, counted up to `limit`.

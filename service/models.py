@@ -235,6 +235,8 @@ class Job(Base):
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id"))  # only this token reports on the lease
     lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # An operator asked the lease holder for the job back (a requeue while it beats): its heartbeats are refused.
+    requeue_asked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     source: Mapped[str] = mapped_column(String(64))  # who asked: "api", "align-missing", ...
     dedupe_key: Mapped[str | None] = mapped_column(String(64), index=True)
     points_done: Mapped[int | None] = mapped_column(Integer)

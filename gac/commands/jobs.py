@@ -83,7 +83,7 @@ def _table(jobs: list[Job], now: datetime, named: dict[str, str] | None = None) 
     table.add_column("lease", overflow="fold")
     table.add_column("note", overflow="ellipsis", max_width=48)
     for j in jobs:
-        lease = f"{j.lease_owner or '?'}, ends {_ago(j.lease_expires_at, now)}" if j.status == "leased" else ""
+        lease = _lease(j, now)
         table.add_row(
             str(j.id),
             j.status,
@@ -96,6 +96,28 @@ def _table(jobs: list[Job], now: datetime, named: dict[str, str] | None = None) 
             escape(_note(j)),
         )
     return table
+
+
+def _lease(job: Job, now: datetime) -> str:
+    """Who holds a leased job and until when: a lease that ran out is the next claim's; one an operator asked back
+    (a requeue while its agent reports) says so."""
+    if job.status != "leased":
+        return ""
+    ends = job.lease_expires_at
+    if ends is not None and ends <= now:
+        return f"{job.lease_owner or '?'}, ran out {_ago(ends, now)}: the next claim takes it"
+    asked = f", asked back {_ago(job.requeue_asked_at, now)}" if job.requeue_asked_at else ""
+    return f"{job.lease_owner or '?'}{asked}, ends {_ago(ends, now)}"
+
+
+def _requeued(job: Job) -> str:
+    """What a requeue came to: queued again, or its agent (reporting lately) asked for it back."""
+    if job.status == "leased" and job.requeue_asked_at is not None:
+        return (
+            f"job {job.id} (plan {job.plan_name}): asked agent {job.lease_owner} for it back, as it reported within the last "
+            f"minute: it stops and gives the job back, or its lease ends {_ago(job.lease_expires_at, datetime.now(UTC))}"
+        )
+    return f"requeued job {job.id} (plan {job.plan_name}): {job.error or ''}"
 
 
 def _note(job: Job) -> str:
@@ -190,10 +212,12 @@ def requeue_jobs(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Put leased jobs back in the queue now (admin token), as when their leases run out: for an agent
-    killed or stuck mid-job. The attempt is given back; what was measured is kept, and the next agent
-    skips it. Exit 1 if any could not be requeued."""
-    _each_job(job_ids, server, token, Client.requeue_job, lambda j: f"requeued job {j.id} (plan {j.plan_name}): {j.error or ''}")
+    """Put leased jobs back in the queue (admin token), as when their leases run out: for an agent killed or
+    stuck mid-job. An agent that reported within the last minute is asked for its job instead: it stops at its
+    next heartbeat and gives the job back (else its lease ends within a minute), so two agents never time it at
+    once. The attempt is given back; what was measured is kept, and the next agent skips it. Exit 1 if any
+    could not be requeued."""
+    _each_job(job_ids, server, token, Client.requeue_job, _requeued)
 
 
 def _each_job(

@@ -309,6 +309,9 @@ class Job(_Out):
     """The agent that holds (or, on a done job, held) the lease; shown to callers with a token only."""
     lease_expires_at: datetime | None = None
     """When the current lease runs out unless the agent heartbeats; null when not leased."""
+    requeue_asked_at: datetime | None = None
+    """When an operator asked the agent for the leased job back (a requeue while the agent reports): the agent stops and
+    gives it back, or its lease ends within a minute; null otherwise."""
     source: str
     """Who queued it: "api", "align-missing", ..."""
     points_done: int | None = None

@@ -69,6 +69,7 @@ class Deliverer(BatchBuffer):
         self._interrupted = False  # a send was cut by a stop: close() tries no more than the last batch
         self._last_batch = False  # close(): the last batch is tried whenever the last probe was
         self._spooled: dict[object, SpoolEntry] = {}  # batches committed to the spool, not yet sent
+        self.token_refused: str | None = None  # the service's word when it stopped taking this token (revoked mid-run)
 
     def send_document(
         self, doc: dict[str, Any], retries: int | None = None, timeout_s: float | None = None, retry_timeouts: bool = True
@@ -127,6 +128,7 @@ class Deliverer(BatchBuffer):
         except RejectedError as err:
             if err.about_the_token:  # a token revoked mid-run: the batch waits in the spool for a good one
                 self.stats.count_spooled(batch.id, len(batch.measurements))
+                self.token_refused = self.token_refused or str(err)
                 if self._online:
                     self.log(
                         f"the service refuses this token ({err}): batches kept in {self.spool.path}; "

@@ -88,12 +88,14 @@ def fail(job_id: JobId, body: FailRequest, session: SessionDep, token: IngestTok
 @router.post("/{job_id:int}/release", responses=errors(401, 403, 404, 409, 413, 422))
 def release(job_id: JobId, body: ReleaseRequest, session: SessionDep, token: IngestToken) -> JobOut:
     """The lease holder gives the job back unfinished: queued again, without using up an attempt."""
-    return service.to_out(service.release(session, job_id, body.agent, body.reason, token.id))
+    return service.to_out(service.release(session, job_id, body.agent, body.reason, token.id, body.points_done))
 
 
 @router.post("/{job_id:int}/requeue", responses=errors(401, 403, 404, 409, 413, 422))
 def requeue(job_id: JobId, session: SessionDep, _: AdminToken) -> JobOut:
-    """Take a leased job back from its agent (admin token): queued again at once, its attempt given back; 409 unless leased."""
+    """Take a leased job back from its agent (admin token), its attempt given back; 409 unless leased. An agent that
+    reported within the last minute is asked for it (`requeue_asked_at`; the job stays leased): it stops and gives the
+    job back, or its lease ends within a minute. Any other agent's job is queued again at once."""
     return service.to_out(service.requeue(session, job_id))
 
 

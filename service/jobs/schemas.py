@@ -113,3 +113,5 @@ class ReleaseRequest(_In):
     """The agent that holds the lease."""
     reason: Annotated[str | None, Field(min_length=1, max_length=2000, pattern=PRINTABLE)] = None
     """Why it stops: kept where a failure's error would be, so the queue shows why the job is back."""
+    points_done: Annotated[int, Field(ge=0, le=10_000_000)] | None = None
+    """The job's points measured so far (this attempt's and its earlier ones'): what the queue shows done; null: unchanged."""

@@ -27,9 +27,13 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-# The id of the token that claimed a leased job: only that token may heartbeat, complete or fail
-# it. Kept in the stored plan document under a key no plan has (jobs has no column for it yet;
-# adding one needs service/models.py) and never shown: to_out takes it out.
+# Agents beat at least every 30 s (gac.agent.jobs.HEARTBEAT_AT_MOST_S): one that beat within two of those is alive, and a
+# requeue asks it for the job rather than taking it (it would go on timing until its next beat, storing the points the
+# next agent stores too). The job is anyone's once the agent gives it back, or REQUEUE_GRACE_S after the ask.
+ALIVE_WITHIN = timedelta(seconds=60)
+REQUEUE_GRACE = timedelta(seconds=60)
+
+
 def to_out(job: Job, *, show_owner: bool = True, flagged: dict[uuid.UUID, int] | None = None) -> JobOut:
     """The API view; without show_owner (an anonymous reader) the lease holder's name is left out.
     flagged: repo.flagged_points of the done jobs' runs, when the caller read them for many (else read here)."""
@@ -49,6 +53,7 @@ def to_out(job: Job, *, show_owner: bool = True, flagged: dict[uuid.UUID, int] |
             "max_attempts": job.max_attempts,
             "lease_owner": job.lease_owner if show_owner else None,
             "lease_expires_at": job.lease_expires_at,
+            "requeue_asked_at": job.requeue_asked_at,
             "source": job.source,
             "points_done": job.points_done,
             "points_flagged": (flagged or {}).get(job.run_id, 0) if job.status == "done" and job.run_id is not None else None,
@@ -131,8 +136,8 @@ def claim(
         job.lease_token_id = token_id
         job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)
         job.attempts += 1
-        job.points_done = None  # this attempt's count comes with its first heartbeat
-        job.updated_at = now
+        job.requeue_asked_at = None
+        job.updated_at = now  # points_done stays the earlier attempts' until this one's first heartbeat
     session.commit()
     ids.remember()
     return job
@@ -162,8 +167,16 @@ def _owned(session: Session, job_id: int, agent: str, token_id: int) -> Job:
 def heartbeat(
     session: Session, settings: Settings, job_id: int, agent: str, lease_seconds: int | None, token_id: int, points_done: int | None = None
 ) -> Job:
-    """Extend the lease; `points_done` (the points measured so far) is what the queue shows while the job runs."""
+    """Extend the lease; `points_done` (the points measured so far) is what the queue shows while the job runs.
+    Refused (409) once an operator asked for the job back: the agent stops and gives it back."""
     job = _owned(session, job_id, agent, token_id)
+    if job.requeue_asked_at is not None:
+        if points_done is not None:
+            job.points_done = points_done
+            session.commit()
+        else:
+            session.rollback()
+        raise Conflict(f"job {job_id} was requeued by an operator: give it back (its lease is not extended)")
     now = _now()
     job.lease_expires_at = now + timedelta(seconds=lease_seconds or settings.job_lease_seconds)
     if points_done is not None:
@@ -181,7 +194,7 @@ def complete(
     now = _now()
     job.status, job.points_done, job.run_id = "done", points, run_id
     job.lease_expires_at, job.finished_at, job.updated_at, job.error = None, now, now, failures
-    job.lease_token_id = None  # the lease is over (lease_owner stays: who did the job)
+    job.lease_token_id, job.requeue_asked_at = None, None  # the lease is over (lease_owner stays: who did the job)
     session.commit()
     return job
 
@@ -192,7 +205,7 @@ def fail(session: Session, job_id: int, agent: str, error: str, token_id: int) -
     now = _now()
     job.error = error
     job.lease_owner, job.lease_expires_at, job.updated_at = None, None, now
-    job.lease_token_id = None
+    job.lease_token_id, job.requeue_asked_at = None, None
     if job.attempts >= job.max_attempts:
         job.status, job.finished_at = "failed", now
     else:
@@ -201,14 +214,20 @@ def fail(session: Session, job_id: int, agent: str, error: str, token_id: int) -
     return job
 
 
-def release(session: Session, job_id: int, agent: str, reason: str | None, token_id: int) -> Job:
-    """The agent gives the job back unfinished (stopped by Ctrl-C or SIGTERM): queued again at once,
-    and the attempt its claim counted is given back too, since nothing failed. The reason, if
-    any, is kept where a failure's error would be, so the queue shows why it is back."""
+def release(session: Session, job_id: int, agent: str, reason: str | None, token_id: int, points_done: int | None = None) -> Job:
+    """The agent gives the job back unfinished (stopped by Ctrl-C or SIGTERM, or asked by a requeue): queued
+    again at once, and the attempt its claim counted is given back too, since nothing failed. The reason, if
+    any, is kept where a failure's error would be, so the queue shows why it is back; points_done, the job's
+    points measured so far, what it shows done."""
     job = _owned(session, job_id, agent, token_id)
     now = _now()
     job.status, job.attempts = "queued", max(0, job.attempts - 1)
     job.lease_owner, job.lease_expires_at, job.lease_token_id, job.updated_at = None, None, None, now
+    if job.requeue_asked_at is not None:
+        reason = f"requeued by an operator; agent {agent} gave it back" + (f" ({reason})" if reason else "")
+        job.requeue_asked_at = None
+    if points_done is not None:
+        job.points_done = points_done
     if reason:
         job.error = reason
     session.commit()
@@ -216,9 +235,10 @@ def release(session: Session, job_id: int, agent: str, reason: str | None, token
 
 
 def requeue(session: Session, job_id: int) -> Job:
-    """An operator takes a leased job back from its agent (killed, or stuck) before the lease runs out:
-    queued again at once, the attempt given back (the job did not fail). The agent, if it still runs,
-    is refused (409) at its next report, as when its lease expires."""
+    """An operator takes a leased job back from its agent before the lease runs out, the attempt given back (the
+    job did not fail). An agent that beat within ALIVE_WITHIN is asked for it: its next heartbeat is refused, it
+    stops and gives the job back, and the lease ends REQUEUE_GRACE from now if it does not. Any other (killed,
+    or cut off) loses it at once: queued again, and refused (409) at its next report, as when its lease expires."""
     begin_write(session)
     job = session.get(Job, job_id, with_for_update=True)
     if job is None:
@@ -229,7 +249,15 @@ def requeue(session: Session, job_id: int) -> Job:
         raise Conflict(f"job {job_id} is {job.status}: only a leased job is requeued")
     now = _now()
     owner = job.lease_owner
+    expires = job.lease_expires_at
+    if expires is not None and expires > now and now - job.updated_at <= ALIVE_WITHIN:
+        if job.requeue_asked_at is None:
+            job.requeue_asked_at = now
+            job.lease_expires_at = min(expires, now + REQUEUE_GRACE)
+        session.commit()
+        return job
     job.status, job.attempts = "queued", max(0, job.attempts - 1)
+    job.requeue_asked_at = None
     job.lease_owner, job.lease_expires_at, job.lease_token_id, job.updated_at = None, None, None, now
     job.error = f"requeued by an operator from agent {owner}"
     session.commit()
@@ -247,7 +275,7 @@ def cancel(session: Session, job_id: int) -> Job:
         raise Conflict(f"job {job_id} has already finished ({job.status})")
     now = _now()
     job.status, job.lease_owner, job.lease_expires_at, job.finished_at, job.updated_at = "cancelled", None, None, now, now
-    job.lease_token_id = None
+    job.lease_token_id, job.requeue_asked_at = None, None
     session.commit()
     return job
 

@@ -402,7 +402,7 @@ def test_a_stop_signal_while_a_job_reads_what_it_stored_gives_it_back_without_dr
     opts = AgentRunOptions(server=live_service.url, token=live_service.ingest_token, jobs=True, spool_dir=tmp_path / "spool", quiet=True)
     with httpx.Client(timeout=30, event_hooks={"response": [stop_after_the_run_read]}) as client:
         with stop_signals(), pytest.raises(KeyboardInterrupt):
-            _run_job(_Agent(opts, session, spool, client), jc, job, 1, 1)
+            _run_job(_Agent(opts, session, spool, client), jc, job, 1, 1, [])
     back = _job(live_service, job_id)
     assert (back["status"], back["attempts"], back["lease_owner"]) == ("queued", 0, None), back
     assert back["error"].startswith("interrupted by SIGTERM")
@@ -646,6 +646,83 @@ def test_an_agent_that_lost_its_lease_stops_timing_the_job_and_leaves_it_to_its_
     assert len(stored(live_service, platform.fingerprint())) == 3  # what it measured, delivered
     job = _job(live_service, job_id)
     assert (job["status"], job["lease_owner"], job["error"]) == ("leased", "holder", "lapsed")  # not completed, not failed
+
+
+def test_an_agent_asked_for_its_job_by_a_requeue_stops_and_gives_it_back(live_service, tmp_path, monkeypatch, threads_one):
+    """`gac jobs requeue` while the agent times the job and reports: it is asked for the job, its next heartbeat is
+    refused, and it stops at the next point, delivers what it measured and gives the job back at once (points done
+    said), so no second agent times the same points beside it."""
+    import gac.agent.jobs as jobs
+    import gac.agent.runner as runner
+
+    platform = detect_platform("cpu")
+    job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+
+    class QuickBeat(jobs.Heartbeat):  # the agent's beat is at least 5 s apart; the test needs no wait
+        current: jobs.Heartbeat | None = None
+
+        def __init__(self, jc, job, interval_s, lease_seconds=None, progress=None):  # type: ignore[no-untyped-def]
+            super().__init__(jc, job, 0.05, lease_seconds, progress)
+            QuickBeat.current = self
+
+    real_one, timed = runner.PlanRunner._one, {"n": 0}
+    admin = {"Authorization": f"Bearer {live_service.admin_token}"}
+
+    def one_then_requeue(self, point, timing, out):  # type: ignore[no-untyped-def]
+        timed["n"] += 1
+        if timed["n"] == 3:
+            asked = httpx.post(f"{live_service.url}/v1/jobs/{job_id}/requeue", headers=admin).json()
+            assert asked["status"] == "leased" and asked["requeue_asked_at"], asked  # it reported just now: asked
+            assert QuickBeat.current is not None
+            QuickBeat.current._thread.join(30)  # the first refused beat ends the beating
+        return real_one(self, point, timing, out)
+
+    monkeypatch.setattr(jobs, "Heartbeat", QuickBeat)
+    monkeypatch.setattr(runner.PlanRunner, "_one", one_then_requeue)
+    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token, "--threads", "1"]
+    res = CliRunner().invoke(cli_app(), [*args, "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and f"(id {job_id}): an operator requeued it" in said and "gave it back (3 of its points" in said, said
+    assert "left to other agents" in said and "no (more) jobs for this platform" in said, said  # not claimed again
+    assert timed["n"] == 3  # stopped at the point it was timing, not after the whole job
+    assert len(stored(live_service, platform.fingerprint())) == 3  # what it measured, delivered
+    job = _job(live_service, job_id)
+    assert (job["status"], job["lease_owner"], job["attempts"], job["points_done"]) == ("queued", None, 0, 3), job
+    assert job["error"].startswith("requeued by an operator; agent ")
+
+
+def test_an_agent_whose_token_is_revoked_mid_job_stops_at_the_next_point(live_service, tmp_path, monkeypatch, threads_one):
+    """The first batch the service refuses for the token (401) stops the job's timing: nothing it times could be
+    reported. It says the job stays leased until its lease runs out, how to free it, and where its points wait."""
+    import gac.agent.runner as runner
+    from gac.service.auth.tokens import revoke_token
+    from gac.service.db import make_engine, make_sessionmaker
+    from gac.service.settings import Settings
+
+    settings = Settings(database_url=live_service.db_url, secret_key=SECRET, data_dir=live_service.data_dir)
+    token = make_token(settings, "ingest", name="revoked-mid-job")
+    platform = detect_platform("cpu")
+    job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+    real_one, timed = runner.PlanRunner._one, {"n": 0}
+
+    def one_then_revoke(self, point, timing, out):  # type: ignore[no-untyped-def]
+        timed["n"] += 1
+        if timed["n"] == 3:
+            engine = make_engine(settings.url)
+            with make_sessionmaker(engine)() as session:
+                revoke_token(session, "revoked-mid-job")
+                session.commit()
+            engine.dispose()
+        return real_one(self, point, timing, out)
+
+    monkeypatch.setattr(runner.PlanRunner, "_one", one_then_revoke)
+    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", token, "--threads", "1", "--batch-size", "1"]
+    res = CliRunner().invoke(cli_app(), [*args, "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and f"(id {job_id}): stopped, the service no longer takes this agent's token" in said, said
+    assert f"`gac jobs requeue {job_id}`" in said and "`gac agent flush`" in said, said
+    assert timed["n"] <= 4  # not the whole job (13 points): the batch after the revocation stopped it
+    assert _job(live_service, job_id)["status"] == "leased"  # nothing could report on it
 
 
 def test_a_following_agent_waits_for_new_jobs_and_rides_out_a_service_restart(live_service, tmp_path, threads_one):

@@ -172,8 +172,8 @@ def test_heartbeat_extends_the_lease(client, admin_token, ingest_token):
 
 
 def test_a_running_jobs_points_done_is_what_its_last_heartbeat_said(client, admin_token, ingest_token):
-    # Leased: the points measured so far (null before the first beat); claimed again after a
-    # give-back: null until the new attempt beats; a beat without it leaves it as it was.
+    # Leased: the points measured so far (null before the first beat); a beat without it leaves it as it was.
+    # Given back: what the agent said it had measured; claimed again, that until the new attempt beats.
     job = enqueue(client, admin_token)
     assert claim(client, ingest_token).json()["points_done"] is None
     beat = lambda body: client.post(f"/v1/jobs/{job['id']}/heartbeat", json={"agent": "agent-1", **body}, headers=f.auth(ingest_token))  # noqa: E731
@@ -182,8 +182,11 @@ def test_a_running_jobs_points_done_is_what_its_last_heartbeat_said(client, admi
     assert client.get(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)).json()["points_done"] == 3
     r = beat({"points_done": -1})
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body.points_done"
-    client.post(f"/v1/jobs/{job['id']}/release", json={"agent": "agent-1"}, headers=f.auth(ingest_token))
-    assert claim(client, ingest_token).json()["points_done"] is None
+    give_back = client.post(f"/v1/jobs/{job['id']}/release", json={"agent": "agent-1", "points_done": 5}, headers=f.auth(ingest_token))
+    assert give_back.json()["status"] == "queued" and give_back.json()["points_done"] == 5
+    assert claim(client, ingest_token).json()["points_done"] == 5
+    client.post(f"/v1/jobs/{job['id']}/release", json={"agent": "agent-1"}, headers=f.auth(ingest_token))  # unchanged
+    assert claim(client, ingest_token).json()["points_done"] == 5
 
 
 def test_the_queue_lists_jobs_in_any_of_several_states(client, admin_token, ingest_token):

@@ -53,3 +53,65 @@ def test_only_the_lease_holder_may_release(client, settings, admin_token, ingest
     assert (still["status"], still["lease_owner"], still["attempts"]) == ("leased", "agent-1", 1)  # none of that touched it
     r = release(client, ingest_token, job["id"])  # no reason: the job's last error stays as it was
     assert r.status_code == 200 and (r.json()["status"], r.json()["error"]) == ("queued", None)
+
+
+def _last_report(app, job_id: int, seconds_ago: float, lease_left_s: float = 500) -> None:  # type: ignore[no-untyped-def]
+    """The clock: the job's agent last reported this long ago (its lease has lease_left_s to run)."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import update
+
+    from gac.service.models import Job
+
+    now = datetime.now(UTC)
+    with app.state.sessionmaker() as s:
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(updated_at=now - timedelta(seconds=seconds_ago), lease_expires_at=now + timedelta(seconds=lease_left_s))
+        )
+        s.commit()
+
+
+def test_a_requeue_asks_a_reporting_agent_for_its_job_and_takes_a_silent_ones_at_once(app, client, admin_token, ingest_token):
+    """Taken from a live agent at once, the job went on being timed by it until its next heartbeat (up to 30 s) while
+    another agent timed it too: both stored the same points. A live agent is asked instead; a silent one loses it."""
+    from datetime import datetime
+
+    requeue = lambda job_id: client.post(f"/v1/jobs/{job_id}/requeue", headers=f.auth(admin_token))  # noqa: E731
+    beat = lambda job_id, **body: client.post(  # noqa: E731
+        f"/v1/jobs/{job_id}/heartbeat", json={"agent": "agent-1", **body}, headers=f.auth(ingest_token)
+    )
+    live = enqueue(client, admin_token)
+    claim(client, ingest_token)
+    asked = requeue(live["id"]).json()
+    assert (asked["status"], asked["lease_owner"], asked["attempts"]) == ("leased", "agent-1", 1) and asked["requeue_asked_at"]
+    ends = datetime.fromisoformat(asked["lease_expires_at"]) - datetime.fromisoformat(asked["requeue_asked_at"])
+    assert 0 < ends.total_seconds() <= 60  # from 600 s: the job is anyone's within a minute, given back or not
+    assert claim(client, ingest_token, agent="agent-2").status_code == 204  # not before then
+    assert requeue(live["id"]).json()["lease_expires_at"] == asked["lease_expires_at"]  # asking again changes nothing
+    refused = beat(live["id"], points_done=7)
+    assert refused.status_code == 409 and "requeued by an operator: give it back" in refused.json()["detail"]
+    still = client.get(f"/v1/jobs/{live['id']}", headers=f.auth(admin_token)).json()
+    assert still["lease_expires_at"] == asked["lease_expires_at"] and still["points_done"] == 7  # not extended; progress kept
+    back = release(client, ingest_token, live["id"], points_done=9).json()
+    assert (back["status"], back["attempts"], back["requeue_asked_at"], back["points_done"]) == ("queued", 0, None, 9)
+    assert back["error"] == "requeued by an operator; agent agent-1 gave it back"
+    assert claim(client, ingest_token, agent="agent-2").json()["id"] == live["id"]  # anyone's now, asked no more
+    assert client.post(f"/v1/jobs/{live['id']}/heartbeat", json={"agent": "agent-2"}, headers=f.auth(ingest_token)).status_code == 200
+
+    silent = enqueue(client, admin_token)
+    claim(client, ingest_token, agent="agent-3")
+    _last_report(app, silent["id"], seconds_ago=61)  # killed: no heartbeat for two of its intervals
+    taken = requeue(silent["id"]).json()
+    assert (taken["status"], taken["lease_owner"], taken["requeue_asked_at"], taken["attempts"]) == ("queued", None, None, 0)
+    assert taken["error"] == "requeued by an operator from agent agent-3"
+
+
+def test_an_agent_asked_for_its_job_may_still_finish_it(app, client, admin_token, ingest_token):
+    """Done before its next heartbeat: the job is done, and nobody timed it twice."""
+    job = enqueue(client, admin_token)
+    claim(client, ingest_token)
+    assert client.post(f"/v1/jobs/{job['id']}/requeue", headers=f.auth(admin_token)).json()["requeue_asked_at"]
+    done = client.post(f"/v1/jobs/{job['id']}/complete", json={"agent": "agent-1", "points": 2}, headers=f.auth(ingest_token)).json()
+    assert (done["status"], done["requeue_asked_at"], done["lease_owner"]) == ("done", None, "agent-1")
