@@ -12,6 +12,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
+from gac.contracts.manifest import MAX_WEIGHTS
+
 # postgresql:// and postgres:// name the driver SQLAlchemy would pick (psycopg2, not installed): ours is psycopg 3.
 _POSTGRES_SCHEMES = ("postgresql+psycopg://", "postgresql://", "postgres://")
 
@@ -57,7 +59,7 @@ class Settings(BaseSettings):
     # Who may spend the service's CPU on alignments: a token (read scope or above) unless opened.
     open_align: bool = False
     align_concurrency_per_token: int = Field(default=2, ge=1)  # per worker process; past it: 429
-    align_max_weights: int = Field(default=100_000, ge=1)  # per request; past it: 413
+    align_max_weights: int = Field(default=MAX_WEIGHTS, ge=1, le=MAX_WEIGHTS)  # per request; past it: 413 (past MAX_WEIGHTS: 422)
     # The solver's work estimated from the manifest before any is done (service/align/cost.py:
     # latency-model evaluations plus paper-DP cells); past it: 413 with the estimate. Llama-3-8B's
     # 224 ASVD weights are about 17 million, 100,000 rule-only weights about 20 million.

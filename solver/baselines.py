@@ -29,7 +29,7 @@ class PaperDpResult:
 
 
 class TooLarge(ValueError):
-    pass
+    """The paper's DP cannot run on this instance (its table too large, or its rounding over the budget)."""
 
 
 def paper_dp(
@@ -48,7 +48,9 @@ def paper_dp(
     base = np.array([int(x.min()) for x in q])
     cap = budget // u - int(base.sum())
     if cap < 0:
-        raise ValueError("quantized budget is below the smallest quantized total")
+        raise TooLarge(
+            f"in its units of {u} parameters the budget is {budget // u:,}, below the {int(base.sum()):,} its smallest dims take"
+        )
     qo = [x - b for x, b in zip(q, base)]
     cap = min(cap, int(sum(int(x.max()) for x in qo)))
     if len(costs) * (cap + 1) > PAPER_DP_MAX_CELLS:

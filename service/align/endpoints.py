@@ -88,6 +88,7 @@ def post_align(
     platform: Annotated[
         str | None,
         Query(
+            min_length=1,
             max_length=64,
             pattern=NO_NUL,
             description="platform to align for; overrides the manifest's target",
@@ -118,7 +119,7 @@ class _Query(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    platform: Annotated[str | None, Field(max_length=64, pattern=NO_NUL)] = None
+    platform: Annotated[str | None, Field(min_length=1, max_length=64, pattern=NO_NUL)] = None
     enqueue_missing: bool = False
     candidates: CandidateLists | None = None
     dtype: SpelledDtype | None = None  # bf16, as a manifest may write it
@@ -334,7 +335,8 @@ def list_alignments(
     session: SessionDep,
     _: Reader,
     platform: Annotated[
-        str | None, Query(max_length=64, pattern=NO_NUL, description="only alignments for this platform (id, fingerprint or prefix)")
+        str | None,
+        Query(min_length=1, max_length=64, pattern=NO_NUL, description="only alignments for this platform (id, fingerprint or prefix)"),
     ] = None,
     cursor: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500, description="the most alignments on this page")] = 50,

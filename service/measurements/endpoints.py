@@ -21,7 +21,9 @@ router = APIRouter(prefix="/v1/measurements", tags=["measurements"])
 def list_measurements(
     session: SessionDep,
     _: Reader,
-    platform: Annotated[str | None, Query(max_length=64, pattern=NO_NUL, description="platform id, fingerprint or prefix")] = None,
+    platform: Annotated[
+        str | None, Query(min_length=1, max_length=64, pattern=NO_NUL, description="platform id, fingerprint or prefix")
+    ] = None,
     op: Annotated[Op | None, Query(description="only points of this kernel family")] = None,
     dtype: Annotated[Dtype | None, Query(description="only points timed in this dtype")] = None,
     axis: Annotated[

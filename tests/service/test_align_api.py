@@ -121,6 +121,10 @@ def test_rules_only_without_a_target(client, read_token):
     assert r.status_code == 201 and res["platform"] == "rules only"
     assert all(c["source"] == "rule" for w in res["weights"] for c in w["candidates"])
     assert any("rule" in w for w in res["warnings"])
+    # An empty ?platform= names no platform: refused, not read as "none" (a rules-only answer to a typo'd script).
+    for url in ("/v1/align?platform=", "/v1/alignments?platform=", "/v1/measurements?platform="):
+        call = client.post(url, json=manifest(), headers=f.auth(read_token)) if url.startswith("/v1/align?") else client.get(url)
+        assert [d["field"] for d in f.refused(call, 422)["detail"]] == ["query.platform"], (url, call.text)
 
 
 def test_missing_curves_become_a_profiling_job(client, ingest_token):

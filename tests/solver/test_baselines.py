@@ -50,3 +50,13 @@ def test_rounding():
     assert round_nearest(1508.0, 8, 4096) == 1512  # halves go up
     assert round_nearest(3.0, 8, 4096) == 8 and round_down(3.0, 8, 4096) == 8  # at least one step
     assert round_nearest(4095.0, 8, 4095) == 4088  # never above the original
+
+
+def test_a_paper_dp_its_rounding_puts_over_the_budget_is_skipped_saying_why_in_parameters():
+    from gac.contracts.manifest import Manifest
+    from gac.solver.align import AlignOptions, align
+
+    w = {"name": "a", "kind": "lowrank", "out_features": 1, "in_features": 1, "dim": 1, "importance": 1.0}
+    res = align(Manifest.model_validate({"model": "t", "budget": {"params": 2}, "weights": [w]}), None, AlignOptions(cross_check="none"))
+    said = [x for x in res.warnings if x.startswith("paper-dp-64 baseline")]
+    assert said == ["paper-dp-64 baseline skipped: in its units of 8 parameters the budget is 0, below the 2 its smallest dims take"]
