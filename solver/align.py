@@ -52,7 +52,7 @@ from gac.solver.model_cache import candidates_of
 from gac.solver.no_slower import hold_no_slower, totals_by_tokens
 from gac.solver.profile_time import estimate as estimate_profile
 from gac.solver.sparse_needs import FIRST_PASS
-from gac.solver.ties import Nearest, closest_optimum, nearest_split, worth_per_dim
+from gac.solver.ties import Nearest, closest_optimum, nearest_split, swapped_nearer, worth_per_dim
 from gac.solver.tradeoff import Fastest, Point, Tradeoff, TradeoffItem
 
 RULES_ONLY = "rules only"
@@ -443,7 +443,7 @@ def _align_for_latency(
         trade, best, front, seconds = _solve_tradeoff(inst, titems, goal, ref_value, warnings)
     nearest = _latency_ties(inst.cands, titems, best.point.choice)
     warnings.extend(_unproven_ties(nearest.unproven))
-    chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, nearest.choice)]
+    chosen = [ic.candidates[j].dim for ic, j in zip(inst.cands, swapped_nearer(inst.cands, titems, nearest.choice))]
     cross = _cross_check_point(opts, titems, inst.budget, best)  # the reference's knapsack was checked in its own align()
     if not best.optimal:
         warnings.append(
