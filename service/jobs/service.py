@@ -29,7 +29,7 @@ def _now() -> datetime:
 
 # Agents beat at least every 30 s (gac.agent.jobs.HEARTBEAT_AT_MOST_S): one that beat within two of those is alive, and a
 # requeue asks it for the job rather than taking it (it would go on timing until its next beat, storing the points the
-# next agent stores too). The job is anyone's once the agent gives it back, or REQUEUE_GRACE_S after the ask.
+# next agent stores too). The job is anyone's once the agent gives it back, or REQUEUE_GRACE after the ask.
 ALIVE_WITHIN = timedelta(seconds=60)
 REQUEUE_GRACE = timedelta(seconds=60)
 
