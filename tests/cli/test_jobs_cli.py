@@ -116,3 +116,23 @@ def test_a_done_jobs_flagged_points_are_said_beside_its_count(live_service):
     assert httpx.post(f"{svc.url}/v1/jobs/{job}/complete", json=done, headers=f.auth(svc.ingest_token)).status_code == 200
     code, said = gac(svc, "list")
     assert code == 0 and f"{job} done 3/3 (1 flagged) ops-check" in said, said
+
+
+def test_a_lease_that_ran_out_reads_as_the_next_claims_and_an_asked_one_says_so():
+    """A lease past its end still reads 'leased' in the API until a claim takes the job: the list says the next claim
+    takes it, rather than 'ends 5s ago' beside a job that looks held."""
+    from datetime import UTC, datetime, timedelta
+
+    from gac.commands.jobs import _lease
+    from gac.contracts.api import Job
+
+    now = datetime.now(UTC)
+    base = {"id": 1, "plan": {}, "plan_name": "p", "points": 3, "match": {}, "priority": 0, "status": "leased", "attempts": 1,
+            "max_attempts": 3, "lease_owner": "box-7", "source": "api", "created_at": now, "updated_at": now}  # fmt: skip
+    held = Job.model_validate({**base, "lease_expires_at": now + timedelta(seconds=42)})
+    assert _lease(held, now) == "box-7, ends in 42s"
+    lapsed = Job.model_validate({**base, "lease_expires_at": now - timedelta(seconds=5)})
+    assert _lease(lapsed, now) == "box-7, ran out 5s ago: the next claim takes it"
+    asked = Job.model_validate({**base, "lease_expires_at": now + timedelta(seconds=50), "requeue_asked_at": now - timedelta(seconds=10)})
+    assert _lease(asked, now) == "box-7, asked back 10s ago, ends in 50s"
+    assert _lease(Job.model_validate({**base, "status": "queued", "lease_owner": None}), now) == ""
