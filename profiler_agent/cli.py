@@ -905,7 +905,7 @@ def _claim(
     job = None
     with _given_back_if_stopped(jc, lambda: job):
         try:
-            job = jc.claim(platform, lease_seconds, skip=skip)
+            job = jc.claim(platform, lease_seconds, skip=skip[-1000:])  # the most a claim names (the latest, for a long --follow)
         except (httpx.HTTPError, JobError) as err:
             return None, err
     return job, None
@@ -992,7 +992,8 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None, skip
                     console.print(line.line(len(result.outcomes), len(result.outcomes)), markup=False, highlight=False)
                 out_console.print(_summary_table(result, left.plan))
                 sinks.report()
-                if beat.lost:
+                # Asked back with its last point timed, the job is still this agent's: it is reported done.
+                if beat.lost and (beat.revoked or sinks.token_refused() or not _still_ours(jc, job)):
                     return _say_lease_lost(jc, line, job, beat.lost, sinks, progress(), skip)
                 points = left.skipped + len(result.measurements)
                 return _report_through_outage(agent, jc, job, sinks, run.id, points, failures_note(result, agent.session))
@@ -1032,6 +1033,15 @@ def job_waiting_in_spool(spool: Spool, server: str, fingerprint: str, run: uuid.
     return f"{waiting} points of this job wait in the spool" if waiting else None
 
 
+def _still_ours(jc: JobClient, job: Job) -> bool:
+    """Whether the job is still leased to this agent (an operator asked for it back, and its lease holds)."""
+    try:
+        now = jc.job(job.id)
+    except Exception:  # noqa: BLE001 - unknown: the refused beat is taken at its word
+        return False
+    return now.get("status") == "leased" and now.get("lease_owner") == jc.agent
+
+
 def _say_lease_lost(jc: JobClient, line: ProgressLine, job: Job, why: str, sinks: _Sinks, points: int, skip: list[int | str]) -> int:
     """The job stopped being this agent's while it ran: say why and what became of it; exit code 1.
 
@@ -1042,7 +1052,7 @@ def _say_lease_lost(jc: JobClient, line: ProgressLine, job: Job, why: str, sinks
         console.print(
             f"[yellow]{line.label} (id {job.id}): stopped, the service no longer takes this agent's token ({escape(refused)}). "
             f"The job stays leased to this agent until its lease runs out; `gac jobs requeue {job.id}` with an admin token "
-            "frees it sooner. What was measured waits in the spool: `gac agent flush` with an ingest token sends it[/yellow]"
+            "frees it within 90 s. What was measured waits in the spool: `gac agent flush` with an ingest token sends it[/yellow]"
         )
     elif _give_back(jc, job.id, points, asked=True):
         skip.append(job.id)

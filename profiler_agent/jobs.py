@@ -360,6 +360,7 @@ class Heartbeat:
         self.sent = 0
         self.failures = 0
         self.lost: str | None = None
+        self.revoked = False  # lost because the service no longer takes the token (nothing it sends counts)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -371,6 +372,7 @@ class Heartbeat:
                     self.lost = str(err)
                     return
                 if err.status == REVOKED:  # timing on would only fill the spool's rejected file
+                    self.revoked = True
                     self.lost = f"{err}; the service no longer takes this agent's token, and the job stays leased until its lease runs out"
                     return
                 ok = False

@@ -29,9 +29,10 @@ def _now() -> datetime:
 
 # Agents beat at least every 30 s (gac.agent.jobs.HEARTBEAT_AT_MOST_S): one that beat within two of those is alive, and a
 # requeue asks it for the job rather than taking it (it would go on timing until its next beat, storing the points the
-# next agent stores too). The job is anyone's once the agent gives it back, or REQUEUE_GRACE after the ask.
+# next agent stores too). The job is anyone's once the agent gives it back, or once its lease ends: REQUEUE_GRACE after
+# the ask (three beats, so one may fail), or its own length if shorter (its agent beats a third as often).
 ALIVE_WITHIN = timedelta(seconds=60)
-REQUEUE_GRACE = timedelta(seconds=60)
+REQUEUE_GRACE = timedelta(seconds=90)
 
 
 def to_out(job: Job, *, show_owner: bool = True, flagged: dict[uuid.UUID, int] | None = None) -> JobOut:
@@ -221,11 +222,13 @@ def release(session: Session, job_id: int, agent: str, reason: str | None, token
     points measured so far, what it shows done."""
     job = _owned(session, job_id, agent, token_id)
     now = _now()
-    job.status, job.attempts = "queued", max(0, job.attempts - 1)
+    job.status = "queued"
     job.lease_owner, job.lease_expires_at, job.lease_token_id, job.updated_at = None, None, None, now
-    if job.requeue_asked_at is not None:
+    if job.requeue_asked_at is not None:  # the ask gave the attempt back already
         reason = f"requeued by an operator; agent {agent} gave it back" + (f" ({reason})" if reason else "")
         job.requeue_asked_at = None
+    else:
+        job.attempts = max(0, job.attempts - 1)
     if points_done is not None:
         job.points_done = points_done
     if reason:
@@ -237,7 +240,7 @@ def release(session: Session, job_id: int, agent: str, reason: str | None, token
 def requeue(session: Session, job_id: int) -> Job:
     """An operator takes a leased job back from its agent before the lease runs out, the attempt given back (the
     job did not fail). An agent that beat within ALIVE_WITHIN is asked for it: its next heartbeat is refused, it
-    stops and gives the job back, and the lease ends REQUEUE_GRACE from now if it does not. Any other (killed,
+    stops and gives the job back, and the lease ends within REQUEUE_GRACE if it does not. Any other (killed,
     or cut off) loses it at once: queued again, and refused (409) at its next report, as when its lease expires."""
     begin_write(session)
     job = session.get(Job, job_id, with_for_update=True)
@@ -252,8 +255,10 @@ def requeue(session: Session, job_id: int) -> Job:
     expires = job.lease_expires_at
     if expires is not None and expires > now and now - job.updated_at <= ALIVE_WITHIN:
         if job.requeue_asked_at is None:
-            job.requeue_asked_at = now
-            job.lease_expires_at = min(expires, now + REQUEUE_GRACE)
+            # The attempt is given back now: whether the agent gives the job back, finishes it or goes silent, the
+            # operator's requeue never costs one (nor fails a job on its last).
+            job.requeue_asked_at, job.attempts = now, max(0, job.attempts - 1)
+            job.lease_expires_at = now + min(REQUEUE_GRACE, expires - job.updated_at)  # the lease's length at its last beat
         session.commit()
         return job
     job.status, job.attempts = "queued", max(0, job.attempts - 1)
