@@ -74,8 +74,8 @@ DtypeOpt = Annotated[
     typer.Option(
         "--dtype",
         callback=_known_dtypes,
-        help="float16, bfloat16 or float32 (repeatable): the quick plan's dtypes (default: this platform's fast dtype); "
-        "other plans keep only these",
+        help="float16, bfloat16 or float32 (repeatable): the quick plan's dtypes (default: this platform's fast dtype; it "
+        "adds a float32 N sweep as the contrast, unless float32 is one); other plans keep only these",
     ),
 ]
 RetriesOpt = Annotated[int, typer.Option("--retries", min=0, max=20, help="Retries per batch (exponential backoff + jitter)")]
@@ -1220,7 +1220,15 @@ def agent_run(
         ),
     ] = False,
     poll_s: Annotated[float, typer.Option("--poll-s", min=0.1, help="with --follow: seconds between claims while idle")] = 5.0,
-    lease_seconds: Annotated[int, typer.Option("--lease-seconds", min=10)] = 600,
+    lease_seconds: Annotated[
+        int,
+        typer.Option(
+            "--lease-seconds",
+            min=10,
+            help="with --jobs: how long a claimed job stays this agent's without a heartbeat (it beats every third of it, "
+            "at most every 30 s); a killed agent's job returns to the queue after it",
+        ),
+    ] = 600,
     batch_size: Annotated[
         int,
         typer.Option(
@@ -1444,8 +1452,8 @@ def _csv_items(file: Path, platform_file: Path | None) -> list[tuple[str, Batch 
 
     if platform_file is None:
         console.print(
-            f"[red]{escape(str(file))}: a CSV names no platform: give --platform-file, the JSON `gac agent platform` "
-            "printed on the machine that timed it[/red]"
+            f"[red]{escape(str(file))}: a CSV does not describe its platform (a `platform` column holds at most its "
+            "fingerprint): give --platform-file, the JSON `gac agent platform` printed on the machine that timed it[/red]"
         )
         raise typer.Exit(2)
     try:

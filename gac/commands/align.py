@@ -83,8 +83,10 @@ def _validation_exit(exc: Exception, names: _Names) -> typer.Exit:
     from gac.solver.align import BudgetBelowFeasible
 
     if isinstance(exc, ValidationError):
+        from gac.contracts.manifest import explained
+
         for e in exc.errors():
-            err.print(f"[red]{escape(names.of(e['loc']))}[/red]: {escape(e['msg'].removeprefix('Value error, '))}", highlight=False)
+            err.print(f"[red]{escape(names.of(e['loc']))}[/red]: {escape(explained(e))}", highlight=False)
     elif isinstance(exc, BudgetBelowFeasible):
         err.print(f"[red]{escape(names.of('body.budget'))}[/red]: {escape(str(exc))}", highlight=False)
     else:

@@ -24,7 +24,7 @@ out = Console(soft_wrap=True, highlight=False)
 STATUSES = get_args(JobStatus)
 
 ServerOpt = Annotated[str | None, typer.Option("--server", help="the service URL (default: $GAC_SERVER, else http://127.0.0.1:8000)")]
-TokenOpt = Annotated[str | None, typer.Option("--token", help="API token (default: $GAC_TOKEN); cancel needs an admin token")]
+TokenOpt = Annotated[str | None, typer.Option("--token", help="API token (default: $GAC_TOKEN); cancel and requeue need an admin one")]
 
 jobs_app = typer.Typer(no_args_is_help=True, help="The service's profiling-job queue: list, show, cancel, requeue.")
 

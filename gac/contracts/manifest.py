@@ -6,10 +6,13 @@ never rename or drop. Every limit lives in the model so a 422 names the field.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
+from collections.abc import Mapping
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, Final, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, ValidationInfo, field_validator, model_validator
 
@@ -177,6 +180,41 @@ Weight = Annotated[
     LowRankWeight | LinearOutWeight | MlpWidthWeight | HeadDimWeight,
     Field(discriminator="kind"),
 ]
+
+
+def explained(error: Mapping[str, Any]) -> str:
+    """A manifest's validation error in its author's words where pydantic's are about its own machinery: a weight
+    with no `kind` names the kinds, and an unknown field the known one it is closest to (a typo, most often)."""
+    if error["type"] == "union_tag_not_found":
+        kinds = ", ".join(get_args(m.model_fields["kind"].annotation)[0] for m in get_args(get_args(Weight)[0]))
+        return f"no `kind`: every weight says which it is, one of {kinds}"
+    if error["type"] == "extra_forbidden" and error["loc"]:
+        name = str(error["loc"][-1])
+        if close := difflib.get_close_matches(name, _field_names(), n=1, cutoff=0.75):
+            return f"unknown field {name!r}: did you mean {close[0]!r}?"
+        return f"unknown field {name!r}"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+@cache
+def _field_names() -> frozenset[str]:
+    """Every field name of the manifest's models (the weight kinds' included)."""
+    names: set[str] = set()
+    seen: set[type[BaseModel]] = set()
+    todo: list[type[BaseModel]] = [Manifest]
+    while todo:
+        model = todo.pop()
+        seen.add(model)
+        for name, info in model.model_fields.items():
+            names.add(info.alias or name)
+            todo += [m for m in _models_in(info.annotation) if m not in seen]
+    return frozenset(names)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
 def kept_params(ratio: float, original: int) -> int:

@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from gac.contracts.alignment import AlignmentResult, CrossCheck
-from gac.contracts.manifest import Manifest
+from gac.contracts.manifest import Manifest, explained
 from gac.contracts.measurements import Dtype
 from gac.contracts.plans import plan_for_points
 from gac.service.align import limits
@@ -422,7 +422,7 @@ def parse_manifest(body: bytes, settings: Settings) -> Manifest:
         if any(e["type"] == "json_invalid" and "recursion limit" in e["msg"] for e in errors):  # as the framework answers it
             raise BadRequest("the request body is not JSON this service can parse (malformed, or nested too deeply)") from None
         for e in errors:
-            e["loc"] = ("body", *e["loc"])
+            e["msg"], e["loc"] = explained(e), ("body", *e["loc"])
         raise BodyInvalid(field_errors(errors)) from None
     if len(manifest.weights) > settings.align_max_weights:
         raise PayloadTooLarge(

@@ -204,3 +204,19 @@ def test_a_switch_written_as_text_or_a_number_is_refused_as_a_dim_written_as_tex
         [(loc, msg)] = _errors(_with(path, value))
         assert (loc[0], loc[-1]) == (path[0], path[-1]) and "valid boolean" in msg  # (a weight's loc names its kind too)
     assert Manifest.model_validate(_with(path, False)) is not None
+
+
+def test_a_weight_without_kind_and_a_mistyped_field_are_explained_in_the_authors_words():
+    """pydantic says 'Unable to extract tag using discriminator' and 'Extra inputs are not permitted'; the author
+    of a manifest needs the kinds there are, and the field they probably meant."""
+    doc = copy.deepcopy(BASE)
+    del doc["weights"][1]["kind"]
+    doc["budget"] = {"param": 1000}
+    doc["weights"][0]["importnce"] = doc["weights"][0].pop("importance")
+    with pytest.raises(ValidationError) as err:
+        Manifest.model_validate(doc)
+    said = {e["loc"]: mf.explained(e) for e in err.value.errors()}
+    assert said[("weights", 1)] == "no `kind`: every weight says which it is, one of lowrank, linear_out, mlp_width, head_dim"
+    assert said[("budget", "param")] == "unknown field 'param': did you mean 'params'?"
+    assert said[("weights", 0, "lowrank", "importnce")] == "unknown field 'importnce': did you mean 'importance'?"
+    assert mf.explained({"type": "extra_forbidden", "loc": ("zzz",), "msg": "Extra inputs are not permitted"}) == "unknown field 'zzz'"

@@ -240,3 +240,11 @@ def test_per_token_limits_answer_413_and_429(client, app, read_token, ingest_tok
         # Another token is not held back by this one's load.
         assert client.post("/v1/align", json=manifest(), headers=f.auth(ingest_token)).status_code == 201
     assert client.post("/v1/align", json=manifest(), headers=f.auth(read_token)).status_code == 201
+
+
+def test_a_mistyped_field_is_answered_with_the_field_it_is_closest_to(client, read_token):
+    body = manifest()
+    body["budget"] = {"param": body["budget"].get("params", 1000)}
+    r = client.post("/v1/align", json=body, headers=f.auth(read_token))
+    detail = f.refused(r, 422)["detail"]
+    assert [(d["field"], d["message"]) for d in detail] == [("body.budget.param", "unknown field 'param': did you mean 'params'?")]
