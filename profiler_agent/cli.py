@@ -1381,8 +1381,9 @@ def ingest(
     retries: RetriesOpt = 4,
 ) -> None:
     """Upload a results file (one batch per line), or a CSV of measurements timed on --platform-file's platform
-    (a curve downloaded as CSV, another tool's table: `gac align --measurements` reads the same); safe to repeat:
-    ingest is idempotent."""
+    (a curve downloaded as CSV from another service, another tool's table: `gac align --measurements` reads the
+    same); safe to repeat: ingest is idempotent. A downloaded curve holds each point's summary, not its rows: sent
+    to the service it came from, its points would count twice."""
     from gac.agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy
 
     server, token = client_settings(server, token)

@@ -38,7 +38,7 @@ PLATFORM=$(echo "$PLATFORM_JSON" | python -c "import json,sys; print(json.load(s
 DTYPE="${DTYPE:-$(echo "$PLATFORM_JSON" | python -c "import json,sys; print(json.load(sys.stdin).get('fast_dtype') or 'bfloat16')")}"
 gac agent run --server "$URL" --token "$TOKEN" --plan quick --dtype "$DTYPE" --threads "$THREADS"
 
-echo "== 4. align $MANIFEST in $DTYPE on platform ${PLATFORM:0:12}: profile the points it still lacks, then align"
+echo "== 4. align $MANIFEST in $DTYPE on platform ${PLATFORM:0:12}: profile the points it still lacks, then align (minutes: it prints its estimate)"
 # --profile-missing times exactly the curve points this alignment needs and the quick plan
 # did not cover (each window, the look-ahead, the compressor's own dims), sends them to the
 # service, and aligns again: the predicted speed-up is then complete.
