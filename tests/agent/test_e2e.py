@@ -604,24 +604,32 @@ def test_ctrl_c_gives_a_claimed_job_back_at_once(live_service, tmp_path, monkeyp
     assert again is not None and again.id == job_id  # another agent can take it now
 
 
-def test_an_agent_that_lost_its_lease_stops_timing_the_job_and_leaves_it_to_its_holder(live_service, tmp_path, monkeypatch, threads_one):
-    """The lease lapses under an agent (a long partition) and another agent claims the job: the first one's
-    next heartbeat is refused, and it stops at the next point, delivers what it measured, and neither
-    completes nor fails the job that is no longer its own."""
-    import gac.agent.cli as agent_cli
+def _quick_beats(monkeypatch):  # type: ignore[no-untyped-def]
+    """The agent's heartbeat every 0.05 s (it is at least 5 s apart; the tests need no wait); .current: the latest."""
     import gac.agent.jobs as jobs
-    import gac.agent.runner as runner
 
-    platform = detect_platform("cpu")
-    job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
-
-    class QuickBeat(jobs.Heartbeat):  # the agent's beat is at least 5 s apart; the test needs no wait
+    class QuickBeat(jobs.Heartbeat):
         current: jobs.Heartbeat | None = None
 
         def __init__(self, jc, job, interval_s, lease_seconds=None, progress=None):  # type: ignore[no-untyped-def]
             super().__init__(jc, job, 0.05, lease_seconds, progress)
             QuickBeat.current = self
 
+    monkeypatch.setattr(jobs, "Heartbeat", QuickBeat)
+    return QuickBeat
+
+
+def test_an_agent_that_lost_its_lease_stops_timing_the_job_and_leaves_it_to_its_holder(live_service, tmp_path, monkeypatch, threads_one):
+    """The lease lapses under an agent (a long partition) and another agent claims the job: the first one's
+    next heartbeat is refused, and it stops at the next point, delivers what it measured, and neither
+    completes nor fails the job that is no longer its own."""
+    import gac.agent.cli as agent_cli
+    import gac.agent.runner as runner
+
+    platform = detect_platform("cpu")
+    job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+
+    QuickBeat = _quick_beats(monkeypatch)
     real_one, timed = runner.PlanRunner._one, {"n": 0}
 
     def one_then_lose_the_lease(self, point, timing, out):  # type: ignore[no-untyped-def]
@@ -636,7 +644,6 @@ def test_an_agent_that_lost_its_lease_stops_timing_the_job_and_leaves_it_to_its_
             QuickBeat.current._thread.join(30)  # the first refused beat ends the beating
         return real_one(self, point, timing, out)
 
-    monkeypatch.setattr(jobs, "Heartbeat", QuickBeat)
     monkeypatch.setattr(runner.PlanRunner, "_one", one_then_lose_the_lease)
     args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token, "--threads", "1"]
     res = CliRunner().invoke(cli_app(), [*args, "--quiet", "--spool-dir", str(tmp_path / "spool")])
@@ -652,19 +659,12 @@ def test_an_agent_asked_for_its_job_by_a_requeue_stops_and_gives_it_back(live_se
     """`gac jobs requeue` while the agent times the job and reports: it is asked for the job, its next heartbeat is
     refused, and it stops at the next point, delivers what it measured and gives the job back at once (points done
     said), so no second agent times the same points beside it."""
-    import gac.agent.jobs as jobs
     import gac.agent.runner as runner
 
     platform = detect_platform("cpu")
     job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
 
-    class QuickBeat(jobs.Heartbeat):  # the agent's beat is at least 5 s apart; the test needs no wait
-        current: jobs.Heartbeat | None = None
-
-        def __init__(self, jc, job, interval_s, lease_seconds=None, progress=None):  # type: ignore[no-untyped-def]
-            super().__init__(jc, job, 0.05, lease_seconds, progress)
-            QuickBeat.current = self
-
+    QuickBeat = _quick_beats(monkeypatch)
     real_one, timed = runner.PlanRunner._one, {"n": 0}
     admin = {"Authorization": f"Bearer {live_service.admin_token}"}
 
@@ -677,7 +677,6 @@ def test_an_agent_asked_for_its_job_by_a_requeue_stops_and_gives_it_back(live_se
             QuickBeat.current._thread.join(30)  # the first refused beat ends the beating
         return real_one(self, point, timing, out)
 
-    monkeypatch.setattr(jobs, "Heartbeat", QuickBeat)
     monkeypatch.setattr(runner.PlanRunner, "_one", one_then_requeue)
     args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token, "--threads", "1"]
     res = CliRunner().invoke(cli_app(), [*args, "--quiet", "--spool-dir", str(tmp_path / "spool")])
