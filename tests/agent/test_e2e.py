@@ -604,6 +604,25 @@ def test_ctrl_c_gives_a_claimed_job_back_at_once(live_service, tmp_path, monkeyp
     assert again is not None and again.id == job_id  # another agent can take it now
 
 
+def _job_agent_with(live_service, tmp_path, monkeypatch, at_third_point, token=None, *more):  # type: ignore[no-untyped-def]
+    """`gac agent run --jobs` (quiet, one thread), calling at_third_point() as its third point is timed: (its result,
+    the points it timed)."""
+    import gac.agent.runner as runner
+
+    real_one, timed = runner.PlanRunner._one, {"n": 0}
+
+    def one(self, point, timing, out):  # type: ignore[no-untyped-def]
+        timed["n"] += 1
+        if timed["n"] == 3:
+            at_third_point()
+        return real_one(self, point, timing, out)
+
+    monkeypatch.setattr(runner.PlanRunner, "_one", one)
+    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", token or live_service.ingest_token, "--threads", "1"]
+    res = CliRunner().invoke(cli_app(), [*args, *more, "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    return res, timed["n"]
+
+
 def _quick_beats(monkeypatch):  # type: ignore[no-untyped-def]
     """The agent's heartbeat every 0.05 s (it is at least 5 s apart; the tests need no wait); .current: the latest."""
     import gac.agent.jobs as jobs
@@ -624,32 +643,24 @@ def test_an_agent_that_lost_its_lease_stops_timing_the_job_and_leaves_it_to_its_
     next heartbeat is refused, and it stops at the next point, delivers what it measured, and neither
     completes nor fails the job that is no longer its own."""
     import gac.agent.cli as agent_cli
-    import gac.agent.runner as runner
 
     platform = detect_platform("cpu")
     job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+    beats = _quick_beats(monkeypatch)
 
-    QuickBeat = _quick_beats(monkeypatch)
-    real_one, timed = runner.PlanRunner._one, {"n": 0}
+    def lose_the_lease() -> None:  # as if its lease ran out: back in the queue, and another agent claims it
+        JobClient(live_service.url, live_service.ingest_token, agent=agent_cli._lease_name()).release(job_id, "lapsed")
+        holder = JobClient(live_service.url, live_service.ingest_token, agent="holder")
+        # A beat of the first agent may hold the job's row for a moment, and a claim passes over locked rows (on
+        # Postgres): claim again then. The first refused beat ends the beating.
+        assert next((j for j in (holder.claim(platform) for _ in range(50)) if j is not None), None) is not None
+        assert beats.current is not None
+        beats.current._thread.join(30)
 
-    def one_then_lose_the_lease(self, point, timing, out):  # type: ignore[no-untyped-def]
-        timed["n"] += 1
-        if timed["n"] == 3:  # as if its lease ran out: back in the queue, and another agent claims it
-            JobClient(live_service.url, live_service.ingest_token, agent=agent_cli._lease_name()).release(job_id, "lapsed")
-            holder = JobClient(live_service.url, live_service.ingest_token, agent="holder")
-            # A beat of the first agent may hold the job's row for a moment, and a claim passes over locked rows (on
-            # Postgres): claim again then. The first refused beat ends the beating.
-            assert next((j for j in (holder.claim(platform) for _ in range(50)) if j is not None), None) is not None
-            assert QuickBeat.current is not None
-            QuickBeat.current._thread.join(30)  # the first refused beat ends the beating
-        return real_one(self, point, timing, out)
-
-    monkeypatch.setattr(runner.PlanRunner, "_one", one_then_lose_the_lease)
-    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token, "--threads", "1"]
-    res = CliRunner().invoke(cli_app(), [*args, "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    res, timed = _job_agent_with(live_service, tmp_path, monkeypatch, lose_the_lease)
     assert res.exit_code == 1, res.output
     assert f"(id {job_id}): its lease was lost while it ran" in res.output
-    assert timed["n"] == 3  # stopped at the point it was timing, not after the whole job
+    assert timed == 3  # stopped at the point it was timing, not after the whole job
     assert len(stored(live_service, platform.fingerprint())) == 3  # what it measured, delivered
     job = _job(live_service, job_id)
     assert (job["status"], job["lease_owner"], job["error"]) == ("leased", "holder", "lapsed")  # not completed, not failed
@@ -659,31 +670,21 @@ def test_an_agent_asked_for_its_job_by_a_requeue_stops_and_gives_it_back(live_se
     """`gac jobs requeue` while the agent times the job and reports: it is asked for the job, its next heartbeat is
     refused, and it stops at the next point, delivers what it measured and gives the job back at once (points done
     said), so no second agent times the same points beside it."""
-    import gac.agent.runner as runner
-
     platform = detect_platform("cpu")
     job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
+    beats = _quick_beats(monkeypatch)
 
-    QuickBeat = _quick_beats(monkeypatch)
-    real_one, timed = runner.PlanRunner._one, {"n": 0}
-    admin = {"Authorization": f"Bearer {live_service.admin_token}"}
+    def requeue() -> None:
+        asked = httpx.post(f"{live_service.url}/v1/jobs/{job_id}/requeue", headers=f.auth(live_service.admin_token)).json()
+        assert asked["status"] == "leased" and asked["requeue_asked_at"], asked  # it reported just now: asked
+        assert beats.current is not None
+        beats.current._thread.join(30)  # the first refused beat ends the beating
 
-    def one_then_requeue(self, point, timing, out):  # type: ignore[no-untyped-def]
-        timed["n"] += 1
-        if timed["n"] == 3:
-            asked = httpx.post(f"{live_service.url}/v1/jobs/{job_id}/requeue", headers=admin).json()
-            assert asked["status"] == "leased" and asked["requeue_asked_at"], asked  # it reported just now: asked
-            assert QuickBeat.current is not None
-            QuickBeat.current._thread.join(30)  # the first refused beat ends the beating
-        return real_one(self, point, timing, out)
-
-    monkeypatch.setattr(runner.PlanRunner, "_one", one_then_requeue)
-    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", live_service.ingest_token, "--threads", "1"]
-    res = CliRunner().invoke(cli_app(), [*args, "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    res, timed = _job_agent_with(live_service, tmp_path, monkeypatch, requeue)
     said = " ".join(res.output.split())
     assert res.exit_code == 1 and f"(id {job_id}): an operator requeued it" in said and "gave it back (3 of its points" in said, said
     assert "left to other agents" in said and "no (more) jobs for this platform" in said, said  # not claimed again
-    assert timed["n"] == 3  # stopped at the point it was timing, not after the whole job
+    assert timed == 3  # stopped at the point it was timing, not after the whole job
     assert len(stored(live_service, platform.fingerprint())) == 3  # what it measured, delivered
     job = _job(live_service, job_id)
     assert (job["status"], job["lease_owner"], job["attempts"], job["points_done"]) == ("queued", None, 0, 3), job
@@ -693,7 +694,6 @@ def test_an_agent_asked_for_its_job_by_a_requeue_stops_and_gives_it_back(live_se
 def test_an_agent_whose_token_is_revoked_mid_job_stops_at_the_next_point(live_service, tmp_path, monkeypatch, threads_one):
     """The first batch the service refuses for the token (401) stops the job's timing: nothing it times could be
     reported. It says the job stays leased until its lease runs out, how to free it, and where its points wait."""
-    import gac.agent.runner as runner
     from gac.service.auth.tokens import revoke_token
     from gac.service.db import make_engine, make_sessionmaker
     from gac.service.settings import Settings
@@ -702,25 +702,19 @@ def test_an_agent_whose_token_is_revoked_mid_job_stops_at_the_next_point(live_se
     token = make_token(settings, "ingest", name="revoked-mid-job")
     platform = detect_platform("cpu")
     job_id = _create_job(live_service, loads_plan(TINY).to_document(), platform.fingerprint())
-    real_one, timed = runner.PlanRunner._one, {"n": 0}
 
-    def one_then_revoke(self, point, timing, out):  # type: ignore[no-untyped-def]
-        timed["n"] += 1
-        if timed["n"] == 3:
-            engine = make_engine(settings.url)
-            with make_sessionmaker(engine)() as session:
-                revoke_token(session, "revoked-mid-job")
-                session.commit()
-            engine.dispose()
-        return real_one(self, point, timing, out)
+    def revoke() -> None:
+        engine = make_engine(settings.url)
+        with make_sessionmaker(engine)() as session:
+            revoke_token(session, "revoked-mid-job")
+            session.commit()
+        engine.dispose()
 
-    monkeypatch.setattr(runner.PlanRunner, "_one", one_then_revoke)
-    args = ["agent", "run", "--jobs", "--server", live_service.url, "--token", token, "--threads", "1", "--batch-size", "1"]
-    res = CliRunner().invoke(cli_app(), [*args, "--quiet", "--spool-dir", str(tmp_path / "spool")])
+    res, timed = _job_agent_with(live_service, tmp_path, monkeypatch, revoke, token, "--batch-size", "1")
     said = " ".join(res.output.split())
     assert res.exit_code == 1 and f"(id {job_id}): stopped, the service no longer takes this agent's token" in said, said
     assert f"`gac jobs requeue {job_id}`" in said and "`gac agent flush`" in said, said
-    assert timed["n"] <= 4  # not the whole job (13 points): the batch after the revocation stopped it
+    assert timed <= 4  # not the whole job (13 points): the batch after the revocation stopped it
     assert _job(live_service, job_id)["status"] == "leased"  # nothing could report on it
 
 
