@@ -12,7 +12,9 @@ its dims least (the least sum of |d - d*| / d*).
 The latency objective has the same ties among items whose latency does not depend on their dim
 (items the platform has not measured count 0 at every candidate): it spends what it must on them
 and no more, and which of them get it was input order too. Their classes are split the same way,
-which keeps the answer's latency, importance and parameters.
+which keeps the answer's latency, importance and parameters. Its measured items tie exactly too,
+where their latencies sum the same (swapped_nearer): two of one class trade dims toward the
+compressor's.
 
 Per class, not jointly: one class is a proportional instance, which the two-resource solver's
 window DP answers quickly (with distance in place of latency), and a class of a few items is
