@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -1383,19 +1383,14 @@ def ingest(
     """Upload a results file (one batch per line), or a CSV of measurements timed on --platform-file's platform
     (a curve downloaded as CSV from another service, another tool's table: `gac align --measurements` reads the
     same); safe to repeat: ingest is idempotent. A downloaded curve holds each point's summary, not its rows: sent
-    to the service it came from, its points would count twice, so that is refused."""
+    to the service it came from, its points would count twice."""
     from gac.agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy
 
     server, token = client_settings(server, token)
     if server is None or not token:
         console.print("[red]--server and --token (or GAC_SERVER / GAC_TOKEN) are required[/red]")
         raise typer.Exit(2)
-    items: Iterable[tuple[str, Batch | None, str | None]]
-    if file.suffix.lower() == ".csv":
-        items = _csv_items(file, platform_file)
-        _refuse_its_own_curves(file, items, server, token)
-    else:
-        items = _results_items(file, platform_file)
+    items = _csv_items(file, platform_file) if file.suffix.lower() == ".csv" else _results_items(file, platform_file)
     stats, bad, batches = DeliveryStats(), 0, 0
     stop_note = "ingest is idempotent: the same command again sends the rest"
     with _stopped_between_sends(stop_note), BatchSender(server, token, RetryPolicy(retries)) as sender:
@@ -1468,36 +1463,6 @@ def _csv_items(file: Path, platform_file: Path | None) -> list[tuple[str, Batch 
         console.print(str(err), style="red", markup=False, highlight=False)
         raise typer.Exit(2) from err
     return [(f"batch {k} of {len(batches)}", b, None) for k, b in enumerate(batches, 1)]
-
-
-def _refuse_its_own_curves(file: Path, items: list[tuple[str, Batch | None, str | None]], server: str, token: str) -> None:
-    """A curve downloaded as CSV holds each point's summary (its `measurements` column), not the rows behind it: sent
-    back to the service it came from, each point would count twice. Refused (exit 2, nothing sent) where the service
-    holds the very medians at the same points; a service that cannot be asked is left to answer the send."""
-    import csv
-
-    import httpx
-
-    from gac.agent.resume import add_rows, known_on_server
-
-    with file.open(newline="", encoding="utf-8") as fh:
-        if "measurements" not in (csv.DictReader(fh).fieldnames or ()):
-            return
-    batches = [b for _, b, _ in items if b is not None]
-    if not batches:
-        return
-    mine: Known = {}
-    add_rows(mine, (m for b in batches for m in b.measurements))
-    with httpx.Client(timeout=10) as client:
-        theirs = known_on_server(client, server, token, batches[0].platform.fingerprint(), mine)
-    points = sum(len(xs) for xs in mine.values())
-    same = sum(1 for key, xs in mine.items() for x, median in xs.items() if (theirs or {}).get(key, {}).get(x) == median)
-    if same:
-        console.print(
-            f"[red]{escape(str(file))}: {same} of its {points} points are {escape(server)}'s own (the same medians at the same "
-            "dims): a curve downloaded from it. Sent back, each would count twice; nothing was sent[/red]"
-        )
-        raise typer.Exit(2)
 
 
 SHOWN_BAD_LINES = 3  # gac ingest: bad lines shown one by one; the rest are counted

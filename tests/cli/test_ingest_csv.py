@@ -93,25 +93,6 @@ def test_a_curve_download_laid_out_by_axis_reads_its_samples_column(live_service
     assert sorted((r["shape"]["n"], r["n"]) for r in stored(live_service, cpu.fingerprint())) == [(8, 40), (16, 40), (24, 40)]
 
 
-def test_a_curve_downloaded_from_a_service_is_not_sent_back_to_it(live_service, tmp_path):
-    """A download holds each point's summary, not the rows behind it: stored again in the service it came from, the
-    same timings counted twice (107 points each went from 1 measurement to 2). Refused there, nothing sent."""
-    svc, plat = live_service, platform_file(tmp_path, H100)
-    args = ("--platform-file", str(plat), "--server", svc.url, "--token", svc.ingest_token)
-    assert gac("ingest", str(H100_ROWS), *args).returncode == 0
-    before = len(stored(svc, H100.fingerprint()))
-    curves = httpx.get(f"{svc.url}/v1/platforms/{H100.fingerprint()}/curves", headers=f.auth(svc.read_token)).json()
-    curve = next(c for c in curves if c["points"] > 3)
-    download = httpx.get(f"{svc.url}/v1/curves/{curve['id']}/download", headers=f.auth(svc.read_token))
-    assert download.status_code == 200, download.text
-    path = tmp_path / "downloaded.csv"
-    path.write_text(download.text)
-    back = gac("ingest", str(path), *args)
-    said = " ".join(back.stderr.split())
-    assert back.returncode == 2 and f"{curve['points']} of its {curve['points']} points are {svc.url}'s own" in said, said
-    assert "nothing was sent" in said and len(stored(svc, H100.fingerprint())) == before
-
-
 def test_a_csv_without_its_platform_or_with_a_bad_row_sends_nothing_and_says_why(live_service, tmp_path):
     svc = live_service
     server = ("--server", svc.url, "--token", svc.ingest_token)
