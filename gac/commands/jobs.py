@@ -214,7 +214,7 @@ def requeue_jobs(
 ) -> None:
     """Put leased jobs back in the queue (admin token), as when their leases run out: for an agent killed or
     stuck mid-job. An agent that reported within the last minute is asked for its job instead: it stops at its
-    next heartbeat and gives the job back (else its lease ends within 90 s), so two agents never time it at
+    next heartbeat and gives the job back (else its lease ends 90 s after the ask), so two agents never time it at
     once. The attempt is given back; what was measured is kept, and the next agent skips it. Exit 1 if any
     could not be requeued."""
     _each_job(job_ids, server, token, Client.requeue_job, _requeued)

@@ -311,7 +311,7 @@ class Job(_Out):
     """When the current lease runs out unless the agent heartbeats; null when not leased."""
     requeue_asked_at: datetime | None = None
     """When an operator asked the agent for the leased job back (a requeue while the agent reports): the agent stops and
-    gives it back, or its lease ends within 90 s (the attempt is given back at once); null otherwise."""
+    gives it back, or its lease ends 90 s after the ask (the attempt is given back unless it completes or fails); null otherwise."""
     source: str
     """Who queued it: "api", "align-missing", ..."""
     points_done: int | None = None

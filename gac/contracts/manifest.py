@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args
@@ -184,37 +184,64 @@ Weight = Annotated[
 
 def explained(error: Mapping[str, Any]) -> str:
     """A manifest's validation error in its author's words where pydantic's are about its own machinery: a weight
-    with no `kind` names the kinds, and an unknown field the known one it is closest to (a typo, most often)."""
+    with no `kind` names the kinds, and an unknown field says where a field of that name belongs, or the field here
+    (else anywhere) it is closest to: a typo, most often."""
     if error["type"] == "union_tag_not_found":
-        kinds = ", ".join(get_args(m.model_fields["kind"].annotation)[0] for m in get_args(get_args(Weight)[0]))
-        return f"no `kind`: every weight says which it is, one of {kinds}"
+        return f"no `kind`: every weight says which it is, one of {', '.join(_WEIGHT_MODELS)}"
     if error["type"] == "extra_forbidden" and error["loc"]:
-        name = str(error["loc"][-1])
-        if close := difflib.get_close_matches(name, _field_names(), n=1, cutoff=0.75):
+        name, homes = str(error["loc"][-1]), _homes()
+        if name in homes:
+            return f"unknown field {name!r} here: it belongs in {' or '.join(sorted(homes[name]))}"
+        if close := difflib.get_close_matches(name, _fields_at(error["loc"][:-1]), n=1, cutoff=0.75):
             return f"unknown field {name!r}: did you mean {close[0]!r}?"
+        if close := difflib.get_close_matches(name, homes, n=1, cutoff=0.75):
+            return f"unknown field {name!r}: did you mean {close[0]!r} (in {' or '.join(sorted(homes[close[0]]))})?"
         return f"unknown field {name!r}"
     return str(error["msg"]).removeprefix("Value error, ")
-
-
-@cache
-def _field_names() -> frozenset[str]:
-    """Every field name of the manifest's models (the weight kinds' included)."""
-    names: set[str] = set()
-    seen: set[type[BaseModel]] = set()
-    todo: list[type[BaseModel]] = [Manifest]
-    while todo:
-        model = todo.pop()
-        seen.add(model)
-        for name, info in model.model_fields.items():
-            names.add(info.alias or name)
-            todo += [m for m in _models_in(info.annotation) if m not in seen]
-    return frozenset(names)
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+_WEIGHT_MODELS: dict[str, type[BaseModel]] = {get_args(m.model_fields["kind"].annotation)[0]: m for m in _models_in(Weight)}
+
+
+def _fields(model: type[BaseModel]) -> list[tuple[str, list[type[BaseModel]]]]:
+    """A model's fields as the input names them (aliases), each with the models it holds."""
+    return [(info.alias or name, _models_in(info.annotation)) for name, info in model.model_fields.items()]
+
+
+def _fields_at(path: Sequence[Any]) -> list[str]:
+    """The field names of the model at a validation error's location (weights.3.lowrank: a lowrank weight's)."""
+    models: list[type[BaseModel]] = [Manifest]
+    for part in path:
+        if isinstance(part, int):
+            continue
+        if part in _WEIGHT_MODELS:
+            models = [_WEIGHT_MODELS[part]]
+            continue
+        models = [sub for m in models for name, subs in _fields(m) if name == part for sub in subs]
+    return sorted({name for m in models for name, _ in _fields(m)})
+
+
+@cache
+def _homes() -> dict[str, set[str]]:
+    """Each field name of the manifest's models, and where it belongs: "the top level", "budget", "a lowrank weight"."""
+    homes: dict[str, set[str]] = {}
+
+    def walk(model: type[BaseModel], where: str) -> None:
+        for name, subs in _fields(model):
+            homes.setdefault(name, set()).add(where)
+            for sub in subs:
+                kind = next((k for k, m in _WEIGHT_MODELS.items() if m is sub), None)
+                walk(sub, f"a {kind} weight" if kind else name)
+
+    walk(Manifest, "the top level")
+    kinds = {f"a {kind} weight" for kind in _WEIGHT_MODELS}
+    return {name: (where - kinds) | {"a weight"} if kinds <= where else where for name, where in homes.items()}
 
 
 def kept_params(ratio: float, original: int) -> int:

@@ -7,7 +7,7 @@ Create Date: 2026-11-30 03:30:00
 A requeue put a leased job back in the queue at once, while its agent, if alive, went on timing it
 until its next heartbeat (up to 30 s): both agents then stored the same points in the job's run.
 An agent that reported lately is now asked for the job instead: its heartbeats are refused from
-this time on, it stops and gives the job back, and the lease ends within 90 s if it does not.
+this time on, it stops and gives the job back, and the lease ends 90 s after the ask if it does not.
 """
 import sqlalchemy as sa
 from alembic import op

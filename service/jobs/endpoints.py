@@ -95,7 +95,7 @@ def release(job_id: JobId, body: ReleaseRequest, session: SessionDep, token: Ing
 def requeue(job_id: JobId, session: SessionDep, _: AdminToken) -> JobOut:
     """Take a leased job back from its agent (admin token), its attempt given back; 409 unless leased. An agent that
     reported within the last minute is asked for it (`requeue_asked_at`; the job stays leased): it stops and gives the
-    job back, or its lease ends within 90 s. Any other agent's job is queued again at once."""
+    job back, or its lease ends 90 s after the ask. Any other agent's job is queued again at once."""
     return service.to_out(service.requeue(session, job_id))
 
 

@@ -29,8 +29,10 @@ def _now() -> datetime:
 
 # Agents beat at least every 30 s (gac.agent.jobs.HEARTBEAT_AT_MOST_S): one that beat within two of those is alive, and a
 # requeue asks it for the job rather than taking it (it would go on timing until its next beat, storing the points the
-# next agent stores too). The job is anyone's once the agent gives it back, or once its lease ends: REQUEUE_GRACE after
-# the ask (three beats, so one may fail), or its own length if shorter (its agent beats a third as often).
+# next agent stores too). The job is anyone's once the agent gives it back, or REQUEUE_GRACE after the ask: three of the
+# slowest beats (one may fail), and time for a long point to end (a short lease is lengthened to it: no beat extends it).
+# The ask gives the claim's attempt back; the agent's complete or fail takes it again (a failure counts, a done job
+# shows its tries), its release or silence leaves it given back.
 ALIVE_WITHIN = timedelta(seconds=60)
 REQUEUE_GRACE = timedelta(seconds=90)
 
@@ -193,6 +195,8 @@ def complete(
     """Done; `failures`: the points the agent could not time, kept as the job's error (a done job with an error is partial)."""
     job = _owned(session, job_id, agent, token_id)
     now = _now()
+    if job.requeue_asked_at is not None:  # finished all the same: the attempt the ask gave back was taken
+        job.attempts += 1
     job.status, job.points_done, job.run_id = "done", points, run_id
     job.lease_expires_at, job.finished_at, job.updated_at, job.error = None, now, now, failures
     job.lease_token_id, job.requeue_asked_at = None, None  # the lease is over (lease_owner stays: who did the job)
@@ -204,6 +208,8 @@ def fail(session: Session, job_id: int, agent: str, error: str, token_id: int) -
     """The agent gave up: back to the queue while attempts remain, else failed."""
     job = _owned(session, job_id, agent, token_id)
     now = _now()
+    if job.requeue_asked_at is not None:  # a failure counts, asked or not (on the last attempt, the job has failed)
+        job.attempts += 1
     job.error = error
     job.lease_owner, job.lease_expires_at, job.updated_at = None, None, now
     job.lease_token_id, job.requeue_asked_at = None, None
@@ -240,7 +246,7 @@ def release(session: Session, job_id: int, agent: str, reason: str | None, token
 def requeue(session: Session, job_id: int) -> Job:
     """An operator takes a leased job back from its agent before the lease runs out, the attempt given back (the
     job did not fail). An agent that beat within ALIVE_WITHIN is asked for it: its next heartbeat is refused, it
-    stops and gives the job back, and the lease ends within REQUEUE_GRACE if it does not. Any other (killed,
+    stops and gives the job back, and the lease ends REQUEUE_GRACE after the ask if it does not. Any other (killed,
     or cut off) loses it at once: queued again, and refused (409) at its next report, as when its lease expires."""
     begin_write(session)
     job = session.get(Job, job_id, with_for_update=True)
@@ -255,14 +261,15 @@ def requeue(session: Session, job_id: int) -> Job:
     expires = job.lease_expires_at
     if expires is not None and expires > now and now - job.updated_at <= ALIVE_WITHIN:
         if job.requeue_asked_at is None:
-            # The attempt is given back now: whether the agent gives the job back, finishes it or goes silent, the
-            # operator's requeue never costs one (nor fails a job on its last).
+            # The attempt is given back now (its complete or fail takes it again): released or gone silent, the
+            # operator's requeue never costs one, nor fails a job on its last.
             job.requeue_asked_at, job.attempts = now, max(0, job.attempts - 1)
-            job.lease_expires_at = now + min(REQUEUE_GRACE, expires - job.updated_at)  # the lease's length at its last beat
+            job.lease_expires_at = now + REQUEUE_GRACE
         session.commit()
         return job
-    job.status, job.attempts = "queued", max(0, job.attempts - 1)
-    job.requeue_asked_at = None
+    if job.requeue_asked_at is None:  # an asked job's attempt was given back with the ask
+        job.attempts = max(0, job.attempts - 1)
+    job.status, job.requeue_asked_at = "queued", None
     job.lease_owner, job.lease_expires_at, job.lease_token_id, job.updated_at = None, None, None, now
     job.error = f"requeued by an operator from agent {owner}"
     session.commit()

@@ -219,4 +219,11 @@ def test_a_weight_without_kind_and_a_mistyped_field_are_explained_in_the_authors
     assert said[("weights", 1)] == "no `kind`: every weight says which it is, one of lowrank, linear_out, mlp_width, head_dim"
     assert said[("budget", "param")] == "unknown field 'param': did you mean 'params'?"
     assert said[("weights", 0, "lowrank", "importnce")] == "unknown field 'importnce': did you mean 'importance'?"
-    assert mf.explained({"type": "extra_forbidden", "loc": ("zzz",), "msg": "Extra inputs are not permitted"}) == "unknown field 'zzz'"
+    extra = lambda *loc: mf.explained({"type": "extra_forbidden", "loc": loc, "msg": "Extra inputs are not permitted"})  # noqa: E731
+    assert extra("zzz") == "unknown field 'zzz'"
+    # A real field at the wrong level says where it belongs (it is not its own closest match), and a typo of a field
+    # that is not at this level says where that one is.
+    assert extra("dtype") == "unknown field 'dtype' here: it belongs in workload"
+    assert extra("weights", 0, "lowrank", "hidden") == "unknown field 'hidden' here: it belongs in a head_dim weight or a mlp_width weight"
+    assert extra("name") == "unknown field 'name' here: it belongs in a weight"
+    assert extra("param") == "unknown field 'param': did you mean 'params' (in budget)?"

@@ -109,13 +109,35 @@ def test_a_requeue_asks_a_reporting_agent_for_its_job_and_takes_a_silent_ones_at
     assert taken["error"] == "requeued by an operator from agent agent-3"
 
 
-def test_an_agent_asked_for_its_job_may_still_finish_it(app, client, admin_token, ingest_token):
-    """Done before its next heartbeat: the job is done, and nobody timed it twice."""
+def test_an_agent_asked_for_its_job_may_still_finish_or_fail_it_and_its_attempt_counts(app, client, admin_token, ingest_token):
+    """Done before its next heartbeat: the job is done (its one try shown), and nobody timed it twice. Failed: the
+    failure counts, so on the last attempt the job has failed."""
+    requeue = lambda job_id: client.post(f"/v1/jobs/{job_id}/requeue", headers=f.auth(admin_token)).json()  # noqa: E731
     job = enqueue(client, admin_token)
     claim(client, ingest_token)
-    assert client.post(f"/v1/jobs/{job['id']}/requeue", headers=f.auth(admin_token)).json()["requeue_asked_at"]
+    assert requeue(job["id"])["attempts"] == 0
     done = client.post(f"/v1/jobs/{job['id']}/complete", json={"agent": "agent-1", "points": 2}, headers=f.auth(ingest_token)).json()
-    assert (done["status"], done["requeue_asked_at"], done["lease_owner"]) == ("done", None, "agent-1")
+    assert (done["status"], done["requeue_asked_at"], done["lease_owner"], done["attempts"]) == ("done", None, "agent-1", 1)
+
+    last = enqueue(client, admin_token, max_attempts=1)
+    claim(client, ingest_token)
+    assert requeue(last["id"])["attempts"] == 0
+    failed = client.post(f"/v1/jobs/{last['id']}/fail", json={"agent": "agent-1", "error": "oom"}, headers=f.auth(ingest_token)).json()
+    assert (failed["status"], failed["attempts"], failed["requeue_asked_at"]) == ("failed", 1, None)
+
+
+def test_requeued_again_once_its_agent_is_silent_an_asked_job_gives_its_attempt_back_once(app, client, admin_token, ingest_token):
+    """An operator who requeues again a job still shown 'asked back', its agent silent since: queued, one attempt given
+    back in all (the ask's), not two."""
+    job = enqueue(client, admin_token)
+    claim(client, ingest_token)
+    _last_report(app, job["id"], seconds_ago=0, lease_left_s=-1)  # the first agent's lease ran out
+    assert claim(client, ingest_token, agent="agent-2").json()["attempts"] == 2
+    requeue = lambda: client.post(f"/v1/jobs/{job['id']}/requeue", headers=f.auth(admin_token)).json()  # noqa: E731
+    assert requeue()["attempts"] == 1  # asked: the second claim's attempt given back
+    _last_report(app, job["id"], seconds_ago=61)
+    taken = requeue()
+    assert (taken["status"], taken["attempts"], taken["requeue_asked_at"]) == ("queued", 1, None)
 
 
 def test_an_asked_agent_that_goes_silent_costs_the_job_no_attempt(app, client, admin_token, ingest_token):
@@ -129,7 +151,7 @@ def test_an_asked_agent_that_goes_silent_costs_the_job_no_attempt(app, client, a
     assert r.json()["attempts"] == 1
     asked = client.post(f"/v1/jobs/{job['id']}/requeue", headers=f.auth(admin_token)).json()
     ends = datetime.fromisoformat(asked["lease_expires_at"]) - datetime.fromisoformat(asked["requeue_asked_at"])
-    assert 0 < ends.total_seconds() <= 20  # its agent beats every 5 s: it hears of the ask as soon as with any lease
+    assert ends.total_seconds() == 90  # lengthened: no beat extends an asked lease, and a long point must end first
     _last_report(app, job["id"], seconds_ago=30, lease_left_s=-1)  # it never answered, and the lease ran out
     again = claim(client, ingest_token, agent="agent-2").json()
     assert (again["id"], again["status"], again["attempts"], again["requeue_asked_at"]) == (job["id"], "leased", 1, None)
