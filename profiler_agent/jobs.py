@@ -98,13 +98,8 @@ class JobClient:
             body["run_id"] = str(run_id)
         if not failures:
             return self._post(f"/v1/jobs/{job_id}/complete", body).json()
-        try:
-            return self._post(f"/v1/jobs/{job_id}/complete", {**body, "failures": failures[:2000]}).json()
-        except JobError as err:
-            if err.status != 422 or "failures" not in str(err):
-                raise
-            # A service older than the field refuses it: the job is done all the same, as that service knew it.
-            return self._post(f"/v1/jobs/{job_id}/complete", body).json()
+        # A service older than the field refuses it: the job is done all the same, as that service knew it.
+        return self._post_newer(f"/v1/jobs/{job_id}/complete", body, "failures", failures[:2000])
 
     def job(self, job_id: int | str) -> dict[str, Any]:
         """The job as the service holds it now (its status and lease owner)."""
@@ -124,12 +119,16 @@ class JobClient:
             body["reason"] = reason[:2000]
         if points_done is None:
             return self._post(f"/v1/jobs/{job_id}/release", body).json()
+        return self._post_newer(f"/v1/jobs/{job_id}/release", body, "points_done", points_done)
+
+    def _post_newer(self, path: str, body: dict[str, Any], name: str, value: object) -> dict[str, Any]:
+        """POST body with a field older services lack: one that refuses it (a 422 naming it) gets the body without it."""
         try:
-            return self._post(f"/v1/jobs/{job_id}/release", {**body, "points_done": points_done}).json()
+            return self._post(path, {**body, name: value}).json()
         except JobError as err:
-            if err.status != 422:
+            if err.status != 422 or name not in str(err):
                 raise
-            return self._post(f"/v1/jobs/{job_id}/release", body).json()  # a service older than the field
+            return self._post(path, body).json()
 
     def queued_for(self, platform: PlatformDescriptor, limit: int = 1000, page_size: int = 500, max_pages: int = 2) -> int | None:
         """How many queued jobs this platform could claim now, counted up to `limit`.

@@ -122,7 +122,7 @@ def linear_lookup() -> FileLookup:
     return FileLookup(rows, "linear")
 
 
-def _latency_answer(dims: list[float], monkeypatch=None):  # type: ignore[no-untyped-def]
+def _latency_answer(dims: list[float]):  # type: ignore[no-untyped-def]
     ws = [
         {"name": f"w{i}", "kind": "lowrank", "out_features": 256, "in_features": 256, "dim": d, "importance": 1.0}
         for i, d in enumerate(dims)
