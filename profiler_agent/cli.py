@@ -967,14 +967,15 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None, skip
             with shielded():
                 sinks.close()  # what of it waits in this spool is sent first
                 sinks.report()
-                return _report_through_outage(agent, jc, job, sinks, run.id, left.skipped)
+                return _report_through_outage(agent, jc, job, sinks, run.id, _at_most_planned(job, left.skipped))
 
         def stopped(_: StopSignals) -> None:
             sinks.report()
             _give_back(jc, job.id, progress())  # at once, not after its lease, with what was measured delivered first
 
         # What the queue shows while the job runs, and once it is given back (the point under way is committed by then).
-        progress = lambda: left.skipped + max(line.done, sinks.committed_points)  # noqa: E731
+        # At most the plan's points as the service counts them (it refuses more): an agent of another version may count otherwise.
+        progress = lambda: _at_most_planned(job, left.skipped + max(line.done, sinks.committed_points))  # noqa: E731
         with Heartbeat(jc, job.id, heartbeat_every_s(o.lease_seconds), o.lease_seconds, progress) as beat:
             # Stop at the next point when the job is no longer this agent's (another may be timing it, or an operator asked
             # for it back), or the service no longer takes its token (nothing it times could complete the job).
@@ -995,13 +996,17 @@ def _run_job(agent: _Agent, jc: JobClient, job: Job, k: int, n: int | None, skip
                 # Asked back with its last point timed, the job is still this agent's: it is reported done.
                 if beat.lost and (beat.revoked or sinks.token_refused() or not _still_ours(jc, job)):
                     return _say_lease_lost(jc, line, job, beat.lost, sinks, progress(), skip)
-                points = left.skipped + len(result.measurements)
+                points = _at_most_planned(job, left.skipped + len(result.measurements))
                 return _report_through_outage(agent, jc, job, sinks, run.id, points, failures_note(result, agent.session))
     except typer.Exit:
         raise
     except Exception as err:  # report the job as failed, then stop
         _safe(jc.fail, job.id, f"{type(err).__name__}: {err}")
         raise
+
+
+def _at_most_planned(job: Job, points: int) -> int:
+    return points if job.points is None else min(points, job.points)
 
 
 def _left_of_job(agent: _Agent, plan: SweepPlan, run: uuid.UUID) -> Remaining:

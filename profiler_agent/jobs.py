@@ -34,6 +34,7 @@ class Job(BaseModel):
 
     id: int | str
     plan: SweepPlan
+    points: int | None = None  # the points in its plan, as the service counts them
     lease_expires_at: datetime | None = None
     attempts: int | None = None
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, object_session
 from gac.contracts.measurements import PlatformDescriptor
 from gac.contracts.plans import SweepPlan
 from gac.service.db import begin_write
-from gac.service.errors import Conflict, Forbidden, NotFound
+from gac.service.errors import Conflict, Forbidden, NotFound, Unprocessable
 from gac.service.ingest.known import IdResolver, platform_key
 from gac.service.ingest.repository import upsert_platform
 from gac.service.jobs import repository as repo
@@ -167,12 +167,21 @@ def _owned(session: Session, job_id: int, agent: str, token_id: int) -> Job:
     return job
 
 
+def _within_plan(session: Session, job: Job, points: int | None, field: str) -> None:
+    """A count of the job's points measured is at most the points in its plan (422 naming the field): the queue shows it."""
+    if points is not None and points > job.points:
+        session.rollback()
+        said = f"{points} points measured is more than job {job.id}'s plan holds ({job.points})"
+        raise Unprocessable([{"field": field, "message": said}])
+
+
 def heartbeat(
     session: Session, settings: Settings, job_id: int, agent: str, lease_seconds: int | None, token_id: int, points_done: int | None = None
 ) -> Job:
     """Extend the lease; `points_done` (the points measured so far) is what the queue shows while the job runs.
     Refused (409) once an operator asked for the job back: the agent stops and gives it back."""
     job = _owned(session, job_id, agent, token_id)
+    _within_plan(session, job, points_done, "body.points_done")
     if job.requeue_asked_at is not None:
         if points_done is not None:
             job.points_done = points_done
@@ -194,6 +203,7 @@ def complete(
 ) -> Job:
     """Done; `failures`: the points the agent could not time, kept as the job's error (a done job with an error is partial)."""
     job = _owned(session, job_id, agent, token_id)
+    _within_plan(session, job, points, "body.points")
     now = _now()
     if job.requeue_asked_at is not None:  # finished all the same: the attempt the ask gave back was taken
         job.attempts += 1
@@ -227,6 +237,7 @@ def release(session: Session, job_id: int, agent: str, reason: str | None, token
     any, is kept where a failure's error would be, so the queue shows why it is back; points_done, the job's
     points measured so far, what it shows done."""
     job = _owned(session, job_id, agent, token_id)
+    _within_plan(session, job, points_done, "body.points_done")
     now = _now()
     job.status = "queued"
     job.lease_owner, job.lease_expires_at, job.lease_token_id, job.updated_at = None, None, None, now

@@ -177,16 +177,30 @@ def test_a_running_jobs_points_done_is_what_its_last_heartbeat_said(client, admi
     job = enqueue(client, admin_token)
     assert claim(client, ingest_token).json()["points_done"] is None
     beat = lambda body: client.post(f"/v1/jobs/{job['id']}/heartbeat", json={"agent": "agent-1", **body}, headers=f.auth(ingest_token))  # noqa: E731
-    assert beat({"points_done": 3}).json()["points_done"] == 3
-    assert beat({}).json()["points_done"] == 3
-    assert client.get(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)).json()["points_done"] == 3
+    assert beat({"points_done": 1}).json()["points_done"] == 1
+    assert beat({}).json()["points_done"] == 1
+    assert client.get(f"/v1/jobs/{job['id']}", headers=f.auth(admin_token)).json()["points_done"] == 1
     r = beat({"points_done": -1})
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body.points_done"
-    give_back = client.post(f"/v1/jobs/{job['id']}/release", json={"agent": "agent-1", "points_done": 5}, headers=f.auth(ingest_token))
-    assert give_back.json()["status"] == "queued" and give_back.json()["points_done"] == 5
-    assert claim(client, ingest_token).json()["points_done"] == 5
+    give_back = client.post(f"/v1/jobs/{job['id']}/release", json={"agent": "agent-1", "points_done": 2}, headers=f.auth(ingest_token))
+    assert give_back.json()["status"] == "queued" and give_back.json()["points_done"] == 2
+    assert claim(client, ingest_token).json()["points_done"] == 2
     client.post(f"/v1/jobs/{job['id']}/release", json={"agent": "agent-1"}, headers=f.auth(ingest_token))  # unchanged
-    assert claim(client, ingest_token).json()["points_done"] == 5
+    assert claim(client, ingest_token).json()["points_done"] == 2
+
+
+def test_a_count_of_points_measured_above_the_jobs_plan_is_refused(client, admin_token, ingest_token):
+    # The plan holds 2 points: a beat, a release or a complete saying 3 names its field, and changes nothing.
+    job = enqueue(client, admin_token)
+    claim(client, ingest_token)
+    url = f"/v1/jobs/{job['id']}"
+    for action, body in (("heartbeat", {"points_done": 3}), ("release", {"points_done": 3}), ("complete", {"points": 3})):
+        r = f.refused(client.post(f"{url}/{action}", json={"agent": "agent-1", **body}, headers=f.auth(ingest_token)), 422, "Unprocessable")
+        assert r["detail"][0]["field"] == f"body.{next(iter(body))}" and "plan holds (2)" in r["detail"][0]["message"], r
+    now = client.get(url, headers=f.auth(admin_token)).json()
+    assert (now["status"], now["lease_owner"], now["points_done"]) == ("leased", "agent-1", None)
+    done = client.post(f"{url}/complete", json={"agent": "agent-1", "points": 2}, headers=f.auth(ingest_token))
+    assert done.json()["points_done"] == 2
 
 
 def test_the_queue_lists_jobs_in_any_of_several_states(client, admin_token, ingest_token):
@@ -341,7 +355,7 @@ def test_a_done_job_says_how_many_of_its_points_were_stored_only_flagged(client,
     other = f.batch(1).model_copy(update={"measurements": [f.measurement(96, quality="busy")]})  # another run's
     assert client.post("/v1/batches", json=f.body(other), headers=f.auth(ingest_token)).status_code == 201
     assert client.get(f"/v1/jobs/{job['id']}").json()["points_flagged"] is None  # open: not counted yet
-    body = {"agent": "agent-1", "points": 3, "run_id": str(run_id)}
+    body = {"agent": "agent-1", "points": 2, "run_id": str(run_id)}
     done = client.post(f"/v1/jobs/{job['id']}/complete", json=body, headers=f.auth(ingest_token)).json()
     assert done["points_flagged"] == 2
     assert client.get(f"/v1/jobs/{job['id']}").json()["points_flagged"] == 2

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from tests import factories as f
 
-PLAN = {"name": "tiny", "sweeps": [{"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 64, "k": 64}, "values": [64, 72]}]}
+SWEEP = {"op": "gemm", "dtypes": ["bfloat16"], "axis": "n", "fixed": {"m": 64, "k": 64}, "values": list(range(64, 144, 8))}
+PLAN = {"name": "tiny", "sweeps": [SWEEP]}
 
 
 def enqueue(client, admin_token, **extra) -> dict:  # type: ignore[no-untyped-def]
