@@ -101,6 +101,7 @@ async def _reader(request: Request, session: SessionDep, settings: SettingsDep, 
     return await _checked(request, Scope.read, session, settings, creds)
 
 
+ReadToken = Annotated[ApiToken, Depends(_require(Scope.read))]  # any valid token, even where reads are open
 IngestToken = Annotated[ApiToken, Depends(_require(Scope.ingest))]
 AdminToken = Annotated[ApiToken, Depends(_require(Scope.admin))]
 Reader = Annotated[ApiToken | None, Depends(_reader)]

@@ -7,8 +7,7 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from gac.service.auth.tokens import Scope
-from gac.service.deps import Credentials, SessionDep, SettingsDep, require
+from gac.service.deps import ReadToken
 from gac.service.errors import errors
 
 router = APIRouter(prefix="/v1/auth", tags=["auth"])
@@ -28,7 +27,6 @@ class TokenInfo(BaseModel):
 
 
 @router.get("/token", responses=errors(401))
-def current_token(session: SessionDep, settings: SettingsDep, creds: Credentials) -> TokenInfo:
+def current_token(token: ReadToken) -> TokenInfo:
     """The caller's token: its name and scope (any valid token may ask)."""
-    token = require(Scope.read, session, settings, creds)
     return TokenInfo(name=token.name, scope=token.scope, created_at=token.created_at)

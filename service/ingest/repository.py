@@ -215,14 +215,23 @@ def record_counts(session: Session, batch_id: uuid.UUID, inserted: int, duplicat
 def stored_rows(
     session: Session, ids: list[uuid.UUID], columns: tuple[str, ...], other_than: uuid.UUID | None = None
 ) -> dict[uuid.UUID, tuple]:
-    """{row id: (curve key, x, *columns)} of those ids that are stored (by a batch other than
-    other_than, when given): what a re-sent row is compared with."""
+    """{row id: (platform id, curve key, x, *columns)} of those ids that are stored (by a batch other
+    than other_than, when given): what a re-sent row is compared with."""
     table = Measurement.__table__
     stmt = (
-        select(table.c.uuid, Curve.op, Curve.dtype, Curve.axis, Curve.fixed_key, table.c.x, *(table.c[name] for name in columns))
+        select(
+            table.c.uuid,
+            Curve.platform_id,
+            Curve.op,
+            Curve.dtype,
+            Curve.axis,
+            Curve.fixed_key,
+            table.c.x,
+            *(table.c[name] for name in columns),
+        )
         .join(Curve, Curve.id == table.c.curve_id)
         .where(table.c.uuid.in_(ids))
     )
     if other_than is not None:
         stmt = stmt.where(table.c.batch_id != other_than)
-    return {row[0]: ((row[1], row[2], row[3], row[4]), *row[5:]) for row in session.execute(stmt)}
+    return {row[0]: (row[1], (row[2], row[3], row[4], row[5]), *row[6:]) for row in session.execute(stmt)}

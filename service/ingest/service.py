@@ -75,21 +75,27 @@ def _sent_row(batch: Incoming, i: int, columns: list[list[Any]]) -> tuple:
     return (batch.curves[i], batch.x[i], *(column[i] for column in columns))
 
 
-def _differences(batch: Incoming, stored: dict[UUID, tuple], *, missing_too: bool) -> list[dict[str, str]]:
-    """The rows of batch whose id is stored with other values (and, with missing_too, whose id
-    is not stored at all), as field errors that name each row and what differs."""
+def _differences(
+    session: Session, batch: Incoming, stored: dict[UUID, tuple], platform_id: int | None, *, missing_too: bool
+) -> list[dict[str, str]]:
+    """The rows of batch whose id is stored with other values, or on another platform than platform_id
+    (None: not compared), and, with missing_too, whose id is not stored at all, as field errors that name
+    each row and what differs."""
     columns = [batch.values[VALUE_COLUMNS.index(name)] for name in COMPARED]
     names = ("curve", "x", *COMPARED)
     found: list[dict[str, str]] = []
     count = 0
     for i, row_id in enumerate(batch.ids):
-        have = stored.get(row_id)
-        if have is None:
+        row = stored.get(row_id)
+        if row is None:
             if not missing_too:
                 continue
             message = f"row {row_id} is not part of the stored batch"
+        elif platform_id is not None and row[0] != platform_id:  # the same values elsewhere would store nothing here
+            was = session.get_one(Platform, row[0]).fingerprint
+            message = f"row {row_id} is stored for platform {was[:16]}, this batch names {batch.platform.fingerprint()[:16]}"
         else:
-            sent = _sent_row(batch, i, columns)
+            have, sent = row[1:], _sent_row(batch, i, columns)
             if have == sent:
                 continue
             changed = ", ".join(f"{name}: stored {old!r}, sent {new!r}" for name, old, new in zip(names, have, sent) if old != new)
@@ -172,7 +178,8 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
         stored = session.get_one(UploadBatch, batch.id)
         if stored.content_hash != digest:  # other values, or a hash of an older version of this rule
             differences = _other_owner(session, batch, stored, platform_id)
-            differences += _differences(batch, repo.stored_rows(session, batch.ids, COMPARED), missing_too=True)
+            rows_platform = platform_id if stored.platform_id == platform_id else None  # else said once, for the batch
+            differences += _differences(session, batch, repo.stored_rows(session, batch.ids, COMPARED), rows_platform, missing_too=True)
             if stored.rows > rows:
                 differences.append(
                     {
@@ -201,7 +208,7 @@ def ingest_batch(session: Session, batch: Incoming, *, token_id: int | None, max
         # Some row ids were stored before, by other batches: duplicates when they say the same,
         # a correction that would be dropped when they do not.
         earlier = repo.stored_rows(session, batch.ids, COMPARED, other_than=batch.id)
-        if differences := _differences(batch, earlier, missing_too=False):
+        if differences := _differences(session, batch, earlier, platform_id, missing_too=False):
             raise _refuse(session, f"{len(earlier)} row ids of batch {batch.id} were stored before", differences)
         repo.record_counts(session, batch.id, inserted, rows - inserted)
     repo.touch_curves(session, list(curves.values()), now)

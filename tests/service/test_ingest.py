@@ -64,6 +64,18 @@ def test_rows_resent_in_a_new_batch_are_counted_as_duplicates(client, session, i
     assert (stored.inserted, stored.duplicates) == (5, 5)
 
 
+def test_rows_resent_in_a_new_batch_for_another_platform_are_refused_not_counted_as_duplicates(client, session, ingest_token):
+    """The same row ids and values under another platform would store nothing there, so "duplicates" would lose them."""
+    b = f.batch(rows=4)
+    assert client.post("/v1/batches", json=f.body(b), headers=f.auth(ingest_token)).status_code == 201
+    ghost = f.platform(device_name="Ghost CPU")
+    elsewhere = b.model_copy(update={"id": uuid.uuid4(), "platform": ghost, "run": b.run.model_copy(update={"id": uuid.uuid4()})})
+    detail = f.refused(client.post("/v1/batches", json=f.body(elsewhere), headers=f.auth(ingest_token)), 409)["detail"]
+    assert [e["field"] for e in detail[1:]] == [f"body.measurements.{i}" for i in range(4)]
+    assert b.platform.fingerprint()[:16] in detail[1]["message"] and ghost.fingerprint()[:16] in detail[1]["message"]
+    assert count(session) == 4 and client.get("/v1/platforms").json()["total"] == 1
+
+
 def test_same_batch_id_with_other_content_is_a_conflict(client, session, ingest_token):
     b = f.batch(rows=3)
     client.post("/v1/batches", json=f.body(b), headers=f.auth(ingest_token))

@@ -30,6 +30,13 @@ def test_unknown_and_malformed_tokens_are_401(client):
     f.refused(post(client, generate()[:-1] + "x"), 401)  # checksum broken
 
 
+def test_guessing_tokens_at_the_token_check_is_rate_limited_like_every_route(client, settings, read_token):
+    """GET /v1/auth/token answers which token a caller holds: guesses there count against the client too."""
+    statuses = [client.get("/v1/auth/token", headers=f.auth(generate())).status_code for _ in range(settings.auth_failure_burst + 5)]
+    assert statuses[: settings.auth_failure_burst] == [401] * settings.auth_failure_burst and set(statuses[-5:]) == {429}
+    assert client.get("/v1/auth/token", headers=f.auth(read_token)).status_code == 429  # the whole client waits
+
+
 def test_revoked_token_is_401(client, session, settings):
     from gac.service.auth.tokens import revoke_token
 
