@@ -23,10 +23,17 @@ VERSIONED: dict[int | str, dict] = {
 }
 
 
+def holds(request: Request, etag: str) -> bool:
+    """Whether If-None-Match names this ETag: one of a list, compared weakly (W/ aside, as RFC 9110 says for
+    GET), or `*`."""
+    asked = {tag.strip().removeprefix("W/") for tag in request.headers.get("if-none-match", "").split(",")}
+    return "*" in asked or etag.removeprefix("W/") in asked
+
+
 def _etag_response(request: Request, tag: str, body: Callable[[], bytes]) -> Response:
     """A JSON body with an ETag; a client that already holds this version gets 304 and no body."""
     etag = f'W/"{tag}"'
-    if request.headers.get("if-none-match") == etag:
+    if holds(request, etag):
         return Response(status_code=304, headers={"ETag": etag})
     return Response(body(), media_type="application/json", headers={"ETag": etag})
 

@@ -19,12 +19,13 @@ from gac.service.jobs.schemas import (
     JobStatus,
     ReleaseRequest,
 )
+from gac.service.json_body import JsonBodyRoute
 from gac.service.schemas import AfterId, JobId, Page
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=JsonBodyRoute)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(401, 403, 413, 422))
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(401, 403, 413, 415, 422))
 def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, _: AdminToken) -> JobOut:
     """Queue a profiling job (admin token)."""
     job, _created = service.enqueue(session, settings, body.plan, body.match, priority=body.priority, max_attempts=body.max_attempts)
@@ -47,7 +48,7 @@ def list_jobs(
 @router.post(
     "/claim",
     response_model=JobOut,
-    responses={204: {"description": "No job for this platform now."}, **errors(401, 403, 413, 422)},
+    responses={204: {"description": "No job for this platform now."}, **errors(401, 403, 413, 415, 422)},
 )
 def claim_job(body: ClaimRequest, session: SessionDep, settings: SettingsDep, token: IngestToken):
     """Lease the most urgent job this platform may run; 204 when there is none. A platform the
@@ -67,25 +68,25 @@ def get_job(job_id: JobId, session: SessionDep, reader: Reader) -> JobOut:
     return service.to_out(service.get(session, job_id), show_owner=reader is not None)
 
 
-@router.post("/{job_id:int}/heartbeat", responses=errors(401, 403, 404, 409, 413, 422))
+@router.post("/{job_id:int}/heartbeat", responses=errors(401, 403, 404, 409, 413, 415, 422))
 def heartbeat(job_id: JobId, body: HeartbeatRequest, session: SessionDep, settings: SettingsDep, token: IngestToken) -> JobOut:
     """The lease holder extends its lease, and may say how many points it has measured so far."""
     return service.to_out(service.heartbeat(session, settings, job_id, body.agent, body.lease_seconds, token.id, body.points_done))
 
 
-@router.post("/{job_id:int}/complete", responses=errors(401, 403, 404, 409, 413, 422))
+@router.post("/{job_id:int}/complete", responses=errors(401, 403, 404, 409, 413, 415, 422))
 def complete(job_id: JobId, body: CompleteRequest, session: SessionDep, token: IngestToken) -> JobOut:
     """The lease holder reports the job done, with the points stored and those it could not time."""
     return service.to_out(service.complete(session, job_id, body.agent, body.points, body.run_id, token.id, body.failures))
 
 
-@router.post("/{job_id:int}/fail", responses=errors(401, 403, 404, 409, 413, 422))
+@router.post("/{job_id:int}/fail", responses=errors(401, 403, 404, 409, 413, 415, 422))
 def fail(job_id: JobId, body: FailRequest, session: SessionDep, token: IngestToken) -> JobOut:
     """The lease holder gives up: the job is queued again while attempts remain, else failed."""
     return service.to_out(service.fail(session, job_id, body.agent, body.error, token.id))
 
 
-@router.post("/{job_id:int}/release", responses=errors(401, 403, 404, 409, 413, 422))
+@router.post("/{job_id:int}/release", responses=errors(401, 403, 404, 409, 413, 415, 422))
 def release(job_id: JobId, body: ReleaseRequest, session: SessionDep, token: IngestToken) -> JobOut:
     """The lease holder gives the job back unfinished: queued again, without using up an attempt."""
     return service.to_out(service.release(session, job_id, body.agent, body.reason, token.id, body.points_done))

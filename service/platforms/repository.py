@@ -16,9 +16,12 @@ _SENDER = func.coalesce(UploadBatch.agent_id, Run.agent_id)
 
 
 def find(session: Session, ref: str) -> Platform | None:
-    """A platform by numeric id, full fingerprint or a unique fingerprint prefix (8+ characters)."""
+    """A platform by numeric id, full fingerprint or a unique fingerprint prefix (8+ characters). A prefix of
+    8 or 9 digits is read as an id when there is a platform of that id, else as a prefix."""
     if ref.isascii() and ref.isdigit() and len(ref) < 10:
-        return session.get(Platform, int(ref))
+        by_id = session.get(Platform, int(ref))
+        if by_id is not None or len(ref) < 8:
+            return by_id
     ref = ref.lower()
     if not all(c in "0123456789abcdef" for c in ref):
         return None  # fingerprints are hex

@@ -219,6 +219,25 @@ def test_a_query_parameter_the_path_does_not_take_is_refused_not_ignored(client,
     assert client.get("/healthz", params={"ts": "1"}).status_code == 200
 
 
+def test_a_jobs_body_is_read_as_every_json_body_is(client, admin_token, ingest_token):
+    """As /v1/batches and /v1/align read theirs: a form's type or none is JSON, another format 415, a key twice 422."""
+    plan = {"name": "p", "sweeps": [{"op": "gemm", "dtypes": ["float32"], "axis": "n", "fixed": {"m": 8, "k": 8}, "values": [8, 16]}]}
+    create = json.dumps({"plan": plan, "priority": 5}).encode()
+    for media in ("application/x-www-form-urlencoded", None):
+        headers = f.auth(admin_token) | ({"Content-Type": media} if media else {})
+        r = client.post("/v1/jobs", content=create, headers=headers)
+        assert r.status_code == 201 and r.json()["priority"] == 5, (media, r.text)
+    r = client.post("/v1/jobs", content=b"plan: p\n", headers={**f.auth(admin_token), "Content-Type": "application/yaml"})
+    assert "the body is read as JSON (Content-Type: application/json), not application/yaml" in f.refused(r, 415)["detail"]
+    twice = b'{"plan": ' + json.dumps(plan).encode() + b', "priority": 5, "priority": -5}'
+    r = client.post("/v1/jobs", content=twice, headers={**f.auth(admin_token), "Content-Type": "application/json"})
+    assert f.refused(r, 422)["detail"][0]["field"] == "body.priority"
+    claim = json.dumps({"platform": f.platform().model_dump(mode="json"), "agent": "a"}).encode()
+    r = client.post("/v1/jobs/claim", content=claim, headers={**f.auth(ingest_token), "Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 200 and r.json()["priority"] == 5, r.text
+    assert client.get("/v1/jobs").json()["total"] == 2  # the refused ones stored nothing
+
+
 def test_a_body_declared_in_another_format_is_415_not_read_as_json(client, session, read_token, ingest_token):
     doc = {"model": "m", "budget": {"ratio": 0.5}, "weights": [{"name": "a", "kind": "linear_out", "out_features": 8, "in_features": 8,
                                                                "dim": 4, "importance": 1}]}  # fmt: skip

@@ -22,6 +22,10 @@ def test_platform_by_id_fingerprint_and_prefix(client, ingest_token):
         assert got["id"] == pid and got["fingerprint"] == fp
         assert got["descriptor"] == b.platform.model_dump(mode="json")
     f.refused(client.get(f"/v1/platforms/{fp[:5]}"), 404)  # too short to be unambiguous
+    # One fingerprint in 40 starts with 8 digits: that prefix names it, as no platform has that id.
+    digits = next(p for i in range(10_000) if (p := f.platform(device_name=f"CPU {i}")).fingerprint()[:8].isdigit())
+    other = ingest(client, ingest_token, f.batch(rows=1, plat=digits))["platform_id"]
+    assert client.get(f"/v1/platforms/{digits.fingerprint()[:8]}").json()["id"] == other
 
 
 def test_platform_filters_and_pages(client, ingest_token):
