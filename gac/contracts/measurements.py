@@ -131,8 +131,9 @@ def check_consistent(op: Op, shape: dict[str, int], sweep_axis: str, p10_us: flo
     return shape
 
 
-Latency = Annotated[float, Field(gt=0, le=MAX_LATENCY_US, allow_inf_nan=False)]
-# Strict: 64.5, "64" and true are not dimensions. Checked in pydantic-core, row by row, cheaply.
+# Strict (checked in pydantic-core, row by row, cheaply): a figure is a JSON number; true and "10" are not
+# latencies or counts, and 64.5, "64" and true are not dimensions (or counts).
+Latency = Annotated[float, Field(strict=True, gt=0, le=MAX_LATENCY_US, allow_inf_nan=False)]
 Dim = Annotated[int, Field(strict=True, ge=1, le=MAX_DIM)]
 # No NUL characters (gac.contracts.text): databases cannot store them in text.
 PRINTABLE = NUL_FREE
@@ -140,11 +141,11 @@ Text = Annotated[NulFree, Field(min_length=1, max_length=200)]
 OptText = Annotated[NulFree | None, Field(max_length=200)]
 
 
-Count = Annotated[int, Field(ge=1, le=10_000_000)]  # samples behind a figure
+Count = Annotated[int, Field(strict=True, ge=1, le=10_000_000)]  # samples behind a figure
 StopReason = Literal["spread", "median_ci", "time_cap", "max_samples"]  # why sampling stopped
-SampleCount = Annotated[int, Field(ge=0, le=10_000_000)]
-ClockMhz = Annotated[int, Field(ge=0, le=100_000)]
-ThrottleMask = Annotated[int, Field(ge=0, le=2**62)]  # NVML clocks-throttle bitmask
+SampleCount = Annotated[int, Field(strict=True, ge=0, le=10_000_000)]
+ClockMhz = Annotated[int, Field(strict=True, ge=0, le=100_000)]
+ThrottleMask = Annotated[int, Field(strict=True, ge=0, le=2**62)]  # NVML clocks-throttle bitmask
 # Why the agent's quality gate does not trust a point (comma-separated, e.g. "bimodal,busy"): its samples
 # split into two modes (stalls), its median is far off both neighbours while its spread is huge, or other
 # work took the cores it was timed on. Such a point is stored, shown, and kept out of candidates and predictions.
@@ -153,7 +154,7 @@ _FLAG = "(" + "|".join(QUALITY_FLAGS) + ")"
 Quality = Annotated[str, Field(max_length=64, pattern=f"^{_FLAG}(,{_FLAG})*$")]
 # Cores other work kept busy while a point was timed (the gate's reading, less the agent's own ticks):
 # what the dashboard shows as the load while profiling. None where it cannot be read (a GPU's points).
-BusyCores = Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)]
+BusyCores = Annotated[float, Field(strict=True, ge=0, le=100_000, allow_inf_nan=False)]
 
 
 # Times are stored in UTC, and Python (so every reader of the service) holds years 1..9999 only:

@@ -69,9 +69,11 @@ def _measurement(rec: dict[str, str], platform: str, when: datetime) -> Measurem
         "n": int(n),
         "timer": rec.get("timer") or "csv",
     }
-    for name in ("measured_at", "stop", "sm_clock_mhz", "backend", "kernel"):
+    for name in ("measured_at", "stop", "backend", "kernel"):
         if rec.get(name):
             fields[name] = rec[name]
+    if rec.get("sm_clock_mhz"):
+        fields["sm_clock_mhz"] = int(rec["sm_clock_mhz"])
     # The id: the platform and what the row says (the shape in key order), not the file's time: a copy of the file is
     # the same rows.
     key = json.dumps([platform, sorted({**fields, "shape": sorted(shape.items())}.items())], default=str)

@@ -284,6 +284,16 @@ ROW_CASES = [
     ("throttle_reasons", -1),
     ("throttle_reasons", 2**62 + 1),
     ("throttle_reasons", 2**63),
+    # A figure is a JSON number: not true, not text (lax pydantic would read them as 1 and 10).
+    ("median_us", True),
+    ("p90_us", "1e6"),
+    ("n", True),
+    ("n", "10"),
+    ("n", 10.0),
+    ("busy_cores", True),
+    ("sm_clock_mhz", True),
+    ("throttle_reasons", False),
+    ("samples_discarded", "1"),
 ]
 
 
