@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,11 +83,12 @@ def _measurement(rec: dict[str, str], platform: str, when: datetime) -> Measurem
 
 def csv_batches(path: Path, platform: PlatformDescriptor, rows_per_batch: int = CSV_BATCH_ROWS) -> Iterator[Batch]:
     """The file's rows as batches, per run (a `run` or `db_run` column; else one run for the file), a row given twice
-    once. Rows without a `measured_at` column take the file's modification time. Raises CsvError naming the line
-    that is wrong."""
+    once. Rows without a `measured_at` column take the file's modification time; a run starts at its first row's
+    time and is named after its rows' commonest plan. Raises CsvError naming the line that is wrong."""
     fingerprint = platform.fingerprint()
     when = datetime.fromtimestamp(path.stat().st_mtime, UTC)
     runs: dict[str, tuple[RunInfo, list[Measurement]]] = {}
+    plans: dict[str, Counter[str]] = {}  # per run: how many of its rows each plan gave
     seen: set[uuid.UUID] = set()
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
@@ -101,19 +103,24 @@ def csv_batches(path: Path, platform: PlatformDescriptor, rows_per_batch: int = 
             run_key = next((rec[c] for c in _RUN_COLUMNS if rec.get(c)), "")
             if run_key not in runs:
                 run_id = uuid.uuid5(_IDS, f"{fingerprint}|{run_key}")
-                agent, plan = f"gac ingest {path.name}"[:200], (rec.get("plan") or "csv")[:200]
-                runs[run_key] = (RunInfo(id=run_id, agent=agent, plan=plan, started_at=when), [])
+                runs[run_key] = (RunInfo(id=run_id, agent=f"gac ingest {path.name}"[:200], started_at=when), [])
+                plans[run_key] = Counter()
             try:
                 row = _measurement(rec, fingerprint, when)
                 if row.id not in seen:  # a row given twice is one measurement
                     seen.add(row.id)
                     runs[run_key][1].append(row)
+                    plans[run_key][rec.get("plan") or "csv"] += 1
             except ValidationError as err:
                 e = err.errors(include_url=False)[0]
                 raise CsvError(f"{path}:{lineno}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}") from None
             except (ValueError, KeyError) as err:
                 raise CsvError(f"{path}:{lineno}: {err}") from None
-    for run, rows in runs.values():
+    for key, (run, rows) in runs.items():
+        if rows:
+            (plan, _), *others = plans[key].most_common()
+            named = f"{plan} (+{len(others)} other plan{'s' if len(others) > 1 else ''})" if others else plan
+            run = run.model_copy(update={"plan": named[:200], "started_at": min(row.measured_at for row in rows)})
         for at in range(0, len(rows), rows_per_batch):
             chunk = rows[at : at + rows_per_batch]
             batch_id = uuid.uuid5(_IDS, f"{run.id}|{','.join(str(r.id) for r in chunk)}")  # other rows: another batch
