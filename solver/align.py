@@ -1,7 +1,8 @@
 """The one entry point: manifest (+ a latency lookup) -> AlignmentResult.
 
 The knapsack is solved on integers: parameter counts are integers already,
-and importances are resolved to 2^-importance_bits of the largest one, so our
+and importances are taken exactly where a small common scale holds them, else
+resolved to 2^-importance_bits of the largest one (importance_units), so our
 optimum and OR-Tools' can be compared by equality. The reported objective is
 recomputed in floats from the manifest's own importances and dims.
 """
@@ -12,6 +13,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -736,22 +738,45 @@ def budget_params(manifest: Manifest) -> int:
 
 
 def integer_instance(cands: list[ItemCandidates], bits: int = 20) -> tuple[list[list[int]], list[list[int]]]:
-    """Costs = params(d); values = sum over members of round(s_k / s_max * 2^bits) * params_k(d).
+    """Costs = params(d); values = sum over members of q_k * params_k(d), q_k = importance_units' integer for s_k.
 
     The constant -s_k * params_k(d*) of the objective is left out: it does not
     change which choice is best, and keeping it would force fractions.
     """
-    s_max = max((w.importance for ic in cands for w in ic.item.members), default=0.0)
+    units = importance_units({w.importance for ic in cands for w in ic.item.members}, bits)
     costs: list[list[int]] = []
     values: list[list[int]] = []
     for ic in cands:
         unit = ic.item.unit
-        # importance / s_max first: (1 << bits) / s_max overflows for a subnormal s_max.
-        per_dim = sum((round(w.importance / s_max * (1 << bits)) if s_max > 0 else 0) * unit_params(w) for w in ic.item.members)
+        per_dim = sum(units[w.importance] * unit_params(w) for w in ic.item.members)
         dims = [c.dim for c in ic.candidates]
         costs.append([unit * d for d in dims])
         values.append([per_dim * d for d in dims])
     return costs, values
+
+
+def importance_units(importances: set[float], bits: int = 20) -> dict[float, int]:
+    """Each importance as an integer, in proportion: exactly where the decimals written share a scale at which the largest
+    is at most 2^bits (3 and 2 stay 3 and 2, 0.3 and 0.2 become 3 and 2), else rounded to 2^-bits of the largest.
+
+    Exact ties must stay ties: rounded, 2 / 3 of 2^20 broke one, and the solver took 128 params more for the same importance."""
+    s_max = max(importances, default=0.0)
+    if s_max <= 0:
+        return dict.fromkeys(importances, 0)
+    (top, top_den), scale = _as_written(s_max), 1
+    written: dict[float, tuple[int, int]] = {}
+    for s in importances:  # their common denominator, while the largest stays within 2^bits (most stop at the first)
+        written[s] = _as_written(s)
+        scale = math.lcm(scale, written[s][1])
+        if top * scale > top_den << bits:
+            # importance / s_max first: (1 << bits) / s_max overflows for a subnormal s_max.
+            return {s: round(s / s_max * (1 << bits)) for s in importances}
+    return {s: num * (scale // den) for s, (num, den) in written.items()}
+
+
+def _as_written(x: float) -> tuple[int, int]:
+    """The decimal a number was written as, as a reduced fraction (0.3 is 3/10, not the binary float nearest it)."""
+    return Decimal(repr(float(x))).as_integer_ratio()  # float(): a numpy float's repr names its type
 
 
 def objective(items: list[Item], dims: list[int]) -> float:

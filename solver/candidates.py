@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from gac.contracts.alignment import Candidate, MissingCurve
-from gac.contracts.manifest import Manifest, Weight
+from gac.contracts.manifest import Manifest, Weight, shared_dim
 from gac.contracts.measurements import Op
 from gac.solver import sparse_needs
 from gac.solver.curve_cache import shared_model_curve
@@ -90,14 +90,14 @@ class Item:
     name: str
     members: list[Weight]
     # Read per candidate and per point: computed once, from the whole member list.
-    d_star: float = field(init=False)  # a group's compressor dims may differ slightly: their mean is the window centre
+    d_star: float = field(init=False)  # the window centre: a group's dims may differ (shared_dim weighs them by params)
     max_dim: int = field(init=False)
     unit: int = field(init=False)  # parameters per unit of d
     shapes: tuple = field(init=False)  # its members' kinds and shapes: items of equal shapes run the same kernels
 
     def __post_init__(self) -> None:
         members = self.members
-        self.d_star = sum(w.dim for w in members) / len(members)
+        self.d_star = shared_dim(members)
         self.max_dim = min(w.max_dim for w in members)
         self.unit = sum(unit_params(w) for w in members)
         self.shapes = tuple(map(shape_key, members))

@@ -53,16 +53,8 @@ def _kernel(op: Op, axis: str, scale: int = 1, count: int = 1, **fixed: int) -> 
 
 
 def unit_params(w: Weight) -> int:
-    """Parameters per unit of d."""
-    if isinstance(w, LowRankWeight):
-        return w.in_features + w.out_features
-    if isinstance(w, LinearOutWeight):
-        return w.in_features
-    if isinstance(w, MlpWidthWeight):
-        return (3 if w.gated else 2) * w.hidden
-    if isinstance(w, HeadDimWeight):
-        return w.hidden * 2 * (w.heads + w.n_kv_heads)
-    raise TypeError(f"unknown weight kind {type(w).__name__}")
+    """Parameters per unit of d (the contract's: a group's shared dim is validated with it)."""
+    return w.unit_params
 
 
 def params(w: Weight, d: float) -> float:

@@ -33,11 +33,13 @@ from math import gcd, prod
 
 import numpy as np
 
+from gac.contracts.measurements import MAX_DIM
 from gac.solver.candidates import ItemCandidates
 from gac.solver.mckp import MckpSolution
 from gac.solver.tradeoff import Tradeoff, TradeoffItem
 
 DISTANCE_BITS = 20  # |d - d*| / d* in units of 2^-20: finer than any two candidates of a window differ
+FAR = MAX_DIM  # the largest relative move counted: a centre of 1 or more never moves further
 ENUMERATE_LIMIT = 4_096  # a class with at most this many combinations is enumerated (a Tradeoff costs milliseconds)
 
 
@@ -65,9 +67,11 @@ def tie_classes(cands: Sequence[ItemCandidates], values: Sequence[Sequence[int]]
 
 
 def distance_units(dims: Sequence[int], centre: float) -> tuple[int, ...]:
-    """Each dim's distance from the compressor's dim (centre), relative to it, in integer units."""
-    scaled = np.rint(np.abs(np.asarray(dims, dtype=np.float64) - centre) * ((1 << DISTANCE_BITS) / max(centre, 1.0)))
-    return tuple(scaled.astype(np.int64).tolist())
+    """Each dim's distance from the compressor's dim (centre), relative to it (|d - d*| / d*, below 1 too), in integer units."""
+    moves = np.abs(np.asarray(dims, dtype=np.float64) - centre)
+    # Capped where only a centre below 1 reaches (dims are at most MAX_DIM): the units' sums stay in int64.
+    relative = np.minimum(moves / centre, FAR) if centre > 0 else np.full(moves.shape, float(FAR))
+    return tuple(np.rint(relative * (1 << DISTANCE_BITS)).astype(np.int64).tolist())
 
 
 def closest_optimum(

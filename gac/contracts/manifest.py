@@ -73,6 +73,11 @@ class _WeightBase(_Model):
     def max_dim(self) -> int:
         raise NotImplementedError
 
+    @property
+    def unit_params(self) -> int:
+        """Parameters per unit of d: every kind's count is linear in d (docs/manifest.md's params(d))."""
+        raise NotImplementedError
+
     @field_validator("dim", check_fields=False)
     @classmethod
     def _dim_not_above_original(cls, v: float, info: ValidationInfo) -> float:
@@ -106,6 +111,10 @@ class LowRankWeight(_WeightBase):
     def max_dim(self) -> int:
         return min(self.out_features, self.in_features)
 
+    @property
+    def unit_params(self) -> int:
+        return self.in_features + self.out_features
+
 
 class LinearOutWeight(_WeightBase):
     """A linear layer whose output features are pruned to d."""
@@ -124,6 +133,10 @@ class LinearOutWeight(_WeightBase):
     @property
     def max_dim(self) -> int:
         return self.out_features
+
+    @property
+    def unit_params(self) -> int:
+        return self.in_features
 
 
 class MlpWidthWeight(_WeightBase):
@@ -145,6 +158,10 @@ class MlpWidthWeight(_WeightBase):
     @property
     def max_dim(self) -> int:
         return self.full
+
+    @property
+    def unit_params(self) -> int:
+        return (3 if self.gated else 2) * self.hidden
 
 
 class HeadDimWeight(_WeightBase):
@@ -175,11 +192,25 @@ class HeadDimWeight(_WeightBase):
     def n_kv_heads(self) -> int:
         return self.kv_heads if self.kv_heads is not None else self.heads
 
+    @property
+    def unit_params(self) -> int:
+        return self.hidden * 2 * (self.heads + self.n_kv_heads)
+
 
 Weight = Annotated[
     LowRankWeight | LinearOutWeight | MlpWidthWeight | HeadDimWeight,
     Field(discriminator="kind"),
 ]
+
+
+def shared_dim(members: Sequence[_WeightBase]) -> float:
+    """The one dim a group's weights share at the compressor's choice: where they take the parameters their own dims
+    take (their mean weighted by parameters per dim), so a budget of those parameters always holds the group.
+    Exact, then rounded once: weights of one shape get their plain mean to the last bit."""
+    if len(members) == 1:
+        return float(members[0].dim)
+    total = sum(Fraction(w.dim) * w.unit_params for w in members)
+    return float(total / sum(w.unit_params for w in members))
 
 
 def explained(error: Mapping[str, Any]) -> str:
@@ -306,8 +337,8 @@ class Target(_Model):
 class Workload(_Model):
     """What the model runs: the token counts (GEMM rows) its kernels see, their weights, and the dtype."""
 
-    tokens: Annotated[list[PosDim], Field(min_length=1, max_length=MAX_TOKEN_SHAPES)]
-    """The token counts (the GEMMs' M) the model runs at, e.g. [1024] for prefill, [1] for decode."""
+    tokens: Annotated[list[PosDim], Field(min_length=1, max_length=MAX_TOKEN_SHAPES, json_schema_extra={"uniqueItems": True})]
+    """The token counts (the GEMMs' M) the model runs at, each once, e.g. [1024] for prefill, [1] for decode."""
     dtype: SpelledDtype = Dtype.float16
     """The dtype its kernels are priced in (fp16, bf16, fp32 and the like are read as these)."""
     token_weights: Annotated[
@@ -316,6 +347,14 @@ class Workload(_Model):
         Field(default=None, max_length=MAX_TOKEN_SHAPES, json_schema_extra={"contains": {"exclusiveMinimum": 0}}),
     ] = None
     """How much each token count matters (e.g. prefill vs decode share), one per count; null: equal."""
+
+    @field_validator("tokens")
+    @classmethod
+    def _each_count_once(cls, v: list[int]) -> list[int]:
+        # Results and no_slower key their per-count figures by the count: a repeat would sum into one.
+        if repeated := sorted({m for m in v if v.count(m) > 1}):
+            raise ValueError(f"tokens lists {', '.join(map(str, repeated))} more than once: give each count once (token_weights weighs it)")
+        return v
 
     @field_validator("token_weights")
     @classmethod
@@ -390,17 +429,18 @@ class Manifest(_Model):
                     f"weights.{i}.group {w.group!r} is also the name of weights.{j}, which is in no group: "
                     "the result names each group and each ungrouped weight once, so rename the group"
                 )
-        # A group shares one dim, centred on its members' mean: each member must be able to hold it.
+        # A group shares one dim, centred on shared_dim: each member must be able to hold it.
         members: dict[str, list[int]] = {}
         for i, w in enumerate(v):
             if w.group is not None:
                 members.setdefault(w.group, []).append(i)
         for group, ids in members.items():
-            mean = sum(v[i].dim for i in ids) / len(ids)
+            mean = shared_dim([v[i] for i in ids])
             i = min(ids, key=lambda j: v[j].max_dim)
             if mean > v[i].max_dim:
                 raise ValueError(
-                    f"group {group!r} shares one dim around its weights' mean, {mean:g}, which is above the largest "
-                    f"weights.{i} ({v[i].name!r}) can take, {v[i].max_dim}: a group's weights need dims close enough to share"
+                    f"group {group!r} shares one dim around its weights' mean weighted by parameters per dim, {mean:g}, "
+                    f"which is above the largest weights.{i} ({v[i].name!r}) can take, {v[i].max_dim}: "
+                    "a group's weights need dims close enough to share"
                 )
         return v

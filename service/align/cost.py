@@ -49,7 +49,7 @@ def estimate(manifest: Manifest, options: AlignOptions | None = None) -> Cost:
     tokens = len(manifest.workload.tokens)
     u = 8 * min(map(row_count, manifest.weights))
     # One item per ungrouped weight or group (gac.solver.candidates.build_items), without its objects.
-    items: dict[str, list] = {}  # key -> [sum of dims, members, smallest max_dim, unit, kernels, shape]
+    items: dict[str, list] = {}  # key -> [sum of dim x unit, members, smallest max_dim, unit, kernels, shape]
     per_kind: dict[tuple, int] = {}
     for w in manifest.weights:
         key = w.name if w.group is None else "\0" + w.group
@@ -59,17 +59,17 @@ def estimate(manifest: Manifest, options: AlignOptions | None = None) -> Cost:
         unit = unit_params(w)
         found = items.get(key)
         if found is None:
-            items[key] = [w.dim, 1, w.max_dim, unit, per_kind[kind], (kind, unit, row_count(w))]
+            items[key] = [w.dim * unit, 1, w.max_dim, unit, per_kind[kind], (kind, unit, row_count(w))]
         else:
-            found[0] += w.dim
+            found[0] += w.dim * unit
             found[1] += 1
             found[2] = min(found[2], w.max_dim)
             found[3] += unit
             found[4] += per_kind[kind]
     candidates = evaluations = dp_cap = 0
     spans: dict[tuple, tuple[int, list[tuple[int, int]]]] = {}
-    for dims, members, max_dim, unit, kernel_count, shape in items.values():
-        d_star = dims / members
+    for params, members, max_dim, unit, kernel_count, shape in items.values():
+        d_star = params / unit  # as gac.contracts.manifest.shared_dim
         half = copts.half_width(d_star)
         lo = max(1, math.floor(d_star) - half, math.ceil(copts.min_keep * d_star))  # as Item.window
         hi = min(max_dim, math.ceil(d_star) + half)

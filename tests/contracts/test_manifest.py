@@ -174,7 +174,7 @@ def test_a_group_named_like_an_ungrouped_weight_is_refused_naming_both():
     would list 'b' twice. A group named after one of its own members is fine, and so is one named after a weight
     in another group (that weight's item is its group's)."""
     doc = copy.deepcopy(BASE)
-    doc["weights"][1]["dim"] = 40  # dims a group can share
+    doc["weights"][1]["dim"] = 35  # dims a group can share
     doc["weights"][0]["group"] = "b"
     [(loc, msg)] = _errors(doc)
     assert loc == ("weights",) and "weights.0.group 'b' is also the name of weights.1, which is in no group" in msg
@@ -185,15 +185,23 @@ def test_a_group_named_like_an_ungrouped_weight_is_refused_naming_both():
 
 
 def test_a_group_whose_shared_dim_one_member_cannot_hold_is_refused_naming_it():
-    """A group shares one dim around its members' mean: 'a' (at most 32) beside a width of 200 would ask 'a' for 110,
-    which no window of its could hold (the solver failed on an empty window)."""
+    """A group shares one dim around its members' mean weighted by params per dim (a's 96, b's 192): 'a' (at most 32)
+    beside a width of 200 would ask 'a' for 140, which no window of its could hold (the solver failed on an empty window)."""
     doc = copy.deepcopy(BASE)
     for w in doc["weights"]:
         w["group"] = "g"
     [(loc, msg)] = _errors(doc)
-    assert loc == ("weights",) and "group 'g'" in msg and "110.25" in msg and "weights.0 ('a') can take, 32" in msg
-    doc["weights"][1]["dim"] = 40  # mean 30.25: both can hold it
+    assert loc == ("weights",) and "group 'g'" in msg and "140.167" in msg and "weights.0 ('a') can take, 32" in msg
+    doc["weights"][1]["dim"] = 40  # the plain mean, 30.25, would fit; weighted, 33.5 does not
+    assert "33.5" in _errors(doc)[0][1]
+    doc["weights"][1]["dim"] = 35  # 30.17: both can hold it
     assert {w.group for w in Manifest.model_validate(doc).weights} == {"g"}
+
+
+def test_a_groups_shared_dim_takes_the_params_its_members_dims_take():
+    a, b = Manifest.model_validate(BASE).weights  # 96 and 192 params per dim
+    assert mf.shared_dim([a, b]) * (96 + 192) == pytest.approx(96 * 20.5 + 192 * 200)
+    assert mf.shared_dim([a]) == 20.5 and mf.shared_dim([a, a.model_copy(update={"dim": 20.6})]) == (20.5 + 20.6) / 2
 
 
 @pytest.mark.parametrize("path", [["weights", 1, "gated"], ["no_slower"]])
@@ -227,3 +235,11 @@ def test_a_weight_without_kind_and_a_mistyped_field_are_explained_in_the_authors
     assert extra("weights", 0, "lowrank", "hidden") == "unknown field 'hidden' here: it belongs in a head_dim weight or a mlp_width weight"
     assert extra("name") == "unknown field 'name' here: it belongs in a weight"
     assert extra("param") == "unknown field 'param': did you mean 'params' (in budget)?"
+
+
+def test_a_token_count_given_twice_is_refused_naming_it():
+    """Per-count figures (latency.by_tokens, no_slower's weights) are keyed by the count: [16, 16] summed two
+    counts' times into one M=16 entry at twice its time. token_weights is how a count is made to matter more."""
+    [(loc, msg)] = _errors(_with(["workload", "tokens"], [16, 1, 16]))
+    assert loc == ("workload", "tokens") and "16 more than once" in msg and "token_weights" in msg
+    assert Manifest.model_json_schema()["$defs"]["Workload"]["properties"]["tokens"]["uniqueItems"] is True

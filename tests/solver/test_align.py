@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from gac.contracts.alignment import AlignmentResult
 from gac.contracts.manifest import Manifest
 from gac.contracts.measurements import Batch, Dtype, Measurement, Op, PlatformDescriptor, RunInfo
-from gac.solver.align import RULES_ONLY, AlignOptions, BudgetBelowFeasible, align, integer_instance, objective
+from gac.solver.align import RULES_ONLY, AlignOptions, BudgetBelowFeasible, align, importance_units, integer_instance, objective
 from gac.solver.candidates import CandidateOptions, LatencyModel, build_candidates, build_items
+from gac.solver.kinds import unit_params
 from gac.solver.lookup import FileLookup
 from tests.solver.brute import brute_force
 
@@ -510,3 +511,56 @@ def test_importance_is_given_up_only_for_a_gain_beyond_the_timing_noise(tmp_path
     assert align(_stair_manifest(min_gain=0.5), lookup, replace(opts, min_gain=0)).weights == traded.weights
     with pytest.raises(ValueError, match="min_gain"):
         AlignOptions(min_gain=float("nan"))
+
+
+def test_tied_importances_stay_tied_and_the_tie_takes_the_fewest_params():
+    """Importances 3 and 2 rounded to 2^-20 of the largest made 2 a hair larger than 2/3 of 3: [56, 24] and [72, 16]
+    keep the same importance, and the solver took the first, 128 params more."""
+    ws = [
+        {"name": "a", "kind": "linear_out", "out_features": 96, "in_features": 16, "dim": 60, "importance": 3},
+        {"name": "b", "kind": "linear_out", "out_features": 40, "in_features": 48, "dim": 24, "importance": 2},
+    ]
+    res = align(
+        Manifest.model_validate({"model": "t", "budget": {"params": 2100}, "weights": ws}), None, AlignOptions(cross_check="cp-sat")
+    )
+    assert [w.dim for w in res.weights] == [72, 16] and res.total_params == 1920 and res.solver.cross_check.agrees
+
+
+@pytest.mark.parametrize(
+    ("importances", "units"),
+    [
+        ({3.0, 2.0}, {3.0: 3, 2.0: 2}),
+        ({0.3, 0.2, 0.0}, {0.3: 3, 0.2: 2, 0.0: 0}),  # read as the decimals written
+        ({0.0}, {0.0: 0}),
+        ({2.0**20, 1.5}, {2.0**20: 1 << 20, 1.5: 2}),  # 2^21 and 3 exactly would pass 2^20: rounded
+        ({1.0, 1 / 3}, {1.0: 1 << 20, 1 / 3: 349525}),  # no small common scale: rounded
+        ({2.2250738585e-313}, {2.2250738585e-313: 1 << 20}),  # a subnormal's denominator has 323 digits
+    ],
+)
+def test_importances_are_exact_integers_where_a_small_scale_holds_them(importances, units):
+    assert importance_units(importances) == units
+
+
+def test_a_group_of_different_shapes_fits_the_budget_its_own_dims_take():
+    """a (100 params per dim, at 100) and b (1, at 400) take 10,400 params; sharing the plain mean, 250, they took
+    25,250 at the compressor's choice, and their own budget was refused as below the smallest feasible 24,240."""
+    ws = [
+        {"name": "a", "kind": "linear_out", "out_features": 512, "in_features": 100, "dim": 100, "importance": 1, "group": "g"},
+        {"name": "b", "kind": "linear_out", "out_features": 512, "in_features": 1, "dim": 400, "importance": 1, "group": "g"},
+    ]
+    res = align(
+        Manifest.model_validate({"model": "t", "budget": {"params": 10_400}, "weights": ws}), None, AlignOptions(cross_check="none")
+    )
+    [g] = res.weights
+    assert g.dim_before == pytest.approx(10_400 / 101) and res.total_params <= 10_400 and g.dim == 96
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(manifests())
+def test_the_params_the_compressors_dims_take_are_always_a_feasible_budget(case):
+    ws, _ = case
+    own = sum(unit_params(w) * w.dim for w in Manifest.model_validate({"model": "t", "budget": {"params": 1}, "weights": ws}).weights)
+    res = align(
+        Manifest.model_validate({"model": "t", "budget": {"params": int(own)}, "weights": ws}), None, AlignOptions(cross_check="none")
+    )
+    assert res.total_params <= int(own)

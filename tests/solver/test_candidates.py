@@ -141,7 +141,8 @@ def test_groups_share_one_item():
     items = build_items(_manifest(ws))
     assert [it.name for it in items] == ["g", "x"]
     assert [w.name for w in items[0].members] == ["q", "k"]
-    assert items[0].unit == 32 + 16 and items[0].max_dim == 48 and items[0].d_star == 41
+    # The window's centre takes the params q and k take at their own dims: their mean weighted by params per dim.
+    assert items[0].unit == 32 + 16 and items[0].max_dim == 48 and items[0].d_star == (32 * 40 + 16 * 42) / 48
 
 
 def test_kinds_params_and_kernels():

@@ -157,3 +157,17 @@ def test_the_latency_objective_trades_exact_ties_toward_the_compressors_dims(mon
 
 def test_four_equal_weights_stay_on_the_two_steps_around_their_dim():
     assert sorted(w.dim for w in _latency_answer([100.0] * 4).weights) == [96, 96, 104, 104]
+
+
+def test_a_dim_below_one_counts_its_moves_relative_to_itself():
+    """The tie rule's distance is |d - d*| / d*, below d* = 1 too: a weight at 0.5 that moves to 8 has moved 15 times
+    its dim, not 7.5 (the centre was floored at 1), and the answer split the tie the other way (1, 16, 8)."""
+    ws = [
+        {"name": "a", "kind": "linear_out", "out_features": 40, "in_features": 32, "dim": 1, "importance": 1},
+        {"name": "m", "kind": "mlp_width", "hidden": 8, "full": 32, "dim": 32, "importance": 0.5},
+        {"name": "b", "kind": "linear_out", "out_features": 16, "in_features": 32, "dim": 0.5, "importance": 1},
+    ]
+    res = align(Manifest.model_validate({"model": "t", "budget": {"params": 816}, "weights": ws}), None, AlignOptions(cross_check="none"))
+    assert [w.dim for w in res.weights] == [8, 16, 1] and res.total_params == 672
+    assert distance_units([1, 2], 0.5) == (1 << 20, 3 << 20)  # a move of 0.5 from 0.5 is the dim itself
+    assert distance_units([1, 8], 0.0) == distance_units([1, 1 << 20], 1e-9) == (1 << 40,) * 2  # capped: sums stay in int64
