@@ -190,7 +190,16 @@ class Deliverer(BatchBuffer):
             self._online = self.spool.drain(self._probe, self.server, self.stats) > 0
         if self._online and not stopping():  # on the way out the spool waits for the next run or `gac agent flush`
             self.drain()
+        self._forget_sent_elsewhere()
         self.close_client()
+
+    def _forget_sent_elsewhere(self) -> None:
+        """Batches of this run no longer in the spool wait no more: another agent sharing the spool (or `gac agent
+        flush`) sent them, and the run's last line would say they wait there."""
+        if self.stats.waiting:
+            there = {str(r.get("batch", {}).get("id")) for r in self.spool.records()}
+            for batch_id in [b for b in self.stats.waiting if b not in there]:
+                del self.stats.waiting[batch_id]
 
     def close_client(self) -> None:
         self.sender.close()

@@ -14,7 +14,9 @@ import torch
 
 from gac.agent.delivery import (
     BatchFileWriter,
+    BatchSender,
     Deliverer,
+    DeliveryStats,
     Spool,
     document_rows,
     make_batches,
@@ -141,6 +143,28 @@ def test_unreachable_server_spools_everything(tmp_path):
     spooled = [read_document(r["batch"]) for r in recs]  # spooled lines are valid wire batches
     ids = [m.id for b in spooled for m in b.measurements]
     assert ids == [m.id for m in rows]  # every row, in order, with its own id kept
+
+
+def test_batches_another_agent_sharing_the_spool_sent_are_not_said_to_wait(tmp_path):
+    """Two agents on one machine share a spool: what the other drained while this run went on is sent, not waiting."""
+    down = {"now": True}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if down["now"]:
+            raise httpx.ConnectError("connection refused", request=request)
+        return _accepted(request)
+
+    d, spool = _deliverer(tmp_path, answer, retries=0)
+    d.add_many(_measurements(4))  # two batches, both spooled: the service is down
+    assert d.stats.waiting_rows == 4 and len(spool.records()) == 2
+    down["now"] = False
+    other = Spool(tmp_path)  # the other agent's, on the same directory: its flush sends both
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        other.drain(lambda doc: BatchSender("http://svc", "tok", client=client).send_document(doc), "http://svc", DeliveryStats())
+    assert spool.records() == []
+    down["now"] = True  # this run's close() cannot reach the service: it only finds the spool empty
+    d.close()
+    assert d.stats.waiting_rows == 0 and d.kept_where() == "sent to http://svc"
 
 
 def test_a_stop_mid_send_leaves_the_batch_spooled_says_so_and_does_not_wait_on_the_service(tmp_path):
