@@ -92,7 +92,12 @@ def rules(session: Session, platform: str) -> list[Rule]:
         m, support = max(votes.items(), key=lambda kv: (kv[1], -kv[0])) if votes else (None, 0)
         which = "they" if fastest == m else f"multiples of {fastest}"
         faster = f"; {which} take {pct:.0f} % less time than the dims around them" if fastest else ""
-        if votes:
+        # A curve of fewer than two usable points (every row flagged, or one dim) shows no step, cliff or not.
+        blind = sum(c.curve.points < 2 for c in cs)
+        if blind == len(cs):
+            agreement = 0.0
+            text = f"{op} {dtype}: too few usable points on the {axis} curves to tell (fewer than two dims each not flagged): no rule"
+        elif votes:
             agreement = mean(c.modulus.agreement for c in cs if c.modulus and c.modulus.m == m)
             rises = f"steps up to +{worst:.0f} %" if worst > 0 else "steps down only" if any_step else "no steps"
             text = f"{op} {dtype}: {axis} wants multiples of {m} ({support} of {len(cs)} curves; {rises}){faster}"
@@ -109,6 +114,8 @@ def rules(session: Session, platform: str) -> list[Rule]:
                 )
                 + faster
             )
+        if blind and blind < len(cs):
+            text += f" ({blind} of the {len(cs)} curves have fewer than two usable points)"
         out.append(
             Rule(
                 op=op,

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Row, case, func, select
 from sqlalchemy.orm import Session
 
 from gac.service.models import Curve, Measurement
 
 
 def summaries(session: Session, platform_id: int, op: str | None, dtype: str | None, axis: str | None) -> Sequence[Row]:
+    """One row per curve with its counts as the curve itself reads them (points() leaves flagged rows out;
+    measurements counts every row); x_min and x_max are 0 when no row is usable, as on the curve."""
+    usable_x = case((Measurement.quality.is_(None), Measurement.x))  # NULL on a flagged row: count, min and max skip it
     stats = (
         select(
             Measurement.curve_id,
             func.count().label("measurements"),
-            func.count(Measurement.x.distinct()).label("points"),
-            func.min(Measurement.x).label("x_min"),
-            func.max(Measurement.x).label("x_max"),
+            func.count(usable_x.distinct()).label("points"),
+            func.coalesce(func.min(usable_x), 0).label("x_min"),
+            func.coalesce(func.max(usable_x), 0).label("x_max"),
             func.count(Measurement.quality).label("flagged"),  # rows with quality flags (count skips NULL)
         )
         .group_by(Measurement.curve_id)

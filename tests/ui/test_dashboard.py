@@ -216,6 +216,10 @@ def test_a_dense_curve_labels_its_largest_steps_and_shows_the_rest_on_hover(live
     hover = page.locator(".curve-card .hoverlayer .hovertext").first.text_content()
     s = steps[i]
     assert f"step {s['x_before']}→{s['x']}: {'+' if s['size_pct'] >= 0 else '-'}{abs(s['size_pct']):.1f} %" in hover, hover
+    # Its size is between the curve model's levels, which the hover names (a point's hover shows its raw median).
+    assert f"denoised {s['before_us']:.1f} µs → {s['after_us']:.1f} µs" in hover, hover
+    first = page.locator(".curve-card ul.cliffs li").first.get_attribute("title")
+    assert "denoised" in first and "not the raw medians" in first, first
     assert problems == []
 
 
@@ -976,3 +980,132 @@ def test_the_dashboard_runs_under_its_content_security_policy(live_service, brow
     page.get_by_text("Policed CPU").click()
     page.wait_for_selector(".curve-card .main-svg")
     assert refused == []
+
+
+def test_a_complete_alignment_still_lacking_points_says_so_and_links_its_job(live_service, browser):
+    """A prediction can price every chosen dim (complete) while dims the alignment would weigh are unmeasured:
+    the page must not read as final, and must name the points and the job queued for them."""
+    plat = f.platform(device_name="Sparse CPU")
+    rows = [m for m in staircase(plat, 16).measurements if m.x % 8 == 0 or m.x == 71]  # the lattice and the compressor's dim
+    ingest(live_service, Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows))
+    r = httpx.post(
+        f"{live_service.url}/v1/align",
+        params={"enqueue_missing": "true"},
+        json=align_doc("provisional-model", out_weights([71.4]), plat.fingerprint()),
+        headers=f.auth(live_service.ingest_token),
+        timeout=120,
+    )
+    assert r.status_code == 201, r.text
+    stored = r.json()
+    lat = stored["result"]["latency"]
+    assert lat["complete"] and lat["missing_points"] > 0 and stored["jobs"], stored  # the reviewer's case
+
+    page = browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{live_service.url}/ui#/alignments/{stored['id']}")
+    page.wait_for_selector("text=Weights")
+    assert page.locator("#frontier-summary").inner_text().startswith("predicted unaligned")  # the figures stay
+    assert page.locator("#predicted").inner_text().startswith("original ")
+    assert "provisional" in page.locator("#predicted").inner_text()
+    notice = page.locator("#frontier-missing").inner_text()
+    assert notice.startswith(f"Provisional: {lat['missing_points']} curve points missing."), notice
+    assert "may choose other dims" in notice and "No chart is drawn" not in notice, notice
+    (job,) = stored["jobs"]
+    page.locator("#frontier-missing a", has_text=f"#{job}").click()
+    page.wait_for_selector(f"#job-{job}")
+    assert problems == []
+
+
+def test_a_curve_whose_rows_are_all_flagged_says_it_has_no_usable_points(live_service, browser):
+    """Not "2 dims, noise 0.00 %, no steps above the noise", nor a cliff-free rule: nothing usable was measured."""
+    plat = f.platform(device_name="Flagged CPU")
+    rows = [f.measurement(x) for x in (56, 60, 64)] + [f.measurement(72, median=900.0, quality="isolated")]
+    rows += [f.measurement(x, op="sdpa", median=900.0, quality="busy") for x in (64, 72)]
+    ingest(live_service, Batch(id=uuid.uuid4(), platform=plat, run=RunInfo(id=uuid.uuid4(), agent="t"), measurements=rows))
+
+    page = browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{live_service.url}/ui#/p/{plat.fingerprint()}")
+    page.wait_for_selector(".curve-card .main-svg")
+    gemm, sdpa = (page.locator(".curve-card", has_text=f"{op} bfloat16") for op in ("gemm", "sdpa"))
+    # The flagged row at the sweep's end counts in neither the dims nor their range, as on the curve.
+    assert gemm.locator("div.muted").first.inner_text().startswith("3 dims (56–64), 4 measurements"), gemm.inner_text()
+    counts = sdpa.locator("div.muted").first.inner_text()
+    assert counts.startswith("no usable points, 2 measurements · 2 flagged, not plotted"), counts
+    assert "noise" not in counts and "dims" not in counts, counts
+    assert sdpa.locator(".chart").count() == 0 and "no steps" not in sdpa.inner_text()
+    assert sdpa.locator(".no-points").inner_text().startswith("no usable points")
+    rule = page.locator("tr", has_text="sdpa").first.inner_text()
+    assert "too few usable points" in rule and "cliff-free" not in rule and "no steps" not in rule, rule
+    assert problems == []
+
+
+def test_a_curve_point_hover_counts_measurements_not_runs(live_service, browser):
+    """A point's count is of its stored rows (`measurements`); the curve does not say how many runs they came from."""
+    plat = f.platform(device_name="Twice-measured CPU")
+    ingest(live_service, staircase(plat, 16, last=32))
+    ingest(live_service, staircase(plat, 16, last=32))  # a second run: every point now has two measurements
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{live_service.url}/ui#/p/{plat.fingerprint()}")
+    page.wait_for_selector(".curve-card .main-svg")
+    point = page.locator(".curve-card .scatterlayer .trace").first.locator(".points path").nth(10)
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector(".curve-card .hoverlayer .hovertext", timeout=5000)
+    hover = page.locator(".curve-card .hoverlayer .hovertext").first.text_content()
+    assert "2 measurements" in hover and "run" not in hover, hover
+
+
+def _download(page, link) -> tuple[str, bytes]:  # type: ignore[no-untyped-def]
+    with page.expect_download(timeout=10_000) as got:
+        link.click()
+    return got.value.suggested_filename, Path(got.value.path()).read_bytes()
+
+
+def test_curve_downloads_carry_the_read_token_where_reads_need_one(database, browser, tmp_path):
+    """A plain link cannot send the tab's token: the download is fetched with it, under the service's filename."""
+    from gac.service.settings import Settings
+    from tests.fixtures.database import SECRET, _truncate
+    from tests.fixtures.live_service import LiveService
+    from tests.fixtures.tokens import make_token
+
+    settings = Settings(database_url=database.url, secret_key=SECRET, data_dir=tmp_path)
+    svc = LiveService(db_url=database.url, data_dir=tmp_path, extra_env={"GAC_REQUIRE_READ_TOKEN": "true"})
+    ingest_token, read = make_token(settings, "ingest"), make_token(settings, "read")
+    svc.start()
+    try:
+        plat = f.platform(device_name="Guarded CPU")
+        assert httpx.post(f"{svc.url}/v1/batches", json=f.body(staircase(plat, 16)), headers=f.auth(ingest_token)).status_code == 201
+        page = browser.new_page(viewport=VIEWPORT, accept_downloads=True)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.add_init_script(f"sessionStorage.setItem('gac-read-token', {read!r})")
+        page.goto(f"{svc.url}/ui#/p/{plat.fingerprint()}")
+        page.wait_for_selector(".curve-card .main-svg")
+        card = page.locator(".curve-card").first
+        for fmt in ("csv", "json"):
+            link = card.get_by_role("link", name=fmt.upper(), exact=True)
+            f.refused(httpx.get(f"{svc.url}{link.get_attribute('href')}"), 401)  # the link alone is refused
+            want = httpx.get(f"{svc.url}{link.get_attribute('href')}", headers=f.auth(read))
+            name, body = _download(page, link)
+            assert name == want.headers["content-disposition"].split('filename="')[1].rstrip('"') and name.endswith(f".{fmt}")
+            assert body == want.content
+        assert page.locator("form.token-form").count() == 0 and not errors, errors
+    finally:
+        svc.stop()
+        _truncate(database.url)
+
+
+def test_curve_downloads_work_without_a_token(live_service, browser):
+    plat = f.platform(device_name="Open CPU")
+    ingest(live_service, staircase(plat, 16, last=32))
+    page = browser.new_page(viewport=VIEWPORT, accept_downloads=True)
+    page.goto(f"{live_service.url}/ui#/p/{plat.fingerprint()}")
+    page.wait_for_selector(".curve-card .main-svg")
+    link = page.locator(".curve-card").first.get_by_role("link", name="CSV", exact=True)
+    want = httpx.get(f"{live_service.url}{link.get_attribute('href')}")
+    name, body = _download(page, link)
+    assert name.endswith(".csv") and body == want.content

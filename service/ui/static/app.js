@@ -29,9 +29,14 @@ async function api(path, params) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   const r = await fetch(url, token ? { headers: { Authorization: `Bearer ${token}` } } : {});
   const body = await r.json().catch(() => ({}));
-  if (r.status === 401) throw new NeedsToken(typeof body.detail === "string" ? body.detail : "this service needs a token");
-  if (!r.ok) throw new Error(errorText(r.status, body));
+  if (!r.ok) throw answerError(r.status, body);
   return body;
+}
+
+// What an answer that is not ok stands for: a token to ask for (401), else its detail as a sentence.
+function answerError(status, body) {
+  if (status === 401) return new NeedsToken(typeof body.detail === "string" ? body.detail : "this service needs a token");
+  return new Error(errorText(status, body));
 }
 
 function tokenForm(message) {
@@ -91,6 +96,25 @@ function table(headers, rows) {
     el("tbody", {}, rows)));
 }
 
+// A link fetched with the read token when there is one (a plain link cannot send it: 401 where reads need
+// a token), saved from memory under the service's filename; without a token the link is followed as it is.
+function downloadLink(href, label, fallbackName) {
+  const save = async (token) => {
+    const r = await fetch(href, { headers: { Authorization: `Bearer ${token}` } });
+    if (!r.ok) throw answerError(r.status, await r.json().catch(() => ({})));
+    const named = /filename="([^"]+)"/.exec(r.headers.get("Content-Disposition") || "");
+    const url = URL.createObjectURL(await r.blob());
+    el("a", { href: url, download: named ? named[1] : fallbackName }).click();
+    setTimeout(() => URL.revokeObjectURL(url), 60000); // once the browser has read it: revoked at once, some save nothing
+  };
+  return el("a", { href, class: "download", onclick: (ev) => {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (!token) return;
+    ev.preventDefault();
+    save(token).catch(fail);
+  } }, label);
+}
+
 function show(...nodes) {
   view.replaceChildren(...nodes);
 }
@@ -140,8 +164,9 @@ function pointsTrace(points, label, color) {
     line: { color, width: 1.5 }, marker: { color, size: 4 },
     error_y: { type: "data", symmetric: false, array: points.map((p) => p.p90_us - p.median_us),
       arrayminus: points.map((p) => p.median_us - p.p10_us), color, thickness: 1, width: 0 },
-    customdata: points.map((p) => [p.p10_us, p.p90_us, p.n, p.measurements]),
-    hovertemplate: "%{x}: median %{y:.2f} µs<br>p10 %{customdata[0]:.2f} · p90 %{customdata[1]:.2f}<br>n = %{customdata[2]} samples, %{customdata[3]} run(s)<extra>" + name + "</extra>",
+    // A point's rows, re-runs and other agents' alike: the curve does not say how many runs they came from.
+    customdata: points.map((p) => [p.p10_us, p.p90_us, p.n, plural(p.measurements, "measurement")]),
+    hovertemplate: "%{x}: median %{y:.2f} µs<br>p10 %{customdata[0]:.2f} · p90 %{customdata[1]:.2f}<br>n = %{customdata[2]} samples, %{customdata[3]}<extra>" + name + "</extra>",
   };
 }
 
@@ -187,7 +212,7 @@ function stepHover(steps, color) {
     type: "scatter", mode: "markers", name: "steps", showlegend: false, yaxis: "y2", cliponaxis: false,
     x: steps.map((s) => s.x - 0.5), y: steps.map(() => 0.985),
     marker: { color, size: 8, symbol: "triangle-down" },
-    hovertemplate: steps.map((s) => `step ${s.x_before}→${s.x}: ${signedPct(s.size_pct)}<extra></extra>`),
+    hovertemplate: steps.map((s) => `step ${s.x_before}→${s.x}: ${signedPct(s.size_pct)}<br>${stepLevels(s)}<extra></extra>`),
   };
 }
 
@@ -231,9 +256,17 @@ function plotCurve(div, curve, cliffs) {
 
 const LISTED_STEPS = 12; // under a chart: the largest steps, in order of dim; every step behind "all N steps"
 
+// Every row of such a curve was flagged: it has no steps because it has no points, which says nothing of cliffs.
+const NO_POINTS = "no usable points: every measurement was flagged by the agents' quality gate (a later run measures them again)";
+
+// A step is between the curve model's denoised levels, not the two raw medians (a point's hover shows its own):
+// where the model pools a comb's teeth, one noisy tooth's median can sit far from its level.
+const stepLevels = (s) => `denoised ${fmtUs(s.before_us)} → ${fmtUs(s.after_us)}`;
+
 function cliffList(cliffs) {
+  if (cliffs.curve && cliffs.curve.points === 0) return el("p", { class: "muted no-points" }, NO_POINTS);
   if (!cliffs.steps.length) return el("p", { class: "muted" }, "no steps above the noise");
-  const item = (s) => el("li", { title: `z = ${s.z.toFixed(1)}, confidence ${(100 * s.confidence).toFixed(0)} %` },
+  const item = (s) => el("li", { title: `${stepLevels(s)} (the curve model's levels, not the raw medians); z = ${s.z.toFixed(1)}, confidence ${(100 * s.confidence).toFixed(0)} %` },
     `${s.x_before}→${s.x}: ${signedPct(s.size_pct)}`);
   if (cliffs.steps.length <= LISTED_STEPS) return el("ul", { class: "cliffs" }, cliffs.steps.map(item));
   const largest = new Set([...cliffs.steps].sort((a, b) => Math.abs(b.size_pct) - Math.abs(a.size_pct)).slice(0, LISTED_STEPS));
@@ -383,18 +416,20 @@ async function platformView(ref, state) {
 
   const visible = cliffs.slice(page * CURVES_PER_PAGE, (page + 1) * CURVES_PER_PAGE);
   const cards = visible.map((c) => {
-    const chart = el("div", { class: "chart", id: `curve-${c.curve.id}` });
+    const usable = c.curve.points > 0; // else every row was flagged: nothing to plot, no noise to state
+    const chart = usable ? el("div", { class: "chart", id: `curve-${c.curve.id}` }) : "";
     const card = el("div", { class: "card curve-card", "data-curve": c.curve.id },
       el("h3", {}, curveTitle(c.curve)),
       el("div", { class: "muted" },
-        `${c.curve.points} dims (${c.curve.x_min}–${c.curve.x_max}), ${c.curve.measurements} measurements, noise ≈ ${c.noise_pct.toFixed(2)} %`,
+        usable ? `${c.curve.points} dims (${c.curve.x_min}–${c.curve.x_max}), ${c.curve.measurements} measurements, noise ≈ ${c.noise_pct.toFixed(2)} %`
+          : `no usable points, ${plural(c.curve.measurements, "measurement")}`,
         c.curve.flagged ? [" · ", el("span", { class: "pill bad flagged-count" }, `${c.curve.flagged} flagged, not plotted`)] : "",
         c.modulus ? [" · ", el("span", { class: "pill" }, `wants % ${c.modulus.m}`)] : "",
-        " · ", el("a", { href: `/v1/curves/${c.curve.id}/download?format=csv` }, "CSV"),
-        " · ", el("a", { href: `/v1/curves/${c.curve.id}/download?format=json` }, "JSON")),
+        " · ", downloadLink(`/v1/curves/${c.curve.id}/download?format=csv`, "CSV", `curve-${c.curve.id}.csv`),
+        " · ", downloadLink(`/v1/curves/${c.curve.id}/download?format=json`, "JSON", `curve-${c.curve.id}.json`)),
       (c.notes || []).length ? el("div", { class: "muted curve-notes" }, c.notes.join("; ")) : "",
       chart, cliffList(c));
-    api(`/v1/curves/${c.curve.id}`).then((curve) => plotCurve(chart, curve, c)).catch((e) => chart.replaceWith(el("div", { class: "error" }, e.message)));
+    if (usable) api(`/v1/curves/${c.curve.id}`).then((curve) => plotCurve(chart, curve, c)).catch((e) => chart.replaceWith(el("div", { class: "error" }, e.message)));
     return card;
   });
   show(
@@ -558,13 +593,19 @@ function itemNames(items) {
       el("span", { class: "mono" }, items.slice(NAMED_ITEMS).join(", ")))];
 }
 
-// What the latency prediction lacks: the count, then each missing curve and the weights that need it.
+// Whether an alignment lacks points or queued a job for them. Its prediction may still be complete (every
+// weight priced at its original, the compressor's and the chosen dim) while dims it would weigh (window,
+// look-ahead) are unmeasured: aligned again with them, it may choose other dims and predict another speed-up.
+const lacksPoints = (stored) => (stored.result.latency || {}).missing_points > 0 || (stored.result.missing || []).length > 0 || (stored.jobs || []).length > 0;
+
+// What the alignment lacks: the count, then each missing curve and the weights that need it.
 function missingNotice(stored) {
   const r = stored.result;
   const lat = r.latency || {};
   const missing = r.missing || [];
   const rules = r.rule_items || [];
   const badFrontier = (r.frontier || []).filter((p) => !(p.latency_us > 0)).length;
+  const provisional = lat.complete && !badFrontier;
   const what = [];
   if (lat.missing_points) what.push(`${lat.missing_points.toLocaleString()} curve point${lat.missing_points === 1 ? "" : "s"} missing`);
   if (rules.length) what.push(`${rules.length.toLocaleString()} weight${rules.length === 1 ? "" : "s"} without any measured curve (rule candidates)`);
@@ -579,9 +620,15 @@ function missingNotice(stored) {
       m.reasons && m.reasons.length ? el("span", { class: "muted" }, ` · ${m.reasons.join(", ")}`) : "",
       m.estimated_seconds !== null && m.estimated_seconds !== undefined ? el("span", { class: "muted" }, ` · ≈ ${m.estimated_seconds.toFixed(1)} s to profile`) : "");
   });
-  return el("div", { class: "notice", id: "frontier-missing" },
-    el("b", {}, "Predicted latency is incomplete"), `: ${what.length ? what.join("; ") : "some points are missing"}. `,
-    "No chart is drawn rather than one with gaps. To measure them: `gac align MANIFEST --profile-missing` on the platform's machine, "
+  const lead = provisional
+    ? [el("b", {}, "Provisional"), `: ${what.length ? what.join("; ") : "some points are missing"}. `,
+      "The prediction prices every weight at its chosen, original and compressor's dims, but dims the alignment would weigh "
+        + "are not measured yet: aligned again once they are, it may choose other dims and predict another speed-up. "]
+    : [el("b", {}, "Predicted latency is incomplete"), `: ${what.length ? what.join("; ") : "some points are missing"}. `,
+      "No chart is drawn rather than one with gaps. "];
+  return el("div", { class: `notice${provisional ? " provisional" : ""}`, id: "frontier-missing" },
+    ...lead,
+    "To measure them: `gac align MANIFEST --profile-missing` on the platform's machine, "
       + "or `gac align MANIFEST --server URL --enqueue-missing --wait` to queue a job for its agents; the alignment is then made again.",
     curves.length ? el("ul", { class: "missing" }, curves) : "",
     rules.length ? el("p", {}, "Weights on rule candidates: ", el("span", { class: "mono" }, rules.join(", "))) : "",
@@ -621,6 +668,7 @@ function frontierSection(stored) {
     nodes.push(missingNotice(stored));
     return { nodes, draw: () => {} };
   }
+  if (lacksPoints(stored)) nodes.push(missingNotice(stored)); // complete, and still provisional
   if (!frontier.length) {
     nodes.push(el("div", { class: "empty", id: "frontier-none" },
       `No frontier stored for this alignment (objective "${r.objective_kind || "importance"}"): align with "objective": "frontier" to see the whole trade-off.`));
@@ -755,7 +803,7 @@ async function alignmentView(id) {
           : "(GAC picks the dims this platform runs fastest, multiples or not)")),
       el("dt", {}, "predicted"), el("dd", { id: "predicted" }, rulesOnly ? "no latency data (rules only)"
         : unpriced ? `no latency data: nothing measured in ${dtype || "this dtype"} near these dims on this platform${measuredIn}`
-        : [`original ${fmtUs(lat.original_us)}, unaligned ${fmtUs(lat.unaligned_us)}, aligned ${fmtUs(lat.aligned_us)}${lat.complete ? "" : " (partial data)"}`,
+        : [`original ${fmtUs(lat.original_us)}, unaligned ${fmtUs(lat.unaligned_us)}, aligned ${fmtUs(lat.aligned_us)}${!lat.complete ? " (partial data)" : lacksPoints(stored) ? " (provisional: points missing, see below)" : ""}`,
           // These and the weights' latencies are the curve model's fitted values: they differ from a sum of the raw medians.
           el("div", { class: "muted", id: "predicted-note" }, "predicted from the curve model's estimates (denoised), not raw medians; so are the weights' latencies below")]),
       el("dt", {}, "solver"), el("dd", {}, `${r.solver.method}, ${(1000 * r.solver.seconds).toFixed(1)} ms; cross-check ${cc.method} ${cc.status}${cc.agrees === true ? ", agrees" : cc.agrees === false ? ", DISAGREES" : ""}`),
