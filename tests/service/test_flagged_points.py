@@ -86,7 +86,8 @@ def test_a_rule_of_curves_without_two_usable_points_says_so_not_cliff_free(clien
     rows = [f.measurement(x, op="sdpa", median=9e3, quality="busy") for x in (64, 72)]  # every row flagged
     rows += [f.measurement(64, op="sdpa", dtype="float16")]  # one dim
     rows += [f.measurement(x, dtype="float16", median=90.0 + x) for x in (56, 60, 64, 72)]  # a curve to judge ...
-    rows += [f.measurement(x, dtype="float16", shape={"m": 128, "n": x, "k": 512}, median=9e3, quality="busy") for x in (64, 72)]  # ... beside an empty one
+    empty = [f.measurement(x, dtype="float16", shape={"m": 128, "n": x, "k": 512}, median=9e3, quality="busy") for x in (64, 72)]
+    rows += empty  # ... beside an empty one
     rules = {(r["op"], r["dtype"]): r["text"] for r in client.get(f"/v1/platforms/{_post(client, ingest_token, rows)}/rules").json()}
     for key in (("sdpa", "bfloat16"), ("sdpa", "float16")):
         assert "too few usable points" in rules[key] and "cliff-free" not in rules[key], rules[key]
