@@ -6,7 +6,7 @@ import os
 import shutil
 import socket
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import Annotated
 
 import typer
@@ -58,6 +58,7 @@ def database_said(db: str | None = None) -> Iterator[None]:
     """Around a command's opening of its database (settings, engine, schema): what is wrong with it (a URL we do not
     speak, a folder that is a file, a file that is no database, a schema out of date) is said in one line naming
     where the URL came from, and the command exits 2. Only the opening: a later error is a bug, and keeps its trace."""
+    from alembic.util import CommandError
     from pydantic import ValidationError
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -68,6 +69,9 @@ def database_said(db: str | None = None) -> Iterator[None]:
         yield
     except ValidationError as exc:
         _say_configuration(exc, db)
+        raise typer.Exit(2) from None
+    except CommandError as exc:  # a revision alembic cannot find (asked for, or the database's own): its one line
+        err.print(f"[red]cannot migrate:[/red] {escape(_first_line(exc))}", highlight=False)
         raise typer.Exit(2) from None
     except (OSError, SQLAlchemyError, SchemaOutOfDate) as exc:
         try:
@@ -120,9 +124,11 @@ def serve(
 ) -> None:
     """Run the service (uvicorn). The embedded SQLite default migrates itself; Postgres must be current."""
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.supervisors import Multiprocess
 
     from gac.service.app import create_app
-    from gac.service.db import engine_for, schema_status
+    from gac.service.db import engine_for, schema_status, upgrade
     from gac.service.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
     from gac.service.server import PROTOCOL, raise_fd_limit
 
@@ -142,10 +148,13 @@ def serve(
         said = f"cannot open the database {_safe_url(settings.url)} (set by {_url_from(None)}): {escape(_first_line(exc))}"
         err.print(f"[red]refusing to start:[/red] {said}", highlight=False)
         raise typer.Exit(1) from None
-    if not settings.migrate_on_start:
-        if not status.up_to_date:
+    if not status.up_to_date:
+        if not settings.migrate_on_start or status.unknown:
             err.print(f"[red]refusing to start:[/red] {escape(status.explain())}")
             raise typer.Exit(1)
+        # Here, once, before any worker starts: workers migrating at once would each create the same tables.
+        with database_said():
+            upgrade(settings.url)
     console.print(f"GAC service starting on http://{_origin(where, at)}  database: {_safe_url(settings.url)}")
     # On SIGTERM: no new connections, open ones get the grace period (the app stops its alignments
     # within it and answers their requests 503), then the rest are cancelled and it exits.
@@ -161,7 +170,7 @@ def serve(
     made = not os.environ.get(MULTIPROC_ENV)
     metrics_dir = os.environ[MULTIPROC_ENV] = prepare_multiprocess_dir(os.environ.get(MULTIPROC_ENV))
     try:
-        uvicorn.run(
+        config = uvicorn.Config(
             "gac.service.app:create_app",
             factory=True,
             workers=workers,
@@ -171,6 +180,14 @@ def serve(
             timeout_graceful_shutdown=grace,
             **guards,
         )
+        # uvicorn.run's supervisor, run here to see how it ended: a worker that failed to start stops the others, and
+        # uvicorn.run returns as from a stop, so a supervisor restarting the service on failure would never see one.
+        supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+        with suppress(KeyboardInterrupt):
+            supervisor.run()
+        if any(worker.exitcode == STARTUP_FAILURE for worker in supervisor.processes):
+            err.print("[red]stopped: a worker failed to start (its error is above)[/red]", highlight=False)
+            raise typer.Exit(1)
     finally:
         if made:
             shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -196,6 +213,9 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="target revision")] 
     settings = _settings(schema_only=True)
     with database_said():
         engine = engine_for(settings)  # first: it makes the data directory where that is the database's folder
+        if (status := schema_status(engine)).unknown:  # alembic would only say it cannot find the revision
+            err.print(f"[red]not migrated:[/red] {escape(status.explain())}", highlight=False)
+            raise typer.Exit(2)
         upgrade(settings.url, revision)
         console.print(f"{_safe_url(settings.url)} is at {', '.join(schema_status(engine).current) or 'base'}")
     engine.dispose()

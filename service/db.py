@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +12,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from filelock import FileLock
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -98,13 +101,39 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     _sqlite_folder(url, create=False)  # engine_for made it where it is ours
-    command.upgrade(alembic_config(url), revision)
+    with _one_migration_at_a_time(url):
+        command.upgrade(alembic_config(url), revision)
+
+
+_MIGRATION_LOCK = 0x6761632D6D696772  # Postgres advisory lock key ("gac-migr"), any bigint no other tool takes
+
+
+@contextmanager
+def _one_migration_at_a_time(url: str) -> Iterator[None]:
+    """Two upgrades at once (a service's workers migrating on start, two deploy jobs) would each create the same
+    tables and one fail: the second waits for the first, then finds the schema current."""
+    if url.startswith("sqlite"):
+        path = sqlite_file(url)
+        with FileLock(f"{path}.migrate.lock") if path is not None else nullcontext():
+            yield
+        return
+    engine = make_engine(url)
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK})
+    finally:
+        engine.dispose()
 
 
 @dataclass(frozen=True)
 class SchemaStatus:
     current: tuple[str, ...]
     expected: tuple[str, ...]
+    unknown: tuple[str, ...] = ()  # revisions of current this version has no migration for: a newer GAC made them
 
     @property
     def up_to_date(self) -> bool:
@@ -113,6 +142,11 @@ class SchemaStatus:
     def explain(self) -> str:
         have = ", ".join(self.current) or "empty"
         want = ", ".join(self.expected)
+        if self.unknown:
+            return (
+                f"database schema is at {have}, newer than this version of GAC knows (it needs {want}): a newer GAC "
+                "migrated it; run that version, or restore a backup taken before that upgrade"
+            )
         return f"database schema is at {have}, this version of GAC needs {want}: run `gac db upgrade`"
 
 
@@ -120,7 +154,8 @@ def schema_status(engine: Engine) -> SchemaStatus:
     script = ScriptDirectory.from_config(alembic_config(str(engine.url)))
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_heads()
-    return SchemaStatus(current=tuple(current), expected=tuple(script.get_heads()))
+    known = {rev.revision for rev in script.walk_revisions()}
+    return SchemaStatus(tuple(current), tuple(script.get_heads()), tuple(r for r in current if r not in known))
 
 
 def ping(engine: Engine) -> None:

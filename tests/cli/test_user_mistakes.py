@@ -186,6 +186,25 @@ def test_db_current_on_a_new_data_directory_looks_without_making_it(tmp_path):
     assert not (tmp_path / "new").exists()
 
 
+def test_a_database_a_newer_gac_migrated_is_said_so_and_a_revision_alembic_lacks_in_one_line(tmp_path):
+    """Restored from a newer version, or rolled back: `gac db upgrade` cannot help, and alembic's traceback would not say why."""
+    import sqlite3
+
+    env = {**os.environ, "GAC_DATA_DIR": str(tmp_path)}
+    assert gac("db", "upgrade", env=env).returncode == 0
+    nowhere = gac("db", "upgrade", "nosuchrev", env=env)
+    assert_clean_failure(nowhere, "cannot migrate:", "nosuchrev")
+    with sqlite3.connect(tmp_path / "gac.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '0099'")
+    with socket.socket() as s:  # a free port: the port is checked first
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    for args in (("db", "upgrade"), ("serve", "--port", port)):
+        out = gac(*args, env=env)
+        assert_clean_failure(out, "0099, newer than this version of GAC knows", "a newer GAC migrated it")
+        assert "run `gac db upgrade`" not in out.stdout + out.stderr
+
+
 def test_serve_names_a_database_it_cannot_open_and_where_its_url_came_from(tmp_path):
     (tmp_path / "a-file").write_text("")
     with socket.socket() as s:  # a free port: the port is checked first

@@ -32,6 +32,19 @@ def test_upgrade_from_empty_creates_every_table(empty_database):
 
 
 @backends
+def test_upgrades_at_once_take_turns(empty_database):
+    """A service's workers, or two deploy jobs, migrating one new database at once: each would create the same tables."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(3) as pool:
+        for done in [pool.submit(upgrade, empty_database.url) for _ in range(3)]:
+            done.result()  # raises what an upgrade raised
+    engine = make_engine(empty_database.url)
+    assert schema_status(engine).up_to_date
+    engine.dispose()
+
+
+@backends
 def test_downgrade_to_base_and_upgrade_again(empty_database):
     cfg = alembic_config(empty_database.url)
     script = ScriptDirectory.from_config(cfg)

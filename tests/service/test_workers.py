@@ -78,3 +78,17 @@ def test_workers_die_with_a_killed_master(tmp_path):
         assert not left, f"orphan workers still running after their master was killed: {left}"
     finally:
         svc.stop()
+
+
+def test_workers_on_a_new_database_find_it_migrated_once(tmp_path):
+    """The embedded default migrates itself: with several workers, `gac serve` migrates before they start (each
+    migrating at once created the same tables twice, and the failed worker stopped the service)."""
+    svc = LiveService(db_url=f"sqlite:///{tmp_path / 'gac.db'}", data_dir=tmp_path, workers=3, cli=True)
+    svc.start()
+    try:
+        assert httpx.get(f"{svc.url}/readyz", timeout=10).json()["status"] == "ready"
+    finally:
+        svc.stop()
+    assert svc.log_path is not None
+    log = svc.log_path.read_text()
+    assert "Traceback" not in log and "failed to start" not in log, log[-3000:]
