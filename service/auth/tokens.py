@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gac.service.db import begin_write
-from gac.service.errors import Conflict, NotFound
+from gac.service.errors import Conflict, NotFound, Unprocessable
 from gac.service.models import ApiToken
 
 PREFIX = "gac_"
@@ -27,6 +27,7 @@ _BODY_LEN = 32
 _CHECK_LEN = 6
 # last_used_at is a convenience, not an audit log: write it at most once a minute.
 _TOUCH_EVERY = timedelta(seconds=60)
+NAME_MAX = 100  # api_tokens.name's column
 
 
 class Scope(StrEnum):
@@ -73,7 +74,11 @@ def hash_token(token: str, key: bytes) -> str:
 
 def create_token(session: Session, key: bytes, name: str, scope: Scope) -> tuple[ApiToken, str]:
     """Store a new token and return it with its plain text (shown once, never stored)."""
+    if not 1 <= len(name) <= NAME_MAX or name != name.strip() or not name.isprintable():
+        raise Unprocessable(f"a token's name is 1 to {NAME_MAX} printable characters, without spaces around them (got {name[:NAME_MAX]!r})")
     begin_write(session)
+    if (revoked_at := session.scalar(select(ApiToken.revoked_at).where(ApiToken.name == name))) is not None:
+        raise Conflict(f"a token named {name!r} was revoked on {revoked_at:%Y-%m-%d}: a revoked token keeps its name, choose another")
     if session.scalar(select(ApiToken.id).where(ApiToken.name == name)) is not None:
         raise Conflict(f"a token named {name!r} already exists")
     plain = generate()

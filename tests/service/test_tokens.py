@@ -46,6 +46,20 @@ def test_revoked_token_is_401(client, session, settings):
     f.refused(post(client, token), 401)
 
 
+def test_a_token_name_must_fit_its_column_and_a_revoked_ones_name_says_so(session, settings):
+    from gac.service.auth.tokens import Scope, create_token, revoke_token
+    from gac.service.errors import Conflict, Unprocessable
+
+    for bad in ("", " gpu-07", "gpu-07 ", "gpu\t07", "x" * 101):
+        with pytest.raises(Unprocessable, match="1 to 100 printable characters"):
+            create_token(session, settings.token_key, bad, Scope.ingest)
+    create_token(session, settings.token_key, "x" * 100, Scope.ingest)
+    create_token(session, settings.token_key, "gpu-07", Scope.ingest)
+    revoke_token(session, "gpu-07")
+    with pytest.raises(Conflict, match="'gpu-07' was revoked on .*choose another"):
+        create_token(session, settings.token_key, "gpu-07", Scope.ingest)
+
+
 def test_wrong_scope_is_403(client, read_token):
     r = post(client, read_token)
     assert "ingest" in f.refused(r, 403)["detail"]
