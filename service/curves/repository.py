@@ -4,33 +4,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Row, case, func, select
+from sqlalchemy import Row, case, func, select, true
 from sqlalchemy.orm import Session
 
 from gac.service.models import Curve, Measurement
 
 
-def summaries(session: Session, platform_id: int, op: str | None, dtype: str | None, axis: str | None) -> Sequence[Row]:
+def summaries(
+    session: Session, platform_id: int, op: str | None, dtype: str | None, axis: str | None, lateral: bool | None = None
+) -> Sequence[Row]:
     """One row per curve with its counts as the curve itself reads them (points() leaves flagged rows out;
-    measurements counts every row); x_min and x_max are 0 when no row is usable, as on the curve."""
+    measurements counts every row); x_min and x_max are 0 when no row is usable, as on the curve. lateral: count
+    each curve's rows apart (Postgres, the default there), else group every row (benchmarks/curve_list.py)."""
     usable_x = case((Measurement.quality.is_(None), Measurement.x))  # NULL on a flagged row: count, min and max skip it
-    stats = (
-        select(
-            Measurement.curve_id,
-            func.count().label("measurements"),
-            func.count(usable_x.distinct()).label("points"),
-            func.coalesce(func.min(usable_x), 0).label("x_min"),
-            func.coalesce(func.max(usable_x), 0).label("x_max"),
-            func.count(Measurement.quality).label("flagged"),  # rows with quality flags (count skips NULL)
-        )
-        .group_by(Measurement.curve_id)
-        .subquery()
+    counts = (
+        func.count().label("measurements"),
+        func.count(usable_x.distinct()).label("points"),
+        func.coalesce(func.min(usable_x), 0).label("x_min"),
+        func.coalesce(func.max(usable_x), 0).label("x_max"),
+        func.count(Measurement.quality).label("flagged"),  # rows with quality flags (count skips NULL)
     )
-    query = (
-        select(Curve, stats.c.measurements, stats.c.points, stats.c.x_min, stats.c.x_max, stats.c.flagged)
-        .join(stats, stats.c.curve_id == Curve.id)
-        .where(Curve.platform_id == platform_id)
-    )
+    if lateral if lateral is not None else session.get_bind().dialect.name == "postgresql":
+        # Each curve's rows, one index range each (LATERAL): grouped first, every curve of every platform was counted
+        # before the platform's were picked, 16 to 270 ms for one platform's 50 curves at 1M rows (by where its rows
+        # sit), against 14 to 19 ms.
+        stats = select(*counts).where(Measurement.curve_id == Curve.id).lateral()
+        query = select(Curve, *stats.c).join(stats, true()).where(stats.c.measurements > 0)
+    else:  # SQLite has no LATERAL; the embedded default holds one team's curves
+        grouped = select(Measurement.curve_id, *counts).group_by(Measurement.curve_id).subquery()
+        query = select(Curve, *(grouped.c[c.name] for c in counts)).join(grouped, grouped.c.curve_id == Curve.id)
+    query = query.where(Curve.platform_id == platform_id)
     if op:
         query = query.where(Curve.op == op)
     if dtype:
