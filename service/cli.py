@@ -6,7 +6,7 @@ import os
 import shutil
 import socket
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from typing import Annotated
 
 import typer
@@ -124,8 +124,6 @@ def serve(
 ) -> None:
     """Run the service (uvicorn). The embedded SQLite default migrates itself; Postgres must be current."""
     import uvicorn
-    from uvicorn.config import STARTUP_FAILURE
-    from uvicorn.supervisors import Multiprocess
 
     from gac.service.app import create_app
     from gac.service.db import engine_for, schema_status, upgrade
@@ -170,7 +168,9 @@ def serve(
     made = not os.environ.get(MULTIPROC_ENV)
     metrics_dir = os.environ[MULTIPROC_ENV] = prepare_multiprocess_dir(os.environ.get(MULTIPROC_ENV))
     try:
-        config = uvicorn.Config(
+        # The schema was migrated above, once: workers migrating at once failed on it. A worker that fails to start
+        # for another reason stops the others, and uvicorn (0.54) then returns as from a stop, exit status 0.
+        uvicorn.run(
             "gac.service.app:create_app",
             factory=True,
             workers=workers,
@@ -180,14 +180,6 @@ def serve(
             timeout_graceful_shutdown=grace,
             **guards,
         )
-        # uvicorn.run's supervisor, run here to see how it ended: a worker that failed to start stops the others, and
-        # uvicorn.run returns as from a stop, so a supervisor restarting the service on failure would never see one.
-        supervisor = Multiprocess(config, sockets=[config.bind_socket()])
-        with suppress(KeyboardInterrupt):
-            supervisor.run()
-        if any(worker.exitcode == STARTUP_FAILURE for worker in supervisor.processes):
-            err.print("[red]stopped: a worker failed to start (its error is above)[/red]", highlight=False)
-            raise typer.Exit(1)
     finally:
         if made:
             shutil.rmtree(metrics_dir, ignore_errors=True)

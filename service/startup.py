@@ -20,7 +20,7 @@ def ensure_schema(engine: Engine, settings: Settings) -> None:
     status = schema_status(engine)
     if status.up_to_date:
         return
-    if settings.migrate_on_start:
+    if settings.migrate_on_start and not status.unknown:  # a newer GAC's revision: nothing here migrates it
         log.info("migrating %s: %s", engine.url.render_as_string(hide_password=True), status.explain())
         upgrade(settings.url)
         return

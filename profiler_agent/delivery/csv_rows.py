@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -70,15 +71,26 @@ def _measurement(rec: dict[str, str], platform: str, when: datetime) -> Measurem
         "n": int(n),
         "timer": rec.get("timer") or "csv",
     }
-    for name in ("measured_at", "stop", "backend", "kernel"):
+    for name in ("measured_at", "stop", "sm_clock_mhz", "backend", "kernel"):
         if rec.get(name):
             fields[name] = rec[name]
-    if rec.get("sm_clock_mhz"):
-        fields["sm_clock_mhz"] = int(rec["sm_clock_mhz"])
-    # The id: the platform and what the row says (the shape in key order), not the file's time: a copy of the file is
-    # the same rows.
+    # The id: the platform and what the row says (the shape in key order, each field as written), not the file's
+    # time: a copy of the file is the same rows, and so is the same file read by another version of this code.
     key = json.dumps([platform, sorted({**fields, "shape": sorted(shape.items())}.items())], default=str)
+    if "sm_clock_mhz" in fields:
+        fields["sm_clock_mhz"] = _whole(fields["sm_clock_mhz"], "sm_clock_mhz")
     return Measurement.model_validate({"id": uuid.uuid5(_IDS, key), "measured_at": when, **fields})
+
+
+def _whole(text: str, column: str) -> int:
+    """A whole number as a CSV writes it: '1980', or '1980.0' (pandas writes an integer column with a gap so)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value.is_integer():
+        raise ValueError(f"{column} must be a whole number, not {text!r}")
+    return int(value)
 
 
 def csv_batches(path: Path, platform: PlatformDescriptor, rows_per_batch: int = CSV_BATCH_ROWS) -> Iterator[Batch]:

@@ -199,7 +199,7 @@ def test_a_database_a_newer_gac_migrated_is_said_so_and_a_revision_alembic_lacks
     with socket.socket() as s:  # a free port: the port is checked first
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
-    for args in (("db", "upgrade"), ("serve", "--port", port)):
+    for args in (("db", "upgrade"), ("serve", "--port", port), ("token", "list")):
         out = gac(*args, env=env)
         assert_clean_failure(out, "0099, newer than this version of GAC knows", "a newer GAC migrated it")
         assert "run `gac db upgrade`" not in out.stdout + out.stderr
