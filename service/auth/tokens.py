@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import string
 import zlib
@@ -28,6 +29,8 @@ _CHECK_LEN = 6
 # last_used_at is a convenience, not an audit log: write it at most once a minute.
 _TOUCH_EVERY = timedelta(seconds=60)
 NAME_MAX = 100  # api_tokens.name's column
+_KEY_WARNED: set[str] = set()  # prefixes said to be hashed under another key
+log = logging.getLogger("gac.service")
 
 
 class Scope(StrEnum):
@@ -82,7 +85,7 @@ def create_token(session: Session, key: bytes, name: str, scope: Scope) -> tuple
     if session.scalar(select(ApiToken.id).where(ApiToken.name == name)) is not None:
         raise Conflict(f"a token named {name!r} already exists")
     plain = generate()
-    row = ApiToken(name=name, scope=scope.value, token_hash=hash_token(plain, key), prefix=plain[:10])
+    row = ApiToken(name=name, scope=scope.value, token_hash=hash_token(plain, key), prefix=plain[: len(PREFIX) + 6])
     session.add(row)
     session.commit()
     return row, plain
@@ -103,11 +106,28 @@ def list_tokens(session: Session) -> list[ApiToken]:
     return list(session.scalars(select(ApiToken).order_by(ApiToken.id)))
 
 
+def _say_if_hashed_under_another_key(session: Session, token: str) -> None:
+    """A refused token whose prefix a live token has: most likely that token, hashed under another key (a changed
+    GAC_SECRET_KEY refuses every token, and the callers see only 401). Logged once per prefix and process."""
+    prefix = token[: len(PREFIX) + 6]
+    if prefix in _KEY_WARNED:
+        return
+    if session.scalar(select(ApiToken.name).where(ApiToken.prefix == prefix, ApiToken.revoked_at.is_(None))) is not None:
+        _KEY_WARNED.add(prefix)
+        log.warning(
+            "a token starting %s was refused though a live token starts so: was it created under another "
+            "GAC_SECRET_KEY? Tokens are hashed with the key; a changed key refuses every one of them",
+            prefix,
+        )
+
+
 def find_active(session: Session, key: bytes, token: str) -> ApiToken | None:
     """The live token row for this plain token, or None (malformed, unknown or revoked)."""
     if not well_formed(token):
         return None
     row = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token, key)))
+    if row is None:
+        _say_if_hashed_under_another_key(session, token)
     if row is None or row.revoked_at is not None:
         return None
     now = datetime.now(UTC)

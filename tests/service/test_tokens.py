@@ -60,6 +60,22 @@ def test_a_token_name_must_fit_its_column_and_a_revoked_ones_name_says_so(sessio
         create_token(session, settings.token_key, "gpu-07", Scope.ingest)
 
 
+def test_a_token_refused_under_another_secret_key_is_logged_once(session, settings, caplog):
+    """A changed GAC_SECRET_KEY refuses every token with a plain 401: the log says why it may be."""
+    import logging
+
+    from gac.service.auth.tokens import Scope, create_token, find_active
+
+    _, plain = create_token(session, b"the key it was made under", "rotated", Scope.ingest)
+    with caplog.at_level(logging.WARNING, logger="gac.service"):
+        assert find_active(session, b"another key", plain) is None
+        assert find_active(session, b"another key", plain) is None
+        assert find_active(session, b"another key", generate()) is None  # no live token starts so: nothing to say
+    said = [r.getMessage() for r in caplog.records if "GAC_SECRET_KEY" in r.getMessage()]
+    assert len(said) == 1 and plain[:10] in said[0], said
+    assert find_active(session, b"the key it was made under", plain) is not None
+
+
 def test_wrong_scope_is_403(client, read_token):
     r = post(client, read_token)
     assert "ingest" in f.refused(r, 403)["detail"]
