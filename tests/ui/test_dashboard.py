@@ -540,7 +540,9 @@ def test_alignment_page_plots_the_speed_importance_frontier(live_service, browse
     assert problems == []
 
 
-def test_dashboard_asks_for_a_token_when_reads_need_one(database, browser, tmp_path):
+@pytest.fixture
+def guarded(database, tmp_path):  # type: ignore[no-untyped-def]
+    """A live service whose reads need a token, holding one staircase of "Guarded CPU": (service, platform, read token)."""
     from gac.service.settings import Settings
     from tests.fixtures.database import SECRET, _truncate
     from tests.fixtures.live_service import LiveService
@@ -548,35 +550,39 @@ def test_dashboard_asks_for_a_token_when_reads_need_one(database, browser, tmp_p
 
     settings = Settings(database_url=database.url, secret_key=SECRET, data_dir=tmp_path)
     svc = LiveService(db_url=database.url, data_dir=tmp_path, extra_env={"GAC_REQUIRE_READ_TOKEN": "true"})
-    ingest, read = make_token(settings, "ingest"), make_token(settings, "read")
+    ingest_token, read = make_token(settings, "ingest"), make_token(settings, "read")
     svc.start()
     try:
         plat = f.platform(device_name="Guarded CPU")
-        assert httpx.post(f"{svc.url}/v1/batches", json=f.body(staircase(plat, 16)), headers=f.auth(ingest)).status_code == 201
+        assert httpx.post(f"{svc.url}/v1/batches", json=f.body(staircase(plat, 16)), headers=f.auth(ingest_token)).status_code == 201
         f.refused(httpx.get(f"{svc.url}/v1/platforms"), 401)  # reads really are closed
-
-        page = browser.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{svc.url}/ui")
-        page.wait_for_selector("form.token-form")
-        assert "token" in page.locator("form.token-form").inner_text().lower()
-        # A wrong token is refused and the form asks again, saying so.
-        page.fill("#token", "gac_not-a-real-token")
-        page.click("form.token-form button")
-        page.wait_for_selector("text=That token was refused")
-        # The read token opens every view, and survives navigation within the tab.
-        page.fill("#token", read)
-        page.click("form.token-form button")
-        page.wait_for_selector("a.platform-link")
-        assert page.get_by_text("Guarded CPU").count() == 1
-        page.goto(f"{svc.url}/ui#/alignments")
-        page.wait_for_selector("text=No alignments yet")
-        assert page.evaluate("sessionStorage.getItem('gac-read-token')") == read
-        assert not errors, errors
+        yield svc, plat, read
     finally:
         svc.stop()
         _truncate(database.url)
+
+
+def test_dashboard_asks_for_a_token_when_reads_need_one(guarded, browser):
+    svc, _, read = guarded
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{svc.url}/ui")
+    page.wait_for_selector("form.token-form")
+    assert "token" in page.locator("form.token-form").inner_text().lower()
+    # A wrong token is refused and the form asks again, saying so.
+    page.fill("#token", "gac_not-a-real-token")
+    page.click("form.token-form button")
+    page.wait_for_selector("text=That token was refused")
+    # The read token opens every view, and survives navigation within the tab.
+    page.fill("#token", read)
+    page.click("form.token-form button")
+    page.wait_for_selector("a.platform-link")
+    assert page.get_by_text("Guarded CPU").count() == 1
+    page.goto(f"{svc.url}/ui#/alignments")
+    page.wait_for_selector("text=No alignments yet")
+    assert page.evaluate("sessionStorage.getItem('gac-read-token')") == read
+    assert not errors, errors
 
 
 def test_a_platform_filter_that_matches_nothing_says_so(live_service, browser):
@@ -1065,38 +1071,24 @@ def _download(page, link) -> tuple[str, bytes]:  # type: ignore[no-untyped-def]
     return got.value.suggested_filename, Path(got.value.path()).read_bytes()
 
 
-def test_curve_downloads_carry_the_read_token_where_reads_need_one(database, browser, tmp_path):
+def test_curve_downloads_carry_the_read_token_where_reads_need_one(guarded, browser):
     """A plain link cannot send the tab's token: the download is fetched with it, under the service's filename."""
-    from gac.service.settings import Settings
-    from tests.fixtures.database import SECRET, _truncate
-    from tests.fixtures.live_service import LiveService
-    from tests.fixtures.tokens import make_token
-
-    settings = Settings(database_url=database.url, secret_key=SECRET, data_dir=tmp_path)
-    svc = LiveService(db_url=database.url, data_dir=tmp_path, extra_env={"GAC_REQUIRE_READ_TOKEN": "true"})
-    ingest_token, read = make_token(settings, "ingest"), make_token(settings, "read")
-    svc.start()
-    try:
-        plat = f.platform(device_name="Guarded CPU")
-        assert httpx.post(f"{svc.url}/v1/batches", json=f.body(staircase(plat, 16)), headers=f.auth(ingest_token)).status_code == 201
-        page = browser.new_page(viewport=VIEWPORT, accept_downloads=True)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.add_init_script(f"sessionStorage.setItem('gac-read-token', {read!r})")
-        page.goto(f"{svc.url}/ui#/p/{plat.fingerprint()}")
-        page.wait_for_selector(".curve-card .main-svg")
-        card = page.locator(".curve-card").first
-        for fmt in ("csv", "json"):
-            link = card.get_by_role("link", name=fmt.upper(), exact=True)
-            f.refused(httpx.get(f"{svc.url}{link.get_attribute('href')}"), 401)  # the link alone is refused
-            want = httpx.get(f"{svc.url}{link.get_attribute('href')}", headers=f.auth(read))
-            name, body = _download(page, link)
-            assert name == want.headers["content-disposition"].split('filename="')[1].rstrip('"') and name.endswith(f".{fmt}")
-            assert body == want.content
-        assert page.locator("form.token-form").count() == 0 and not errors, errors
-    finally:
-        svc.stop()
-        _truncate(database.url)
+    svc, plat, read = guarded
+    page = browser.new_page(viewport=VIEWPORT, accept_downloads=True)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.add_init_script(f"sessionStorage.setItem('gac-read-token', {read!r})")
+    page.goto(f"{svc.url}/ui#/p/{plat.fingerprint()}")
+    page.wait_for_selector(".curve-card .main-svg")
+    card = page.locator(".curve-card").first
+    for fmt in ("csv", "json"):
+        link = card.get_by_role("link", name=fmt.upper(), exact=True)
+        f.refused(httpx.get(f"{svc.url}{link.get_attribute('href')}"), 401)  # the link alone is refused
+        want = httpx.get(f"{svc.url}{link.get_attribute('href')}", headers=f.auth(read))
+        name, body = _download(page, link)
+        assert name == want.headers["content-disposition"].split('filename="')[1].rstrip('"') and name.endswith(f".{fmt}")
+        assert body == want.content
+    assert page.locator("form.token-form").count() == 0 and not errors, errors
 
 
 def test_curve_downloads_work_without_a_token(live_service, browser):
