@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -1387,15 +1387,29 @@ def ingest(
 ) -> None:
     """Upload a results file (one batch per line), or a CSV of measurements timed on --platform-file's platform
     (a curve downloaded as CSV from another service, another tool's table: `gac align --measurements` reads the
-    same); safe to repeat: ingest is idempotent. A downloaded curve holds each point's summary, not its rows: sent
-    to the service it came from, its points would count twice."""
+    same); safe to repeat: ingest is idempotent. A CSV's points the service already shows figure for figure are not
+    sent (a downloaded curve holds each point's summary, not its rows: sent back, its points would count twice)."""
     from gac.agent.delivery import BatchSender, DeliveryError, DeliveryStats, RejectedError, RetryPolicy
 
     server, token = client_settings(server, token)
     if server is None or not token:
         console.print("[red]--server and --token (or GAC_SERVER / GAC_TOKEN) are required[/red]")
         raise typer.Exit(2)
-    items = _csv_items(file, platform_file) if file.suffix.lower() == ".csv" else _results_items(file, platform_file)
+    items: Iterable[tuple[str, Batch | None, str | None]]
+    if file.suffix.lower() == ".csv":
+        items = _csv_items(file, platform_file)
+        items, served = _not_served_already(items, server, token)
+        if served:
+            console.print(
+                f"{served} points of {file} are what {server} shows already, figure for figure (this file sent before, or a "
+                "curve downloaded from it): not sent again (a downloaded curve's points would count twice)",
+                markup=False,
+                highlight=False,
+            )
+            if not items:  # every point is there: nothing to send
+                raise typer.Exit(0)
+    else:
+        items = _results_items(file, platform_file)
     stats, bad, batches = DeliveryStats(), 0, 0
     stop_note = "ingest is idempotent: the same command again sends the rest"
     with _stopped_between_sends(stop_note), BatchSender(server, token, RetryPolicy(retries)) as sender:
@@ -1468,6 +1482,45 @@ def _csv_items(file: Path, platform_file: Path | None) -> list[tuple[str, Batch 
         console.print(str(err), style="red", markup=False, highlight=False)
         raise typer.Exit(2) from err
     return [(f"batch {k} of {len(batches)}", b, None) for k, b in enumerate(batches, 1)]
+
+
+def _not_served_already(
+    items: list[tuple[str, Batch | None, str | None]], server: str, token: str
+) -> tuple[list[tuple[str, Batch | None, str | None]], int]:
+    """The CSV's batches less the rows whose point the service already shows with every one of their figures, and how
+    many those were. A downloaded curve holds each point's summary, not its rows: sent back to the service it came from,
+    every point would count twice. Any other row equal to what the service shows is stored there already too."""
+    from gac.agent.delivery.csv_rows import batch_id
+    from gac.client import Client, GacClientError
+    from gac.contracts.measurements import shape_key
+
+    shown: dict[tuple[str, str, str, str], dict[int, tuple]] = {}  # per curve: x -> the figures the service shows
+    out: list[tuple[str, Batch | None, str | None]] = []
+    served = 0
+    with Client(server, token) as client:
+        for where, batch, error in items:
+            if batch is None:
+                out.append((where, batch, error))
+                continue
+            keep = []
+            for m in batch.measurements:
+                key = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(m.shape, without=m.sweep_axis))
+                if key not in shown:
+                    try:
+                        curve = client.curve(batch.platform.fingerprint(), *key[:2], key[3], m.sweep_axis)
+                        shown[key] = {p.x: (p.median_us, p.p10_us, p.p90_us, p.mean_us, p.n) for p in curve.points}
+                    except GacClientError:  # none there (404), or no answer: every row is sent (ids keep it once)
+                        shown[key] = {}
+                if shown[key].get(m.shape[m.sweep_axis]) == (m.median_us, m.p10_us, m.p90_us, m.mean_us, m.n):
+                    served += 1
+                else:
+                    keep.append(m)
+            if keep:  # fewer rows are another batch: the same id with other content would be refused
+                changed = len(keep) != len(batch.measurements)
+                out.append(
+                    (where, batch.model_copy(update={"id": batch_id(batch.run.id, keep), "measurements": keep}) if changed else batch, None)
+                )
+    return out, served
 
 
 SHOWN_BAD_LINES = 3  # gac ingest: bad lines shown one by one; the rest are counted

@@ -135,5 +135,9 @@ def csv_batches(path: Path, platform: PlatformDescriptor, rows_per_batch: int = 
             run = run.model_copy(update={"plan": named[:200], "started_at": min(row.measured_at for row in rows)})
         for at in range(0, len(rows), rows_per_batch):
             chunk = rows[at : at + rows_per_batch]
-            batch_id = uuid.uuid5(_IDS, f"{run.id}|{','.join(str(r.id) for r in chunk)}")  # other rows: another batch
-            yield Batch(id=batch_id, platform=platform, run=run, measurements=chunk)
+            yield Batch(id=batch_id(run.id, chunk), platform=platform, run=run, measurements=chunk)
+
+
+def batch_id(run: uuid.UUID, rows: list[Measurement]) -> uuid.UUID:
+    """A CSV batch's id: its run's and its rows' (other rows: another batch, so a re-send of the same rows is a replay)."""
+    return uuid.uuid5(_IDS, f"{run}|{','.join(str(r.id) for r in rows)}")
