@@ -1398,11 +1398,11 @@ def ingest(
     items: Iterable[tuple[str, Batch | None, str | None]]
     if file.suffix.lower() == ".csv":
         items = _csv_items(file, platform_file)
-        items, served = _not_served_already(items, server, token)
+        items, served = _not_served_already(items, server, token) if _is_download(file) else (items, 0)
         if served:
             console.print(
-                f"{served} points of {file} are what {server} shows already, figure for figure (this file sent before, or a "
-                "curve downloaded from it): not sent again (a downloaded curve's points would count twice)",
+                f"{served} points of the curve download {file} are what {server} shows already, figure for figure (downloaded "
+                "from it, or sent before): not sent again, or they would count twice",
                 markup=False,
                 highlight=False,
             )
@@ -1484,17 +1484,26 @@ def _csv_items(file: Path, platform_file: Path | None) -> list[tuple[str, Batch 
     return [(f"batch {k} of {len(batches)}", b, None) for k, b in enumerate(batches, 1)]
 
 
+def _is_download(file: Path) -> bool:
+    """A curve downloaded from a service (its `measurements` column): each row a point's summary, not a measurement."""
+    import csv
+
+    with file.open(newline="", encoding="utf-8") as fh:
+        return "measurements" in (csv.DictReader(fh).fieldnames or ())
+
+
 def _not_served_already(
     items: list[tuple[str, Batch | None, str | None]], server: str, token: str
 ) -> tuple[list[tuple[str, Batch | None, str | None]], int]:
-    """The CSV's batches less the rows whose point the service already shows with every one of their figures, and how
-    many those were. A downloaded curve holds each point's summary, not its rows: sent back to the service it came from,
-    every point would count twice. Any other row equal to what the service shows is stored there already too."""
+    """A curve download's batches less the rows whose point the service already shows with every one of their figures,
+    and how many those were: a download holds each point's summary, not its rows, so sent back to the service it came
+    from every point would count twice. (A table's rows are measurements: their ids keep a re-sent one once.)"""
     from gac.agent.delivery.csv_rows import batch_id
-    from gac.client import Client, GacClientError
+    from gac.client import Client, GacApiError, GacClientError
     from gac.contracts.measurements import shape_key
 
     shown: dict[tuple[str, str, str, str], dict[int, tuple]] = {}  # per curve: x -> the figures the service shows
+    asked_in_vain = False
     out: list[tuple[str, Batch | None, str | None]] = []
     served = 0
     with Client(server, token) as client:
@@ -1505,12 +1514,17 @@ def _not_served_already(
             keep = []
             for m in batch.measurements:
                 key = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(m.shape, without=m.sweep_axis))
-                if key not in shown:
+                if key not in shown and not asked_in_vain:
                     try:
                         curve = client.curve(batch.platform.fingerprint(), *key[:2], key[3], m.sweep_axis)
                         shown[key] = {p.x: (p.median_us, p.p10_us, p.p90_us, p.mean_us, p.n) for p in curve.points}
-                    except GacClientError:  # none there (404), or no answer: every row is sent (ids keep it once)
-                        shown[key] = {}
+                    except GacApiError as err:
+                        shown[key] = {}  # none there (404): sent
+                        asked_in_vain = err.status != 404  # the token, the service: the sends will say; asked no more
+                    except GacClientError:  # no answer: nothing is asked again (each would wait its timeout), all is sent
+                        asked_in_vain = True
+                if asked_in_vain:
+                    shown.setdefault(key, {})
                 if shown[key].get(m.shape[m.sweep_axis]) == (m.median_us, m.p10_us, m.p90_us, m.mean_us, m.n):
                     served += 1
                 else:

@@ -152,7 +152,7 @@ def serve(
             raise typer.Exit(1)
         # Here, once, before any worker starts: workers migrating at once would each create the same tables.
         have = ", ".join(status.current) or "empty"
-        console.print(f"migrating {_safe_url(settings.url)} from {have} to {', '.join(status.expected)}", highlight=False)
+        console.print(f"migrating {_safe_url(settings.url)} from {have} to {', '.join(status.expected)}", markup=False, highlight=False)
         with database_said():
             upgrade(settings.url)
     console.print(f"GAC service starting on http://{_origin(where, at)}  database: {_safe_url(settings.url)}")
