@@ -1503,7 +1503,23 @@ def _not_served_already(
     from gac.contracts.measurements import shape_key
 
     shown: dict[tuple[str, str, str, str], dict[int, tuple]] = {}  # per curve: x -> the figures the service shows
-    asked_in_vain = False
+    asking = True  # until a refusal or an unanswered request: the sends say why; each would wait its timeout
+
+    def figures_shown(client: Client, platform: str, m: Measurement) -> dict[int, tuple]:
+        nonlocal asking
+        key = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(m.shape, without=m.sweep_axis))
+        if key not in shown:
+            shown[key] = {}  # none there (404), or not asked: every row is sent
+            try:
+                if asking:
+                    curve = client.curve(platform, *key[:2], key[3], m.sweep_axis)
+                    shown[key] = {p.x: (p.median_us, p.p10_us, p.p90_us, p.mean_us, p.n) for p in curve.points}
+            except GacApiError as err:
+                asking = err.status == 404
+            except GacClientError:
+                asking = False
+        return shown[key]
+
     out: list[tuple[str, Batch | None, str | None]] = []
     served = 0
     with Client(server, token) as client:
@@ -1511,29 +1527,17 @@ def _not_served_already(
             if batch is None:
                 out.append((where, batch, error))
                 continue
-            keep = []
-            for m in batch.measurements:
-                key = (m.op.value, m.dtype.value, m.sweep_axis, shape_key(m.shape, without=m.sweep_axis))
-                if key not in shown and not asked_in_vain:
-                    try:
-                        curve = client.curve(batch.platform.fingerprint(), *key[:2], key[3], m.sweep_axis)
-                        shown[key] = {p.x: (p.median_us, p.p10_us, p.p90_us, p.mean_us, p.n) for p in curve.points}
-                    except GacApiError as err:
-                        shown[key] = {}  # none there (404): sent
-                        asked_in_vain = err.status != 404  # the token, the service: the sends will say; asked no more
-                    except GacClientError:  # no answer: nothing is asked again (each would wait its timeout), all is sent
-                        asked_in_vain = True
-                if asked_in_vain:
-                    shown.setdefault(key, {})
-                if shown[key].get(m.shape[m.sweep_axis]) == (m.median_us, m.p10_us, m.p90_us, m.mean_us, m.n):
-                    served += 1
-                else:
-                    keep.append(m)
-            if keep:  # fewer rows are another batch: the same id with other content would be refused
-                changed = len(keep) != len(batch.measurements)
-                out.append(
-                    (where, batch.model_copy(update={"id": batch_id(batch.run.id, keep), "measurements": keep}) if changed else batch, None)
-                )
+            fp = batch.platform.fingerprint()
+            keep = [
+                m
+                for m in batch.measurements
+                if figures_shown(client, fp, m).get(m.shape[m.sweep_axis]) != (m.median_us, m.p10_us, m.p90_us, m.mean_us, m.n)
+            ]
+            served += len(batch.measurements) - len(keep)
+            if len(keep) == len(batch.measurements):
+                out.append((where, batch, None))
+            elif keep:  # fewer rows are another batch: the same id with other content would be refused
+                out.append((where, batch.model_copy(update={"id": batch_id(batch.run.id, keep), "measurements": keep}), None))
     return out, served
 
 

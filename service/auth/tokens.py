@@ -29,6 +29,7 @@ _CHECK_LEN = 6
 # last_used_at is a convenience, not an audit log: write it at most once a minute.
 _TOUCH_EVERY = timedelta(seconds=60)
 NAME_MAX = 100  # api_tokens.name's column
+_SHOWN = len(PREFIX) + 6  # what a token's row keeps of it, to tell tokens apart in a list
 _KEY_WARNED: set[str] = set()  # prefixes said to be hashed under another key
 log = logging.getLogger("gac.service")
 
@@ -80,12 +81,13 @@ def create_token(session: Session, key: bytes, name: str, scope: Scope) -> tuple
     if not 1 <= len(name) <= NAME_MAX or name != name.strip() or not name.isprintable():
         raise Unprocessable(f"a token's name is 1 to {NAME_MAX} printable characters, without spaces around them (got {name[:NAME_MAX]!r})")
     begin_write(session)
-    if (revoked_at := session.scalar(select(ApiToken.revoked_at).where(ApiToken.name == name))) is not None:
-        raise Conflict(f"a token named {name!r} was revoked on {revoked_at:%Y-%m-%d}: a revoked token keeps its name, choose another")
-    if session.scalar(select(ApiToken.id).where(ApiToken.name == name)) is not None:
+    if (same := session.scalar(select(ApiToken).where(ApiToken.name == name))) is not None:
+        if same.revoked_at is not None:
+            said = f"a token named {name!r} was revoked on {same.revoked_at:%Y-%m-%d}: a revoked token keeps its name, choose another"
+            raise Conflict(said)
         raise Conflict(f"a token named {name!r} already exists")
     plain = generate()
-    row = ApiToken(name=name, scope=scope.value, token_hash=hash_token(plain, key), prefix=plain[: len(PREFIX) + 6])
+    row = ApiToken(name=name, scope=scope.value, token_hash=hash_token(plain, key), prefix=plain[:_SHOWN])
     session.add(row)
     session.commit()
     return row, plain
@@ -109,7 +111,7 @@ def list_tokens(session: Session) -> list[ApiToken]:
 def _say_if_hashed_under_another_key(session: Session, token: str) -> None:
     """A refused token whose prefix a live token has: most likely that token, hashed under another key (a changed
     GAC_SECRET_KEY refuses every token, and the callers see only 401). Logged once per prefix and process."""
-    prefix = token[: len(PREFIX) + 6]
+    prefix = token[:_SHOWN]
     if prefix in _KEY_WARNED:
         return
     if session.scalar(select(ApiToken.name).where(ApiToken.prefix == prefix, ApiToken.revoked_at.is_(None))) is not None:

@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 
 from gac.service.errors import NotFound
+from gac.service.http import holds
 
 STATIC = Path(__file__).parent / "static"
 SWAGGER_ASSETS = Path(fastapi_offline.__file__).parent / "static"
@@ -91,8 +92,7 @@ def plotly_js(request: Request) -> Response:
     gzipped = _accepts_gzip(request.headers.get("accept-encoding", ""))
     tag = f'{etag[:-1]}-gzip"' if gzipped else etag  # one tag per encoding: they are different bytes
     headers = {"Cache-Control": "public, max-age=86400", "ETag": tag, "Vary": "Accept-Encoding"}
-    asked = [t.strip() for t in request.headers.get("if-none-match", "").split(",")]
-    if tag in asked or "*" in asked:
+    if holds(request, tag):
         return Response(status_code=304, headers=headers)
     if gzipped:
         return Response(packed, media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
